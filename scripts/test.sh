@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs every suite of concurrency_ext and ends with one line "N passed, M failed":
+#   pg_regress suites and isolation specs (a throw-away cluster, pg_virtualenv),
+#   GoogleTest unit tests (CTest), TAP tests (PostgreSQL::Test::Cluster, run as
+#   the postgres user because initdb refuses root).
+# Usage: sudo scripts/test.sh        (installs missing packages first)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+[ "$(id -u)" = 0 ] || { echo "run as root (it installs packages and the extension): sudo $0" >&2; exit 2; }
+
+bash scripts/deps.sh || exit 1
+logs=$(mktemp -d)
+passed=0 failed=0
+count() { passed=$((passed + $1)); failed=$((failed + $2)); echo "== $3: $1 passed, $2 failed"; }
+
+echo "== build and install (PGXS)"
+make -s -j2 >"$logs/build.log" 2>&1 && make -s install >>"$logs/build.log" 2>&1 \
+  && make -s test-module >>"$logs/build.log" 2>&1 && make -s install-test-module >>"$logs/build.log" 2>&1 \
+  || { cat "$logs/build.log"; echo "0 passed, 1 failed"; exit 1; }
+
+echo "== regression and isolation suites"
+rm -rf results output_iso regression.diffs
+pg_virtualenv -v 15 sh -c 'make -s installcheck ISOLATION=; make -s installcheck REGRESS=' >"$logs/installcheck.log" 2>&1
+grep -E '\.\.\. |tests? (passed|failed)' "$logs/installcheck.log"
+started=$(grep -cE '^(test |     )\S+ +\.\.\. ' "$logs/installcheck.log")
+ok=$(grep -cE '^(test |     )\S+ +\.\.\. +ok ' "$logs/installcheck.log")
+bad=$((started - ok))
+# each of the two runs must end with its summary; a run that died early fails
+summaries=$(grep -cE 'tests? (passed|failed)' "$logs/installcheck.log")
+[ "$summaries" -lt 2 ] && bad=$((bad + 2 - summaries))
+for d in regression.diffs output_iso/regression.diffs; do [ -s "$d" ] && { echo "---- $d"; cat "$d"; }; done
+count "$ok" "$bad" "pg_regress + isolation"
+
+echo "== unit tests (CMake + CTest)"
+if cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug >"$logs/cmake.log" 2>&1 && cmake --build build -j2 >>"$logs/cmake.log" 2>&1; then
+  (cd build && ctest --output-on-failure) >"$logs/ctest.log" 2>&1
+  tail -n 20 "$logs/ctest.log"
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of' "$logs/ctest.log")
+  total=$(echo "$line" | sed -E 's/.*out of ([0-9]+).*/\1/')
+  nfail=$(echo "$line" | sed -E 's/.* ([0-9]+) tests? failed.*/\1/')
+  [ -n "$total" ] && count $((total - nfail)) "$nfail" "unit" || count 0 1 "unit"
+else
+  cat "$logs/cmake.log"; count 0 1 "unit (build)"
+fi
+
+echo "== TAP tests"
+tap=$(mktemp -d); chmod 755 "$tap"
+cp -r "$root" "$tap/src"; rm -rf "$tap/src/build"; chown -R postgres "$tap"
+(cd "$tap/src" && runuser -u postgres -- make -s installcheck-tap) >"$logs/tap.log" 2>&1
+cat "$logs/tap.log" | grep -vE '^(echo|\+\+\+)' | tail -n 40
+total=$(grep -oE 'Tests=[0-9]+' "$logs/tap.log" | tail -1 | cut -d= -f2)
+nfail=$(grep -oE 'Failed [0-9]+/[0-9]+ subtests' "$logs/tap.log" | awk '{split($2,a,"/"); s+=a[1]} END {print s+0}')
+dubious=$(grep -c 'Dubious' "$logs/tap.log")
+if [ -z "$total" ]; then count 0 1 "TAP"; else
+  [ "$nfail" = 0 ] && [ "$dubious" -gt 0 ] && nfail=$dubious
+  count $((total - nfail)) "$nfail" "TAP"
+  [ "$nfail" = 0 ] && ! grep -q 'Result: PASS' "$logs/tap.log" && count 0 1 "TAP (result)"
+fi
+[ "${KEEP_TAP_LOGS:-}" ] || rm -rf "$tap"
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

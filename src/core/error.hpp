@@ -1,0 +1,45 @@
+// Errors raised by pure C++ code. They carry a SQLSTATE and the three parts of
+// a PostgreSQL message; the entry-point wrapper (pg/entry.hpp) turns them into
+// ereport(ERROR) once no C++ frame is left to unwind.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace concurrency {
+
+// SQLSTATEs used across the extension, in one place so the docs can list them.
+namespace sqlstate {
+inline constexpr const char *null_value_not_allowed = "22004";
+inline constexpr const char *invalid_parameter_value = "22023";
+inline constexpr const char *undefined_object = "42704";
+inline constexpr const char *duplicate_object = "42710";
+inline constexpr const char *unique_violation = "23505";
+inline constexpr const char *lock_not_available = "55P03";
+inline constexpr const char *insufficient_privilege = "42501";
+inline constexpr const char *read_only_sql_transaction = "25006";
+inline constexpr const char *object_not_in_prerequisite_state = "55000";
+inline constexpr const char *internal_error = "XX000";
+// Our own class "CE": a worker's lease on a task was taken over (or the task is
+// gone). Documented in the README; clients retry nothing, they drop the task.
+inline constexpr const char *lease_lost = "CE001";
+} // namespace sqlstate
+
+class Error : public std::runtime_error {
+public:
+	Error(std::string code, std::string message, std::string detail = {}, std::string hint = {})
+	    : std::runtime_error(message), code_(std::move(code)), detail_(std::move(detail)),
+	      hint_(std::move(hint)) {}
+
+	const std::string &code() const noexcept { return code_; }
+	const std::string &detail() const noexcept { return detail_; }
+	const std::string &hint() const noexcept { return hint_; }
+
+private:
+	std::string code_;
+	std::string detail_;
+	std::string hint_;
+};
+
+} // namespace concurrency

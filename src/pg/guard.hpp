@@ -1,0 +1,114 @@
+// The border between C++ and PostgreSQL, in both directions.
+//
+//  * pg::guard(f) calls PostgreSQL from C++: an ereport(ERROR) inside f is
+//    caught (PG_TRY), copied out of ErrorContext, and rethrown as a C++
+//    PgException, with the caller's memory context restored. Keep f to plain
+//    PostgreSQL calls: C++ objects created inside f are not unwound.
+//  * pg::invoke(body, fcinfo) runs the C++ body of a SQL-callable function and
+//    lets no exception escape: it catches everything, leaves the handler, and
+//    only then raises the error with ereport (or ReThrowError).
+//
+// Rule for the code in between: no C++ object with a destructor may be alive
+// across a direct PostgreSQL call that can raise an error; either go through
+// pg::guard or keep such calls in plain C-style code.
+#pragma once
+
+#include <exception>
+#include <string>
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "pg/postgres.hpp"
+
+namespace concurrency::pg {
+
+// A PostgreSQL error, captured by guard(), on its way back to PostgreSQL.
+class PgException : public std::exception {
+public:
+	explicit PgException(ErrorData *edata) noexcept : edata_(edata) {}
+	const char *what() const noexcept override { return edata_ && edata_->message ? edata_->message : "error"; }
+	ErrorData *data() const noexcept { return edata_; }
+	int sqlerrcode() const noexcept { return edata_ ? edata_->sqlerrcode : 0; }
+
+private:
+	ErrorData *edata_; // palloc'd in the context that was current at guard()
+};
+
+template <typename F> auto guard(F &&f) -> decltype(f()) {
+	using Result = decltype(f());
+	MemoryContext caller_context = CurrentMemoryContext;
+	ErrorData *volatile edata = nullptr;
+	if constexpr (std::is_void_v<Result>) {
+		PG_TRY();
+		{ f(); }
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(caller_context);
+			edata = CopyErrorData();
+			FlushErrorState();
+		}
+		PG_END_TRY();
+		if (edata)
+			throw PgException(edata);
+	} else {
+		static_assert(std::is_trivially_copyable_v<Result>, "guard() returns plain values only");
+		Result result{};
+		PG_TRY();
+		{ result = f(); }
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(caller_context);
+			edata = CopyErrorData();
+			FlushErrorState();
+		}
+		PG_END_TRY();
+		if (edata)
+			throw PgException(edata);
+		return result;
+	}
+}
+
+// Text of an error on its way out of the C++ frames: fixed buffers, so that
+// nothing needs a destructor once the handler is left.
+struct PendingError {
+	char code[6] = "XX000";
+	char message[1024] = "";
+	char detail[1024] = "";
+	char hint[1024] = "";
+
+	void set(const char *sqlstate, const char *msg, const char *det = "", const char *hnt = "") noexcept;
+	[[noreturn]] void raise() const;
+};
+
+template <typename Body> Datum invoke(Body body, FunctionCallInfo fcinfo) {
+	ErrorData *pg_error = nullptr;
+	PendingError pending;
+	try {
+		return body(fcinfo);
+	} catch (const PgException &e) {
+		pg_error = e.data();
+	} catch (const Error &e) {
+		pending.set(e.code().c_str(), e.what(), e.detail().c_str(), e.hint().c_str());
+	} catch (const std::bad_alloc &) {
+		pending.set("53200", "out of memory in concurrency_ext");
+	} catch (const std::exception &e) {
+		pending.set(sqlstate::internal_error, "unexpected C++ exception in concurrency_ext", e.what());
+	} catch (...) {
+		pending.set(sqlstate::internal_error, "unexpected C++ exception of unknown type in concurrency_ext");
+	}
+	if (pg_error)
+		ReThrowError(pg_error);
+	pending.raise();
+}
+
+} // namespace concurrency::pg
+
+// Defines a SQL-callable function `name` whose body is C++:
+//   CONCURRENCY_FUNCTION(my_fn) { ... return Datum; }
+#define CONCURRENCY_FUNCTION(name)                                                                           \
+	static Datum name##_body(PG_FUNCTION_ARGS);                                                              \
+	extern "C" {                                                                                             \
+	PG_FUNCTION_INFO_V1(name);                                                                               \
+	PGDLLEXPORT Datum name(PG_FUNCTION_ARGS) { return concurrency::pg::invoke(name##_body, fcinfo); }       \
+	}                                                                                                        \
+	static Datum name##_body(PG_FUNCTION_ARGS)

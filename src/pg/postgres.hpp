@@ -1,0 +1,19 @@
+// The one way into PostgreSQL's headers from C++. Include it after every
+// standard and fmt header: port.h redefines snprintf and friends.
+#pragma once
+
+extern "C" {
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "executor/spi.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+}
+
+// PostgreSQL's c.h defines these as macros; they break <algorithm> & co. in any
+// file that includes standard headers after this one.
+#undef Min
+#undef Max
