@@ -13,10 +13,14 @@ PGDLLEXPORT void _PG_init(void);
 namespace concurrency {
 // Each capability registers its callbacks (cache invalidation, GUCs) here.
 void locks_init();
+void queue_init();
+void diagnostics_init();
 } // namespace concurrency
 
 extern "C" void _PG_init(void) {
 	concurrency::locks_init();
+	concurrency::queue_init();
+	concurrency::diagnostics_init();
 }
 
 // concurrency.version() — the version of the loaded module.
