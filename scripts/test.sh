@@ -32,6 +32,13 @@ summaries=$(grep -cE 'tests? (passed|failed)' "$logs/installcheck.log")
 for d in regression.diffs output_iso/regression.diffs; do [ -s "$d" ] && { echo "---- $d"; cat "$d"; }; done
 count "$ok" "$bad" "pg_regress + isolation"
 
+echo "== hostile-input fuzzing (test/fuzz)"
+pg_virtualenv -v 15 sh -c 'psql -Xqc "CREATE EXTENSION concurrency_ext" && /usr/bin/python3 test/fuzz/fuzz.py' >"$logs/fuzz.log" 2>&1
+grep -E '^(ok|FAIL) ' "$logs/fuzz.log"
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logs/fuzz.log" | tail -1)
+if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "fuzz"
+else tail -n 30 "$logs/fuzz.log"; count 0 1 "fuzz"; fi
+
 echo "== unit tests (CMake + CTest)"
 if cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug >"$logs/cmake.log" 2>&1 && cmake --build build -j2 >>"$logs/cmake.log" 2>&1; then
   (cd build && ctest --output-on-failure) >"$logs/ctest.log" 2>&1

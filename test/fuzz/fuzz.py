@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Hostile-input fuzzing of every SQL function of concurrency_ext.
+
+Finds the functions of schema `concurrency` in pg_proc and calls each one many
+times with NULLs, empty and very long strings, control characters, quotes and
+SQL fragments in names, extreme numbers and intervals, and random mixes of
+them. Every call must end in success or an ERROR with a documented SQLSTATE;
+the server must not restart (no backend crash: pg_postmaster_start_time()
+unchanged), and the registry and queue catalog must be consistent afterwards.
+
+Prints one line per function and ends with "N passed, M failed".
+Connection from the usual PG* environment variables.
+Usage: fuzz.py [--calls-per-function N] [--seed S]
+"""
+import argparse
+import random
+import sys
+
+import psycopg
+from psycopg import sql
+
+# SQLSTATEs the README documents, plus the generic out-of-range classes a
+# client can provoke with extreme numbers or times.
+DOCUMENTED = {
+    "22004",  # null value not allowed
+    "22023",  # invalid parameter value
+    "42704",  # undefined object
+    "42710",  # duplicate object
+    "23505",  # unique violation (subsystem name or key taken)
+    "55P03",  # lock not available
+    "CE001",  # lease lost
+    "42501",  # insufficient privilege
+    "22003",  # numeric value out of range
+    "22008",  # datetime field overflow
+    "2BP01",  # dependent objects still exist
+    "25006",  # read-only transaction
+}
+
+HOSTILE_TEXT = [
+    None, "", " ", "a", "fuzz_a", "fuzz_b", "Fuzz-Ä", "x" * 48, "y" * 49, "z" * 63, "w" * 64,
+    "n" * 10000, "tab\there", "new\nline", "nul\x01byte", "\x7f", "\x1b[2J", "quote'd", 'dq"x',
+    "'); DROP TABLE concurrency.subsystem; --", "\"; DROP SCHEMA concurrency CASCADE; --",
+    "$$", "%I%L%s", "\\", "q_" + "a" * 46, "ñandú", "\u00a0nbsp", "\u2003em", "a\u3000b",
+    "pg_catalog", "public", "NULL", "🦀", "a.b", "*",
+]
+BIGINTS = [None, 0, 1, -1, 42, 2**31 - 1, -2**31, 2**31, 2**32, 2**63 - 1, -2**63, 7, 123456789012]
+INTS = [None, 0, 1, -1, 2, 5, 50, 1000, 2**31 - 1, -2**31]
+BOOLS = [None, True, False]
+INTERVALS = [None, "0", "-1 second", "1 microsecond", "10 milliseconds", "1 second", "30 seconds",
+             "1 day", "100 years", "-100 years", "178000000 years", "-178000000 years", "1 mon -30 days"]
+TIMESTAMPS = [None, "now", "infinity", "-infinity", "4713-01-01 00:00:00+00 BC", "294276-12-31 00:00:00+00",
+              "2000-01-01 00:00:00+00", "2100-01-01 00:00:00+00"]
+JSONS = [None, "{}", "[]", "null", '"x"', '{"a": [1, 2, {"b": null}]}', "[" * 200 + "]" * 200,
+         '{"k": "' + "v" * 5000 + '"}']
+
+
+def value_for(type_name, rng, names):
+    """A random hostile value for a parameter of the given SQL type, with its SQL cast."""
+    if type_name == "text":
+        pool = HOSTILE_TEXT + names
+        return rng.choice(pool)
+    if type_name == "bigint":
+        return rng.choice(BIGINTS + [rng.randint(-2**63, 2**63 - 1)])
+    if type_name == "integer":
+        return rng.choice(INTS + [rng.randint(-100, 100)])
+    if type_name == "boolean":
+        return rng.choice(BOOLS)
+    if type_name == "interval":
+        return rng.choice(INTERVALS)
+    if type_name == "timestamp with time zone":
+        return rng.choice(TIMESTAMPS)
+    if type_name == "jsonb":
+        return rng.choice(JSONS)
+    if type_name == "text[]":
+        if rng.random() < 0.1:
+            return None
+        return [rng.choice(HOSTILE_TEXT + names) for _ in range(rng.randint(0, 5))]
+    if type_name == "bigint[]":
+        if rng.random() < 0.1:
+            return None
+        return [rng.choice(BIGINTS + list(range(1, 20))) for _ in range(rng.randint(0, 5))]
+    if type_name == "jsonb[]":
+        if rng.random() < 0.1:
+            return None
+        return [rng.choice(JSONS[1:]) for _ in range(rng.randint(0, 60))]
+    raise ValueError(f"no generator for type {type_name}")
+
+
+def functions(conn):
+    rows = conn.execute("""
+        SELECT p.oid, p.proname, p.pronargs,
+               coalesce(array(SELECT format_type(t, NULL) FROM unnest(p.proargtypes) t), '{}') AS argtypes
+          FROM pg_proc p
+         WHERE p.pronamespace = 'concurrency'::regnamespace
+           AND p.prokind = 'f'
+         ORDER BY p.proname, p.oid""").fetchall()
+    return rows
+
+
+def known_names(conn):
+    names = [r[0] for r in conn.execute("SELECT name FROM concurrency.subsystem").fetchall()]
+    if conn.execute("SELECT to_regclass('concurrency.queue') IS NOT NULL").fetchone()[0]:
+        names += [r[0] for r in conn.execute("SELECT name FROM concurrency.queue").fetchall()]
+    return names
+
+
+def consistency_problems(conn):
+    """Registry and queue catalog consistent after the storm."""
+    problems = []
+    rows = conn.execute("""
+        SELECT name FROM concurrency.subsystem
+         WHERE name = '' OR length(name) > 63 OR name ~ '[[:space:][:cntrl:]]'""").fetchall()
+    problems += [f"subsystem with a bad name: {r[0]!r}" for r in rows]
+    if conn.execute("SELECT to_regclass('concurrency.queue') IS NOT NULL").fetchone()[0]:
+        rows = conn.execute("""
+            SELECT q.name FROM concurrency.queue q
+             WHERE to_regclass(format('concurrency.%I', 'q_' || q.name)) IS NULL""").fetchall()
+        problems += [f"queue without its table: {r[0]!r}" for r in rows]
+        rows = conn.execute("""
+            SELECT c.relname FROM pg_class c
+             WHERE c.relnamespace = 'concurrency'::regnamespace AND c.relkind = 'r'
+               AND c.relname LIKE 'q\\_%'
+               AND NOT EXISTS (SELECT FROM concurrency.queue q WHERE 'q_' || q.name = c.relname)""").fetchall()
+        problems += [f"queue table without its catalog row: {r[0]!r}" for r in rows]
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls-per-function", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=20261129)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+
+    conn = psycopg.connect(autocommit=True)
+    conn.execute("SET statement_timeout = '5s'")
+    conn.execute("SET lock_timeout = '2s'")
+    started = conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+    # Seed some real objects so that calls reach deep paths, not only lookups.
+    seed = [
+        "SELECT concurrency.register_subsystem('fuzz_a', 900001)",
+        "SELECT concurrency.register_subsystem('fuzz_b', 900002)",
+        "SELECT concurrency.create_queue('fuzz_a')",
+        "SELECT concurrency.create_queue('fuzz_b', '1 second', 2)",
+        "SELECT concurrency.enqueue('fuzz_a', '{}') FROM generate_series(1, 50)",
+    ]
+    for stmt in seed:
+        try:
+            conn.execute(stmt)
+        except psycopg.errors.UndefinedFunction:
+            pass  # a capability not present in this build
+
+    passed = failed = 0
+    total_calls = 0
+    for oid, name, nargs, argtypes in functions(conn):
+        bad = {}
+        codes = {}
+        for _ in range(args.calls_per_function):
+            names = known_names(conn)
+            values = [value_for(t, rng, names) for t in argtypes]
+            call = sql.SQL("SELECT * FROM concurrency.{}({})").format(
+                sql.Identifier(name),
+                sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(t)) for v, t in zip(values, argtypes)))
+            total_calls += 1
+            try:
+                conn.execute(call).fetchall()
+                codes["ok"] = codes.get("ok", 0) + 1
+            except psycopg.errors.Error as e:
+                code = e.sqlstate or "?"
+                codes[code] = codes.get(code, 0) + 1
+                if code not in DOCUMENTED:
+                    bad.setdefault(code, (str(e).splitlines()[0], values))
+                if conn.closed or conn.broken:
+                    print(f"FAIL {name}: connection lost: {e}")
+                    print(f"{passed} passed, {failed + 1} failed")
+                    return 1
+            except psycopg.OperationalError as e:
+                print(f"FAIL {name}: connection lost: {e}")
+                print(f"{passed} passed, {failed + 1} failed")
+                return 1
+        summary = ", ".join(f"{k}={v}" for k, v in sorted(codes.items()))
+        if bad:
+            failed += 1
+            for code, (msg, values) in bad.items():
+                print(f"FAIL {name}({', '.join(argtypes)}): undocumented SQLSTATE {code}: {msg} with {values!r}"[:600])
+        else:
+            passed += 1
+            print(f"ok   {name}({', '.join(argtypes)}): {summary}")
+
+    # Session-level locks taken by the storm are released with the session.
+    conn.execute("SELECT pg_advisory_unlock_all()")
+    now_started = conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
+    if now_started != started:
+        failed += 1
+        print("FAIL the server restarted during the run (a backend crashed)")
+    else:
+        passed += 1
+        print(f"ok   no backend crash in {total_calls} calls")
+    problems = consistency_problems(conn)
+    if problems:
+        failed += 1
+        for p in problems:
+            print(f"FAIL consistency: {p}")
+    else:
+        passed += 1
+        print("ok   registry and queue catalog consistent")
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
