@@ -24,6 +24,12 @@ PROVE_TESTS  = $(sort $(wildcard test/t/*.pl))
 PG_CPPFLAGS  = -I$(srcdir)/src -DCONCURRENCY_EXT_VERSION=\"$(EXTVERSION)\"
 PG_CXXFLAGS  = -std=c++17 -fno-strict-aliasing -Wno-register
 SHLIB_LINK   = -lfmt -lstdc++
+# `make SANITIZE=address,undefined` builds the module with those sanitizers
+# (scripts/sanitize.sh runs the suites against such a build).
+ifdef SANITIZE
+PG_CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SHLIB_LINK  += -fsanitize=$(SANITIZE)
+endif
 EXTRA_CLEAN  = $(EXT_INSTALL_SQL) results output_iso regression.diffs regression.out
 
 PG_CONFIG   ?= pg_config

@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   postgresql-15 postgresql-server-dev-15 postgresql-contrib postgresql-common
-  g++ make cmake clang-14 llvm-14 libfmt-dev googletest libgtest-dev
+  g++ make cmake clang-14 llvm-14 libfmt-dev googletest libgtest-dev valgrind
   libipc-run-perl python3 python3-psycopg
 )
 missing=()

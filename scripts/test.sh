@@ -39,6 +39,13 @@ line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logs/fuzz.log" | tail -1)
 if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "fuzz"
 else tail -n 30 "$logs/fuzz.log"; count 0 1 "fuzz"; fi
 
+echo "== memory safety: suites under valgrind with a UBSan build (scripts/sanitize.sh)"
+bash scripts/sanitize.sh >"$logs/sanitize.log" 2>&1
+grep -E 'valgrind errors|Invalid|runtime error' "$logs/sanitize.log" | head -20
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logs/sanitize.log" | tail -1)
+if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "sanitize"
+else tail -n 30 "$logs/sanitize.log"; count 0 1 "sanitize"; fi
+
 echo "== unit tests (CMake + CTest)"
 if cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug >"$logs/cmake.log" 2>&1 && cmake --build build -j2 >>"$logs/cmake.log" 2>&1; then
   (cd build && ctest --output-on-failure) >"$logs/ctest.log" 2>&1
