@@ -6,7 +6,9 @@
 # Usage: sudo scripts/dev-cluster.sh NAME PORT   (then: eval "$(… env)")
 set -euo pipefail
 name=$1 port=$2
-root=/work/pg-$name
+base=${DEV_CLUSTER_BASE:-/work}
+[ -d "$base" ] && [ -w "$base" ] || base=/var/tmp
+root=$base/pg-$name
 usr=$root/usr
 if [ ! -x "$usr/lib/postgresql/15/bin/postgres" ]; then
   mkdir -p "$usr/lib/postgresql" "$usr/share/postgresql" "$usr/include/postgresql"

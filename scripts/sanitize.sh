@@ -9,8 +9,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "run as root: sudo $0" >&2; exit 2; }
 name=sanitize port=${SANITIZE_PORT:-5690}
-root=/work/pg-$name
 eval "$(bash scripts/dev-cluster.sh "$name" "$port")"
+root=$PGHOST
 bin=$(dirname "$PG_CONFIG")
 data=$root/data
 log=$root/server.log
