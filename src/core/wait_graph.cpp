@@ -6,6 +6,8 @@
 #include <tuple>
 #include <utility>
 
+#include <fmt/format.h>
+
 namespace concurrency::waits {
 
 int strongest_mode(LockMask mask) {
@@ -357,6 +359,24 @@ std::vector<std::uint32_t> WaitGraph::tree_order() const {
 		}
 	}
 	return order;
+}
+
+std::string describe_advisory(std::uint32_t classid, std::uint32_t objid, std::uint16_t objsubid,
+                              const std::vector<SubsystemKey> &registry) {
+	const auto value = static_cast<std::int64_t>((static_cast<std::uint64_t>(classid) << 32) | objid);
+	if (objsubid == 1) {
+		for (const auto &s : registry)
+			if (s.key == value)
+				return "subsystem " + s.name;
+		return fmt::format("advisory lock {}", value);
+	}
+	if (objsubid == 2)
+		return fmt::format("advisory lock ({}, {})", static_cast<std::int32_t>(classid),
+		                   static_cast<std::int32_t>(objid));
+	for (const auto &s : registry)
+		if (s.slot == objsubid)
+			return fmt::format("subsystem {} resource {}", s.name, value);
+	return fmt::format("advisory lock classid {} objid {} objsubid {}", classid, objid, objsubid);
 }
 
 } // namespace concurrency::waits

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace concurrency::waits {
@@ -118,5 +119,24 @@ private:
 	// (outside it) have smaller numbers; members_ lists each one's nodes ascending.
 	std::vector<std::uint32_t> component_, member_start_, members_;
 };
+
+// --- advisory locks, readable ------------------------------------------
+
+// A registered subsystem (concurrency.subsystem): its subsystem lock is the
+// bigint advisory lock `key` (pg_locks: objsubid 1, key = classid << 32 |
+// objid); its resource locks carry objsubid = slot and the resource, a bigint,
+// in classid << 32 | objid.
+struct SubsystemKey {
+	std::string name;
+	std::int64_t key = 0;
+	int slot = 0;
+};
+
+// "subsystem <name>", "subsystem <name> resource <n>" for registered ones;
+// otherwise the raw key as pg_advisory_lock() takes it: "advisory lock <bigint>",
+// "advisory lock (<int>, <int>)", or all three fields for other classes
+// (e.g. Citus's objsubid 4-15).
+std::string describe_advisory(std::uint32_t classid, std::uint32_t objid, std::uint16_t objsubid,
+                              const std::vector<SubsystemKey> &registry);
 
 } // namespace concurrency::waits

@@ -404,3 +404,23 @@ TEST(WaitGraph, TransitiveCountsAcrossBitsetChunks) {
 		ASSERT_EQ(g.node(v).blocks_total, count) << v;
 	}
 }
+
+TEST(DescribeAdvisory, SubsystemsByNameOthersByRawKey) {
+	std::vector<SubsystemKey> registry = {{"outbox_relay", 42, 16}, {"billing", -7, 17}, {"big", INT64_MAX, 65535}};
+	EXPECT_EQ(describe_advisory(0, 42, 1, registry), "subsystem outbox_relay");
+	// -7 as pg_locks shows it: classid 0xffffffff, objid 0xfffffff9
+	EXPECT_EQ(describe_advisory(0xffffffffu, 0xfffffff9u, 1, registry), "subsystem billing");
+	EXPECT_EQ(describe_advisory(0x7fffffffu, 0xffffffffu, 1, registry), "subsystem big");
+	EXPECT_EQ(describe_advisory(0, 43, 1, registry), "advisory lock 43");
+	// resource locks: objsubid = slot, resource = classid << 32 | objid, signed
+	EXPECT_EQ(describe_advisory(0, 1001, 16, registry), "subsystem outbox_relay resource 1001");
+	EXPECT_EQ(describe_advisory(0xffffffffu, 0xffffffffu, 17, registry), "subsystem billing resource -1");
+	EXPECT_EQ(describe_advisory(0x80000000u, 0, 65535, registry), "subsystem big resource -9223372036854775808");
+	// the two-int4 form, a slot nobody has, and Citus's classes
+	EXPECT_EQ(describe_advisory(0xffffffffu, 5, 2, registry), "advisory lock (-1, 5)");
+	EXPECT_EQ(describe_advisory(0, 5, 18, registry), "advisory lock classid 0 objid 5 objsubid 18");
+	EXPECT_EQ(describe_advisory(1, 5, 4, registry), "advisory lock classid 1 objid 5 objsubid 4");
+	// a subsystem key equal to a resource value is not confused with it
+	EXPECT_EQ(describe_advisory(0, 42, 18, registry), "advisory lock classid 0 objid 42 objsubid 18");
+	EXPECT_EQ(describe_advisory(0, 42, 1, {}), "advisory lock 42");
+}
