@@ -54,6 +54,50 @@ JSONS = [None, "{}", "[]", "null", '"x"', '{"a": [1, 2, {"b": null}]}', "[" * 20
          '{"k": "' + "v" * 5000 + '"}']
 
 
+class Raw:
+    """A SQL expression to splice in as it is (for composite arguments)."""
+    def __init__(self, expr):
+        self.expr = expr
+
+    def __repr__(self):
+        return self.expr
+
+
+def crafted_lock_row(rng):
+    """A pg_locks row, real or made up with hostile field values."""
+    if rng.random() < 0.3:
+        return Raw("(SELECT l FROM pg_catalog.pg_locks l ORDER BY random() LIMIT 1)")
+    locktype = rng.choice(["relation", "extend", "frozenid", "page", "tuple", "transactionid", "virtualxid",
+                           "spectoken", "object", "userlock", "advisory", "bogus", "", None])
+    oid = lambda: rng.choice([0, 1, 1259, 16384, 4294967295, None])
+    fields = [
+        sql_literal(locktype), f"{sql_literal(oid())}::oid", f"{sql_literal(oid())}::oid",
+        f"{sql_literal(rng.choice([0, -1, 2**31 - 1, None]))}::int",
+        f"{sql_literal(rng.choice([0, -1, 32767, -32768, None]))}::int2",
+        sql_literal(rng.choice(["1/1", "", "x" * 300, None])),
+        f"{sql_literal(rng.choice([0, 1, 4294967295, None]))}::text::xid",
+        f"{sql_literal(oid())}::oid", f"{sql_literal(oid())}::oid",
+        f"{sql_literal(rng.choice([0, 1, 2, 3, 15, 16, 17, 65535 - 65536, 32767, -32768, None]))}::int2",
+        sql_literal(rng.choice(["3/7", "", None])),
+        f"{sql_literal(rng.choice([0, 1, -1, 2**31 - 1, None]))}::int",
+        sql_literal(rng.choice(["ExclusiveLock", "AccessExclusiveLock", "ShareLock", "bogus", "", None])),
+        f"{sql_literal(rng.choice([True, False, None]))}::bool",
+        f"{sql_literal(rng.choice([True, False, None]))}::bool",
+        f"{sql_literal(rng.choice(['now', 'infinity', None]))}::timestamptz",
+    ]
+    return Raw("ROW(" + ", ".join(fields) + ")::pg_catalog.pg_locks")
+
+
+def sql_literal(v):
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    return "'" + str(v).replace("'", "''") + "'"
+
+
 def value_for(type_name, rng, names):
     """A random hostile value for a parameter of the given SQL type, with its SQL cast."""
     if type_name == "text":
@@ -83,6 +127,8 @@ def value_for(type_name, rng, names):
         if rng.random() < 0.1:
             return None
         return [rng.choice(JSONS[1:]) for _ in range(rng.randint(0, 60))]
+    if type_name == "pg_locks":
+        return crafted_lock_row(rng)
     raise ValueError(f"no generator for type {type_name}")
 
 
@@ -160,7 +206,9 @@ def main():
             values = [value_for(t, rng, names) for t in argtypes]
             call = sql.SQL("SELECT * FROM concurrency.{}({})").format(
                 sql.Identifier(name),
-                sql.SQL(", ").join(sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(t)) for v, t in zip(values, argtypes)))
+                sql.SQL(", ").join(
+                    sql.SQL(v.expr) if isinstance(v, Raw) else sql.SQL("{}::{}").format(sql.Literal(v), sql.SQL(t))
+                    for v, t in zip(values, argtypes)))
             total_calls += 1
             try:
                 conn.execute(call).fetchall()
