@@ -111,18 +111,27 @@ std::string LockDescriber::describe(const LOCKTAG &tag) {
 		return fmt::format("speculative insertion {} of transaction {}", f2, f1);
 	case LOCKTAG_OBJECT: {
 		std::string text;
-		if (f1 == MyDatabaseId || f1 == InvalidOid)
-			text = take(pg::guard([&] {
-				ObjectAddress address;
-				address.classId = f2;
-				address.objectId = f3;
-				address.objectSubId = f4;
+		// A lock row can name a class that is no catalog (pg_locks rows are
+		// user input to locked_object): getObjectDescription then raises
+		// XX000 even with missing_ok. That error has no side effects, so it
+		// is caught and the raw identifiers are shown instead.
+		if (f1 == MyDatabaseId || f1 == InvalidOid) {
+			try {
+				text = take(pg::guard([&] {
+					ObjectAddress address;
+					address.classId = f2;
+					address.objectId = f3;
+					address.objectSubId = f4;
 #if PG_VERSION_NUM >= 140000
-				return getObjectDescription(&address, true);
+					return getObjectDescription(&address, true);
 #else
-				return getObjectDescription(&address);
+					return getObjectDescription(&address);
 #endif
-			}));
+				}));
+			} catch (const pg::PgException &) {
+				text.clear();
+			}
+		}
 		if (text.empty())
 			text = fmt::format("object classid {} objid {} objsubid {}", f2, f3, f4);
 		if (f1 != MyDatabaseId && f1 != InvalidOid)
