@@ -10,8 +10,10 @@ psql -X -q -c "DROP TABLE IF EXISTS demo_accounts" \
      -c "INSERT INTO demo_accounts SELECT g, 100 FROM generate_series(1, 1000) g"
 
 pids=()
+report=
 cleanup() {
-  for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
+  [ -n "$report" ] && exec {report}>&-   # the report's psql reads its stdin to the end, then quits
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
 trap cleanup EXIT
@@ -20,9 +22,12 @@ waiting() { psql -X -A -t -c "SELECT count(*) FROM pg_stat_activity WHERE wait_e
 until_waiting() { for _ in $(seq 1 500); do [ "$(waiting)" -ge "$1" ] && return 0; sleep 0.02; done; echo "timed out" >&2; exit 1; }
 
 echo "1. A report reads demo_accounts in a transaction and then sits idle, the transaction left open."
-PGAPPNAME=report psql -X -q -c "BEGIN" -c "SELECT count(*) FROM demo_accounts" -c '\! sleep 60' >/dev/null 2>&1 &
-pids+=($!)
-sleep 0.5
+exec {report}> >(PGAPPNAME=report psql -X -q >/dev/null 2>&1)
+echo "BEGIN; SELECT count(*) FROM demo_accounts;" >&"$report"
+for _ in $(seq 1 500); do
+  [ "$(psql -X -A -t -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'report' AND state = 'idle in transaction'")" = 1 ] && break
+  sleep 0.02
+done
 
 echo "2. A migration runs ALTER TABLE: it needs AccessExclusiveLock and waits for the report."
 PGAPPNAME=migration psql -X -q -c "ALTER TABLE demo_accounts ADD COLUMN note text" >/dev/null &
