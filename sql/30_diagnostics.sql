@@ -36,16 +36,21 @@ CREATE FUNCTION concurrency.locked_object(lock pg_catalog.pg_locks) RETURNS text
 COMMENT ON FUNCTION concurrency.locked_object(pg_catalog.pg_locks) IS
     'what a pg_locks row locks, readable: qualified relation name, tuple, transaction, or advisory lock by subsystem name and resource';
 
--- Session details come from pg_stat_activity, read as the current user: other
--- roles' query text, state and transaction start show only to members of
--- pg_read_all_stats (or of the session's role), exactly as there.
+-- Session details come from pg_stat_get_activity(), the function behind
+-- pg_stat_activity, read once per query and as the current user: other roles'
+-- query text, state and transaction start show only to members of
+-- pg_read_all_stats (or of the session's role), exactly as in pg_stat_activity.
+-- (The function rather than the view: the view's joins cost as much again.)
 CREATE VIEW concurrency.lock_waits AS
-WITH activity AS (
-    SELECT a.pid, a.usename, a.application_name, a.state, a.query, a.xact_start
-      FROM pg_catalog.pg_stat_activity a
+WITH activity AS MATERIALIZED (
+    SELECT s.pid, s.usesysid, s.application_name, s.state, s.query, s.xact_start
+      FROM pg_catalog.pg_stat_get_activity(NULL) s
+), prepared AS MATERIALIZED (
+    SELECT p.transaction, p.gid, p.prepared, p.ownerid
+      FROM pg_catalog.pg_prepared_xact() p
 )
 SELECT e.waiting_pid,
-       w.usename AS waiting_user,
+       pg_catalog.pg_get_userbyid(w.usesysid) AS waiting_user,
        w.application_name AS waiting_application,
        w.query AS waiting_query,
        e.waiting_mode,
@@ -54,7 +59,7 @@ SELECT e.waiting_pid,
        e.waiting_since,
        e.snapshot_at - e.waiting_since AS waited,
        e.blocking_pid,
-       COALESCE(b.usename, p.owner) AS blocking_user,
+       pg_catalog.pg_get_userbyid(COALESCE(b.usesysid, p.ownerid)) AS blocking_user,
        b.application_name AS blocking_application,
        CASE WHEN e.blocking_xid IS NOT NULL THEN 'prepared' ELSE b.state END AS blocking_state,
        b.query AS blocking_query,
@@ -67,13 +72,20 @@ SELECT e.waiting_pid,
   FROM concurrency.lock_wait_edges() e
   LEFT JOIN activity w ON w.pid = e.waiting_pid
   LEFT JOIN activity b ON b.pid = e.blocking_pid AND e.blocking_xid IS NULL
-  LEFT JOIN pg_catalog.pg_prepared_xacts p ON p.transaction OPERATOR(pg_catalog.=) e.blocking_xid
+  LEFT JOIN prepared p ON p.transaction OPERATOR(pg_catalog.=) e.blocking_xid
  ORDER BY e.ord;
 COMMENT ON VIEW concurrency.lock_waits IS
     'one row per edge "waiting session -> session it waits for" (pg_blocking_pids semantics), from one snapshot of the lock manager';
 GRANT SELECT ON concurrency.lock_waits TO PUBLIC;
 
 CREATE VIEW concurrency.lock_tree AS
+WITH activity AS MATERIALIZED (
+    SELECT s.pid, s.state, s.query, s.xact_start
+      FROM pg_catalog.pg_stat_get_activity(NULL) s
+), prepared AS MATERIALIZED (
+    SELECT p.transaction, p.gid, p.prepared
+      FROM pg_catalog.pg_prepared_xact() p
+)
 SELECT t.pid,
        t.root_pid,
        t.depth,
@@ -97,8 +109,8 @@ SELECT t.pid,
        p.gid,
        t.snapshot_at
   FROM concurrency.lock_tree_nodes() t
-  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = t.pid AND t.xid IS NULL
-  LEFT JOIN pg_catalog.pg_prepared_xacts p ON p.transaction OPERATOR(pg_catalog.=) t.xid
+  LEFT JOIN activity a ON a.pid = t.pid AND t.xid IS NULL
+  LEFT JOIN prepared p ON p.transaction OPERATOR(pg_catalog.=) t.xid
  ORDER BY t.ord;
 COMMENT ON VIEW concurrency.lock_tree IS
     'every session in a wait chain with its root blocker, depth, path and transitive blocked count, and for roots the statement that frees the chain (never executed)';

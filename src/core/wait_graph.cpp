@@ -19,40 +19,72 @@ int strongest_mode(LockMask mask) {
 }
 
 std::vector<BlockEdge> derive_edges(const std::vector<AwaitedLock> &locks, const std::vector<LockEntry> &entries) {
+	// pg_blocking_pids compares each waiter with every PROCLOCK of its lock:
+	// O(waiters * entries), 90,000 steps for 300 sessions queued behind one
+	// ALTER. The same edges come from the holders (few) plus, per requested
+	// mode, the queue ahead of the waiter: O(holders + edges) per waiter.
 	std::vector<BlockEdge> raw;
+	std::vector<std::uint32_t> holders;
+	std::vector<std::pair<std::uint32_t, std::uint32_t>> queued[32]; // per mode: (queue_pos, entry), in queue order
 	for (std::size_t l = 0; l < locks.size(); ++l) {
 		const AwaitedLock &lock = locks[l];
 		if (!lock.conflicts || lock.first > entries.size() || lock.count > entries.size() - lock.first)
 			continue;
 		auto valid_mode = [&](int m) { return m >= 1 && m <= lock.max_mode && m < 32; };
 		const LockEntry *begin = entries.data() + lock.first;
-		for (std::size_t i = 0; i < lock.count; ++i) {
+		holders.clear();
+		for (auto &q : queued)
+			q.clear();
+		for (std::uint32_t i = 0; i < lock.count; ++i) {
+			if (begin[i].hold_mask != 0)
+				holders.push_back(i);
+			if (valid_mode(begin[i].wait_mode) && begin[i].queue_pos != none)
+				queued[begin[i].wait_mode].emplace_back(begin[i].queue_pos, i);
+		}
+		for (auto &q : queued)
+			std::sort(q.begin(), q.end());
+
+		for (std::uint32_t i = 0; i < lock.count; ++i) {
 			const LockEntry &waiter = begin[i];
 			if (!valid_mode(waiter.wait_mode))
 				continue;
-			LockMask conflict = lock.conflicts[waiter.wait_mode];
-			for (std::size_t j = 0; j < lock.count; ++j) {
-				const LockEntry &other = begin[j];
-				// a process never blocks itself, nor does its own lock group
-				if (j == i || other.session == waiter.session)
-					continue;
+			const LockMask conflict = lock.conflicts[waiter.wait_mode];
+			auto edge_to = [&](const LockEntry &other) {
 				BlockEdge edge;
 				edge.waiter = waiter.session;
 				edge.blocker = other.session;
 				edge.lock = static_cast<std::uint32_t>(l);
 				edge.waiting_mode = waiter.wait_mode;
-				if (conflict & other.hold_mask) {
-					edge.hard = true;
-					edge.conflicting_held = conflict & other.hold_mask;
-				} else if (valid_mode(other.wait_mode) && (conflict & mode_bit(other.wait_mode)) &&
-				           other.queue_pos != none && waiter.queue_pos != none &&
-				           other.queue_pos < waiter.queue_pos) {
-					edge.hard = false;
-					edge.blocker_wait_mode = other.wait_mode;
-				} else {
+				return edge;
+			};
+			// hard: holds a conflicting mode (a process never blocks itself,
+			// nor does its own lock group)
+			for (std::uint32_t j : holders) {
+				const LockEntry &other = begin[j];
+				if (j == i || other.session == waiter.session || !(conflict & other.hold_mask))
 					continue;
-				}
+				BlockEdge edge = edge_to(other);
+				edge.hard = true;
+				edge.conflicting_held = conflict & other.hold_mask;
 				raw.push_back(edge);
+			}
+			// soft: queued ahead with a conflicting request, holding nothing that conflicts
+			if (waiter.queue_pos == none)
+				continue;
+			for (int m = 1; m <= lock.max_mode && m < 32; ++m) {
+				if (!(conflict & mode_bit(m)))
+					continue;
+				for (const auto &[pos, j] : queued[m]) {
+					if (pos >= waiter.queue_pos)
+						break;
+					const LockEntry &other = begin[j];
+					if (j == i || other.session == waiter.session || (conflict & other.hold_mask))
+						continue;
+					BlockEdge edge = edge_to(other);
+					edge.hard = false;
+					edge.blocker_wait_mode = m;
+					raw.push_back(edge);
+				}
 			}
 		}
 	}
