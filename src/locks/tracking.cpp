@@ -1,0 +1,231 @@
+// Hold counts of the named locks of this backend, and the function behind
+// the view concurrency.my_locks.
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "locks/tracking.hpp"
+#include "pg/datum.hpp"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "utils/tuplestore.h"
+}
+
+namespace concurrency::locks {
+
+namespace {
+
+struct HeldKey {
+	AdvisoryTag tag;
+	bool shared;
+	friend bool operator==(const HeldKey &a, const HeldKey &b) { return a.tag == b.tag && a.shared == b.shared; }
+};
+
+struct HeldKeyHash {
+	std::size_t operator()(const HeldKey &k) const noexcept {
+		std::uint64_t h = (static_cast<std::uint64_t>(k.tag.high) << 32) | k.tag.low;
+		h ^= (static_cast<std::uint64_t>(k.tag.klass) << 1 | (k.shared ? 1 : 0)) * 0x9E3779B97F4A7C15ULL;
+		return std::hash<std::uint64_t>{}(h);
+	}
+};
+
+struct Held {
+	std::string name;
+	std::optional<std::int64_t> resource;
+	std::int64_t session_count = 0;
+	// Transaction-level holds per subtransaction that took them: a rollback to
+	// savepoint releases exactly those of the subtransactions it ends.
+	std::vector<std::pair<SubTransactionId, std::int64_t>> xact_counts;
+
+	std::int64_t xact_total() const {
+		std::int64_t total = 0;
+		for (const auto &entry : xact_counts)
+			total += entry.second;
+		return total;
+	}
+};
+
+std::unordered_map<HeldKey, Held, HeldKeyHash> held;
+bool any_xact_holds = false; // lets the callbacks of lock-free transactions return at once
+
+void drop_empty() {
+	for (auto it = held.begin(); it != held.end();) {
+		if (it->second.session_count == 0 && it->second.xact_counts.empty())
+			it = held.erase(it);
+		else
+			++it;
+	}
+}
+
+void at_transaction_end(XactEvent event, void *) {
+	switch (event) {
+	case XACT_EVENT_COMMIT:
+	case XACT_EVENT_PARALLEL_COMMIT:
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PARALLEL_ABORT:
+	case XACT_EVENT_PREPARE:
+		if (!any_xact_holds)
+			return;
+		for (auto &entry : held)
+			entry.second.xact_counts.clear();
+		drop_empty();
+		any_xact_holds = false;
+		break;
+	default:
+		break;
+	}
+}
+
+void at_subtransaction_end(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void *) {
+	if (!any_xact_holds)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB) {
+		for (auto &entry : held) {
+			auto &counts = entry.second.xact_counts;
+			for (auto it = counts.begin(); it != counts.end();)
+				it = it->first == sub ? counts.erase(it) : it + 1;
+		}
+		drop_empty();
+	} else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+		// The lock manager hands the subtransaction's locks to its parent.
+		for (auto &entry : held) {
+			auto &counts = entry.second.xact_counts;
+			std::int64_t moved = 0;
+			for (auto it = counts.begin(); it != counts.end();) {
+				if (it->first == sub) {
+					moved += it->second;
+					it = counts.erase(it);
+				} else {
+					++it;
+				}
+			}
+			if (moved == 0)
+				continue;
+			bool merged = false;
+			for (auto &c : counts)
+				if (c.first == parent) {
+					c.second += moved;
+					merged = true;
+				}
+			if (!merged)
+				counts.emplace_back(parent, moved);
+		}
+	}
+}
+
+} // namespace
+
+void track_acquired(const AdvisoryTag &tag, bool shared, Level level, bool newly, std::string_view name,
+                    std::optional<std::int64_t> resource) {
+	Held &h = held[HeldKey{tag, shared}];
+	if (newly) {
+		// Nothing held it before this call, at any level: whatever we had
+		// counted was released behind our back (pg_advisory_unlock_all & co).
+		h.session_count = 0;
+		h.xact_counts.clear();
+	}
+	h.name.assign(name.data(), name.size());
+	h.resource = resource;
+	if (level == Level::session) {
+		++h.session_count;
+		return;
+	}
+	SubTransactionId sub = GetCurrentSubTransactionId();
+	any_xact_holds = true;
+	for (auto &c : h.xact_counts)
+		if (c.first == sub) {
+			++c.second;
+			return;
+		}
+	h.xact_counts.emplace_back(sub, 1);
+}
+
+void track_session_released(const AdvisoryTag &tag, bool shared, bool released) {
+	auto it = held.find(HeldKey{tag, shared});
+	if (it == held.end())
+		return;
+	if (!released)
+		it->second.session_count = 0; // the lock manager says we hold none
+	else if (it->second.session_count > 0)
+		--it->second.session_count;
+	if (it->second.session_count == 0 && it->second.xact_counts.empty())
+		held.erase(it);
+}
+
+void tracking_init() {
+	RegisterXactCallback(at_transaction_end, nullptr);
+	RegisterSubXactCallback(at_subtransaction_end, nullptr);
+}
+
+} // namespace concurrency::locks
+
+using namespace concurrency;
+using namespace concurrency::locks;
+
+namespace {
+
+// One row of concurrency.my_named_locks(), copied out of the map before any
+// PostgreSQL call.
+struct Row {
+	std::string name;
+	std::optional<std::int64_t> resource;
+	const char *level;
+	const char *mode;
+	std::int64_t count;
+	AdvisoryTag tag;
+};
+
+} // namespace
+
+// concurrency.my_named_locks(): name, resource, level, mode, count and the
+// lock tag (classid, objid, objsubid as pg_locks shows them) of every named
+// lock this backend holds, one row per level.
+CONCURRENCY_FUNCTION(concurrency_my_named_locks) {
+	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+	if (!rsinfo || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
+		throw Error("0A000", "concurrency.my_named_locks() must be called in a context that accepts a set");
+
+	std::vector<Row> rows;
+	for (const auto &entry : held) {
+		const char *mode = entry.first.shared ? "ShareLock" : "ExclusiveLock";
+		if (entry.second.session_count > 0)
+			rows.push_back(Row{entry.second.name, entry.second.resource, "session", mode,
+			                   entry.second.session_count, entry.first.tag});
+		if (std::int64_t total = entry.second.xact_total(); total > 0)
+			rows.push_back(Row{entry.second.name, entry.second.resource, "transaction", mode, total,
+			                   entry.first.tag});
+	}
+
+	pg::guard([&] {
+		TupleDesc desc;
+		if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+			elog(ERROR, "return type must be a row type");
+		MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+		desc = CreateTupleDescCopy(desc);
+		Tuplestorestate *store = tuplestore_begin_heap(true, false, work_mem);
+		for (const Row &row : rows) {
+			Datum values[8];
+			bool nulls[8] = {false, false, false, false, false, false, false, false};
+			values[0] = PointerGetDatum(cstring_to_text_with_len(row.name.data(), static_cast<int>(row.name.size())));
+			if (row.resource)
+				values[1] = Int64GetDatum(*row.resource);
+			else
+				nulls[1] = true;
+			values[2] = PointerGetDatum(cstring_to_text(row.level));
+			values[3] = PointerGetDatum(cstring_to_text(row.mode));
+			values[4] = Int64GetDatum(row.count);
+			values[5] = ObjectIdGetDatum(row.tag.high);
+			values[6] = ObjectIdGetDatum(row.tag.low);
+			values[7] = Int32GetDatum(row.tag.klass);
+			tuplestore_putvalues(store, desc, values, nulls);
+		}
+		MemoryContextSwitchTo(old);
+		rsinfo->returnMode = SFRM_Materialize;
+		rsinfo->setResult = store;
+		rsinfo->setDesc = desc;
+	});
+	return (Datum)0;
+}
