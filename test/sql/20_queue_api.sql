@@ -239,6 +239,16 @@ SELECT lease_token AS y_token FROM concurrency.dequeue('leases', lease => '10 mi
 SELECT pg_sleep(0.05);
 SELECT queue, ready, scheduled, leased, expired, dead FROM concurrency.queue_stats WHERE queue = 'leases';
 SELECT concurrency.complete('leases', :y, :y_token);
+-- ... also once a dequeue has made it ready again without claiming it (a
+-- higher-priority task took the batch)
+SELECT concurrency.enqueue('leases', '{"w": 1}') AS w \gset
+SELECT lease_token AS w_token FROM concurrency.dequeue('leases', lease => '10 milliseconds') \gset
+SELECT pg_sleep(0.05);
+SELECT concurrency.enqueue('leases', '{"urgent": 1}', priority => 9) AS u \gset
+SELECT task_id = :u AS took_the_urgent_one FROM concurrency.dequeue('leases');
+SELECT state, attempt FROM concurrency."q_leases" WHERE id = :w;
+SELECT concurrency.complete('leases', :w, :w_token);
+SELECT count(*) AS gone FROM concurrency."q_leases" WHERE id = :w;
 -- a lease extended by a heartbeat is not reclaimed when its first deadline passes
 SELECT concurrency.enqueue('leases', '{"z": 1}') AS z \gset
 SELECT lease_token AS z_token FROM concurrency.dequeue('leases', lease => '10 milliseconds') \gset
