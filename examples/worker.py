@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""A worker for a concurrency_ext task queue, with psycopg 3 (Debian: python3-psycopg).
+
+    python3 examples/worker.py --queue emails --name w1        # PG* env vars say where
+
+What it shows:
+  * the claim is its own short transaction: once committed, the lease is
+    visible, and if this process dies the task comes back after the lease
+    (with attempt + 1) instead of being lost or stuck;
+  * the work's own writes and `complete` share one transaction: if the lease
+    was taken over meanwhile, `complete` raises SQLSTATE CE001 and the writes
+    roll back with it, so a task's effect lands exactly once;
+  * long tasks are kept alive by heartbeats from a second connection;
+  * it sleeps on LISTEN concurrency_<queue> (with a timeout: scheduled tasks
+    and expired leases send no notification) instead of polling hard;
+  * SIGTERM / SIGINT: it finishes the task in hand, gives back the tasks it
+    claimed but did not start, and exits 0.
+
+The work itself is `do_work`: here it sleeps for payload["sleep"] seconds (or
+fails if payload["fail"] is set) and records the task in a table:
+
+    CREATE TABLE worker_results (task_id bigint, attempt int, worker text, payload jsonb,
+                                 done_at timestamptz DEFAULT now());
+
+Replace it with yours. A lost connection ends the process with an error: run
+it under a supervisor (systemd, a container runtime) that starts it again.
+"""
+import argparse
+import json
+import logging
+import os
+import select
+import signal
+import sys
+import threading
+
+import psycopg
+from psycopg import rows, sql
+
+LEASE_LOST = "CE001"  # concurrency_ext: another worker holds the task now, or it is gone
+
+log = logging.getLogger("worker")
+
+
+def do_work(conn, task, name):
+    """The task's work, inside the transaction that will complete it."""
+    seconds = float(task["payload"].get("sleep", 0))
+    if task["payload"].get("fail"):
+        raise RuntimeError(f"payload asked to fail: {task['payload']['fail']}")
+    if seconds:
+        threading.Event().wait(seconds)
+    conn.execute(
+        "INSERT INTO worker_results (task_id, attempt, worker, payload) VALUES (%s, %s, %s, %s)",
+        (task["task_id"], task["attempt"], name, json.dumps(task["payload"])),
+    )
+
+
+class Heartbeat:
+    """Extends the lease of the task in hand, from a connection of its own, while the work runs."""
+
+    def __init__(self, conninfo, queue):
+        self.conn = psycopg.connect(conninfo, autocommit=True)
+        self.queue = queue
+        self.lock = threading.Lock()
+        self.task, self.every, self.lost = None, None, None
+        self.changed = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def watch(self, task, every):
+        """Context manager: heartbeats for `task` every `every` seconds until the block ends."""
+        heartbeat = self
+
+        class Watch:
+            def __enter__(self):
+                with heartbeat.lock:
+                    heartbeat.task, heartbeat.every, heartbeat.lost = task, every, None
+                heartbeat.changed.set()
+                return heartbeat
+
+            def __exit__(self, *exc):
+                with heartbeat.lock:  # waits for a heartbeat in flight
+                    heartbeat.task = None
+                heartbeat.changed.set()
+
+        return Watch()
+
+    def _run(self):
+        while True:
+            with self.lock:
+                task, every = self.task, self.every
+            self.changed.clear()
+            if self.changed.wait(every if task else None):
+                continue  # a new task, or the task is done
+            with self.lock:
+                if self.task is not task:
+                    continue
+                try:
+                    self.conn.execute(
+                        "SELECT concurrency.heartbeat(%s, %s, %s)", (self.queue, task["task_id"], task["lease_token"])
+                    )
+                except psycopg.Error as e:
+                    if e.sqlstate != LEASE_LOST:
+                        raise
+                    self.lost = e.diag.message_primary
+                    self.task = None
+
+
+class Worker:
+    def __init__(self, args):
+        self.args = args
+        self.conninfo = args.conninfo
+        self.stopping = False
+        self.wake_r, self.wake_w = os.pipe()
+        self.conn = psycopg.connect(self.conninfo, autocommit=True, application_name=args.name)
+        self.listener = psycopg.connect(self.conninfo, autocommit=True)
+        self.listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier("concurrency_" + args.queue)))
+        self.heartbeat = Heartbeat(self.conninfo, args.queue)
+
+    def say(self, text):
+        print(f"{self.args.name}: {text}", flush=True)
+
+    def stop(self, signum, frame):
+        self.stopping = True
+        os.write(self.wake_w, b"x")
+
+    def wait_for_work(self):
+        """Sleeps until a notification, a signal, or the poll interval."""
+        ready, _, _ = select.select([self.listener.fileno(), self.wake_r], [], [], self.args.poll)
+        if self.listener.fileno() in ready:
+            self.listener.execute("SELECT 1")  # reads (and discards) the pending notifications
+
+    def claim(self):
+        with self.conn.transaction():
+            cur = self.conn.cursor(row_factory=rows.dict_row)
+            return cur.execute(
+                "SELECT task_id, lease_token, attempt, payload, lease_expires_at, "
+                "       extract(epoch FROM lease_expires_at - clock_timestamp()) AS lease_seconds "
+                "  FROM concurrency.dequeue(%s, %s, worker => %s)",
+                (self.args.queue, self.args.batch, self.args.name),
+            ).fetchall()
+
+    def queue_is_empty(self):
+        row = self.conn.execute(
+            "SELECT ready + scheduled + leased + expired FROM concurrency.queue_stats WHERE queue = %s",
+            (self.args.queue,),
+        ).fetchone()
+        return row is not None and row[0] == 0
+
+    def process(self, task):
+        tid = task["task_id"]
+        self.say(f"claimed task {tid} (attempt {task['attempt']})")
+        every = max(0.05, float(task["lease_seconds"]) / 3)
+        try:
+            with self.conn.transaction():
+                with self.heartbeat.watch(task, every) as hb:
+                    do_work(self.conn, task, self.args.name)
+                if hb.lost:
+                    self.say(f"lease on task {tid} lost while working: {hb.lost}")
+                # if the lease was lost, this raises CE001 and the work's writes roll back
+                self.conn.execute(
+                    "SELECT concurrency.complete(%s, %s, %s)", (self.args.queue, tid, task["lease_token"])
+                )
+            self.say(f"completed task {tid}")
+        except psycopg.Error as e:
+            if e.sqlstate == LEASE_LOST:
+                self.say(f"fenced off task {tid}: {e.diag.message_primary}; its writes were rolled back")
+                return
+            self.give_up(task, f"{type(e).__name__}: {e.diag.message_primary or e}")
+        except Exception as e:  # the work failed: record it, retry later (or dead letter)
+            self.give_up(task, f"{type(e).__name__}: {e}")
+
+    def give_up(self, task, error, retry_in=None):
+        try:
+            state = self.conn.execute(
+                "SELECT concurrency.fail(%s, %s, %s, %s, %s)",
+                (self.args.queue, task["task_id"], task["lease_token"], error, retry_in),
+            ).fetchone()[0]
+            self.say(f"failed task {task['task_id']}: {error} -> {state}")
+        except psycopg.Error as e:
+            if e.sqlstate != LEASE_LOST:
+                raise
+            self.say(f"could not fail task {task['task_id']}: {e.diag.message_primary}")
+
+    def run(self):
+        self.say(f"working queue {self.args.queue}")
+        while not self.stopping:
+            tasks = self.claim()
+            if not tasks:
+                if self.args.drain and self.queue_is_empty():
+                    self.say("queue is empty")
+                    break
+                self.wait_for_work()
+                continue
+            for i, task in enumerate(tasks):
+                if self.stopping:
+                    # claimed in a batch but not started: hand back at once
+                    for rest in tasks[i:]:
+                        self.give_up(rest, "worker stopped before starting it", retry_in="0 seconds")
+                    break
+                self.process(task)
+        self.say("stopped")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--queue", required=True)
+    p.add_argument("--name", default=f"worker-{os.getpid()}")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--poll", type=float, default=1.0, help="longest sleep between claims (seconds)")
+    p.add_argument("--drain", action="store_true", help="exit when the queue has no task left")
+    p.add_argument("--conninfo", default="", help="libpq connection string (default: PG* environment)")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO)
+    worker = Worker(args)
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, worker.stop)
+    worker.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

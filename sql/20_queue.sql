@@ -1,0 +1,141 @@
+-- ---------------------------------------------------------------------------
+-- Lease-aware task queue.
+--
+-- Each queue's tasks live in a table of its own, concurrency."q_<queue>",
+-- created at run time by create_queue. Those tables are deliberately NOT
+-- members of the extension: pg_dump dumps them (definition, rows, owner and
+-- GRANTs) like any other table, and DROP EXTENSION refuses while one exists,
+-- because it depends on the extension's schema. The catalog below and the
+-- lease token sequence are members, marked with pg_extension_config_dump so
+-- that pg_dump keeps their contents.
+-- ---------------------------------------------------------------------------
+
+-- One row per queue. Its settings are fixed at creation: create_queue with
+-- other settings for an existing queue is an error.
+CREATE TABLE concurrency.queue (
+    name         text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 48),
+    lease        interval    NOT NULL CHECK (lease > interval '0'),
+    max_attempts integer     NOT NULL CHECK (max_attempts >= 1),
+    created_at   timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    created_by   name        NOT NULL DEFAULT CURRENT_USER
+);
+COMMENT ON TABLE concurrency.queue IS
+    'catalog of concurrency_ext task queues; each has its tasks in table concurrency."q_<name>"';
+SELECT pg_catalog.pg_extension_config_dump('concurrency.queue', '');
+GRANT SELECT ON concurrency.queue TO PUBLIC;
+
+-- Lease tokens: every claim takes a fresh value, so that a token names one
+-- lease of one task and never comes back. Its position is dumped too, so that
+-- a restored database does not issue tokens again that workers may still hold.
+CREATE SEQUENCE concurrency.lease_token AS bigint;
+COMMENT ON SEQUENCE concurrency.lease_token IS
+    'source of concurrency_ext lease tokens (one value per claim)';
+SELECT pg_catalog.pg_extension_config_dump('concurrency.lease_token', '');
+-- Claiming is decided by the privileges on the queue's table; the sequence
+-- must not add a condition of its own.
+GRANT USAGE ON SEQUENCE concurrency.lease_token TO PUBLIC;
+
+-- Creating and dropping queues is for the extension owner and superusers,
+-- unless EXECUTE is granted. They run as their owner (SECURITY DEFINER) so
+-- that such a grant is all a role needs: the queue table it creates belongs
+-- to it, and only a role that owns a queue's table may drop the queue.
+CREATE FUNCTION concurrency.create_queue(queue text, lease interval DEFAULT '30 seconds',
+                                         max_attempts integer DEFAULT 5)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_create_queue';
+COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer) IS
+    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op';
+REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer) FROM PUBLIC;
+
+CREATE FUNCTION concurrency.drop_queue(queue text)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_drop_queue';
+COMMENT ON FUNCTION concurrency.drop_queue(text) IS
+    'drops the task queue with all its tasks';
+REVOKE ALL ON FUNCTION concurrency.drop_queue(text) FROM PUBLIC;
+
+-- The task functions run with the caller's privileges (SECURITY INVOKER): the
+-- GRANTs on a queue's table decide who may do what. Enqueue: INSERT and
+-- SELECT. Dequeue, heartbeat, complete, fail, retry_dead: SELECT, UPDATE and
+-- DELETE.
+CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
+                                    priority integer DEFAULT 0, dedupe_key text DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue';
+COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text) IS
+    'adds a task and returns its id (the id of the live task holding dedupe_key, if any); notifies channel concurrency_<queue> at commit';
+
+CREATE FUNCTION concurrency.enqueue_batch(queue text, payloads jsonb[], run_at timestamptz DEFAULT NULL,
+                                          priority integer DEFAULT 0)
+    RETURNS SETOF bigint
+    LANGUAGE c VOLATILE ROWS 100
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue_batch';
+COMMENT ON FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer) IS
+    'adds one task per payload in one statement and returns their ids in payload order';
+
+CREATE FUNCTION concurrency.dequeue(queue text, batch integer DEFAULT 1, lease interval DEFAULT NULL,
+                                    worker text DEFAULT NULL)
+    RETURNS TABLE (task_id bigint, lease_token bigint, attempt integer, payload jsonb,
+                   enqueued_at timestamptz, lease_expires_at timestamptz)
+    LANGUAGE c VOLATILE ROWS 1
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_dequeue';
+COMMENT ON FUNCTION concurrency.dequeue(text, integer, interval, text) IS
+    'claims up to batch ready tasks (or tasks whose lease expired) without waiting for other workers; each claim gets a new lease token';
+
+CREATE FUNCTION concurrency.heartbeat(queue text, task_id bigint, lease_token bigint,
+                                      extend interval DEFAULT NULL)
+    RETURNS timestamptz
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_heartbeat';
+COMMENT ON FUNCTION concurrency.heartbeat(text, bigint, bigint, interval) IS
+    'extends the lease of a task held with lease_token (by the queue''s lease when extend is NULL); returns the new deadline; SQLSTATE CE001 if the lease was lost';
+
+CREATE FUNCTION concurrency.complete(queue text, task_id bigint, lease_token bigint)
+    RETURNS void
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_complete';
+COMMENT ON FUNCTION concurrency.complete(text, bigint, bigint) IS
+    'finishes (removes) a task held with lease_token; SQLSTATE CE001 if the lease was lost or the task is gone';
+
+CREATE FUNCTION concurrency.fail(queue text, task_id bigint, lease_token bigint, error text DEFAULT NULL,
+                                 retry_in interval DEFAULT NULL)
+    RETURNS text
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_fail';
+COMMENT ON FUNCTION concurrency.fail(text, bigint, bigint, text, interval) IS
+    'records a failed attempt of a task held with lease_token; retries it after retry_in (or an exponential backoff) or marks it dead; returns ''ready'' or ''dead''';
+
+CREATE FUNCTION concurrency.retry_dead(queue text, task_ids bigint[] DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_retry_dead';
+COMMENT ON FUNCTION concurrency.retry_dead(text, bigint[]) IS
+    'makes dead tasks (all when task_ids is NULL) ready again with a fresh attempt budget; returns how many';
+
+CREATE FUNCTION concurrency.queue_stats_rows()
+    RETURNS TABLE (queue text, ready bigint, scheduled bigint, leased bigint, expired bigint, dead bigint,
+                   oldest_ready_age interval)
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_queue_stats';
+COMMENT ON FUNCTION concurrency.queue_stats_rows() IS
+    'rows of the view concurrency.queue_stats';
+
+CREATE VIEW concurrency.queue_stats AS
+    SELECT queue, ready, scheduled, leased, expired, dead, oldest_ready_age
+      FROM concurrency.queue_stats_rows();
+COMMENT ON VIEW concurrency.queue_stats IS
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, and the age of the oldest ready task; counts are NULL for queues whose table you may not read';
+GRANT SELECT ON concurrency.queue_stats TO PUBLIC;

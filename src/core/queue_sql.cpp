@@ -1,0 +1,214 @@
+#include "core/queue_sql.hpp"
+
+#include <fmt/format.h>
+
+#include "core/sql_text.hpp"
+
+namespace concurrency {
+
+std::string queue_table_name(std::string_view queue) { return fmt::format("q_{}", queue); }
+
+std::string queue_index_name(std::string_view queue, std::string_view suffix) {
+	return fmt::format("q_{}_{}", queue, suffix);
+}
+
+std::string queue_channel(std::string_view queue) { return fmt::format("concurrency_{}", queue); }
+
+QueueSql::QueueSql(std::string_view queue)
+    : queue_(queue), table_("concurrency." + quote_ident(queue_table_name(queue))) {}
+
+std::string QueueSql::name(std::string_view suffix) const { return quote_ident(queue_index_name(queue_, suffix)); }
+
+// The claim order, as the ready index stores it: ascending (-priority, run_at, id).
+// The priority is widened before negation, so that INT_MIN has a negation.
+static constexpr const char *claim_order = "(-(priority::pg_catalog.int8)), run_at, id";
+
+std::string QueueSql::create_table() const {
+	// Column order keeps 8-byte fields together (no alignment padding).
+	// Every state change moves the row between the partial indexes below, so
+	// it cannot be a HOT update; a heartbeat that extends a lease only writes
+	// lease_extended_to, which no index covers, and stays HOT: fillfactor
+	// leaves room on the page for that. Autovacuum is told to come often:
+	// each task is inserted, updated and deleted within seconds.
+	return fmt::format(
+	    R"(CREATE TABLE {t} (
+    id                bigint      GENERATED ALWAYS AS IDENTITY,
+    lease_token       bigint,
+    run_at            timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    lease_expires_at  timestamptz,
+    lease_extended_to timestamptz,
+    enqueued_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    priority          integer     NOT NULL DEFAULT 0,
+    attempt           integer     NOT NULL DEFAULT 0,
+    state             text        NOT NULL DEFAULT 'ready',
+    worker            text,
+    dedupe_key        text,
+    last_error        text,
+    payload           jsonb       NOT NULL DEFAULT '{{}}',
+    CONSTRAINT {pkey} PRIMARY KEY (id),
+    CONSTRAINT {state_check} CHECK (state IN ('ready', 'scheduled', 'leased', 'dead'))
+) WITH (fillfactor = 70,
+        autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
+        autovacuum_vacuum_insert_scale_factor = 0.0, autovacuum_vacuum_insert_threshold = 10000,
+        autovacuum_analyze_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0);
+CREATE INDEX {ready} ON {t} ({order}) WHERE state = 'ready';
+CREATE INDEX {scheduled} ON {t} (run_at) WHERE state = 'scheduled';
+CREATE INDEX {leased} ON {t} (lease_expires_at) WHERE state = 'leased';
+CREATE UNIQUE INDEX {dedupe} ON {t} (dedupe_key) WHERE dedupe_key IS NOT NULL AND state <> 'dead';
+COMMENT ON TABLE {t} IS {comment};)",
+	    fmt::arg("t", table_), fmt::arg("pkey", name("pkey")), fmt::arg("state_check", name("state_check")),
+	    fmt::arg("ready", name("ready")), fmt::arg("scheduled", name("scheduled")), fmt::arg("leased", name("leased")),
+	    fmt::arg("dedupe", name("dedupe")), fmt::arg("order", claim_order),
+	    fmt::arg("comment", quote_literal(fmt::format("tasks of the concurrency_ext queue {}", queue_))));
+}
+
+std::string QueueSql::drop_table() const { return fmt::format("DROP TABLE IF EXISTS {}", table_); }
+
+std::string QueueSql::alter_owner(std::string_view role) const {
+	return fmt::format("ALTER TABLE {} OWNER TO {}", table_, quote_ident(role));
+}
+
+std::string QueueSql::enqueue() const {
+	return fmt::format(
+	    R"(INSERT INTO {t} (state, priority, run_at, payload, dedupe_key, enqueued_at)
+VALUES (CASE WHEN $3 > $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), $2, $5, $1)
+ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state <> 'dead' DO NOTHING
+RETURNING id)",
+	    fmt::arg("t", table_));
+}
+
+std::string QueueSql::dedupe_lookup() const {
+	return fmt::format("SELECT id FROM {} WHERE dedupe_key = $1 AND state <> 'dead'", table_);
+}
+
+std::string QueueSql::enqueue_batch() const {
+	return fmt::format(
+	    R"(INSERT INTO {t} (state, priority, run_at, payload, enqueued_at)
+SELECT CASE WHEN $3 > $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload, $1
+  FROM pg_catalog.unnest($2) WITH ORDINALITY AS u(payload, n)
+ ORDER BY u.n
+RETURNING id)",
+	    fmt::arg("t", table_));
+}
+
+// Both steps of dequeue lock their rows in a sub-select with FOR UPDATE SKIP
+// LOCKED and update them through `id = ANY (ARRAY(…))`: the update then finds
+// its rows through the primary key whatever the plan cache's generic plan
+// guesses for LIMIT $n (a join could turn into a hash join over the table).
+std::string QueueSql::wake() const {
+	return fmt::format(
+	    R"(UPDATE {t} AS t
+   SET state = CASE WHEN t.state = 'scheduled' THEN 'ready'
+                    WHEN t.lease_extended_to > $1 THEN 'leased'
+                    WHEN t.attempt < $4 THEN 'ready'
+                    ELSE 'dead' END,
+       lease_expires_at = CASE WHEN t.lease_extended_to > $1 THEN t.lease_extended_to
+                               ELSE t.lease_expires_at END,
+       lease_extended_to = NULL,
+       last_error = CASE WHEN t.state = 'leased' AND NOT COALESCE(t.lease_extended_to > $1, false)
+                         THEN 'lease expired' ELSE t.last_error END
+ WHERE t.id = ANY (ARRAY(
+         SELECT s.id FROM (SELECT id FROM {t}
+                            WHERE state = 'scheduled' AND run_at <= $1 AND run_at >= $3
+                            ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS s
+         UNION ALL
+         SELECT l.id FROM (SELECT id FROM {t}
+                            WHERE state = 'leased' AND lease_expires_at <= $1 AND lease_expires_at >= $3
+                            ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS l))
+RETURNING t.state)",
+	    fmt::arg("t", table_));
+}
+
+std::string QueueSql::claim() const {
+	return fmt::format(
+	    R"(WITH claimed AS (
+  UPDATE {t} AS t
+     SET state = 'leased',
+         attempt = t.attempt + 1,
+         lease_token = pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass),
+         lease_expires_at = $1 + $3,
+         lease_extended_to = NULL,
+         worker = $4
+   WHERE t.id = ANY (ARRAY(
+           SELECT id FROM {t}
+            WHERE state = 'ready' AND ({order}) >= ($5, $6, $7)
+            ORDER BY {order}
+            LIMIT $2
+              FOR UPDATE SKIP LOCKED))
+  RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at,
+            -(t.priority::pg_catalog.int8) AS neg_priority, t.run_at)
+SELECT * FROM claimed ORDER BY neg_priority, run_at, id)",
+	    fmt::arg("t", table_), fmt::arg("order", claim_order));
+}
+
+// A heartbeat that moves the deadline later writes lease_extended_to only (no
+// index covers it: a HOT update); dequeue's wake-up step moves it into
+// lease_expires_at when the indexed deadline passes. A shorter lease, or a
+// heartbeat from a holder whose expired task was made ready (or dead) but not
+// claimed again, sets the indexed deadline itself.
+std::string QueueSql::heartbeat() const {
+	return fmt::format(
+	    R"(UPDATE {t}
+   SET state = 'leased',
+       lease_expires_at = CASE WHEN state = 'leased' AND $3 + $4 >= lease_expires_at
+                               THEN lease_expires_at ELSE $3 + $4 END,
+       lease_extended_to = CASE WHEN state = 'leased' AND $3 + $4 > lease_expires_at
+                                THEN $3 + $4 END
+ WHERE id = $1 AND lease_token = $2
+RETURNING $3 + $4)",
+	    fmt::arg("t", table_));
+}
+
+std::string QueueSql::complete() const {
+	return fmt::format("DELETE FROM {} WHERE id = $1 AND lease_token = $2 RETURNING id", table_);
+}
+
+std::string QueueSql::fail_lock() const {
+	return fmt::format("SELECT attempt FROM {} WHERE id = $1 AND lease_token = $2 FOR UPDATE", table_);
+}
+
+std::string QueueSql::fail_update() const {
+	return fmt::format(
+	    R"(UPDATE {t}
+   SET state = $2,
+       run_at = CASE WHEN $2 = 'dead' THEN run_at ELSE $3 END,
+       lease_token = NULL,
+       lease_expires_at = NULL,
+       lease_extended_to = NULL,
+       last_error = $4
+ WHERE id = $1)",
+	    fmt::arg("t", table_));
+}
+
+std::string QueueSql::inspect() const {
+	return fmt::format("SELECT state, attempt, worker, lease_token IS NOT NULL FROM {} WHERE id = $1", table_);
+}
+
+// A dead task whose dedupe_key has been taken by a live task since is left
+// dead: reviving it would make two live tasks with one key.
+std::string QueueSql::retry_dead() const {
+	return fmt::format(
+	    R"(UPDATE {t} AS t
+   SET state = 'ready', attempt = 0, run_at = $1,
+       lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL
+ WHERE t.state = 'dead'
+   AND ($2 IS NULL OR t.id = ANY ($2))
+   AND (t.dedupe_key IS NULL
+        OR NOT EXISTS (SELECT FROM {t} AS o WHERE o.dedupe_key = t.dedupe_key AND o.state <> 'dead'))
+RETURNING t.id)",
+	    fmt::arg("t", table_));
+}
+
+std::string QueueSql::stats() const {
+	return fmt::format(
+	    R"(SELECT count(*) FILTER (WHERE state = 'ready' OR (state = 'scheduled' AND run_at <= $1)),
+       count(*) FILTER (WHERE state = 'scheduled' AND run_at > $1),
+       count(*) FILTER (WHERE state = 'leased' AND COALESCE(lease_extended_to, lease_expires_at) > $1),
+       count(*) FILTER (WHERE state = 'leased' AND COALESCE(lease_extended_to, lease_expires_at) <= $1),
+       count(*) FILTER (WHERE state = 'dead'),
+       $1 - min(run_at) FILTER (WHERE state = 'ready' OR (state = 'scheduled' AND run_at <= $1))
+  FROM {t})",
+	    fmt::arg("t", table_));
+}
+
+} // namespace concurrency

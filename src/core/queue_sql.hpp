@@ -1,0 +1,74 @@
+// The SQL of one queue: its table's DDL and the statements that the queue
+// functions prepare once per backend. Pure C++ (no PostgreSQL headers); every
+// identifier derived from the queue name is quoted, so that a hostile name is
+// just a name. Unit-tested in test/unit/queue_sql_test.cpp.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace concurrency {
+
+// Identifiers derived from a queue name (unquoted). A valid queue name has at
+// most max_queue_name_bytes (48) bytes, so each fits in 63 bytes.
+std::string queue_table_name(std::string_view queue);            // q_<queue>
+std::string queue_index_name(std::string_view queue, std::string_view suffix); // q_<queue>_<suffix>
+std::string queue_channel(std::string_view queue);               // concurrency_<queue>
+
+class QueueSql {
+public:
+	explicit QueueSql(std::string_view queue);
+
+	// concurrency."q_<queue>", quoted.
+	const std::string &table() const { return table_; }
+
+	// CREATE TABLE with its indexes, storage and autovacuum settings, and the
+	// comment; one string of several statements.
+	std::string create_table() const;
+	std::string drop_table() const;
+	// ALTER TABLE … OWNER TO role
+	std::string alter_owner(std::string_view role) const;
+
+	// The statements below are prepared once per backend and queue. Their
+	// parameters are listed as $n: type — meaning.
+
+	// $1 timestamptz now, $2 jsonb payload, $3 timestamptz run_at (NULL: now),
+	// $4 int4 priority, $5 text dedupe_key -> id, or no row on a dedupe conflict
+	std::string enqueue() const;
+	// $1 text dedupe_key -> id of the live task that holds it
+	std::string dedupe_lookup() const;
+	// $1 timestamptz now, $2 jsonb[] payloads, $3 timestamptz run_at, $4 int4 priority -> id…
+	std::string enqueue_batch() const;
+	// The wake-up step of dequeue: due scheduled tasks become ready; expired
+	// leases become ready (or dead when their attempts are used up); a lease
+	// extended by a heartbeat gets its new deadline into the index.
+	// $1 timestamptz now, $2 int4 limit per kind, $3 timestamptz floor,
+	// $4 int4 max_attempts -> state (new)
+	std::string wake() const;
+	// The claim: $1 timestamptz now, $2 int4 batch, $3 interval lease, $4 text worker,
+	// $5 int8, $6 timestamptz, $7 int8: the claim key to start from ->
+	// task_id, lease_token, attempt, payload, enqueued_at, lease_expires_at,
+	// neg_priority, run_at (in claim order)
+	std::string claim() const;
+	// $1 int8 task_id, $2 int8 lease_token, $3 timestamptz now, $4 interval extend -> new deadline
+	std::string heartbeat() const;
+	// $1 int8 task_id, $2 int8 lease_token -> id
+	std::string complete() const;
+	// $1 int8 task_id, $2 int8 lease_token -> attempt (row locked)
+	std::string fail_lock() const;
+	// $1 int8 task_id, $2 text new state, $3 timestamptz run_at, $4 text error
+	std::string fail_update() const;
+	// $1 int8 task_id -> state, attempt, worker, lease held (bool)
+	std::string inspect() const;
+	// $1 timestamptz now, $2 int8[] task ids (NULL: all dead tasks) -> id…
+	std::string retry_dead() const;
+	// $1 timestamptz now -> ready, scheduled, leased, expired, dead, oldest_ready_age
+	std::string stats() const;
+
+private:
+	std::string queue_;
+	std::string table_;
+	std::string name(std::string_view suffix) const;
+};
+
+} // namespace concurrency

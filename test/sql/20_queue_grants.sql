@@ -1,0 +1,127 @@
+-- Task queue: who may do what (GRANTs on each queue's table), hostile queue
+-- names, and what DROP EXTENSION does to queues.
+CREATE ROLE regress_queue_admin;
+CREATE ROLE regress_queue_producer;
+CREATE ROLE regress_queue_worker;
+CREATE ROLE regress_queue_outsider;
+
+SELECT concurrency.create_queue('orders');
+SELECT concurrency.enqueue('orders', '{"order": 1}');
+GRANT SELECT, INSERT ON concurrency."q_orders" TO regress_queue_producer;
+GRANT SELECT, UPDATE, DELETE ON concurrency."q_orders" TO regress_queue_worker;
+
+-- a producer may enqueue, not claim
+SET ROLE regress_queue_producer;
+SELECT concurrency.enqueue('orders', '{"order": 2}');
+SELECT * FROM concurrency.enqueue_batch('orders', ARRAY['{"order": 3}']::jsonb[]);
+SELECT task_id FROM concurrency.dequeue('orders');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- a worker may claim, heartbeat, complete, fail and retry, not enqueue
+SET ROLE regress_queue_worker;
+SELECT concurrency.enqueue('orders', '{"order": 4}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT task_id AS t1, lease_token AS k1 FROM concurrency.dequeue('orders', worker => 'w') \gset
+SELECT :t1 AS claimed;
+SELECT concurrency.heartbeat('orders', :t1, :k1) IS NOT NULL AS heartbeat;
+SELECT concurrency.complete('orders', :t1, :k1);
+SELECT task_id AS t2, lease_token AS k2 FROM concurrency.dequeue('orders') \gset
+SELECT concurrency.fail('orders', :t2, :k2, 'no stock', '0 seconds');
+SELECT concurrency.retry_dead('orders');
+SELECT queue, ready, leased FROM concurrency.queue_stats WHERE queue = 'orders';
+RESET ROLE;
+
+-- an outsider may do nothing, and sees the queue in queue_stats without counts
+SET ROLE regress_queue_outsider;
+SELECT concurrency.enqueue('orders', '{}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT task_id FROM concurrency.dequeue('orders');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.complete('orders', :t2, :k2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.retry_dead('orders');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM concurrency.queue_stats WHERE queue = 'orders';
+SELECT count(*) FROM concurrency."q_orders";
+\echo :LAST_ERROR_SQLSTATE
+-- creating and dropping queues is not for everyone
+SELECT concurrency.create_queue('mine');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.drop_queue('orders');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- unless granted: the queue's table then belongs to the role that created it,
+-- and only its owner may drop it
+GRANT EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer) TO regress_queue_admin;
+GRANT EXECUTE ON FUNCTION concurrency.drop_queue(text) TO regress_queue_admin;
+SET ROLE regress_queue_admin;
+SELECT concurrency.create_queue('mine');
+SELECT concurrency.enqueue('mine', '{"mine": true}');
+SELECT created_by FROM concurrency.queue WHERE name = 'mine';
+SELECT concurrency.drop_queue('orders');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT tableowner FROM pg_tables WHERE schemaname = 'concurrency' AND tablename = 'q_mine';
+SET ROLE regress_queue_admin;
+SELECT concurrency.drop_queue('mine');
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer) FROM regress_queue_admin;
+REVOKE EXECUTE ON FUNCTION concurrency.drop_queue(text) FROM regress_queue_admin;
+
+-- the privileges on the functions themselves
+SELECT p.proname, p.prosecdef AS security_definer,
+       has_function_privilege('regress_queue_outsider', p.oid, 'EXECUTE') AS public_may_execute,
+       p.proconfig
+  FROM pg_proc p
+ WHERE p.pronamespace = 'concurrency'::regnamespace
+   AND p.proname IN ('create_queue', 'drop_queue', 'enqueue', 'enqueue_batch', 'dequeue', 'heartbeat',
+                     'complete', 'fail', 'retry_dead', 'queue_stats_rows')
+ ORDER BY p.proname;
+
+-- a hostile queue name is just a name: it names a queue, and nothing else
+CREATE TABLE queue_canary (x int);
+SELECT concurrency.create_queue('x";DROP/**/TABLE/**/queue_canary;--');
+SELECT concurrency.create_queue($q$x');DROP/**/TABLE/**/queue_canary;--$q$);
+SELECT concurrency.create_queue('Robert"); DROP TABLE queue_canary;--');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.create_queue('ünïcødé-ÿ');
+SELECT concurrency.create_queue(E'back\\slash$$''');
+SELECT concurrency.create_queue('"');
+SELECT concurrency.create_queue(repeat('é', 24));                       -- 48 bytes: the longest name
+SELECT relname, octet_length(relname) AS bytes FROM pg_class
+ WHERE relnamespace = 'concurrency'::regnamespace AND relname LIKE 'q\_%' AND relkind = 'r' ORDER BY relname;
+SELECT concurrency.enqueue('x";DROP/**/TABLE/**/queue_canary;--', '{"hostile": 1}');
+SELECT task_id, payload FROM concurrency.dequeue('x";DROP/**/TABLE/**/queue_canary;--') \gset
+SELECT :task_id AS task_id, :'payload' AS payload;
+SELECT concurrency.enqueue($q$x');DROP/**/TABLE/**/queue_canary;--$q$, '{"hostile": 2}');
+SELECT concurrency.enqueue(repeat('é', 24), '{"long": true}');
+SELECT concurrency.enqueue(E'back\\slash$$''', '{"backslash": true}');
+SELECT concurrency.enqueue('"', '{"quote": true}');
+SELECT obj_description('concurrency."q_back\slash$$''"'::regclass, 'pg_class');
+SELECT queue, ready, leased FROM concurrency.queue_stats ORDER BY queue;
+SELECT concurrency.drop_queue('x";DROP/**/TABLE/**/queue_canary;--');
+SELECT concurrency.drop_queue($q$x');DROP/**/TABLE/**/queue_canary;--$q$);
+SELECT concurrency.drop_queue('ünïcødé-ÿ');
+SELECT concurrency.drop_queue(E'back\\slash$$''');
+SELECT concurrency.drop_queue('"');
+SELECT concurrency.drop_queue(repeat('é', 24));
+SELECT to_regclass('queue_canary') IS NOT NULL AS canary_alive;
+DROP TABLE queue_canary;
+
+-- DROP EXTENSION never silently destroys task data: it refuses while a queue
+-- exists; CASCADE (said deliberately) takes the queues with it
+DROP EXTENSION concurrency_ext;
+\echo :LAST_ERROR_SQLSTATE
+BEGIN;
+DROP EXTENSION concurrency_ext CASCADE;
+SELECT to_regclass('concurrency."q_orders"') AS orders_table;
+ROLLBACK;
+SELECT count(*) AS orders_tasks_kept FROM concurrency."q_orders";
+
+SELECT concurrency.drop_queue('orders');
+DROP ROLE regress_queue_admin;
+DROP ROLE regress_queue_producer;
+DROP ROLE regress_queue_worker;
+DROP ROLE regress_queue_outsider;

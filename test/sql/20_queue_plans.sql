@@ -1,0 +1,53 @@
+-- Task queue: claims go straight to the first claimable task through an
+-- index, however many leased or scheduled tasks are ahead of it, and the
+-- statements are prepared once per backend and queue.
+SELECT concurrency.create_queue('ahead');
+-- 2000 tasks claimed with a long lease (the lowest ids), then 2000 scheduled
+-- tasks of a higher priority, then the one claimable task
+SELECT count(*) FROM concurrency.enqueue_batch('ahead', (SELECT array_agg('{}'::jsonb) FROM generate_series(1, 2000)));
+SELECT count(*) FROM concurrency.dequeue('ahead', 2000, lease => '1 hour');
+SELECT count(*) FROM concurrency.enqueue_batch('ahead', (SELECT array_agg('{}'::jsonb) FROM generate_series(1, 2000)),
+                                               run_at => clock_timestamp() + interval '1 hour', priority => 10);
+SELECT concurrency.enqueue('ahead', '{"claimable": true}') AS claimable \gset
+ANALYZE concurrency."q_ahead";
+SELECT queue, ready, scheduled, leased FROM concurrency.queue_stats WHERE queue = 'ahead';
+
+-- one dequeue: no sequential scan, and only a handful of rows fetched
+BEGIN;
+SELECT seq_scan AS seq0, idx_scan AS idx0, idx_tup_fetch AS fetch0
+  FROM pg_stat_xact_user_tables WHERE relid = 'concurrency."q_ahead"'::regclass \gset
+SELECT task_id = :claimable AS got_the_claimable_one, payload FROM concurrency.dequeue('ahead');
+SELECT seq_scan - :seq0 AS seq_scans, idx_scan - :idx0 > 0 AS used_indexes, idx_tup_fetch - :fetch0 AS rows_fetched
+  FROM pg_stat_xact_user_tables WHERE relid = 'concurrency."q_ahead"'::regclass;
+COMMIT;
+
+-- an empty poll of the same queue fetches no row at all
+BEGIN;
+SELECT seq_scan AS seq0, idx_tup_fetch AS fetch0
+  FROM pg_stat_xact_user_tables WHERE relid = 'concurrency."q_ahead"'::regclass \gset
+SELECT count(*) AS claimed FROM concurrency.dequeue('ahead', 10);
+SELECT seq_scan - :seq0 AS seq_scans, idx_tup_fetch - :fetch0 AS rows_fetched
+  FROM pg_stat_xact_user_tables WHERE relid = 'concurrency."q_ahead"'::regclass;
+COMMIT;
+
+-- the same for complete, heartbeat and enqueue: by primary key or unique index
+SELECT id AS t, lease_token AS k FROM concurrency."q_ahead" WHERE state = 'leased' ORDER BY id LIMIT 1 \gset
+BEGIN;
+SELECT seq_scan AS seq0 FROM pg_stat_xact_user_tables WHERE relid = 'concurrency."q_ahead"'::regclass \gset
+SELECT concurrency.heartbeat('ahead', :t, :k) IS NOT NULL AS heartbeat;
+SELECT concurrency.complete('ahead', :t, :k);
+SELECT concurrency.enqueue('ahead', '{}', dedupe_key => 'd') = concurrency.enqueue('ahead', '{}', dedupe_key => 'd') AS deduped;
+SELECT seq_scan - :seq0 AS seq_scans FROM pg_stat_xact_user_tables WHERE relid = 'concurrency."q_ahead"'::regclass;
+COMMIT;
+
+-- each statement is prepared once per backend and queue and kept: the plan
+-- cache holds one entry per statement, however many calls
+SELECT count(*) AS kept_plans_before FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_ahead"%';
+SELECT count(*) FROM (SELECT concurrency.enqueue('ahead', '{}') FROM generate_series(1, 50)) AS calls;
+SELECT count(*) FROM (SELECT concurrency.dequeue('ahead') FROM generate_series(1, 50)) AS calls;
+SELECT count(*) AS kept_plans_after FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_ahead"%';
+SELECT concurrency.drop_queue('ahead');
+SELECT count(*) AS kept_plans_after_drop FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_ahead"%';

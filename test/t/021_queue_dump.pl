@@ -1,0 +1,119 @@
+# Queues and their tasks survive pg_dump / pg_restore: the queue tables are
+# ordinary tables in the extension's schema (not extension members), so they
+# are dumped with their rows, owner, GRANTs and storage settings, and the
+# queue catalog and the lease token sequence are extension configuration
+# (pg_extension_config_dump). After a restore the queues work, a lease taken
+# before the dump can still be completed with its token, new tokens never
+# repeat old ones, and DROP EXTENSION still refuses to take the tasks along.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('queue_dump');
+$node->init;
+$node->start;
+
+$node->safe_psql('postgres', q{
+  CREATE ROLE app_producer;
+  CREATE ROLE app_worker;
+  CREATE EXTENSION concurrency_ext;
+  SELECT concurrency.create_queue('emails', '45 seconds', 7);
+  SELECT concurrency.create_queue('x";odd/**/name', '10 seconds', 2);
+  GRANT SELECT, INSERT ON concurrency."q_emails" TO app_producer;
+  GRANT SELECT, UPDATE, DELETE ON concurrency."q_emails" TO app_worker;
+
+  -- tasks in every state
+  SELECT concurrency.enqueue('emails', '{"to": "a@example.org"}');
+  SELECT concurrency.enqueue('emails', '{"to": "b@example.org"}', priority => 3, dedupe_key => 'welcome-b');
+  SELECT concurrency.enqueue('emails', '{"to": "c@example.org"}', run_at => now() + interval '1 day');
+  SELECT concurrency.enqueue('emails', '{"to": "d@example.org"}');
+  SELECT concurrency.enqueue('emails', '{"to": "e@example.org"}');
+  SELECT concurrency.enqueue('x";odd/**/name', '{"odd": true}');
+});
+# one claimed and kept (its holder will complete it after the restore), one failed for good
+my ($held_id, $held_token) = split /\|/, $node->safe_psql('postgres',
+	q{SELECT task_id, lease_token FROM concurrency.dequeue('emails', lease => '1 hour')});
+my ($dead_id, $dead_token) = split /\|/, $node->safe_psql('postgres',
+	q{SELECT task_id, lease_token FROM concurrency.dequeue('emails')});
+$node->safe_psql('postgres',
+	qq{UPDATE concurrency."q_emails" SET attempt = 7 WHERE id = $dead_id;
+	   SELECT concurrency.fail('emails', $dead_id, $dead_token, 'mailbox full')});
+
+my $tasks_sql = q{
+  SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s|%s', id, state, priority, attempt, payload, dedupe_key,
+                           last_error, lease_token, run_at), E'\n' ORDER BY id)
+    FROM concurrency."q_emails"};
+my $odd_sql = q{SELECT string_agg(format('%s|%s|%s', id, state, payload), E'\n' ORDER BY id)
+                  FROM concurrency."q_x"";odd/**/name"};
+my $catalog_sql = q{SELECT string_agg(format('%s|%s|%s|%s', name, lease, max_attempts, created_by), E'\n' ORDER BY name)
+                      FROM concurrency.queue};
+my $grants_sql = q{
+  SELECT string_agg(format('%s:%s', r, string_agg), ' ' ORDER BY r) FROM (
+    SELECT r, string_agg(p, ',' ORDER BY p) FROM unnest(ARRAY['app_producer', 'app_worker']) AS r,
+           unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p
+     WHERE has_table_privilege(r, 'concurrency."q_emails"', p) GROUP BY r) AS g};
+my $storage_sql = q{
+  SELECT c.reloptions::text || ' ' || (SELECT string_agg(i.relname, ',' ORDER BY i.relname)
+                                         FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+                                        WHERE x.indrelid = c.oid)
+    FROM pg_class c WHERE c.oid = 'concurrency."q_emails"'::regclass};
+
+my %before = map { $_->[0] => $node->safe_psql('postgres', $_->[1]) }
+  (['tasks', $tasks_sql], ['odd', $odd_sql], ['catalog', $catalog_sql], ['grants', $grants_sql],
+	['storage', $storage_sql]);
+like($before{tasks}, qr/\|leased\|/, 'before: a leased task');
+like($before{tasks}, qr/\|dead\|.*mailbox full/, 'before: a dead task with its error');
+like($before{tasks}, qr/\|scheduled\|/, 'before: a scheduled task');
+my $max_token = $node->safe_psql('postgres', q{SELECT last_value FROM concurrency.lease_token});
+
+my $tempdir = PostgreSQL::Test::Utils::tempdir;
+for my $format ('custom', 'plain')
+{
+	my $db   = "restored_$format";
+	my $file = "$tempdir/queue.$format";
+	$node->command_ok([ 'pg_dump', '-d', $node->connstr('postgres'), "--format=$format", '-f', $file ],
+		"pg_dump --format=$format");
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	if ($format eq 'custom')
+	{
+		$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr($db), $file ],
+			'pg_restore into a new database');
+	}
+	else
+	{
+		$node->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db), '-f', $file ],
+			'psql restores the plain dump');
+	}
+
+	is($node->safe_psql($db, $tasks_sql),   $before{tasks},   "$format: every task came back as it was");
+	is($node->safe_psql($db, $odd_sql),     $before{odd},     "$format: the oddly named queue came back");
+	is($node->safe_psql($db, $catalog_sql), $before{catalog}, "$format: the queue catalog came back");
+	is($node->safe_psql($db, $grants_sql),  $before{grants},  "$format: the per-queue GRANTs came back");
+	is($node->safe_psql($db, $storage_sql), $before{storage}, "$format: storage settings and indexes came back");
+	is($node->safe_psql($db, q{SELECT count(*) FROM pg_depend WHERE deptype = 'e'
+	                             AND objid = 'concurrency."q_emails"'::regclass}),
+		'0', "$format: the queue table is not an extension member");
+
+	# the queue works: the holder of a lease taken before the dump completes it,
+	# a new claim gets a token never issued before, enqueue continues the ids
+	$node->safe_psql($db, "SELECT concurrency.complete('emails', $held_id, $held_token)");
+	my ($claimed, $token) = split /\|/,
+	  $node->safe_psql($db, q{SELECT task_id, lease_token FROM concurrency.dequeue('emails', 5)});
+	ok($token > $max_token, "$format: new lease tokens continue after the old ones ($token > $max_token)");
+	is($node->safe_psql($db, q{SELECT concurrency.enqueue('emails', '{}')}), '6', "$format: task ids continue");
+	is($node->safe_psql($db, q{SELECT concurrency.enqueue('emails', '{}', dedupe_key => 'welcome-b')}),
+		$node->safe_psql($db, q{SELECT id FROM concurrency."q_emails" WHERE dedupe_key = 'welcome-b'}),
+		"$format: dedupe keys still hold");
+	is($node->safe_psql($db, q{SELECT concurrency.retry_dead('emails')}), '1', "$format: the dead task can be retried");
+
+	# DROP EXTENSION still refuses while queues hold tasks
+	my ($ret, $out, $err) = $node->psql($db, 'DROP EXTENSION concurrency_ext');
+	isnt($ret, 0, "$format: DROP EXTENSION refuses");
+	like($err, qr/cannot drop extension concurrency_ext because other objects depend on it/,
+		"$format: ... because the queue tables depend on its schema");
+}
+
+$node->stop;
+done_testing();

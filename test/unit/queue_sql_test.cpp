@@ -1,0 +1,67 @@
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/names.hpp"
+#include "core/queue_sql.hpp"
+
+using concurrency::max_queue_name_bytes;
+using concurrency::queue_channel;
+using concurrency::queue_index_name;
+using concurrency::queue_table_name;
+using concurrency::QueueSql;
+
+TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
+	std::string longest(max_queue_name_bytes, 'x');
+	EXPECT_LE(queue_table_name(longest).size(), 63u);
+	EXPECT_LE(queue_channel(longest).size(), 63u);
+	for (const char *suffix : {"pkey", "ready", "scheduled", "leased", "dedupe", "state_check", "id_seq"})
+		EXPECT_LE(queue_index_name(longest, suffix).size(), 63u) << suffix;
+	EXPECT_EQ(queue_table_name("jobs"), "q_jobs");
+	EXPECT_EQ(queue_channel("jobs"), "concurrency_jobs");
+}
+
+TEST(QueueSql, QuotesTheTableEverywhere) {
+	QueueSql sql("jobs");
+	EXPECT_EQ(sql.table(), "concurrency.\"q_jobs\"");
+	for (const std::string &statement :
+	     {sql.enqueue(), sql.dedupe_lookup(), sql.enqueue_batch(), sql.wake(), sql.claim(), sql.heartbeat(),
+	      sql.complete(), sql.fail_lock(), sql.fail_update(), sql.inspect(), sql.retry_dead(), sql.stats(),
+	      sql.create_table(), sql.drop_table()}) {
+		EXPECT_NE(statement.find("concurrency.\"q_jobs\""), std::string::npos) << statement;
+		EXPECT_EQ(statement.find("concurrency.q_jobs"), std::string::npos) << statement;
+	}
+}
+
+TEST(QueueSql, HostileNameStaysInsideItsQuotes) {
+	const std::string hostile = "x\";DROP/**/TABLE/**/t;--";
+	QueueSql sql(hostile);
+	EXPECT_EQ(sql.table(), "concurrency.\"q_x\"\";DROP/**/TABLE/**/t;--\"");
+	std::string ddl = sql.create_table();
+	EXPECT_NE(ddl.find("CREATE INDEX \"q_x\"\";DROP/**/TABLE/**/t;--_ready\""), std::string::npos) << ddl;
+	// every double quote of the name is doubled: no unbalanced quote in
+	// statements that carry no string literal with the name
+	for (const std::string &statement : {sql.claim(), sql.wake(), sql.complete(), sql.drop_table()}) {
+		std::size_t quotes = 0;
+		for (char c : statement)
+			quotes += c == '"';
+		EXPECT_EQ(quotes % 2, 0u) << statement;
+	}
+	// the comment is a literal, quoted as one (a quote and a backslash)
+	QueueSql tricky("a'b\\c");
+	EXPECT_NE(tricky.create_table().find("IS E'tasks of the concurrency_ext queue a''b\\\\c'"), std::string::npos)
+	    << tricky.create_table();
+	EXPECT_EQ(tricky.alter_owner("r\"x"), "ALTER TABLE concurrency.\"q_a'b\\c\" OWNER TO \"r\"\"x\"");
+}
+
+TEST(QueueSql, ClaimUsesTheReadyIndexOrderAndSkipLocked) {
+	QueueSql sql("jobs");
+	std::string claim = sql.claim();
+	const std::string order = "(-(priority::pg_catalog.int8)), run_at, id";
+	EXPECT_NE(claim.find("ORDER BY " + order), std::string::npos);
+	EXPECT_NE(claim.find("(" + order + ") >= ($5, $6, $7)"), std::string::npos);
+	EXPECT_NE(claim.find("FOR UPDATE SKIP LOCKED"), std::string::npos);
+	EXPECT_NE(sql.create_table().find("ON concurrency.\"q_jobs\" (" + order + ") WHERE state = 'ready'"),
+	          std::string::npos);
+	EXPECT_NE(sql.wake().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
+}
