@@ -51,7 +51,8 @@ for ((r = 1; r <= rounds; r++)); do
 	printf '  round %d: raw %8.0f tps   named %8.0f tps   named/raw %.3f\n' "$r" "${tps[raw]}" "${tps[named]}" "$ratio"
 	unset tps
 done
-printf '  throughput ratio named/raw (median of rounds): %.3f\n' "$(printf '%s\n' "${ratios[@]}" | median)"
+((rounds > 0)) &&
+	printf '  throughput ratio named/raw (median of rounds): %.3f\n' "$(printf '%s\n' "${ratios[@]}" | median)"
 
 loop() { # body -> µs per iteration
 	"${psql[@]}" -c "DO \$\$
