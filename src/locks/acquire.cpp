@@ -39,7 +39,7 @@ namespace {
 
 // One lock to take: which subsystem, which resource, which mode.
 struct Target {
-	std::string name;
+	std::string_view name; // the caller's argument, valid for the call
 	Subsystem subsystem; // a copy: a later lookup may reload the cache
 	std::optional<std::int64_t> resource;
 	bool shared = false;
@@ -98,7 +98,7 @@ std::optional<Deadline> deadline_arg(FunctionCallInfo fcinfo, int n) {
 Target resolve(std::string_view name, std::optional<std::int64_t> resource, bool shared) {
 	Target t;
 	t.subsystem = lookup_subsystem(name);
-	t.name.assign(name.data(), name.size());
+	t.name = name;
 	t.resource = resource;
 	t.shared = shared;
 	t.tag = resource ? resource_tag(*resource, t.subsystem.slot) : subsystem_tag(t.subsystem.key);
@@ -108,14 +108,14 @@ Target resolve(std::string_view name, std::optional<std::int64_t> resource, bool
 void check_can_lock(const Target &t, Level level) {
 	if (RecoveryInProgress())
 		throw Error(sqlstate::read_only_sql_transaction,
-		            fmt::format("cannot take named lock \"{}\" during recovery", t.name),
+		            fmt::format("cannot take named lock \"{}\" during recovery", std::string(t.name)),
 		            "This server is a hot standby: a lock taken here excludes nobody on the primary.",
 		            "Take named locks on the primary.");
 	if (IsInParallelMode())
 		throw Error("25000", "cannot take named locks during a parallel operation");
 	if (level == Level::session && t.subsystem.xact_only)
 		throw Error(sqlstate::insufficient_privilege,
-		            fmt::format("subsystem \"{}\" allows transaction-level locks only", t.name),
+		            fmt::format("subsystem \"{}\" allows transaction-level locks only", std::string(t.name)),
 		            "It was registered with xact_only => true: behind a transaction-mode connection pool a "
 		            "session-level lock stays with the server connection, and its unlock may run on another one.",
 		            "Use concurrency.xact_lock or concurrency.try_xact_lock inside a transaction.");
@@ -220,7 +220,20 @@ std::vector<LockHolder> find_holders(const Target &t, std::size_t &total) {
 	return holders;
 }
 
-[[noreturn]] void fail_timeout(const Target &t, const std::string &within) {
+// What ended a wait, for the message: the call's own timeout (its full
+// allowance, in µs) or the session's lock_timeout (in ms).
+struct WaitLimit {
+	bool from_lock_timeout = false;
+	std::int64_t micros = 0; // the call's timeout
+	int lock_timeout_ms = 0;
+
+	std::string describe() const {
+		return from_lock_timeout ? fmt::format("lock_timeout ({})", human_duration(lock_timeout_ms / 1000.0))
+		                         : human_duration(static_cast<double>(micros) / 1e6);
+	}
+};
+
+[[noreturn]] void fail_timeout(const Target &t, const WaitLimit &limit) {
 	std::string detail;
 	std::string hint = "See concurrency.held_locks for every named lock and its holder.";
 	try {
@@ -235,30 +248,28 @@ std::vector<LockHolder> find_holders(const Target &t, std::size_t &total) {
 		detail = fmt::format("Its holder could not be determined: {}.", e.what());
 	}
 	throw Error(sqlstate::lock_not_available,
-	            fmt::format("could not obtain {} within {}", lock_description(t.name, t.resource, t.shared), within),
+	            fmt::format("could not obtain {} within {}",
+	                        lock_description(std::string(t.name), t.resource, t.shared), limit.describe()),
 	            detail, hint);
 }
 
 // Takes `t`, waiting until it is granted, until `deadline`, or until the
 // session's own lock_timeout, whichever comes first.
 void take(const Target &t, Level level, const std::optional<Deadline> &deadline) {
-	int wait_ms = LockTimeout; // the session's lock_timeout (0: none)
-	std::string within;
+	WaitLimit limit{true, 0, LockTimeout}; // the session's lock_timeout (0: none)
+	int wait_ms = LockTimeout;
 	if (deadline) {
 		TimestampTz remaining = deadline->at - GetCurrentTimestamp();
-		within = human_duration(static_cast<double>(deadline->micros) / 1e6);
 		if (remaining <= 0 || deadline->micros == 0) {
 			if (!try_take(t, level))
-				fail_timeout(t, within);
+				fail_timeout(t, WaitLimit{false, deadline->micros, 0});
 			return;
 		}
 		int ours = timeout_ms_for_lock_timeout(remaining);
-		if (wait_ms <= 0 || ours < wait_ms)
+		if (wait_ms <= 0 || ours < wait_ms) {
 			wait_ms = ours;
-		else
-			within = fmt::format("lock_timeout ({})", human_duration(wait_ms / 1000.0));
-	} else {
-		within = fmt::format("lock_timeout ({})", human_duration(wait_ms / 1000.0));
+			limit = WaitLimit{false, deadline->micros, 0};
+		}
 	}
 
 	LockAcquireResult result;
@@ -274,7 +285,7 @@ void take(const Target &t, Level level, const std::optional<Deadline> &deadline)
 		pg::guard([] { LockErrorCleanup(); });
 		LockAcquireResult again = lock_acquire(t, level, true);
 		if (again == LOCKACQUIRE_NOT_AVAIL)
-			fail_timeout(t, within);
+			fail_timeout(t, limit);
 		if (again == LOCKACQUIRE_ALREADY_HELD) {
 			// granted as the timer fired: drop the hold this retry added
 			LOCKTAG tag = t.locktag();

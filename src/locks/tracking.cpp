@@ -49,9 +49,20 @@ struct Held {
 };
 
 std::unordered_map<HeldKey, Held, HeldKeyHash> held;
-bool any_xact_holds = false; // lets the callbacks of lock-free transactions return at once
+// Entries that got transaction-level holds in the current transaction, so that
+// the callbacks visit only those (unordered_map keeps element addresses
+// stable; entries are erased only by sweep(), at transaction end, after this
+// list is emptied).
+std::vector<Held *> touched;
+// Entries whose counts fell to zero stay for reuse (no allocation on the next
+// lock of the same name), up to this many in all; beyond, they are swept.
+constexpr std::size_t keep_entries = 64;
+bool sweep_wanted = false;
 
-void drop_empty() {
+void sweep() {
+	sweep_wanted = false;
+	if (held.size() <= keep_entries)
+		return;
 	for (auto it = held.begin(); it != held.end();) {
 		if (it->second.session_count == 0 && it->second.xact_counts.empty())
 			it = held.erase(it);
@@ -67,12 +78,14 @@ void at_transaction_end(XactEvent event, void *) {
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
-		if (!any_xact_holds)
-			return;
-		for (auto &entry : held)
-			entry.second.xact_counts.clear();
-		drop_empty();
-		any_xact_holds = false;
+		for (Held *h : touched) {
+			h->xact_counts.clear(); // keeps its capacity
+			if (h->session_count == 0)
+				sweep_wanted = true;
+		}
+		touched.clear();
+		if (sweep_wanted)
+			sweep();
 		break;
 	default:
 		break;
@@ -80,19 +93,17 @@ void at_transaction_end(XactEvent event, void *) {
 }
 
 void at_subtransaction_end(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void *) {
-	if (!any_xact_holds)
-		return;
 	if (event == SUBXACT_EVENT_ABORT_SUB) {
-		for (auto &entry : held) {
-			auto &counts = entry.second.xact_counts;
+		// The lock manager releases what the subtransaction took.
+		for (Held *h : touched) {
+			auto &counts = h->xact_counts;
 			for (auto it = counts.begin(); it != counts.end();)
 				it = it->first == sub ? counts.erase(it) : it + 1;
 		}
-		drop_empty();
 	} else if (event == SUBXACT_EVENT_COMMIT_SUB) {
 		// The lock manager hands the subtransaction's locks to its parent.
-		for (auto &entry : held) {
-			auto &counts = entry.second.xact_counts;
+		for (Held *h : touched) {
+			auto &counts = h->xact_counts;
 			std::int64_t moved = 0;
 			for (auto it = counts.begin(); it != counts.end();) {
 				if (it->first == sub) {
@@ -127,14 +138,16 @@ void track_acquired(const AdvisoryTag &tag, bool shared, Level level, bool newly
 		h.session_count = 0;
 		h.xact_counts.clear();
 	}
-	h.name.assign(name.data(), name.size());
+	if (h.name != name)
+		h.name.assign(name.data(), name.size());
 	h.resource = resource;
 	if (level == Level::session) {
 		++h.session_count;
 		return;
 	}
 	SubTransactionId sub = GetCurrentSubTransactionId();
-	any_xact_holds = true;
+	if (h.xact_counts.empty())
+		touched.push_back(&h); // first hold of this transaction
 	for (auto &c : h.xact_counts)
 		if (c.first == sub) {
 			++c.second;
@@ -151,8 +164,8 @@ void track_session_released(const AdvisoryTag &tag, bool shared, bool released) 
 		it->second.session_count = 0; // the lock manager says we hold none
 	else if (it->second.session_count > 0)
 		--it->second.session_count;
-	if (it->second.session_count == 0 && it->second.xact_counts.empty())
-		held.erase(it);
+	if (it->second.session_count == 0)
+		sweep_wanted = true; // erased at transaction end, if there are many
 }
 
 void tracking_init() {

@@ -71,10 +71,14 @@ template <typename F> auto guard(F &&f) -> decltype(f()) {
 // Text of an error on its way out of the C++ frames: fixed buffers, so that
 // nothing needs a destructor once the handler is left.
 struct PendingError {
-	char code[6] = "XX000";
-	char message[1024] = "";
-	char detail[1024] = "";
-	char hint[1024] = "";
+	char code[6];
+	char message[1024];
+	char detail[1024];
+	char hint[1024];
+
+	// Only the first bytes: invoke() builds one on every call, and
+	// initializing all 3 KB cost more than a whole lock call.
+	PendingError() noexcept : code{'X', 'X', '0', '0', '0', '\0'} { message[0] = detail[0] = hint[0] = '\0'; }
 
 	void set(const char *sqlstate, const char *msg, const char *det = "", const char *hnt = "") noexcept;
 	[[noreturn]] void raise() const;

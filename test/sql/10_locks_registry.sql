@@ -1,10 +1,18 @@
 -- Named locks: the subsystem registry (register_subsystem, unregister_subsystem),
 -- its rules and errors, who may change it, and that pg_dump keeps it.
 
--- register: a new name gets its key and the lowest free slot (16 upwards)
+-- register: a new name gets its key and the lowest free slot (16 upwards;
+-- computed here, in case other suites left subsystems registered)
+CREATE FUNCTION pg_temp.lowest_free_slot() RETURNS integer LANGUAGE sql AS $$
+  SELECT min(s) FROM generate_series(16, 65535) s
+   WHERE NOT EXISTS (SELECT FROM concurrency.subsystem WHERE slot = s) $$;
+SELECT pg_temp.lowest_free_slot() AS expected_slot \gset
 SELECT concurrency.register_subsystem('t10_relay', 7001, 'outbox relay');
+SELECT slot = :expected_slot AS lowest_free FROM concurrency.subsystem WHERE name = 't10_relay';
+SELECT pg_temp.lowest_free_slot() AS expected_slot \gset
 SELECT concurrency.register_subsystem('t10_report', -7002);
-SELECT name, key, slot, description, xact_only, registered_at <= now() AS stamped, registered_by = current_user AS by_me
+SELECT slot = :expected_slot AS lowest_free FROM concurrency.subsystem WHERE name = 't10_report';
+SELECT name, key, description, xact_only, registered_at <= now() AS stamped, registered_by = current_user AS by_me
   FROM concurrency.subsystem WHERE name LIKE 't10_%' ORDER BY slot;
 
 -- the same name with the same key again: no error (migrations re-run); the
@@ -12,7 +20,7 @@ SELECT name, key, slot, description, xact_only, registered_at <= now() AS stampe
 SELECT concurrency.register_subsystem('t10_relay', 7001);
 SELECT concurrency.register_subsystem('t10_relay', 7001, 'relays the outbox', xact_only => true);
 SELECT concurrency.register_subsystem('t10_relay', 7001);
-SELECT name, key, slot, description, xact_only FROM concurrency.subsystem WHERE name = 't10_relay';
+SELECT name, key, description, xact_only FROM concurrency.subsystem WHERE name = 't10_relay';
 SELECT concurrency.register_subsystem('t10_relay', 7001, xact_only => false);
 SELECT name, description, xact_only FROM concurrency.subsystem WHERE name = 't10_relay';
 
@@ -22,7 +30,7 @@ SELECT concurrency.register_subsystem('t10_relay', 7999);
 SELECT concurrency.register_subsystem('t10_other', -7002);
 \echo :LAST_ERROR_SQLSTATE
 -- and nothing was written by the failed calls
-SELECT name, key, slot FROM concurrency.subsystem WHERE name LIKE 't10_%' ORDER BY slot;
+SELECT name, key FROM concurrency.subsystem WHERE name LIKE 't10_%' ORDER BY slot;
 
 -- NULL where a value is required: 22004 (nothing is registered)
 SELECT concurrency.register_subsystem(NULL, 1);
@@ -64,11 +72,14 @@ SELECT concurrency.unregister_subsystem('t10_zero');
 SELECT concurrency.unregister_subsystem('t10_zero');
 SELECT concurrency.unregister_subsystem('never_registered');
 
--- a freed slot is the next one given out (lowest free slot)
-SELECT slot AS min_slot FROM concurrency.subsystem WHERE name = 't10_min' \gset
+-- a freed slot is given out again (the lowest free slot, so the freed one
+-- unless another suite left a lower gap)
+SELECT slot AS freed_slot FROM concurrency.subsystem WHERE name = 't10_min' \gset
 SELECT concurrency.unregister_subsystem('t10_min');
+SELECT pg_temp.lowest_free_slot() <= :freed_slot AS freed_slot_is_free;
+SELECT pg_temp.lowest_free_slot() AS expected_slot \gset
 SELECT concurrency.register_subsystem('t10_refill', 7005);
-SELECT slot = :min_slot AS got_freed_slot FROM concurrency.subsystem WHERE name = 't10_refill';
+SELECT slot = :expected_slot AS got_lowest_free FROM concurrency.subsystem WHERE name = 't10_refill';
 
 -- when every slot is taken, registering fails with 54000 and writes nothing
 BEGIN;
@@ -154,4 +165,5 @@ SELECT concurrency.subsystem_changed();
 \echo :LAST_ERROR_SQLSTATE
 
 -- clean up
+DROP FUNCTION pg_temp.lowest_free_slot();
 SELECT concurrency.unregister_subsystem(name) FROM concurrency.subsystem WHERE name LIKE 't10_%' ORDER BY name;

@@ -119,6 +119,22 @@ COMMIT;
 SELECT name, resource, level, count FROM concurrency.my_locks;
 SELECT concurrency.session_unlock('t10_relay', 4);
 
+-- many distinct resources: counted one by one, and forgotten after the
+-- transaction (the backend keeps only a few empty entries for reuse)
+BEGIN;
+SELECT count(concurrency.xact_lock('t10_relay', r)) FROM generate_series(1, 1000) r;
+SAVEPOINT many;
+SELECT count(concurrency.try_xact_lock('t10_relay', r)) FROM generate_series(501, 1500) r;
+SELECT count(*), sum(count) FROM concurrency.my_locks;
+ROLLBACK TO SAVEPOINT many;
+SELECT count(*), sum(count) FROM concurrency.my_locks;
+COMMIT;
+SELECT count(*) FROM concurrency.my_locks;
+SELECT count(concurrency.session_lock('t10_relay', r)) FROM generate_series(1, 200) r;
+SELECT count(*), min(level), sum(count) FROM concurrency.my_locks;
+SELECT bool_and(concurrency.session_unlock('t10_relay', r)) FROM generate_series(1, 200) r;
+SELECT count(*) FROM concurrency.my_locks;
+
 -- the ordered multi-lock takes every subsystem lock, duplicates once
 BEGIN;
 SELECT concurrency.xact_lock(ARRAY['t10_relay', 't10_neg', 't10_big', 't10_relay'], timeout => '1s');
