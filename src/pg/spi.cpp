@@ -5,6 +5,7 @@
 #include "pg/spi.hpp"
 
 extern "C" {
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 }
 
@@ -71,13 +72,43 @@ void forget_plans(const char *prefix) {
 	}
 }
 
+// Every statement the extension runs through SPI is parsed, planned and
+// executed with search_path = pg_catalog, pg_temp, whatever the caller's
+// search_path: a function or operator that a caller placed earlier in the
+// path (evil.=(text, text), evil.now()) must not change what we do. The plan
+// cache replans when the search_path differs from the one a plan was made
+// with, so the path is pinned for the execution too, not only for prepare.
+// GUC nest levels of the connections open now; an error unwinds GUC levels
+// (transaction or subtransaction abort) without spi_finish, so entries at or
+// above a fresh level are stale and dropped.
+namespace {
+constexpr int max_spi_depth = 64;
+int guc_levels[max_spi_depth];
+int spi_depth = 0;
+} // namespace
+
 void spi_connect() {
 	int rc = guard([] { return SPI_connect(); });
 	if (rc != SPI_OK_CONNECT)
 		throw Error(sqlstate::internal_error, fmt::format("SPI_connect failed: {}", SPI_result_code_string(rc)));
+	int level = guard([] {
+		int nest = NewGUCNestLevel();
+		set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+		                  false);
+		return nest;
+	});
+	while (spi_depth > 0 && guc_levels[spi_depth - 1] >= level)
+		--spi_depth;
+	if (spi_depth == max_spi_depth)
+		throw Error(sqlstate::internal_error, "SPI connections nested too deeply in concurrency_ext");
+	guc_levels[spi_depth++] = level;
 }
 
 void spi_finish() {
+	if (spi_depth > 0) {
+		int level = guc_levels[--spi_depth];
+		guard([&] { AtEOXact_GUC(true, level); });
+	}
 	int rc = guard([] { return SPI_finish(); });
 	if (rc != SPI_OK_FINISH)
 		throw Error(sqlstate::internal_error, fmt::format("SPI_finish failed: {}", SPI_result_code_string(rc)));
