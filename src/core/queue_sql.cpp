@@ -134,28 +134,26 @@ RETURNING t.state )" EQ R"( 'ready')",
 
 std::string QueueSql::claim() const {
 	return fmt::format(
-	    R"(WITH claimed AS (
-  UPDATE {t} AS t
-     SET state = 'leased',
-         attempt = t.attempt )" PLUS R"( 1,
-         lease_token = pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass),
-         lease_expires_at = $1 )" PLUS R"( $3,
-         lease_extended_to = NULL,
-         worker = $4
-   WHERE t.id )" EQ R"( ANY (ARRAY(
-           SELECT id FROM {t}
-            WHERE state )" EQ R"( 'ready' AND ({order}) )" GE R"( ($5, $6, $7)
-              AND ($9 OR NOT (EXISTS (SELECT FROM {t}
-                                       WHERE state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1 AND run_at )" GE R"( $8)
-                              OR EXISTS (SELECT FROM {t}
-                                          WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE R"( $1
-                                            AND lease_expires_at )" GE R"( $8)))
-            ORDER BY {order}
-            LIMIT $2
-              FOR UPDATE SKIP LOCKED))
-  RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at,
-            )" MINUS R"( (t.priority::pg_catalog.int8) AS neg_priority, t.run_at)
-SELECT * FROM claimed ORDER BY neg_priority, run_at, id)",
+	    R"(UPDATE {t} AS t
+   SET state = 'leased',
+       attempt = t.attempt )" PLUS R"( 1,
+       lease_token = pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass),
+       lease_expires_at = $1 )" PLUS R"( $3,
+       lease_extended_to = NULL,
+       worker = $4
+ WHERE t.id )" EQ R"( ANY (ARRAY(
+         SELECT id FROM {t}
+          WHERE state )" EQ R"( 'ready' AND ({order}) )" GE R"( ($5, $6, $7)
+            AND ($9 OR NOT (EXISTS (SELECT FROM {t}
+                                     WHERE state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1 AND run_at )" GE R"( $8)
+                            OR EXISTS (SELECT FROM {t}
+                                        WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE R"( $1
+                                          AND lease_expires_at )" GE R"( $8)))
+          ORDER BY {order}
+          LIMIT $2
+            FOR UPDATE SKIP LOCKED))
+RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at,
+          )" MINUS R"( (t.priority::pg_catalog.int8), t.run_at)",
 	    fmt::arg("t", table_), fmt::arg("order", claim_order));
 }
 

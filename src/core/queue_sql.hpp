@@ -51,7 +51,8 @@ public:
 	// $5 int8, $6 timestamptz, $7 int8: the claim key to start from,
 	// $8 timestamptz: the wake-up floor, $9 bool: claim even if tasks wait
 	// for the wake-up step -> task_id, lease_token, attempt, payload,
-	// enqueued_at, lease_expires_at, neg_priority, run_at (in claim order).
+	// enqueued_at, lease_expires_at, neg_priority, run_at (in no particular
+	// order: the caller sorts by the claim key).
 	// With $9 false it claims nothing while a due scheduled task or an
 	// expired lease (at or above the floor) waits for the wake-up step: two
 	// index probes, so that the common case needs no wake-up statement.

@@ -266,17 +266,24 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		                   BoolGetDatum(even_if_tasks_wait)};
 		char nulls[9] = {' ', ' ', ' ', worker_null, ' ', ' ', ' ', ' ', ' '};
 		uint64 n = q.run("claim", q.sql().claim(), 9, claim_types, values, nulls);
+		// the rows come in primary-key order; return them in claim order
+		std::vector<std::pair<ClaimKey, int>> order;
+		order.reserve(n);
 		for (uint64 i = 0; i < n; ++i) {
 			int row = static_cast<int>(i);
+			order.emplace_back(
+			    ClaimKey{queue::int64_column(row, 7), queue::int64_column(row, 8), queue::int64_column(row, 1)}, row);
+		}
+		std::sort(order.begin(), order.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+		for (const auto &[key, row] : order) {
 			Datum cols[6];
 			bool isnull[6];
 			for (int c = 0; c < 6; ++c)
 				cols[c] = queue::column(row, c + 1, &isnull[c]);
 			queue::add_row(out, cols, isnull);
-			ClaimKey key{queue::int64_column(row, 7), queue::int64_column(row, 8), queue::int64_column(row, 1)};
-			if (!last || *last < key)
-				last = key;
 		}
+		if (!order.empty() && (!last || *last < order.back().first))
+			last = order.back().first;
 		claimed += n;
 	};
 
