@@ -6,7 +6,7 @@ python=/usr/bin/python3
 [ -x "$python" ] || python=python3
 logs=$(mktemp -d)
 pids=()
-trap 'kill -CONT "${pids[@]}" 2>/dev/null; kill "${pids[@]}" 2>/dev/null; rm -rf "$logs"' EXIT
+trap 'kill -CONT "${pids[@]}" 2>/dev/null || true; kill "${pids[@]}" 2>/dev/null || true; rm -rf "$logs"' EXIT
 
 sql() { psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 say() { printf '\n-- %s\n' "$*"; }

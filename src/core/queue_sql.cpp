@@ -19,9 +19,22 @@ QueueSql::QueueSql(std::string_view queue)
 
 std::string QueueSql::name(std::string_view suffix) const { return quote_ident(queue_index_name(queue_, suffix)); }
 
+// The statements run with the caller's search_path (the task functions are
+// SECURITY INVOKER and do not pin it: a pinned search_path costs a GUC save
+// and restore per call), so every operator, function and type in them is
+// schema-qualified. Only the DDL runs with a pinned search_path (create_queue).
+#define EQ "OPERATOR(pg_catalog.=)"
+#define NE "OPERATOR(pg_catalog.<>)"
+#define LT "OPERATOR(pg_catalog.<)"
+#define LE "OPERATOR(pg_catalog.<=)"
+#define GT "OPERATOR(pg_catalog.>)"
+#define GE "OPERATOR(pg_catalog.>=)"
+#define PLUS "OPERATOR(pg_catalog.+)"
+#define MINUS "OPERATOR(pg_catalog.-)"
+
 // The claim order, as the ready index stores it: ascending (-priority, run_at, id).
 // The priority is widened before negation, so that INT_MIN has a negation.
-static constexpr const char *claim_order = "(-(priority::pg_catalog.int8)), run_at, id";
+static constexpr const char *claim_order = "(" MINUS " (priority::pg_catalog.int8)), run_at, id";
 
 std::string QueueSql::create_table() const {
 	// Column order keeps 8-byte fields together (no alignment padding).
@@ -71,20 +84,20 @@ std::string QueueSql::alter_owner(std::string_view role) const {
 std::string QueueSql::enqueue() const {
 	return fmt::format(
 	    R"(INSERT INTO {t} (state, priority, run_at, payload, dedupe_key, enqueued_at)
-VALUES (CASE WHEN $3 > $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), $2, $5, $1)
-ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state <> 'dead' DO NOTHING
+VALUES (CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), $2, $5, $1)
+ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state )" NE R"( 'dead' DO NOTHING
 RETURNING id)",
 	    fmt::arg("t", table_));
 }
 
 std::string QueueSql::dedupe_lookup() const {
-	return fmt::format("SELECT id FROM {} WHERE dedupe_key = $1 AND state <> 'dead'", table_);
+	return fmt::format("SELECT id FROM {} WHERE dedupe_key " EQ " $1 AND state " NE " 'dead'", table_);
 }
 
 std::string QueueSql::enqueue_batch() const {
 	return fmt::format(
 	    R"(INSERT INTO {t} (state, priority, run_at, payload, enqueued_at)
-SELECT CASE WHEN $3 > $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload, $1
+SELECT CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload, $1
   FROM pg_catalog.unnest($2) WITH ORDINALITY AS u(payload, n)
  ORDER BY u.n
 RETURNING id)",
@@ -98,46 +111,49 @@ RETURNING id)",
 std::string QueueSql::wake() const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
-   SET state = CASE WHEN t.state = 'scheduled' THEN 'ready'
-                    WHEN t.lease_extended_to > $1 THEN 'leased'
-                    WHEN t.attempt < $4 THEN 'ready'
+   SET state = CASE WHEN t.state )" EQ R"( 'scheduled' THEN 'ready'
+                    WHEN t.lease_extended_to )" GT R"( $1 THEN 'leased'
+                    WHEN t.attempt )" LT R"( $4 THEN 'ready'
                     ELSE 'dead' END,
-       lease_expires_at = CASE WHEN t.lease_extended_to > $1 THEN t.lease_extended_to
+       lease_expires_at = CASE WHEN t.lease_extended_to )" GT R"( $1 THEN t.lease_extended_to
                                ELSE t.lease_expires_at END,
        lease_extended_to = NULL,
-       last_error = CASE WHEN t.state = 'leased' AND NOT COALESCE(t.lease_extended_to > $1, false)
+       last_error = CASE WHEN t.state )" EQ R"( 'leased' AND NOT COALESCE(t.lease_extended_to )" GT R"( $1, false)
                          THEN 'lease expired' ELSE t.last_error END
- WHERE t.id = ANY (ARRAY(
+ WHERE t.id )" EQ R"( ANY (ARRAY(
          SELECT s.id FROM (SELECT id FROM {t}
-                            WHERE state = 'scheduled' AND run_at <= $1 AND run_at >= $3
+                            WHERE state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1 AND run_at )" GE R"( $3
                             ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS s
          UNION ALL
          SELECT l.id FROM (SELECT id FROM {t}
-                            WHERE state = 'leased' AND lease_expires_at <= $1 AND lease_expires_at >= $3
+                            WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE R"( $1 AND lease_expires_at )" GE R"( $3
                             ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS l))
-RETURNING t.state)",
+RETURNING t.state )" EQ R"( 'ready')",
 	    fmt::arg("t", table_));
 }
 
 std::string QueueSql::claim() const {
 	return fmt::format(
-	    R"(WITH claimed AS (
-  UPDATE {t} AS t
-     SET state = 'leased',
-         attempt = t.attempt + 1,
-         lease_token = pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass),
-         lease_expires_at = $1 + $3,
-         lease_extended_to = NULL,
-         worker = $4
-   WHERE t.id = ANY (ARRAY(
-           SELECT id FROM {t}
-            WHERE state = 'ready' AND ({order}) >= ($5, $6, $7)
-            ORDER BY {order}
-            LIMIT $2
-              FOR UPDATE SKIP LOCKED))
-  RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at,
-            -(t.priority::pg_catalog.int8) AS neg_priority, t.run_at)
-SELECT * FROM claimed ORDER BY neg_priority, run_at, id)",
+	    R"(UPDATE {t} AS t
+   SET state = 'leased',
+       attempt = t.attempt )" PLUS R"( 1,
+       lease_token = pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass),
+       lease_expires_at = $1 )" PLUS R"( $3,
+       lease_extended_to = NULL,
+       worker = $4
+ WHERE t.id )" EQ R"( ANY (ARRAY(
+         SELECT id FROM {t}
+          WHERE state )" EQ R"( 'ready' AND ({order}) )" GE R"( ($5, $6, $7)
+            AND ($9 OR NOT (EXISTS (SELECT FROM {t}
+                                     WHERE state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1 AND run_at )" GE R"( $8)
+                            OR EXISTS (SELECT FROM {t}
+                                        WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE R"( $1
+                                          AND lease_expires_at )" GE R"( $8)))
+          ORDER BY {order}
+          LIMIT $2
+            FOR UPDATE SKIP LOCKED))
+RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at,
+          )" MINUS R"( (t.priority::pg_catalog.int8), t.run_at)",
 	    fmt::arg("t", table_), fmt::arg("order", claim_order));
 }
 
@@ -150,38 +166,39 @@ std::string QueueSql::heartbeat() const {
 	return fmt::format(
 	    R"(UPDATE {t}
    SET state = 'leased',
-       lease_expires_at = CASE WHEN state = 'leased' AND $3 + $4 >= lease_expires_at
-                               THEN lease_expires_at ELSE $3 + $4 END,
-       lease_extended_to = CASE WHEN state = 'leased' AND $3 + $4 > lease_expires_at
-                                THEN $3 + $4 END
- WHERE id = $1 AND lease_token = $2
-RETURNING $3 + $4)",
+       lease_expires_at = CASE WHEN state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GE R"( lease_expires_at
+                               THEN lease_expires_at ELSE $3 )" PLUS R"( $4 END,
+       lease_extended_to = CASE WHEN state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT R"( lease_expires_at
+                                THEN $3 )" PLUS R"( $4 END
+ WHERE id )" EQ R"( $1 AND lease_token )" EQ R"( $2
+RETURNING $3 )" PLUS R"( $4)",
 	    fmt::arg("t", table_));
 }
 
 std::string QueueSql::complete() const {
-	return fmt::format("DELETE FROM {} WHERE id = $1 AND lease_token = $2 RETURNING id", table_);
+	return fmt::format("DELETE FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2", table_);
 }
 
 std::string QueueSql::fail_lock() const {
-	return fmt::format("SELECT attempt FROM {} WHERE id = $1 AND lease_token = $2 FOR UPDATE", table_);
+	return fmt::format("SELECT attempt FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2 FOR UPDATE", table_);
 }
 
 std::string QueueSql::fail_update() const {
 	return fmt::format(
 	    R"(UPDATE {t}
    SET state = $2,
-       run_at = CASE WHEN $2 = 'dead' THEN run_at ELSE $3 END,
+       run_at = CASE WHEN $2 )" EQ R"( 'dead' THEN run_at ELSE $3 END,
        lease_token = NULL,
        lease_expires_at = NULL,
        lease_extended_to = NULL,
        last_error = $4
- WHERE id = $1)",
+ WHERE id )" EQ R"( $1)",
 	    fmt::arg("t", table_));
 }
 
 std::string QueueSql::inspect() const {
-	return fmt::format("SELECT state, attempt, worker, lease_token IS NOT NULL FROM {} WHERE id = $1", table_);
+	return fmt::format("SELECT state, attempt, worker, lease_token IS NOT NULL FROM {} WHERE id " EQ " $1",
+	                   table_);
 }
 
 // A dead task whose dedupe_key has been taken by a live task since is left
@@ -191,22 +208,23 @@ std::string QueueSql::retry_dead() const {
 	    R"(UPDATE {t} AS t
    SET state = 'ready', attempt = 0, run_at = $1,
        lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL
- WHERE t.state = 'dead'
-   AND ($2 IS NULL OR t.id = ANY ($2))
+ WHERE t.state )" EQ R"( 'dead'
+   AND ($2 IS NULL OR t.id )" EQ R"( ANY ($2))
    AND (t.dedupe_key IS NULL
-        OR NOT EXISTS (SELECT FROM {t} AS o WHERE o.dedupe_key = t.dedupe_key AND o.state <> 'dead'))
+        OR NOT EXISTS (SELECT FROM {t} AS o
+                        WHERE o.dedupe_key )" EQ R"( t.dedupe_key AND o.state )" NE R"( 'dead'))
 RETURNING t.id)",
 	    fmt::arg("t", table_));
 }
 
 std::string QueueSql::stats() const {
 	return fmt::format(
-	    R"(SELECT count(*) FILTER (WHERE state = 'ready' OR (state = 'scheduled' AND run_at <= $1)),
-       count(*) FILTER (WHERE state = 'scheduled' AND run_at > $1),
-       count(*) FILTER (WHERE state = 'leased' AND COALESCE(lease_extended_to, lease_expires_at) > $1),
-       count(*) FILTER (WHERE state = 'leased' AND COALESCE(lease_extended_to, lease_expires_at) <= $1),
-       count(*) FILTER (WHERE state = 'dead'),
-       $1 - min(run_at) FILTER (WHERE state = 'ready' OR (state = 'scheduled' AND run_at <= $1))
+	    R"(SELECT pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'ready' OR (state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1)),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'scheduled' AND run_at )" GT R"( $1),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'leased' AND COALESCE(lease_extended_to, lease_expires_at) )" GT R"( $1),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'leased' AND COALESCE(lease_extended_to, lease_expires_at) )" LE R"( $1),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'dead'),
+       $1 )" MINUS R"( pg_catalog.min(run_at) FILTER (WHERE state )" EQ R"( 'ready' OR (state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1))
   FROM {t})",
 	    fmt::arg("t", table_));
 }

@@ -1,7 +1,9 @@
 // The SQL of one queue: its table's DDL and the statements that the queue
 // functions prepare once per backend. Pure C++ (no PostgreSQL headers); every
 // identifier derived from the queue name is quoted, so that a hostile name is
-// just a name. Unit-tested in test/unit/queue_sql_test.cpp.
+// just a name, and every operator, function and type in the statements is
+// schema-qualified, so that they mean the same under any search_path.
+// Unit-tested in test/unit/queue_sql_test.cpp.
 #pragma once
 
 #include <string>
@@ -43,16 +45,21 @@ public:
 	// leases become ready (or dead when their attempts are used up); a lease
 	// extended by a heartbeat gets its new deadline into the index.
 	// $1 timestamptz now, $2 int4 limit per kind, $3 timestamptz floor,
-	// $4 int4 max_attempts -> state (new)
+	// $4 int4 max_attempts -> made ready (bool), one row per task changed
 	std::string wake() const;
 	// The claim: $1 timestamptz now, $2 int4 batch, $3 interval lease, $4 text worker,
-	// $5 int8, $6 timestamptz, $7 int8: the claim key to start from ->
-	// task_id, lease_token, attempt, payload, enqueued_at, lease_expires_at,
-	// neg_priority, run_at (in claim order)
+	// $5 int8, $6 timestamptz, $7 int8: the claim key to start from,
+	// $8 timestamptz: the wake-up floor, $9 bool: claim even if tasks wait
+	// for the wake-up step -> task_id, lease_token, attempt, payload,
+	// enqueued_at, lease_expires_at, neg_priority, run_at (in no particular
+	// order: the caller sorts by the claim key).
+	// With $9 false it claims nothing while a due scheduled task or an
+	// expired lease (at or above the floor) waits for the wake-up step: two
+	// index probes, so that the common case needs no wake-up statement.
 	std::string claim() const;
 	// $1 int8 task_id, $2 int8 lease_token, $3 timestamptz now, $4 interval extend -> new deadline
 	std::string heartbeat() const;
-	// $1 int8 task_id, $2 int8 lease_token -> id
+	// $1 int8 task_id, $2 int8 lease_token (deletes the task: SPI_processed 1 or 0)
 	std::string complete() const;
 	// $1 int8 task_id, $2 int8 lease_token -> attempt (row locked)
 	std::string fail_lock() const;

@@ -41,14 +41,15 @@ void check_key(const char *key) {
 
 } // namespace
 
-SPIPlanPtr prepared_plan(const char *key, const char *sql, int nargs, const Oid *argtypes) {
+SPIPlanPtr prepared_plan(const char *key, const char *sql, int nargs, const Oid *argtypes, int cursor_options) {
 	check_key(key);
 	HTAB *table = plans();
 	bool found = false;
 	auto *entry = static_cast<PlanEntry *>(guard([&] { return hash_search(table, key, HASH_FIND, &found); }));
 	if (entry)
 		return entry->plan;
-	SPIPlanPtr plan = guard([&] { return SPI_prepare(sql, nargs, const_cast<Oid *>(argtypes)); });
+	SPIPlanPtr plan =
+	    guard([&] { return SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), cursor_options); });
 	if (!plan)
 		throw Error(sqlstate::internal_error, fmt::format("SPI_prepare failed: {}", SPI_result_code_string(SPI_result)),
 		            sql);

@@ -8,8 +8,10 @@ namespace concurrency::pg {
 
 // The plan for `key`, preparing `sql` the first time it is asked for in this
 // backend. The plan cache revalidates it after DDL on what it references.
-// Call between SPI_connect and SPI_finish.
-SPIPlanPtr prepared_plan(const char *key, const char *sql, int nargs, const Oid *argtypes);
+// `cursor_options` go to SPI_prepare_cursor: CURSOR_OPT_GENERIC_PLAN makes
+// the plan cache use one generic plan instead of re-planning (a custom plan)
+// on every execution. Call between SPI_connect and SPI_finish.
+SPIPlanPtr prepared_plan(const char *key, const char *sql, int nargs, const Oid *argtypes, int cursor_options = 0);
 
 // Drops every kept plan whose key starts with `prefix` (e.g. a dropped queue).
 void forget_plans(const char *prefix);

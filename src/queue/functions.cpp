@@ -250,48 +250,67 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	ClaimCursor &cursor = q.info().cursor;
 	cursor.begin(now, queue::horizon_lag());
 
-	// 1. Wake-up: due scheduled tasks become ready, expired leases are
-	// reclaimed (ready again, or dead when their attempts are used up).
-	static const Oid wake_types[4] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT4OID};
-	Datum wake_values[4] = {TimestampTzGetDatum(now), Int32GetDatum(std::max(batch, 32)),
-	                        TimestampTzGetDatum(cursor.wake_floor()), Int32GetDatum(q.info().max_attempts)};
-	uint64 woken = q.run("wake", q.sql().wake(), 4, wake_types, wake_values);
-	bool made_ready = false;
-	for (uint64 i = 0; i < woken && !made_ready; ++i) {
-		bool isnull = false;
-		made_ready = DatumGetBool(queue::column(static_cast<int>(i), 1, &isnull));
-	}
-	cursor.woke(made_ready);
-
-	// 2. The claim, from the cursor's start; from the front again if that
-	// came back short.
-	static const Oid claim_types[7] = {TIMESTAMPTZOID, INT4OID, INTERVALOID, TEXTOID,
-	                                   INT8OID,        TIMESTAMPTZOID, INT8OID};
+	static const Oid claim_types[9] = {TIMESTAMPTZOID, INT4OID,        INTERVALOID, TEXTOID, INT8OID,
+	                                   TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID};
 	std::optional<ClaimKey> last;
 	std::size_t claimed = 0;
-	auto claim_from = [&](ClaimKey start, int32 wanted) {
-		Datum values[7] = {TimestampTzGetDatum(now),      Int32GetDatum(wanted),
-		                   IntervalPGetDatum(&lease),     worker,
-		                   Int64GetDatum(start.neg_priority), TimestampTzGetDatum(start.run_at),
-		                   Int64GetDatum(start.id)};
-		char nulls[7] = {' ', ' ', ' ', worker_null, ' ', ' ', ' '};
-		uint64 n = q.run("claim", q.sql().claim(), 7, claim_types, values, nulls);
+	auto claim_from = [&](ClaimKey start, int32 wanted, bool even_if_tasks_wait) {
+		Datum values[9] = {TimestampTzGetDatum(now),
+		                   Int32GetDatum(wanted),
+		                   IntervalPGetDatum(&lease),
+		                   worker,
+		                   Int64GetDatum(start.neg_priority),
+		                   TimestampTzGetDatum(start.run_at),
+		                   Int64GetDatum(start.id),
+		                   TimestampTzGetDatum(cursor.wake_floor()),
+		                   BoolGetDatum(even_if_tasks_wait)};
+		char nulls[9] = {' ', ' ', ' ', worker_null, ' ', ' ', ' ', ' ', ' '};
+		uint64 n = q.run("claim", q.sql().claim(), 9, claim_types, values, nulls);
+		// the rows come in primary-key order; return them in claim order
+		std::vector<std::pair<ClaimKey, int>> order;
+		order.reserve(n);
 		for (uint64 i = 0; i < n; ++i) {
 			int row = static_cast<int>(i);
+			order.emplace_back(
+			    ClaimKey{queue::int64_column(row, 7), queue::int64_column(row, 8), queue::int64_column(row, 1)}, row);
+		}
+		std::sort(order.begin(), order.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+		for (const auto &[key, row] : order) {
 			Datum cols[6];
 			bool isnull[6];
 			for (int c = 0; c < 6; ++c)
 				cols[c] = queue::column(row, c + 1, &isnull[c]);
 			queue::add_row(out, cols, isnull);
-			ClaimKey key{queue::int64_column(row, 7), queue::int64_column(row, 8), queue::int64_column(row, 1)};
-			if (!last || *last < key)
-				last = key;
 		}
+		if (!order.empty() && (!last || *last < order.back().first))
+			last = order.back().first;
 		claimed += n;
 	};
-	claim_from(cursor.ready_floor(), batch);
-	if (cursor.rescan_from_front(claimed, static_cast<std::size_t>(batch)))
-		claim_from(ClaimKey::front(), batch - static_cast<int32>(claimed));
+
+	// 1. The claim, unless due scheduled tasks or expired leases wait to be
+	// woken up (two index probes): the common case is this one statement.
+	claim_from(cursor.ready_floor(), batch, false);
+	if (claimed < static_cast<std::size_t>(batch)) {
+		// 2. Wake-up: due scheduled tasks become ready, expired leases are
+		// reclaimed (ready again, or dead when their attempts are used up).
+		static const Oid wake_types[4] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT4OID};
+		Datum wake_values[4] = {TimestampTzGetDatum(now), Int32GetDatum(std::max(batch, 32)),
+		                        TimestampTzGetDatum(cursor.wake_floor()), Int32GetDatum(q.info().max_attempts)};
+		uint64 woken = q.run("wake", q.sql().wake(), 4, wake_types, wake_values);
+		bool made_ready = false;
+		for (uint64 i = 0; i < woken && !made_ready; ++i) {
+			bool isnull = false;
+			made_ready = DatumGetBool(queue::column(static_cast<int>(i), 1, &isnull));
+		}
+		cursor.woke(made_ready);
+		// 3. The rest of the batch, now whatever waits (tasks locked by
+		// another worker's wake-up must not stop this one), from the front
+		// if tasks were made ready or a resumed scan came back short.
+		bool from_front = cursor.rescan_from_front(claimed, static_cast<std::size_t>(batch));
+		claim_from(from_front ? ClaimKey::front() : cursor.ready_floor(), batch - static_cast<int32>(claimed), true);
+	} else {
+		cursor.woke(false);
+	}
 	cursor.finish(last);
 	pg::spi_finish();
 	return Datum(0);

@@ -36,8 +36,9 @@ std::string plan_prefix(const std::string &queue) { return fmt::format("queue:{}
 
 void load_settings(const std::string &name, Oid relid, QueueInfo &info) {
 	static const Oid types[1] = {TEXTOID};
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "queue-catalog:settings", "SELECT lease, max_attempts FROM concurrency.queue WHERE name = $1", 1, types);
+	SPIPlanPtr plan =
+	    pg::prepared_plan("queue-catalog:settings", "SELECT lease, max_attempts FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1",
+	                      1, types, CURSOR_OPT_GENERIC_PLAN);
 	Datum values[1] = {pg::text_datum(name)};
 	if (pg::spi_execute_plan(plan, values, nullptr, true, 1) != 1)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
@@ -117,7 +118,9 @@ uint64 Queue::run(const char *op, const std::string &sql, int nargs, const Oid *
                   const char *nulls) {
 	std::string key = plan_prefix(name_) + op;
 	try {
-		SPIPlanPtr plan = pg::prepared_plan(key.c_str(), sql.c_str(), nargs, types);
+		// One generic plan per statement, planned once: the statements are
+		// written so that it is the right one (index scans whatever the values).
+		SPIPlanPtr plan = pg::prepared_plan(key.c_str(), sql.c_str(), nargs, types, CURSOR_OPT_GENERIC_PLAN);
 		return pg::spi_execute_plan(plan, values, nulls, false);
 	} catch (const pg::PgException &e) {
 		// the queue was dropped after we looked it up (its table is gone)
@@ -182,6 +185,10 @@ Rows materialize(FunctionCallInfo fcinfo, Oid scalar_type) {
 		if (OidIsValid(scalar_type)) {
 			desc = CreateTemplateTupleDesc(1);
 			TupleDescInitEntry(desc, 1, "value", scalar_type, -1, 0);
+		} else if (rsinfo->expectedDesc) {
+			// what the caller expects (a function scan passes it): saves
+			// building the row type from pg_proc on every call
+			desc = CreateTupleDescCopy(rsinfo->expectedDesc);
 		} else {
 			if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
 				elog(ERROR, "return type must be a row type");

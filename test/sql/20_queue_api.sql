@@ -153,9 +153,10 @@ COMMIT;
 SELECT state, lease_expires_at = :'h_deadline'::timestamptz AS index_deadline_kept,
        lease_extended_to > lease_expires_at AS extended
   FROM concurrency."q_jobs" WHERE id = :h_task;
--- NULL extends by the queue's lease
-SELECT concurrency.heartbeat('jobs', :h_task, :h_token) BETWEEN clock_timestamp() + interval '29 seconds'
-                                                        AND clock_timestamp() + interval '30 seconds' AS by_queue_lease;
+-- NULL extends by the queue's lease (30 seconds from the clock at the call)
+SELECT deadline >= before + interval '30 seconds' AND deadline <= clock_timestamp() + interval '30 seconds'
+       AS by_queue_lease
+  FROM (SELECT clock_timestamp() AS before, concurrency.heartbeat('jobs', :h_task, :h_token) AS deadline) AS h;
 SELECT concurrency.heartbeat('jobs', :h_task, :h_token + 1000000);
 \echo :LAST_ERROR_SQLSTATE
 SELECT concurrency.heartbeat('jobs', :h_task, :h_token, '0 seconds');
@@ -176,9 +177,12 @@ SELECT concurrency.fail('flaky', :f, :f_token, 'again');                        
 SELECT concurrency.complete('flaky', :f, :f_token);
 \echo :LAST_ERROR_SQLSTATE
 SELECT lease_token AS f_token FROM concurrency.dequeue('flaky') \gset
+SELECT clock_timestamp() AS before_fail \gset
 SELECT concurrency.fail('flaky', :f, :f_token, 'boom 2');                       -- backoff
-SELECT state, attempt, last_error, run_at > clock_timestamp() AS later,
-       run_at < clock_timestamp() + interval '3 seconds' AS within_backoff_cap
+-- after attempt 2: 2 s scaled by [0.5, 1], from the clock at the call
+SELECT state, attempt, last_error,
+       run_at >= :'before_fail'::timestamptz + interval '1 second' AS at_least_1s,
+       run_at <= clock_timestamp() + interval '2 seconds' AS at_most_2s
   FROM concurrency."q_flaky";
 SELECT queue, ready, scheduled, leased, expired, dead FROM concurrency.queue_stats WHERE queue = 'flaky';
 SELECT task_id FROM concurrency.dequeue('flaky');                               -- not yet due

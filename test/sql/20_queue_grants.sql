@@ -80,6 +80,31 @@ SELECT p.proname, p.prosecdef AS security_definer,
                      'complete', 'fail', 'retry_dead', 'queue_stats_rows')
  ORDER BY p.proname;
 
+-- the task functions do not pin search_path, so everything in their SQL is
+-- schema-qualified: an "=" that says yes to everything, ahead of pg_catalog
+-- in the caller's search_path, changes nothing
+CREATE SCHEMA regress_queue_evil;
+CREATE FUNCTION regress_queue_evil.always(bigint, bigint) RETURNS boolean LANGUAGE sql AS 'SELECT true';
+CREATE OPERATOR regress_queue_evil.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = regress_queue_evil.always);
+CREATE FUNCTION regress_queue_evil.always(text, text) RETURNS boolean LANGUAGE sql AS 'SELECT true';
+CREATE OPERATOR regress_queue_evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = regress_queue_evil.always);
+SELECT concurrency.create_queue('evil');
+SET search_path = regress_queue_evil, pg_catalog;
+SELECT 1::bigint = 2::bigint AS evil_operator_active;
+SELECT concurrency.enqueue('evil', '{}') AS e1 \gset
+SELECT concurrency.enqueue('evil', '{}', dedupe_key => 'a') AS ea \gset
+SELECT concurrency.enqueue('evil', '{}', dedupe_key => 'b') <> :ea AS other_key_other_task;
+SELECT task_id AS et, lease_token AS ek FROM concurrency.dequeue('evil') \gset
+SELECT concurrency.complete('evil', :et, :ek + 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.heartbeat('evil', :et, :ek + 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.complete('evil', :et, :ek);
+RESET search_path;
+SELECT queue, ready, leased FROM concurrency.queue_stats WHERE queue = 'evil';
+SELECT concurrency.drop_queue('evil');
+DROP SCHEMA regress_queue_evil CASCADE;
+
 -- a hostile queue name is just a name: it names a queue, and nothing else
 CREATE TABLE queue_canary (x int);
 SELECT concurrency.create_queue('x";DROP/**/TABLE/**/queue_canary;--');

@@ -57,11 +57,36 @@ TEST(QueueSql, HostileNameStaysInsideItsQuotes) {
 TEST(QueueSql, ClaimUsesTheReadyIndexOrderAndSkipLocked) {
 	QueueSql sql("jobs");
 	std::string claim = sql.claim();
-	const std::string order = "(-(priority::pg_catalog.int8)), run_at, id";
-	EXPECT_NE(claim.find("ORDER BY " + order), std::string::npos);
-	EXPECT_NE(claim.find("(" + order + ") >= ($5, $6, $7)"), std::string::npos);
+	const std::string order = "(OPERATOR(pg_catalog.-) (priority::pg_catalog.int8)), run_at, id";
+	EXPECT_NE(claim.find("ORDER BY " + order), std::string::npos) << claim;
+	EXPECT_NE(claim.find("(" + order + ") OPERATOR(pg_catalog.>=) ($5, $6, $7)"), std::string::npos) << claim;
 	EXPECT_NE(claim.find("FOR UPDATE SKIP LOCKED"), std::string::npos);
+	// the index is built on the same expression, so that the claim can walk it
 	EXPECT_NE(sql.create_table().find("ON concurrency.\"q_jobs\" (" + order + ") WHERE state = 'ready'"),
-	          std::string::npos);
+	          std::string::npos)
+	    << sql.create_table();
 	EXPECT_NE(sql.wake().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
+}
+
+TEST(QueueSql, StatementsQualifyEveryOperator) {
+	// The task functions run with the caller's search_path: an operator
+	// written bare would resolve through it.
+	QueueSql sql("jobs");
+	for (const std::string &statement :
+	     {sql.enqueue(), sql.dedupe_lookup(), sql.enqueue_batch(), sql.wake(), sql.claim(), sql.heartbeat(),
+	      sql.complete(), sql.fail_lock(), sql.fail_update(), sql.inspect(), sql.retry_dead(), sql.stats()}) {
+		std::string stripped = statement;
+		for (std::size_t at; (at = stripped.find("OPERATOR(pg_catalog.")) != std::string::npos;)
+			stripped.erase(at, stripped.find(')', at) - at + 1);
+		for (const char *bare : {" < ", " > ", " <= ", " >= ", " <> ", " != ", " + ", " - ", " || "})
+			EXPECT_EQ(stripped.find(bare), std::string::npos) << "bare" << bare << "in:\n" << statement;
+		// "=" is left only as the assignment of SET and ON CONFLICT … WHERE
+		for (std::size_t at = 0; (at = stripped.find(" = ", at)) != std::string::npos; ++at) {
+			std::size_t line = stripped.rfind('\n', at);
+			std::string before = stripped.substr(line == std::string::npos ? 0 : line + 1, at - line);
+			EXPECT_EQ(before.find("WHERE"), std::string::npos) << "bare = in:\n" << statement;
+		}
+		EXPECT_EQ(stripped.find(" count("), std::string::npos) << statement;
+		EXPECT_EQ(stripped.find(" min("), std::string::npos) << statement;
+	}
 }
