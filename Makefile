@@ -22,7 +22,9 @@ ISOLATION_OPTS = --inputdir=test --load-extension=$(EXTENSION)
 PROVE_TESTS  = $(sort $(wildcard test/t/*.pl))
 
 PG_CPPFLAGS  = -I$(srcdir)/src -DCONCURRENCY_EXT_VERSION=\"$(EXTVERSION)\"
-PG_CXXFLAGS  = -std=c++17 -fno-strict-aliasing -Wno-register
+# -MMD -MP: track header dependencies (PGXS does not), so that editing a
+# header rebuilds every object that includes it.
+PG_CXXFLAGS  = -std=c++17 -fno-strict-aliasing -Wno-register -MMD -MP
 SHLIB_LINK   = -lfmt -lstdc++
 # `make SANITIZE=address,undefined` builds the module with those sanitizers
 # (scripts/sanitize.sh runs the suites against such a build).
@@ -30,11 +32,13 @@ ifdef SANITIZE
 PG_CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 SHLIB_LINK  += -fsanitize=$(SANITIZE)
 endif
-EXTRA_CLEAN  = $(EXT_INSTALL_SQL) results output_iso regression.diffs regression.out
+EXTRA_CLEAN  = $(OBJS:.o=.d) $(EXT_INSTALL_SQL) results output_iso regression.diffs regression.out
 
 PG_CONFIG   ?= pg_config
 PGXS        := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+-include $(OBJS:.o=.d)
 
 # The LLVM bitcode (for JIT inlining) must see the same C++ dialect.
 BITCODE_CXXFLAGS += -std=c++17 -Wno-register

@@ -35,6 +35,14 @@ int32 int32_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
 	return PG_GETARG_INT32(n);
 }
 
+// run_at may be NULL (now) or a finite time: 'infinity' would be a task that
+// never runs, and either infinity breaks every age computed from it.
+void check_run_at(FunctionCallInfo fcinfo, int n) {
+	if (!PG_ARGISNULL(n) && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(n)))
+		throw Error(sqlstate::invalid_parameter_value, "run_at must be a finite time",
+		            "Use NULL to run the task now.");
+}
+
 int64 int64_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
 	pg::require_arg(fcinfo, n, argname);
 	return PG_GETARG_INT64(n);
@@ -162,6 +170,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "payload");
 	int32 priority = int32_arg(fcinfo, 3, "priority");
+	check_run_at(fcinfo, 2);
 	bool has_dedupe = !PG_ARGISNULL(4);
 	TimestampTz now = clock_now();
 
@@ -202,6 +211,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "payloads");
 	int32 priority = int32_arg(fcinfo, 3, "priority");
+	check_run_at(fcinfo, 2);
 	Datum payloads = PG_GETARG_DATUM(1);
 	bool has_nulls = pg::guard([&] { return array_contains_nulls(DatumGetArrayTypeP(payloads)); });
 	if (has_nulls)
