@@ -33,7 +33,9 @@ DOCUMENTED = {
     "22003",  # numeric value out of range
     "22008",  # datetime field overflow
     "2BP01",  # dependent objects still exist
-    "25006",  # read-only transaction
+    "25006",  # read-only transaction (hot standby)
+    "54000",  # program limit exceeded (no free resource-lock slot)
+    "40001",  # enqueue with a dedupe_key whose holder kept disappearing: retry
 }
 
 HOSTILE_TEXT = [
