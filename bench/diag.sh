@@ -45,7 +45,7 @@ cleanup() {
   [ -n "$holder" ] && { exec {holder}>&-; holder=; }
   for p in $alter $readers; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  psql -X -q -c "DROP TABLE IF EXISTS bench_diag" -c "DROP TABLE IF EXISTS pgbench_accounts, pgbench_branches, pgbench_history, pgbench_tellers" 2>/dev/null || true
+  PGOPTIONS= psql -X -q -c "DROP SCHEMA IF EXISTS bench_diag CASCADE" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -61,14 +61,16 @@ holder_idle() { [ "$(psqlq -c "SELECT count(*) FROM pg_stat_activity WHERE appli
 waiting_at_least() { [ "$(waiting)" -ge "$1" ]; }
 
 echo "== setting up: an idle transaction, a DDL lock waiting for it, $N readers queued behind the DDL"
-psqlq -c "DROP TABLE IF EXISTS bench_diag" -c "CREATE TABLE bench_diag (id int PRIMARY KEY)" -c "INSERT INTO bench_diag VALUES (1)"
+# everything the benchmark creates lives in the schema bench_diag, dropped at the end
+psqlq -c "DROP SCHEMA IF EXISTS bench_diag CASCADE" -c "CREATE SCHEMA bench_diag" \
+      -c "CREATE TABLE bench_diag.incident (id int PRIMARY KEY)" -c "INSERT INTO bench_diag.incident VALUES (1)"
 exec {holder}> >(PGAPPNAME=bench_holder psql -X -q >/dev/null 2>&1)
-echo "BEGIN; LOCK TABLE bench_diag IN ACCESS SHARE MODE;" >&"$holder"
+echo "BEGIN; LOCK TABLE bench_diag.incident IN ACCESS SHARE MODE;" >&"$holder"
 wait_until "the idle transaction" holder_idle
-PGAPPNAME=bench_ddl psql -X -q -c "BEGIN; LOCK TABLE bench_diag IN ACCESS EXCLUSIVE MODE; COMMIT" >/dev/null 2>&1 &
+PGAPPNAME=bench_ddl psql -X -q -c "BEGIN; LOCK TABLE bench_diag.incident IN ACCESS EXCLUSIVE MODE; COMMIT" >/dev/null 2>&1 &
 alter=$!
 wait_until "the DDL to wait" waiting_at_least 1
-printf '%s\n' 'BEGIN;' 'LOCK TABLE bench_diag IN ACCESS SHARE MODE;' 'COMMIT;' >"$work/reader.sql"
+printf '%s\n' 'BEGIN;' 'LOCK TABLE bench_diag.incident IN ACCESS SHARE MODE;' 'COMMIT;' >"$work/reader.sql"
 PGAPPNAME=bench_reader pgbench -n -c "$N" -j 2 -t 1 -f "$work/reader.sql" >/dev/null 2>&1 &
 readers=$!
 wait_until "$N readers to wait" waiting_at_least $((N + 1))
@@ -132,6 +134,8 @@ awk -v raw="$(ms raw)" -v rec="$(ms recursive)" -v waits="$(ms lock_waits)" -v t
 
 echo
 echo "== B. the cost to others: pgbench -N (simple update), 8 clients, ${TPCB_DURATION}s runs, $TPCB_ROUNDS rounds (incident still in place)"
+# pgbench's tables go to the schema bench_diag too, not over any the database has
+export PGOPTIONS="-c search_path=bench_diag"
 pgbench -i -q -s 10 >/dev/null 2>&1
 psqlq -c "CHECKPOINT"
 # Runs alternate: none, lock_tree, none, raw, none, lock_tree, ... , none. Each
@@ -149,7 +153,7 @@ for mode in $sequence; do
     poller=$!
     sleep 0.5
   fi
-  t=$(PGOPTIONS='-c synchronous_commit=off' pgbench -n -N -c 8 -j 2 -T "$TPCB_DURATION" 2>&1 | tps)
+  t=$(PGOPTIONS="$PGOPTIONS -c synchronous_commit=off" pgbench -n -N -c 8 -j 2 -T "$TPCB_DURATION" 2>&1 | tps)
   echo "$mode $t" >>"$work/B_runs"
   [ -n "$poller" ] && wait "$poller"
   # every run starts from the same state: no history, vacuumed, checkpointed
