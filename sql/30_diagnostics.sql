@@ -40,7 +40,8 @@ COMMENT ON FUNCTION concurrency.locked_object(pg_catalog.pg_locks) IS
 -- pg_stat_activity, read once per query and as the current user: other roles'
 -- query text, state and transaction start show only to members of
 -- pg_read_all_stats (or of the session's role), exactly as in pg_stat_activity.
--- (The function rather than the view: the view's joins cost as much again.)
+-- (The function rather than the view: the view's joins cost as much again;
+-- lock_waits reads it once for both sides of the edges.)
 CREATE VIEW concurrency.lock_waits AS
 WITH activity AS MATERIALIZED (
     SELECT s.pid, s.usesysid, s.application_name, s.state, s.query, s.xact_start
@@ -79,13 +80,6 @@ COMMENT ON VIEW concurrency.lock_waits IS
 GRANT SELECT ON concurrency.lock_waits TO PUBLIC;
 
 CREATE VIEW concurrency.lock_tree AS
-WITH activity AS MATERIALIZED (
-    SELECT s.pid, s.state, s.query, s.xact_start
-      FROM pg_catalog.pg_stat_get_activity(NULL) s
-), prepared AS MATERIALIZED (
-    SELECT p.transaction, p.gid, p.prepared
-      FROM pg_catalog.pg_prepared_xact() p
-)
 SELECT t.pid,
        t.root_pid,
        t.depth,
@@ -109,8 +103,8 @@ SELECT t.pid,
        p.gid,
        t.snapshot_at
   FROM concurrency.lock_tree_nodes() t
-  LEFT JOIN activity a ON a.pid = t.pid AND t.xid IS NULL
-  LEFT JOIN prepared p ON p.transaction OPERATOR(pg_catalog.=) t.xid
+  LEFT JOIN pg_catalog.pg_stat_get_activity(NULL) a ON a.pid = t.pid AND t.xid IS NULL
+  LEFT JOIN pg_catalog.pg_prepared_xact() p ON p.transaction OPERATOR(pg_catalog.=) t.xid
  ORDER BY t.ord;
 COMMENT ON VIEW concurrency.lock_tree IS
     'every session in a wait chain with its root blocker, depth, path and transitive blocked count, and for roots the statement that frees the chain (never executed)';

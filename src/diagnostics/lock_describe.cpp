@@ -9,7 +9,6 @@
 extern "C" {
 #include "catalog/objectaddress.h"
 #include "commands/dbcommands.h"
-#include "storage/lmgr.h"
 #include "utils/lsyscache.h"
 }
 
@@ -20,11 +19,11 @@ namespace {
 // A palloc'd C string from a guarded call, as std::string ("" for NULL).
 std::string take(char *s) { return s ? std::string(s) : std::string(); }
 
-const char *locktype_name(uint16 type) {
-	return pg::guard([&] { return GetLockNameFromTagType(type); });
-}
-
 } // namespace
+
+const char *lock_type_name(uint16 type) {
+	return type <= LOCKTAG_LAST_TYPE ? LockTagTypeNames[type] : "???";
+}
 
 std::string LockDescriber::database(Oid db) {
 	if (db == InvalidOid)
@@ -144,7 +143,7 @@ std::string LockDescriber::describe(const LOCKTAG &tag) {
 		return waits::describe_advisory(f2, f3, f4, {}) + " in " + database(f1);
 	}
 	default:
-		return fmt::format("{} lock {} {} {} {}", locktype_name(tag.locktag_type), f1, f2, f3, f4);
+		return fmt::format("{} lock {} {} {} {}", lock_type_name(tag.locktag_type), f1, f2, f3, f4);
 	}
 }
 
@@ -153,7 +152,7 @@ bool locktag_from_pg_locks(const PgLocksRow &row, LOCKTAG *tag) {
 		return false;
 	int type = -1;
 	for (int t = 0; t <= LOCKTAG_LAST_TYPE; ++t)
-		if (std::strcmp(row.locktype, GetLockNameFromTagType(static_cast<uint16>(t))) == 0)
+		if (std::strcmp(row.locktype, lock_type_name(static_cast<uint16>(t))) == 0)
 			type = t;
 	if (type < 0)
 		return false;

@@ -32,6 +32,9 @@ private:
 	bool registry_loaded_ = false;
 };
 
+// pg_locks.locktype for a lock tag type ("relation", "advisory", ...).
+const char *lock_type_name(uint16 type);
+
 // The LOCKTAG behind one pg_locks row (locktype, database, relation, page,
 // tuple, virtualxid, transactionid, classid, objid, objsubid; NULLs as 0), the
 // inverse of pg_lock_status(). False when the locktype is unknown.

@@ -62,7 +62,7 @@ struct RawEntry { // one PROCLOCK of an awaited lock
 };
 
 struct Capture {
-	uint32 procs; // ProcGlobal->allProcCount
+	uint32 procs; // ProcGlobal->allProcCount: every PGPROC that can wait (not those of prepared transactions)
 	RawWaiter *waiters;
 	uint32 n_waiters;
 	RawLock *locks; // at most one per waiting process
@@ -106,6 +106,14 @@ inline uint32 find_lock(const Capture *c, const LOCK *lock, uint32 *slot) {
 	return UINT32_MAX;
 }
 
+// Only processes with a PGPROC below allProcCount can wait (the PGPROCs of
+// prepared transactions come after them, and never wait).
+inline void set_queue_pos(Capture *c, const PGPROC *proc, uint32 pos) {
+	uint32 procno = procno_of(proc);
+	if (procno < c->procs)
+		c->queue_pos[procno] = pos;
+}
+
 // Copies the PROCLOCKs and the queue order of `lock`. Runs under the locks.
 void copy_lock(Capture *c, LOCK *lock, uint32 index) {
 	RawLock *raw = &c->locks[index];
@@ -129,12 +137,14 @@ void copy_lock(Capture *c, LOCK *lock, uint32 index) {
 	};
 	uint32 pos = 0;
 #if PG_VERSION_NUM >= 160000
-	dlist_iter it;
-	dlist_foreach(it, &lock->procLocks)
-		take(dlist_container(PROCLOCK, lockLink, it.cur));
-	dlist_iter qit;
-	dclist_foreach(qit, &lock->waitProcs)
-		c->queue_pos[procno_of(dlist_container(PGPROC, links, qit.cur))] = pos++;
+	// ilist.h's foreach and container macros assert types with
+	// __builtin_types_compatible_p, which C++ compilers lack: walk by hand.
+	dlist_head *holders = &lock->procLocks;
+	for (dlist_node *n = holders->head.next; n != nullptr && n != &holders->head; n = n->next)
+		take(reinterpret_cast<PROCLOCK *>(reinterpret_cast<char *>(n) - offsetof(PROCLOCK, lockLink)));
+	dlist_head *queue = &lock->waitProcs.dlist;
+	for (dlist_node *n = queue->head.next; n != nullptr && n != &queue->head; n = n->next)
+		set_queue_pos(c, reinterpret_cast<PGPROC *>(reinterpret_cast<char *>(n) - offsetof(PGPROC, links)), pos++);
 #else
 	SHM_QUEUE *head = &lock->procLocks;
 	for (auto *pl = reinterpret_cast<PROCLOCK *>(SHMQueueNext(head, head, offsetof(PROCLOCK, lockLink))); pl;
@@ -143,7 +153,7 @@ void copy_lock(Capture *c, LOCK *lock, uint32 index) {
 	PROC_QUEUE *queue = &lock->waitProcs;
 	auto *proc = reinterpret_cast<PGPROC *>(queue->links.next);
 	for (int i = 0; i < queue->size; ++i) {
-		c->queue_pos[procno_of(proc)] = pos++;
+		set_queue_pos(c, proc, pos++);
 		proc = reinterpret_cast<PGPROC *>(proc->links.next);
 	}
 #endif
@@ -285,7 +295,7 @@ WaitPicture take_wait_picture() {
 		e.session = id_of(session_key(raw.leader_pid, raw.leader_xid));
 		e.hold_mask = raw.hold_mask;
 		e.wait_mode = raw.wait_mode;
-		e.queue_pos = raw.wait_mode != NoLock ? c.queue_pos[raw.procno] : waits::none;
+		e.queue_pos = raw.wait_mode != NoLock && raw.procno < c.procs ? c.queue_pos[raw.procno] : waits::none;
 	}
 	picture.edges = waits::derive_edges(locks, entries);
 

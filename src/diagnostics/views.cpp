@@ -13,7 +13,9 @@
 
 extern "C" {
 #include "access/htup_details.h"
+#include "access/tupdesc.h"
 #include "catalog/pg_type.h"
+#include "executor/executor.h"
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/timestamp.h"
@@ -55,7 +57,7 @@ const char *mode_name(const LOCKTAG &tag, int mode) {
 }
 
 const char *locktype_name(const LOCKTAG &tag) {
-	return pg::guard([&] { return GetLockNameFromTagType(tag.locktag_type); });
+	return lock_type_name(tag.locktag_type);
 }
 
 Datum int4_array(const std::vector<Datum> &elements) {
