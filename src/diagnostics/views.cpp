@@ -9,7 +9,9 @@
 #include "core/wait_graph.hpp"
 #include "diagnostics/lock_describe.hpp"
 #include "diagnostics/lock_snapshot.hpp"
+#include "pg/srf.hpp"
 #include "pg/datum.hpp"
+#include "pg/srf.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -25,32 +27,6 @@ extern "C" {
 namespace concurrency::diagnostics {
 
 namespace {
-
-struct Materialized {
-	Tuplestorestate *store;
-	TupleDesc desc;
-};
-
-// The result set of a materialize-mode set-returning function.
-Materialized begin_materialized(FunctionCallInfo fcinfo) {
-	return pg::guard([&] {
-		auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-		if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0)
-			ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-			                errmsg("set-valued function called in context that cannot accept a set")));
-		TupleDesc desc;
-		if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
-		MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-		desc = CreateTupleDescCopy(desc);
-		Tuplestorestate *store = tuplestore_begin_heap(true, false, work_mem);
-		rsinfo->returnMode = SFRM_Materialize;
-		rsinfo->setResult = store;
-		rsinfo->setDesc = desc;
-		MemoryContextSwitchTo(old);
-		return Materialized{store, desc};
-	});
-}
 
 const char *mode_name(const LOCKTAG &tag, int mode) {
 	return pg::guard([&] { return GetLockmodeName(tag.locktag_lockmethodid, mode); });
@@ -77,7 +53,7 @@ using namespace concurrency::diagnostics;
 // concurrency.lock_wait_edges() — one row per edge "waiting session -> session
 // in its way", from one snapshot of the lock manager.
 CONCURRENCY_FUNCTION(concurrency_lock_wait_edges) {
-	Materialized out = begin_materialized(fcinfo);
+	pg::ResultSet out = pg::materialize(fcinfo);
 	WaitPicture picture = take_wait_picture();
 
 	LockDescriber describer;
@@ -126,7 +102,7 @@ CONCURRENCY_FUNCTION(concurrency_lock_wait_edges) {
 // concurrency.lock_tree_nodes() — every session in a wait chain, placed in the
 // tree of its root blocker, from one snapshot of the lock manager.
 CONCURRENCY_FUNCTION(concurrency_lock_tree_nodes) {
-	Materialized out = begin_materialized(fcinfo);
+	pg::ResultSet out = pg::materialize(fcinfo);
 	WaitPicture picture = take_wait_picture();
 
 	// graph nodes: the sessions that have an edge, in session (pid) order

@@ -7,6 +7,7 @@
 
 #include "locks/tracking.hpp"
 #include "pg/datum.hpp"
+#include "pg/srf.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -197,9 +198,7 @@ struct Row {
 // lock tag (classid, objid, objsubid as pg_locks shows them) of every named
 // lock this backend holds, one row per level.
 CONCURRENCY_FUNCTION(concurrency_my_named_locks) {
-	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-	if (!rsinfo || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
-		throw Error("0A000", "concurrency.my_named_locks() must be called in a context that accepts a set");
+	pg::ResultSet out = pg::materialize(fcinfo);
 
 	std::vector<Row> rows;
 	for (const auto &entry : held) {
@@ -212,14 +211,8 @@ CONCURRENCY_FUNCTION(concurrency_my_named_locks) {
 			                   entry.first.tag});
 	}
 
-	pg::guard([&] {
-		TupleDesc desc;
-		if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-			elog(ERROR, "return type must be a row type");
-		MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-		desc = CreateTupleDescCopy(desc);
-		Tuplestorestate *store = tuplestore_begin_heap(true, false, work_mem);
-		for (const Row &row : rows) {
+	for (const Row &row : rows) {
+		pg::guard([&] {
 			Datum values[8];
 			bool nulls[8] = {false, false, false, false, false, false, false, false};
 			values[0] = PointerGetDatum(cstring_to_text_with_len(row.name.data(), static_cast<int>(row.name.size())));
@@ -233,12 +226,8 @@ CONCURRENCY_FUNCTION(concurrency_my_named_locks) {
 			values[5] = ObjectIdGetDatum(row.tag.high);
 			values[6] = ObjectIdGetDatum(row.tag.low);
 			values[7] = Int32GetDatum(row.tag.klass);
-			tuplestore_putvalues(store, desc, values, nulls);
-		}
-		MemoryContextSwitchTo(old);
-		rsinfo->returnMode = SFRM_Materialize;
-		rsinfo->setResult = store;
-		rsinfo->setDesc = desc;
-	});
+			tuplestore_putvalues(out.store, out.desc, values, nulls);
+		});
+	}
 	return (Datum)0;
 }

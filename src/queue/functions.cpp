@@ -9,6 +9,7 @@
 
 #include "core/backoff.hpp"
 #include "core/sql_text.hpp"
+#include "pg/srf.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
@@ -223,7 +224,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	                   Int32GetDatum(priority)};
 	char nulls[4] = {' ', ' ', PG_ARGISNULL(2) ? 'n' : ' ', ' '};
 
-	queue::Rows out = queue::materialize(fcinfo, INT8OID);
+	pg::ResultSet out = pg::materialize(fcinfo, INT8OID);
 	pg::spi_connect();
 	Queue q(name);
 	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
@@ -231,7 +232,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	for (uint64 i = 0; i < n; ++i) {
 		Datum id[1] = {Int64GetDatum(queue::int64_column(static_cast<int>(i), 1))};
 		bool isnull[1] = {false};
-		queue::add_row(out, id, isnull);
+		pg::add_row(out, id, isnull);
 	}
 	if (n > 0)
 		q.notify();
@@ -252,7 +253,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	char worker_null = PG_ARGISNULL(3) ? 'n' : ' ';
 	TimestampTz now = clock_now();
 
-	queue::Rows out = queue::materialize(fcinfo);
+	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
 	Queue q(name);
 	q.require(ACL_SELECT | ACL_UPDATE, "dequeue from");
@@ -290,7 +291,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 			bool isnull[6];
 			for (int c = 0; c < 6; ++c)
 				cols[c] = queue::column(row, c + 1, &isnull[c]);
-			queue::add_row(out, cols, isnull);
+			pg::add_row(out, cols, isnull);
 		}
 		if (!order.empty() && (!last || *last < order.back().first))
 			last = order.back().first;
@@ -442,7 +443,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 // concurrency.queue_stats_rows() — the rows of the view concurrency.queue_stats
 CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 	TimestampTz now = clock_now();
-	queue::Rows out = queue::materialize(fcinfo);
+	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
 	std::vector<std::string> names;
 	SPIPlanPtr list = pg::prepared_plan("queue-catalog:names", "SELECT name FROM concurrency.queue ORDER BY name", 0,
@@ -469,7 +470,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 			for (int c = 1; c < 7; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 		}
-		queue::add_row(out, cols, isnull);
+		pg::add_row(out, cols, isnull);
 	}
 	pg::spi_finish();
 	return Datum(0);

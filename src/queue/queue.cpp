@@ -175,41 +175,6 @@ void Queue::notify() {
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
 }
 
-Rows materialize(FunctionCallInfo fcinfo, Oid scalar_type) {
-	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
-	if (!rsinfo || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
-		throw Error("0A000", "set-valued function called in context that cannot accept a set");
-	return pg::guard([&] {
-		MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-		TupleDesc desc;
-		if (OidIsValid(scalar_type)) {
-			desc = CreateTemplateTupleDesc(1);
-			TupleDescInitEntry(desc, 1, "value", scalar_type, -1, 0);
-		} else if (rsinfo->expectedDesc) {
-			// what the caller expects (a function scan passes it): saves
-			// building the row type from pg_proc on every call
-			desc = CreateTupleDescCopy(rsinfo->expectedDesc);
-		} else {
-			if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-				elog(ERROR, "return type must be a row type");
-			desc = CreateTupleDescCopy(desc);
-		}
-		Tuplestorestate *store =
-		    tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0, false, work_mem);
-		rsinfo->returnMode = SFRM_Materialize;
-		rsinfo->setResult = store;
-		rsinfo->setDesc = desc;
-		MemoryContextSwitchTo(old);
-		return Rows{store, desc};
-	});
-}
-
-void add_row(Rows rows, const Datum *values, const bool *nulls) {
-	pg::guard([&] {
-		tuplestore_putvalues(rows.store, rows.desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
-	});
-}
-
 Datum column(int row, int col, bool *isnull) {
 	return pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull); });
 }

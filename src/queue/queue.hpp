@@ -78,15 +78,6 @@ Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argna
 // snapshot may still need, server-wide) trails the next one by.
 uint32 horizon_lag();
 
-// A result set built in materialize mode. Create it before SPI_connect.
-struct Rows {
-	Tuplestorestate *store;
-	TupleDesc desc;
-};
-// The function's declared row type, or one column of `scalar_type` for SETOF scalar.
-Rows materialize(FunctionCallInfo fcinfo, Oid scalar_type = InvalidOid);
-void add_row(Rows rows, const Datum *values, const bool *nulls);
-
 // SPI_getbinval through the guard.
 Datum column(int row, int col, bool *isnull);
 int64 int64_column(int row, int col);
