@@ -39,6 +39,13 @@ line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logs/fuzz.log" | tail -1)
 if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "fuzz"
 else tail -n 30 "$logs/fuzz.log"; count 0 1 "fuzz"; fi
 
+echo "== upgrades from every released version (scripts/upgrade-check.sh)"
+pg_virtualenv -v 15 bash scripts/upgrade-check.sh >"$logs/upgrade.log" 2>&1
+grep -E '^(ok|FAIL) ' "$logs/upgrade.log"
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logs/upgrade.log" | tail -1)
+if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "upgrade"
+else tail -n 30 "$logs/upgrade.log"; count 0 1 "upgrade"; fi
+
 echo "== memory safety: suites under valgrind with a UBSan build (scripts/sanitize.sh)"
 bash scripts/sanitize.sh >"$logs/sanitize.log" 2>&1
 grep -E 'valgrind errors|Invalid|runtime error' "$logs/sanitize.log" | head -20

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Checks that ALTER EXTENSION concurrency_ext UPDATE, from every released
+# version to the current one, gives the same objects as a fresh install.
+#
+# Released versions are listed in sql/RELEASES, one "<version> <commit>" a
+# line. For each, the install script is built from that commit's sql/NN_*.sql
+# parts, installed as that version next to the current module (as a package
+# upgrade leaves them: old objects, new library), updated with ALTER
+# EXTENSION … UPDATE along the shipped sql/concurrency_ext--A--B.sql scripts,
+# and its catalog (every member object, with definitions) compared with a
+# fresh CREATE EXTENSION. Needs a running server (PG* variables) whose
+# extension directory is PG_CONFIG's, and the current version installed.
+# Ends with "N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+pg_config=${PG_CONFIG:-pg_config}
+extdir="$($pg_config --sharedir)/extension"
+current=$(sed -n "s/^default_version = '\(.*\)'/\1/p" concurrency_ext.control)
+export PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=warning"
+psql=(psql -X -q -v ON_ERROR_STOP=1 -At)
+passed=0 failed=0
+
+# Every object of the extension with its definition, in a stable order.
+catalog_of() { # database
+  "${psql[@]}" -d "$1" <<'SQL'
+SELECT pg_describe_object(classid, objid, objsubid) || ' :: ' || coalesce(
+         CASE classid
+           WHEN 'pg_proc'::regclass THEN pg_get_functiondef(objid) || coalesce(obj_description(objid, 'pg_proc'), '')
+           WHEN 'pg_class'::regclass THEN coalesce(pg_get_viewdef(objid), '') || coalesce(
+               (SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod) || CASE WHEN attnotnull THEN ' not null' ELSE '' END, ', ' ORDER BY attnum)
+                  FROM pg_attribute WHERE attrelid = objid AND attnum > 0 AND NOT attisdropped), '')
+         END, '')
+  FROM pg_depend
+ WHERE refclassid = 'pg_extension'::regclass
+   AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'concurrency_ext')
+   AND deptype = 'e'
+ ORDER BY 1;
+SQL
+}
+
+releases=()
+[ -f sql/RELEASES ] && while read -r version commit; do
+  [ -n "$version" ] && [ "${version:0:1}" != "#" ] && releases+=("$version $commit")
+done < sql/RELEASES
+
+"${psql[@]}" -d postgres -c "DROP DATABASE IF EXISTS upgrade_fresh" -c "CREATE DATABASE upgrade_fresh"
+"${psql[@]}" -d upgrade_fresh -c "CREATE EXTENSION concurrency_ext"
+fresh=$(catalog_of upgrade_fresh)
+if [ -z "$fresh" ]; then echo "FAIL no catalog for a fresh install"; failed=$((failed + 1)); fi
+
+for release in "${releases[@]}"; do
+  read -r version commit <<<"$release"
+  [ "$version" = "$current" ] && continue
+  old=$(mktemp -d)
+  if ! git archive "$commit" sql | tar -x -C "$old"; then
+    echo "FAIL $version: commit $commit not found"; failed=$((failed + 1)); continue
+  fi
+  { printf '%s\n' "\\echo Use \"CREATE EXTENSION concurrency_ext\" to load this file. \\quit"
+    cat "$old"/sql/[0-9][0-9]_*.sql; } >"$extdir/concurrency_ext--$version.sql"
+  "${psql[@]}" -d postgres -c "DROP DATABASE IF EXISTS upgrade_from" -c "CREATE DATABASE upgrade_from"
+  if "${psql[@]}" -d upgrade_from -c "CREATE EXTENSION concurrency_ext VERSION '$version'" \
+       -c "ALTER EXTENSION concurrency_ext UPDATE" && [ "$(catalog_of upgrade_from)" = "$fresh" ]; then
+    echo "ok   $version -> $current gives the objects of a fresh install"; passed=$((passed + 1))
+  else
+    echo "FAIL $version -> $current differs from a fresh install:"
+    diff <(catalog_of upgrade_from) <(echo "$fresh") | head -40
+    failed=$((failed + 1))
+  fi
+  rm -f "$extdir/concurrency_ext--$version.sql"; rm -rf "$old"
+  "${psql[@]}" -d postgres -c "DROP DATABASE upgrade_from"
+done
+[ ${#releases[@]} -eq 0 ] && echo "ok   no released version precedes $current: nothing to upgrade from yet (sql/RELEASES)"
+"${psql[@]}" -d postgres -c "DROP DATABASE upgrade_fresh"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
