@@ -46,7 +46,16 @@ done < sql/RELEASES
 "${psql[@]}" -d postgres -c "DROP DATABASE IF EXISTS upgrade_fresh" -c "CREATE DATABASE upgrade_fresh"
 "${psql[@]}" -d upgrade_fresh -c "CREATE EXTENSION concurrency_ext"
 fresh=$(catalog_of upgrade_fresh)
-if [ -z "$fresh" ]; then echo "FAIL no catalog for a fresh install"; failed=$((failed + 1)); fi
+if [ -z "$fresh" ]; then echo "FAIL no catalog for a fresh install"; failed=$((failed + 1))
+else echo "ok   a fresh install of $current has $(echo "$fresh" | wc -l) member objects"; passed=$((passed + 1)); fi
+
+# Every shipped upgrade script starts from a released version.
+for script in sql/concurrency_ext--*--*.sql; do
+  [ -e "$script" ] || continue
+  from=$(basename "$script" .sql | sed -E 's/^concurrency_ext--(.*)--(.*)$/\1/')
+  if printf '%s\n' "${releases[@]}" | grep -q "^$from "; then passed=$((passed + 1))
+  else echo "FAIL $script starts from $from, which sql/RELEASES does not list"; failed=$((failed + 1)); fi
+done
 
 for release in "${releases[@]}"; do
   read -r version commit <<<"$release"
