@@ -48,7 +48,8 @@ else tail -n 30 "$logs/upgrade.log"; count 0 1 "upgrade"; fi
 
 echo "== memory safety: suites under valgrind with a UBSan build (scripts/sanitize.sh)"
 bash scripts/sanitize.sh >"$logs/sanitize.log" 2>&1
-grep -E 'valgrind errors|Invalid|runtime error' "$logs/sanitize.log" | head -20
+grep -E 'valgrind errors|Invalid|runtime error|\.\.\. +FAILED|\.\.\. +failed' "$logs/sanitize.log" | head -20
+grep -q -E '\.\.\. +(FAILED|failed)' "$logs/sanitize.log" && sed -n '/^diff /,$p' "$logs/sanitize.log" | head -80
 line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logs/sanitize.log" | tail -1)
 if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "sanitize"
 else tail -n 30 "$logs/sanitize.log"; count 0 1 "sanitize"; fi
