@@ -5,7 +5,7 @@
 # gone when the script ends.
 set -euo pipefail
 
-psql -X -q -c "DROP TABLE IF EXISTS demo_accounts" \
+psql -X -q -c "SET client_min_messages = warning" -c "DROP TABLE IF EXISTS demo_accounts" \
      -c "CREATE TABLE demo_accounts (id int PRIMARY KEY, balance numeric)" \
      -c "INSERT INTO demo_accounts SELECT g, 100 FROM generate_series(1, 1000) g"
 
