@@ -13,6 +13,14 @@ bash scripts/deps.sh || exit 1
 logs=$(mktemp -d)
 passed=0 failed=0
 count() { passed=$((passed + $1)); failed=$((failed + $2)); echo "== $3: $1 passed, $2 failed"; }
+# Adds the closing "N passed, M failed" line of a suite's log; a log without
+# one (the suite died) counts as one failure and shows its tail.
+count_summary() { # name log
+  local line
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$2" | tail -1)
+  if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "$1"
+  else tail -n 30 "$2"; count 0 1 "$1"; fi
+}
 
 echo "== build and install (PGXS)"
 make -s -j2 >"$logs/build.log" 2>&1 && make -s install >>"$logs/build.log" 2>&1 \
@@ -35,24 +43,18 @@ count "$ok" "$bad" "pg_regress + isolation"
 echo "== hostile-input fuzzing (test/fuzz)"
 pg_virtualenv -v 15 sh -c 'psql -Xqc "CREATE EXTENSION concurrency_ext" && /usr/bin/python3 test/fuzz/fuzz.py' >"$logs/fuzz.log" 2>&1
 grep -E '^(ok|FAIL) ' "$logs/fuzz.log"
-line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logs/fuzz.log" | tail -1)
-if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "fuzz"
-else tail -n 30 "$logs/fuzz.log"; count 0 1 "fuzz"; fi
+count_summary fuzz "$logs/fuzz.log"
 
 echo "== upgrades from every released version (scripts/upgrade-check.sh)"
 pg_virtualenv -v 15 bash scripts/upgrade-check.sh >"$logs/upgrade.log" 2>&1
 grep -E '^(ok|FAIL) ' "$logs/upgrade.log"
-line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logs/upgrade.log" | tail -1)
-if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "upgrade"
-else tail -n 30 "$logs/upgrade.log"; count 0 1 "upgrade"; fi
+count_summary upgrade "$logs/upgrade.log"
 
 echo "== memory safety: suites under valgrind with a UBSan build (scripts/sanitize.sh)"
 bash scripts/sanitize.sh >"$logs/sanitize.log" 2>&1
 grep -E 'valgrind errors|Invalid|runtime error|\.\.\. +FAILED|\.\.\. +failed' "$logs/sanitize.log" | head -20
 grep -q -E '\.\.\. +(FAILED|failed)' "$logs/sanitize.log" && sed -n '/^diff /,$p' "$logs/sanitize.log" | head -80
-line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$logs/sanitize.log" | tail -1)
-if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "sanitize"
-else tail -n 30 "$logs/sanitize.log"; count 0 1 "sanitize"; fi
+count_summary sanitize "$logs/sanitize.log"
 
 echo "== unit tests (CMake + CTest)"
 if cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug >"$logs/cmake.log" 2>&1 && cmake --build build -j2 >>"$logs/cmake.log" 2>&1; then

@@ -52,9 +52,9 @@ COMMENT ON FUNCTION concurrency.unregister_subsystem(text) IS
 REVOKE EXECUTE ON FUNCTION concurrency.unregister_subsystem(text) FROM PUBLIC;
 
 -- Taking locks: any role, as with pg_advisory_lock. Not STRICT: a NULL name
--- raises 22004 instead of silently skipping the lock. No SET search_path:
--- the C code qualifies every name it uses, and a SET clause would cost a GUC
--- save/restore on every call.
+-- raises 22004 instead of silently skipping the lock. No SET search_path
+-- clause (a GUC save/restore on every call): the lock path runs no SQL, and
+-- the C code pins search_path around the SPI statements it runs elsewhere.
 CREATE FUNCTION concurrency.xact_lock(name text, resource bigint DEFAULT NULL, timeout interval DEFAULT NULL,
                                       shared boolean DEFAULT false)
     RETURNS void LANGUAGE c VOLATILE

@@ -19,10 +19,11 @@ QueueSql::QueueSql(std::string_view queue)
 
 std::string QueueSql::name(std::string_view suffix) const { return quote_ident(queue_index_name(queue_, suffix)); }
 
-// The statements run with the caller's search_path (the task functions are
-// SECURITY INVOKER and do not pin it: a pinned search_path costs a GUC save
-// and restore per call), so every operator, function and type in them is
-// schema-qualified. Only the DDL runs with a pinned search_path (create_queue).
+// Every statement runs with search_path = pg_catalog, pg_temp, pinned by
+// pg::spi_connect for all SPI use of the extension (a function-level SET
+// clause would cost more per call). The operators, functions and types are
+// schema-qualified as well, so that a statement means the same if it is ever
+// run outside that pin (unit test QueueSql.StatementsQualifyEveryOperator).
 #define EQ "OPERATOR(pg_catalog.=)"
 #define NE "OPERATOR(pg_catalog.<>)"
 #define LT "OPERATOR(pg_catalog.<)"

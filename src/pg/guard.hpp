@@ -36,22 +36,15 @@ private:
 
 template <typename F> auto guard(F &&f) -> decltype(f()) {
 	using Result = decltype(f());
-	MemoryContext caller_context = CurrentMemoryContext;
-	ErrorData *volatile edata = nullptr;
 	if constexpr (std::is_void_v<Result>) {
-		PG_TRY();
-		{ f(); }
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(caller_context);
-			edata = CopyErrorData();
-			FlushErrorState();
-		}
-		PG_END_TRY();
-		if (edata)
-			throw PgException(edata);
+		guard([&] {
+			f();
+			return true;
+		});
 	} else {
 		static_assert(std::is_trivially_copyable_v<Result>, "guard() returns plain values only");
+		MemoryContext caller_context = CurrentMemoryContext;
+		ErrorData *volatile edata = nullptr;
 		Result result{};
 		PG_TRY();
 		{ result = f(); }

@@ -69,8 +69,8 @@ TEST(QueueSql, ClaimUsesTheReadyIndexOrderAndSkipLocked) {
 }
 
 TEST(QueueSql, StatementsQualifyEveryOperator) {
-	// The task functions run with the caller's search_path: an operator
-	// written bare would resolve through it.
+	// The SPI layer pins search_path, and the statements do not rely on it:
+	// an operator written bare would resolve through any path it ran under.
 	QueueSql sql("jobs");
 	for (const std::string &statement :
 	     {sql.enqueue(), sql.dedupe_lookup(), sql.enqueue_batch(), sql.wake(), sql.claim(), sql.heartbeat(),
