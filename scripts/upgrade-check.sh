@@ -2,11 +2,12 @@
 # Checks that ALTER EXTENSION concurrency_ext UPDATE, from every released
 # version to the current one, gives the same objects as a fresh install.
 #
-# Released versions are listed in sql/RELEASES, one "<version> <commit>" a
-# line. For each, the install script is built from that commit's sql/NN_*.sql
-# parts, installed as that version next to the current module (as a package
-# upgrade leaves them: old objects, new library), updated with ALTER
-# EXTENSION … UPDATE along the shipped sql/concurrency_ext--A--B.sql scripts,
+# Released versions are listed in src/sql/RELEASES, one "<version> <commit>" a
+# line. For each, the install script is built from that commit's NN_*.sql
+# parts (src/sql/, or sql/ before 0.2.0), installed as that version next to the
+# current module (as a package upgrade leaves them: old objects, new library),
+# updated with ALTER EXTENSION … UPDATE along the installed
+# concurrency_ext--A--B.sql scripts (built by make from src/sql/concurrency_ext--A--B/),
 # and its catalog (every member object, with definitions) compared with a
 # fresh CREATE EXTENSION. Needs a running server (PG* variables) whose
 # extension directory is PG_CONFIG's, and the current version installed.
@@ -39,9 +40,9 @@ SQL
 }
 
 releases=()
-[ -f sql/RELEASES ] && while read -r version commit; do
+[ -f src/sql/RELEASES ] && while read -r version commit; do
   [ -n "$version" ] && [ "${version:0:1}" != "#" ] && releases+=("$version $commit")
-done < sql/RELEASES
+done < src/sql/RELEASES
 
 "${psql[@]}" -d postgres -c "DROP DATABASE IF EXISTS upgrade_fresh" -c "CREATE DATABASE upgrade_fresh"
 "${psql[@]}" -d upgrade_fresh -c "CREATE EXTENSION concurrency_ext"
@@ -50,22 +51,24 @@ if [ -z "$fresh" ]; then echo "FAIL no catalog for a fresh install"; failed=$((f
 else echo "ok   a fresh install of $current has $(echo "$fresh" | wc -l) member objects"; passed=$((passed + 1)); fi
 
 # Every shipped upgrade script starts from a released version.
-for script in sql/concurrency_ext--*--*.sql; do
+for script in src/sql/concurrency_ext--*--*/; do
   [ -e "$script" ] || continue
-  from=$(basename "$script" .sql | sed -E 's/^concurrency_ext--(.*)--(.*)$/\1/')
+  from=$(basename "$script" | sed -E 's/^concurrency_ext--(.*)--(.*)$/\1/')
   if printf '%s\n' "${releases[@]}" | grep -q "^$from "; then passed=$((passed + 1))
-  else echo "FAIL $script starts from $from, which sql/RELEASES does not list"; failed=$((failed + 1)); fi
+  else echo "FAIL $script starts from $from, which src/sql/RELEASES does not list"; failed=$((failed + 1)); fi
 done
 
 for release in "${releases[@]}"; do
   read -r version commit <<<"$release"
   [ "$version" = "$current" ] && continue
   old=$(mktemp -d)
-  if ! git archive "$commit" sql | tar -x -C "$old"; then
+  parts=src/sql
+  git cat-file -e "$commit:$parts/00_schema.sql" 2>/dev/null || parts=sql
+  if ! git archive "$commit" "$parts" | tar -x -C "$old"; then
     echo "FAIL $version: commit $commit not found"; failed=$((failed + 1)); continue
   fi
   { printf '%s\n' "\\echo Use \"CREATE EXTENSION concurrency_ext\" to load this file. \\quit"
-    cat "$old"/sql/[0-9][0-9]_*.sql; } >"$extdir/concurrency_ext--$version.sql"
+    cat "$old/$parts"/[0-9][0-9]_*.sql; } >"$extdir/concurrency_ext--$version.sql"
   "${psql[@]}" -d postgres -c "DROP DATABASE IF EXISTS upgrade_from" -c "CREATE DATABASE upgrade_from"
   if "${psql[@]}" -d upgrade_from -c "CREATE EXTENSION concurrency_ext VERSION '$version'" \
        -c "ALTER EXTENSION concurrency_ext UPDATE" && [ "$(catalog_of upgrade_from)" = "$fresh" ]; then
@@ -78,7 +81,7 @@ for release in "${releases[@]}"; do
   rm -f "$extdir/concurrency_ext--$version.sql"; rm -rf "$old"
   "${psql[@]}" -d postgres -c "DROP DATABASE upgrade_from"
 done
-[ ${#releases[@]} -eq 0 ] && echo "ok   no released version precedes $current: nothing to upgrade from yet (sql/RELEASES)"
+[ ${#releases[@]} -eq 0 ] && echo "ok   no released version precedes $current: nothing to upgrade from yet (src/sql/RELEASES)"
 "${psql[@]}" -d postgres -c "DROP DATABASE upgrade_fresh"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -7,7 +7,7 @@ PGDLLEXPORT void _PG_init(void);
 }
 
 #ifndef CONCURRENCY_EXT_VERSION
-#define CONCURRENCY_EXT_VERSION "0.1.0"
+#define CONCURRENCY_EXT_VERSION "0.2.0"
 #endif
 
 namespace concurrency {

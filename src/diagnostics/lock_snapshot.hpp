@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/wait_graph.hpp"
+#include "diagnostics/wait_graph.hpp"
 #include "pg/guard.hpp"
 
 extern "C" {

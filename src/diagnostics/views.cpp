@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/wait_graph.hpp"
+#include "diagnostics/wait_graph.hpp"
 #include "diagnostics/lock_describe.hpp"
 #include "diagnostics/lock_snapshot.hpp"
 #include "pg/srf.hpp"

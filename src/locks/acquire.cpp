@@ -2,7 +2,7 @@
 // multi-lock, session_lock, try_session_lock, session_unlock.
 //
 // Locks go straight to the lock manager (LockAcquire on an advisory tag), as
-// pg_advisory_lock does; see core/lock_keys.hpp for the tags. A timeout is
+// pg_advisory_lock does; see locks/lock_keys.hpp for the tags. A timeout is
 // PostgreSQL's own lock_timeout: the variable behind the setting is lowered
 // for the duration of the one LockAcquire call, so the lock manager's timer
 // ends the wait (no polling). Its 55P03 is caught and replaced by an error
@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
-#include "core/lock_keys.hpp"
-#include "core/lock_messages.hpp"
+#include "locks/lock_keys.hpp"
+#include "locks/lock_messages.hpp"
 #include "locks/registry.hpp"
 #include "locks/tracking.hpp"
 #include "pg/datum.hpp"

@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "core/lock_keys.hpp"
-#include "core/names.hpp"
-#include "core/sql_text.hpp"
+#include "locks/lock_keys.hpp"
+#include "common/names.hpp"
+#include "common/sql_text.hpp"
 #include "locks/registry.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"

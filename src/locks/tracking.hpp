@@ -16,7 +16,7 @@
 #include <optional>
 #include <string_view>
 
-#include "core/lock_keys.hpp"
+#include "locks/lock_keys.hpp"
 
 namespace concurrency::locks {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <type_traits>
 
-#include "core/error.hpp"
+#include "common/error.hpp"
 #include "pg/postgres.hpp"
 
 namespace concurrency::pg {

@@ -2,6 +2,10 @@
 // standard and fmt header: port.h redefines snprintf and friends.
 #pragma once
 
+#ifdef CONCURRENCY_PURE_TRANSLATION_UNIT
+#error "PostgreSQL headers in a pure C++ file (one that includes common/pure.hpp)"
+#endif
+
 extern "C" {
 #include "postgres.h"
 

@@ -1,4 +1,4 @@
-// SQL-callable functions of the task queue (sql/20_queue.sql).
+// SQL-callable functions of the task queue (src/sql/20_queue.sql).
 #include <algorithm>
 #include <optional>
 #include <random>
@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "core/backoff.hpp"
-#include "core/sql_text.hpp"
+#include "queue/backoff.hpp"
+#include "common/sql_text.hpp"
 #include "pg/srf.hpp"
 #include "queue/queue.hpp"
 

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "core/names.hpp"
-#include "core/sql_text.hpp"
+#include "common/names.hpp"
+#include "common/sql_text.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/claim_cursor.hpp"
-#include "core/queue_sql.hpp"
+#include "queue/claim_cursor.hpp"
+#include "queue/queue_sql.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/backoff.hpp"
+#include "queue/backoff.hpp"
 
 using concurrency::backoff_delay_us;
 using concurrency::BackoffPolicy;

@@ -1,5 +1,5 @@
-// Unit tests of the named-lock encoding (core/lock_keys) and texts
-// (core/lock_messages), and of the name rules as subsystems use them.
+// Unit tests of the named-lock encoding (locks/lock_keys) and texts
+// (locks/lock_messages), and of the name rules as subsystems use them.
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 
-#include "core/lock_keys.hpp"
-#include "core/lock_messages.hpp"
-#include "core/names.hpp"
+#include "locks/lock_keys.hpp"
+#include "locks/lock_messages.hpp"
+#include "common/names.hpp"
 
 using namespace concurrency::locks;
 

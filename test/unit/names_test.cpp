@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "core/names.hpp"
-#include "core/sql_text.hpp"
+#include "common/names.hpp"
+#include "common/sql_text.hpp"
 
 using concurrency::name_problem;
 

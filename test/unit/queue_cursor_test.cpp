@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/claim_cursor.hpp"
+#include "queue/claim_cursor.hpp"
 
 using concurrency::ClaimCursor;
 using concurrency::ClaimKey;

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "core/names.hpp"
-#include "core/queue_sql.hpp"
+#include "common/names.hpp"
+#include "queue/queue_sql.hpp"
 
 using concurrency::max_queue_name_bytes;
 using concurrency::queue_channel;

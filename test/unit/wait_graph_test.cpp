@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/wait_graph.hpp"
+#include "diagnostics/wait_graph.hpp"
 
 using namespace concurrency::waits;
 using Edges = std::vector<std::pair<std::uint32_t, std::uint32_t>>;

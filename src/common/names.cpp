@@ -1,6 +1,7 @@
-#include "core/names.hpp"
+#include "common/names.hpp"
 
 #include <fmt/format.h>
+#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
 namespace concurrency {
 

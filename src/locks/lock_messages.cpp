@@ -1,8 +1,9 @@
-#include "core/lock_messages.hpp"
+#include "locks/lock_messages.hpp"
 
 #include <fmt/format.h>
 
-#include "core/lock_keys.hpp"
+#include "locks/lock_keys.hpp"
+#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
 namespace concurrency::locks {
 

@@ -1,4 +1,5 @@
-#include "core/sql_text.hpp"
+#include "common/sql_text.hpp"
+#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
 namespace concurrency {
 

@@ -1,8 +1,9 @@
-#include "core/queue_sql.hpp"
+#include "queue/queue_sql.hpp"
 
 #include <fmt/format.h>
 
-#include "core/sql_text.hpp"
+#include "common/sql_text.hpp"
+#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
 namespace concurrency {
 

@@ -1,78 +1,18 @@
 -- Lock diagnostics in one session: the SQL surface, readable lock names, and
--- who may read what. Waits need several sessions: see test/specs/diag_*.spec.
+-- who may read what. Waits need several sessions: see test/isolation/specs/diag_*.spec.
+
 -- the views' columns, in order
 SELECT attname, format_type(atttypid, atttypmod)
   FROM pg_attribute WHERE attrelid = 'concurrency.lock_waits'::regclass AND attnum > 0 ORDER BY attnum;
-       attname        |       format_type        
-----------------------+--------------------------
- waiting_pid          | integer
- waiting_user         | name
- waiting_application  | text
- waiting_query        | text
- waiting_mode         | text
- lock_type            | text
- locked_object        | text
- waiting_since        | timestamp with time zone
- waited               | interval
- blocking_pid         | integer
- blocking_user        | name
- blocking_application | text
- blocking_state       | text
- blocking_query       | text
- blocking_xact_age    | interval
- blocking_mode        | text
- blocking_holds       | boolean
- blocking_waiting     | boolean
- blocking_gid         | text
- snapshot_at          | timestamp with time zone
-(20 rows)
-
 SELECT attname, format_type(atttypid, atttypmod)
   FROM pg_attribute WHERE attrelid = 'concurrency.lock_tree'::regclass AND attnum > 0 ORDER BY attnum;
-    attname    |       format_type        
----------------+--------------------------
- pid           | integer
- root_pid      | integer
- depth         | integer
- path          | integer[]
- blocked_by    | integer[]
- blocks_direct | integer
- blocks_total  | integer
- in_cycle      | boolean
- state         | text
- query         | text
- waited        | interval
- xact_age      | interval
- action        | text
- gid           | text
- snapshot_at   | timestamp with time zone
-(15 rows)
 
 -- nobody waits in this database: no edge, no tree (other databases of the
 -- server may be busy: leave them out)
 SELECT count(*) AS edges FROM concurrency.lock_waits WHERE waiting_pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database());
- edges 
--------
-     0
-(1 row)
-
 SELECT count(*) AS sessions FROM concurrency.lock_tree WHERE pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database());
- sessions 
-----------
-        0
-(1 row)
-
 SELECT count(*) AS raw_edges FROM concurrency.lock_wait_edges() WHERE waiting_pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database());
- raw_edges 
------------
-         0
-(1 row)
-
 SELECT count(*) AS raw_nodes FROM concurrency.lock_tree_nodes() WHERE pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database());
- raw_nodes 
------------
-         0
-(1 row)
 
 -- locked_object: what a pg_locks row locks, in words
 CREATE SCHEMA "Diag ""Schema""";
@@ -81,190 +21,70 @@ BEGIN;
 LOCK TABLE "Diag ""Schema""".accounts IN SHARE MODE;
 SELECT mode, concurrency.locked_object(l) FROM pg_locks l
  WHERE pid = pg_backend_pid() AND locktype = 'relation' AND relation = '"Diag ""Schema""".accounts'::regclass;
-   mode    |       locked_object        
------------+----------------------------
- ShareLock | "Diag ""Schema""".accounts
-(1 row)
-
 SELECT concurrency.locked_object(l) = 'virtual transaction ' || virtualxid AS vxid_readable
   FROM pg_locks l WHERE pid = pg_backend_pid() AND locktype = 'virtualxid';
- vxid_readable 
----------------
- t
-(1 row)
-
 SELECT pg_current_xact_id() IS NOT NULL AS has_xid;
- has_xid 
----------
- t
-(1 row)
-
 SELECT concurrency.locked_object(l) = 'transaction ' || transactionid AS xid_readable
   FROM pg_locks l WHERE pid = pg_backend_pid() AND locktype = 'transactionid';
- xid_readable 
---------------
- t
-(1 row)
-
 COMMIT;
+
 -- rows that pg_locks shows while somebody waits, built by hand
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'tuple', 'database', (SELECT oid FROM pg_database WHERE datname = current_database()),
          'relation', '"Diag ""Schema""".accounts'::regclass::oid, 'page', 3, 'tuple', 7))) AS tuple_lock;
-                tuple_lock                 
--------------------------------------------
- tuple (3,7) of "Diag ""Schema""".accounts
-(1 row)
-
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'page', 'database', (SELECT oid FROM pg_database WHERE datname = current_database()),
          'relation', '"Diag ""Schema""".accounts'::regclass::oid, 'page', 3))) AS page_lock;
-              page_lock               
---------------------------------------
- page 3 of "Diag ""Schema""".accounts
-(1 row)
-
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'extend', 'database', (SELECT oid FROM pg_database WHERE datname = current_database()),
          'relation', '"Diag ""Schema""".accounts'::regclass::oid))) AS extend_lock;
-               extend_lock               
------------------------------------------
- extension of "Diag ""Schema""".accounts
-(1 row)
-
 -- a shared catalog (database 0) and a relation that does not exist
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'relation', 'database', 0, 'relation', 'pg_database'::regclass::oid))) AS shared;
-         shared         
-------------------------
- pg_catalog.pg_database
-(1 row)
-
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'relation', 'database', (SELECT oid FROM pg_database WHERE datname = current_database()),
          'relation', 4000000000::oid))) AS missing;
-       missing       
----------------------
- relation 4000000000
-(1 row)
-
 -- a relation of another database is not looked up in this one's catalogs
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'relation', 'database', (SELECT oid FROM pg_database WHERE datname = 'template1'),
          'relation', 1259))) AS other_database;
-           other_database            
--------------------------------------
- relation 1259 in database template1
-(1 row)
-
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'object', 'database', 0, 'classid', 'pg_database'::regclass::oid,
          'objid', (SELECT oid FROM pg_database WHERE datname = 'template1'), 'objsubid', 0))) AS object_lock;
-    object_lock     
---------------------
- database template1
-(1 row)
-
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'spectoken', 'database', 1234, 'classid', 5, 'objid', 0, 'objsubid', 0))) AS spectoken;
-                  spectoken                  
----------------------------------------------
- speculative insertion 5 of transaction 1234
-(1 row)
-
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'frozenid', 'database', (SELECT oid FROM pg_database WHERE datname = 'template1')))) AS frozenid;
-              frozenid              
-------------------------------------
- datfrozenxid of database template1
-(1 row)
-
 -- unknown lock types and NULL give NULL
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, '{"locktype": "no such type"}')) IS NULL AS unknown;
- unknown 
----------
- t
-(1 row)
-
 SELECT concurrency.locked_object(NULL) IS NULL AS null_row;
- null_row 
-----------
- t
-(1 row)
 
 -- advisory locks: registered subsystems by name, everything else by raw key
 INSERT INTO concurrency.subsystem (name, key, slot) VALUES ('diag_relay', 4242, 16017), ('diag_billing', -2, 16018);
 SELECT pg_advisory_lock(4242), pg_advisory_lock(-2), pg_advisory_lock(77), pg_advisory_lock(-1, 5);
- pg_advisory_lock | pg_advisory_lock | pg_advisory_lock | pg_advisory_lock 
-------------------+------------------+------------------+------------------
-                  |                  |                  | 
-(1 row)
-
 SELECT concurrency.locked_object(l) FROM pg_locks l
  WHERE pid = pg_backend_pid() AND locktype = 'advisory' ORDER BY objsubid, classid, objid;
-     locked_object      
-------------------------
- advisory lock 77
- subsystem diag_relay
- subsystem diag_billing
- advisory lock (-1, 5)
-(4 rows)
-
 SELECT pg_advisory_unlock_all();
- pg_advisory_unlock_all 
-------------------------
- 
-(1 row)
-
 -- resource locks carry the subsystem's slot in objsubid and the resource in classid << 32 | objid
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'advisory', 'database', (SELECT oid FROM pg_database WHERE datname = current_database()),
          'classid', 4294967295, 'objid', 4294967295, 'objsubid', 16018))) AS resource_lock;
-           resource_lock            
-------------------------------------
- subsystem diag_billing resource -1
-(1 row)
-
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'advisory', 'database', (SELECT oid FROM pg_database WHERE datname = current_database()),
          'classid', 0, 'objid', 99, 'objsubid', 16019))) AS unregistered_slot;
-                unregistered_slot                
--------------------------------------------------
- advisory lock classid 0 objid 99 objsubid 16019
-(1 row)
-
 -- the registry belongs to this database: another database's advisory lock stays raw
 SELECT concurrency.locked_object(jsonb_populate_record(NULL::pg_locks, jsonb_build_object(
          'locktype', 'advisory', 'database', (SELECT oid FROM pg_database WHERE datname = 'template1'),
          'classid', 0, 'objid', 4242, 'objsubid', 1))) AS other_database_advisory;
-         other_database_advisory          
-------------------------------------------
- advisory lock 4242 in database template1
-(1 row)
-
 DELETE FROM concurrency.subsystem WHERE name IN ('diag_relay', 'diag_billing');
+
 -- any role may read the views and call the functions, as with pg_locks
 CREATE ROLE regress_diag_nobody;
 SET ROLE regress_diag_nobody;
 SELECT count(*) AS edges FROM concurrency.lock_waits WHERE waiting_pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database());
- edges 
--------
-     0
-(1 row)
-
 SELECT count(*) AS sessions FROM concurrency.lock_tree WHERE pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database());
- sessions 
-----------
-        0
-(1 row)
-
 SELECT count(*) >= 0 AS readable FROM pg_locks l WHERE concurrency.locked_object(l) IS NOT NULL;
- readable 
-----------
- t
-(1 row)
-
 RESET ROLE;
 DROP ROLE regress_diag_nobody;
+
 DROP SCHEMA "Diag ""Schema""" CASCADE;
-NOTICE:  drop cascades to table "Diag ""Schema""".accounts

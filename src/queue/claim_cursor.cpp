@@ -1,4 +1,5 @@
-#include "core/claim_cursor.hpp"
+#include "queue/claim_cursor.hpp"
+#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
 namespace concurrency {
 

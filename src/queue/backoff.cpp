@@ -1,7 +1,8 @@
-#include "core/backoff.hpp"
+#include "queue/backoff.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
 namespace concurrency {
 

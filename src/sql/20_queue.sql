@@ -64,7 +64,7 @@ REVOKE ALL ON FUNCTION concurrency.drop_queue(text) FROM PUBLIC;
 -- DELETE. No SET search_path clause (it would cost a GUC save and restore per call
 -- of these hot functions): the C code pins search_path around its SPI
 -- statements (src/pg/spi.cpp), and those statements are schema-qualified
--- throughout as well (src/core/queue_sql.cpp).
+-- throughout as well (src/queue/queue_sql.cpp).
 CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
                                     priority integer DEFAULT 0, dedupe_key text DEFAULT NULL)
     RETURNS bigint

@@ -1,4 +1,4 @@
-#include "core/lock_keys.hpp"
+#include "locks/lock_keys.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
 namespace concurrency::locks {
 

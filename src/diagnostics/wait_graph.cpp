@@ -1,4 +1,4 @@
-#include "core/wait_graph.hpp"
+#include "diagnostics/wait_graph.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -7,6 +7,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
 namespace concurrency::waits {
 

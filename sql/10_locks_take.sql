@@ -1,39 +1,13 @@
 -- Named locks: taking and releasing them in one session — the lock tags they
 -- use, re-entrancy, the views, and every error. What needs two sessions
--- (blocking, timeouts, ordering) is in the isolation specs test/specs/locks_*.
+-- (blocking, timeouts, ordering) is in the isolation specs test/isolation/specs/locks_*.
+
 SELECT concurrency.register_subsystem('t10_relay', 8001);
- register_subsystem 
---------------------
- 
-(1 row)
-
 SELECT concurrency.register_subsystem('t10_neg', -8002);
- register_subsystem 
---------------------
- 
-(1 row)
-
 SELECT concurrency.register_subsystem('t10_big', 9223372036854775807);
- register_subsystem 
---------------------
- 
-(1 row)
-
 SELECT concurrency.register_subsystem('t10_pooled', 8004, xact_only => true);
- register_subsystem 
---------------------
- 
-(1 row)
-
 SELECT name, slot - (SELECT min(slot) FROM concurrency.subsystem WHERE name LIKE 't10_%') AS slot_offset
   FROM concurrency.subsystem WHERE name LIKE 't10_%' ORDER BY slot;
-    name    | slot_offset 
-------------+-------------
- t10_relay  |           0
- t10_neg    |           1
- t10_big    |           2
- t10_pooled |           3
-(4 rows)
 
 -- A subsystem lock is exactly pg_advisory_xact_lock(key): the same row in
 -- pg_locks (classid/objid = high/low half of the key, objsubid 1).
@@ -43,837 +17,247 @@ CREATE FUNCTION pg_temp.my_advisory_tags(how text) RETURNS void LANGUAGE sql AS 
    WHERE locktype = 'advisory' AND pid = pg_backend_pid()
      AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) $$;
 BEGIN; SELECT concurrency.xact_lock('t10_neg'); SELECT pg_temp.my_advisory_tags('named'); COMMIT;
- xact_lock 
------------
- 
-(1 row)
-
- my_advisory_tags 
-------------------
- 
-(1 row)
-
 BEGIN; SELECT pg_advisory_xact_lock(-8002); SELECT pg_temp.my_advisory_tags('raw'); COMMIT;
- pg_advisory_xact_lock 
------------------------
- 
-(1 row)
-
- my_advisory_tags 
-------------------
- 
-(1 row)
-
 BEGIN; SELECT concurrency.xact_lock('t10_big'); SELECT pg_temp.my_advisory_tags('named'); COMMIT;
- xact_lock 
------------
- 
-(1 row)
-
- my_advisory_tags 
-------------------
- 
-(1 row)
-
 BEGIN; SELECT pg_advisory_xact_lock(9223372036854775807); SELECT pg_temp.my_advisory_tags('raw'); COMMIT;
- pg_advisory_xact_lock 
------------------------
- 
-(1 row)
-
- my_advisory_tags 
-------------------
- 
-(1 row)
-
 SELECT how, classid, objid, objsubid, mode FROM tags ORDER BY classid, how;
-  how  |  classid   |   objid    | objsubid |     mode      
--------+------------+------------+----------+---------------
- named | 2147483647 | 4294967295 |        1 | ExclusiveLock
- raw   | 2147483647 | 4294967295 |        1 | ExclusiveLock
- named | 4294967295 | 4294959294 |        1 | ExclusiveLock
- raw   | 4294967295 | 4294959294 |        1 | ExclusiveLock
-(4 rows)
-
 SELECT count(DISTINCT (classid, objid, objsubid, mode)) AS distinct_tags, count(*) AS rows FROM tags;
- distinct_tags | rows 
----------------+------
-             2 |    4
-(1 row)
-
 TRUNCATE tags;
+
 -- Session level likewise is pg_advisory_lock(key); shared is ShareLock.
 SELECT concurrency.session_lock('t10_relay', shared => true);
- session_lock 
---------------
- 
-(1 row)
-
 SELECT pg_temp.my_advisory_tags('named');
- my_advisory_tags 
-------------------
- 
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay', shared => true);
- session_unlock 
-----------------
- t
-(1 row)
-
 SELECT pg_advisory_lock_shared(8001);
- pg_advisory_lock_shared 
--------------------------
- 
-(1 row)
-
 SELECT pg_temp.my_advisory_tags('raw');
- my_advisory_tags 
-------------------
- 
-(1 row)
-
 SELECT pg_advisory_unlock_shared(8001);
- pg_advisory_unlock_shared 
----------------------------
- t
-(1 row)
-
 SELECT how, classid, objid, objsubid, mode FROM tags ORDER BY how;
-  how  | classid | objid | objsubid |   mode    
--------+---------+-------+----------+-----------
- named |       0 |  8001 |        1 | ShareLock
- raw   |       0 |  8001 |        1 | ShareLock
-(2 rows)
-
 TRUNCATE tags;
+
 -- A resource lock: classid/objid = high/low half of the resource, objsubid =
 -- the subsystem's slot. Extreme and negative resources included.
 BEGIN;
 SELECT concurrency.xact_lock('t10_relay', r) FROM unnest(ARRAY[0, 1, -1, 4294967296, -4294967296,
     9223372036854775807, -9223372036854775808]::bigint[]) r;
- xact_lock 
------------
- 
- 
- 
- 
- 
- 
- 
-(7 rows)
-
 SELECT l.classid, l.objid, l.objsubid = s.slot AS objsubid_is_slot,
        (l.classid::bigint << 32) | l.objid::bigint AS resource
   FROM pg_locks l, concurrency.subsystem s
  WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND s.name = 't10_relay'
  ORDER BY resource;
-  classid   |   objid    | objsubid_is_slot |       resource       
-------------+------------+------------------+----------------------
- 2147483648 |          0 | t                | -9223372036854775808
- 4294967295 |          0 | t                |          -4294967296
- 4294967295 | 4294967295 | t                |                   -1
-          0 |          0 | t                |                    0
-          0 |          1 | t                |                    1
-          1 |          0 | t                |           4294967296
- 2147483647 | 4294967295 | t                |  9223372036854775807
-(7 rows)
-
 -- held_locks decodes them back, with the subsystem's name
 SELECT subsystem, resource, mode, granted FROM concurrency.held_locks
  WHERE pid = pg_backend_pid() ORDER BY resource;
- subsystem |       resource       |     mode      | granted 
------------+----------------------+---------------+---------
- t10_relay | -9223372036854775808 | ExclusiveLock | t
- t10_relay |          -4294967296 | ExclusiveLock | t
- t10_relay |                   -1 | ExclusiveLock | t
- t10_relay |                    0 | ExclusiveLock | t
- t10_relay |                    1 | ExclusiveLock | t
- t10_relay |           4294967296 | ExclusiveLock | t
- t10_relay |  9223372036854775807 | ExclusiveLock | t
-(7 rows)
-
 COMMIT;
+
 -- try_xact_lock: true, and re-entrant within the transaction
 BEGIN;
 SELECT concurrency.try_xact_lock('t10_relay'), concurrency.try_xact_lock('t10_relay'),
        concurrency.try_xact_lock('t10_relay', 5, shared => true);
- try_xact_lock | try_xact_lock | try_xact_lock 
----------------+---------------+---------------
- t             | t             | t
-(1 row)
-
 SELECT name, resource, level, mode, count FROM concurrency.my_locks ORDER BY name, resource NULLS FIRST;
-   name    | resource |    level    |     mode      | count 
------------+----------+-------------+---------------+-------
- t10_relay |          | transaction | ExclusiveLock |     2
- t10_relay |        5 | transaction | ShareLock     |     1
-(2 rows)
-
 COMMIT;
 -- transaction locks are gone at commit
 SELECT count(*) FROM concurrency.my_locks;
- count 
--------
-     0
-(1 row)
-
 SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
- count 
--------
-     0
-(1 row)
 
 -- session locks are re-entrant: n locks need n unlocks; one more unlock
 -- returns false with a WARNING
 SELECT concurrency.session_lock('t10_relay');
- session_lock 
---------------
- 
-(1 row)
-
 SELECT concurrency.try_session_lock('t10_relay');
- try_session_lock 
-------------------
- t
-(1 row)
-
 SELECT concurrency.session_lock('t10_relay', timeout => '1s');
- session_lock 
---------------
- 
-(1 row)
-
 SELECT name, resource, level, mode, count FROM concurrency.my_locks;
-   name    | resource |  level  |     mode      | count 
------------+----------+---------+---------------+-------
- t10_relay |          | session | ExclusiveLock |     3
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay');
- session_unlock 
-----------------
- t
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay');
- session_unlock 
-----------------
- t
-(1 row)
-
 SELECT name, level, count FROM concurrency.my_locks;
-   name    |  level  | count 
------------+---------+-------
- t10_relay | session |     1
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay');
- session_unlock 
-----------------
- t
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay');
-WARNING:  you don't own a lock of type ExclusiveLock
- session_unlock 
-----------------
- f
-(1 row)
-
 SELECT count(*) FROM concurrency.my_locks;
- count 
--------
-     0
-(1 row)
-
 -- a shared hold is not an exclusive one
 SELECT concurrency.session_lock('t10_relay', 9, shared => true);
- session_lock 
---------------
- 
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay', 9);
-WARNING:  you don't own a lock of type ExclusiveLock
- session_unlock 
-----------------
- f
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay', 9, shared => true);
- session_unlock 
-----------------
- t
-(1 row)
 
 -- session and transaction holds of the same lock are counted apart; the
 -- transaction's go at commit, the session's stay
 BEGIN;
 SELECT concurrency.session_lock('t10_neg');
- session_lock 
---------------
- 
-(1 row)
-
 SELECT concurrency.xact_lock('t10_neg');
- xact_lock 
------------
- 
-(1 row)
-
 SELECT concurrency.xact_lock('t10_neg');
- xact_lock 
------------
- 
-(1 row)
-
 SELECT name, level, count FROM concurrency.my_locks ORDER BY level;
-  name   |    level    | count 
----------+-------------+-------
- t10_neg | session     |     1
- t10_neg | transaction |     2
-(2 rows)
-
 COMMIT;
 SELECT name, level, count FROM concurrency.my_locks;
-  name   |  level  | count 
----------+---------+-------
- t10_neg | session |     1
-(1 row)
-
 -- a raw pg_advisory_unlock_all() releases it behind our back: my_locks
 -- follows the lock manager, and counting starts afresh
 SELECT pg_advisory_unlock_all();
- pg_advisory_unlock_all 
-------------------------
- 
-(1 row)
-
 SELECT count(*) FROM concurrency.my_locks;
- count 
--------
-     0
-(1 row)
-
 SELECT concurrency.session_lock('t10_neg');
- session_lock 
---------------
- 
-(1 row)
-
 SELECT name, level, count FROM concurrency.my_locks;
-  name   |  level  | count 
----------+---------+-------
- t10_neg | session |     1
-(1 row)
-
 SELECT concurrency.session_unlock('t10_neg');
- session_unlock 
-----------------
- t
-(1 row)
 
 -- a rollback to savepoint releases the transaction locks taken after it, in
 -- the lock manager and in my_locks alike; a released savepoint keeps them
 BEGIN;
 SELECT concurrency.xact_lock('t10_relay');
- xact_lock 
------------
- 
-(1 row)
-
 SAVEPOINT a;
 SELECT concurrency.xact_lock('t10_relay');
- xact_lock 
------------
- 
-(1 row)
-
 SELECT concurrency.xact_lock('t10_relay', 1);
- xact_lock 
------------
- 
-(1 row)
-
 SELECT name, resource, count FROM concurrency.my_locks ORDER BY resource NULLS FIRST;
-   name    | resource | count 
------------+----------+-------
- t10_relay |          |     2
- t10_relay |        1 |     1
-(2 rows)
-
 ROLLBACK TO SAVEPOINT a;
 SELECT name, resource, count FROM concurrency.my_locks;
-   name    | resource | count 
------------+----------+-------
- t10_relay |          |     1
-(1 row)
-
 SELECT count(*) AS advisory_rows FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
- advisory_rows 
----------------
-             1
-(1 row)
-
 SAVEPOINT b;
 SELECT concurrency.xact_lock('t10_relay', 2);
- xact_lock 
------------
- 
-(1 row)
-
 RELEASE SAVEPOINT b;
 SAVEPOINT c;
 SELECT concurrency.xact_lock('t10_relay', 3);
- xact_lock 
------------
- 
-(1 row)
-
 ROLLBACK TO SAVEPOINT c;
 SELECT name, resource, count FROM concurrency.my_locks ORDER BY resource NULLS FIRST;
-   name    | resource | count 
------------+----------+-------
- t10_relay |          |     1
- t10_relay |        2 |     1
-(2 rows)
-
 -- a session lock taken in a subtransaction survives its rollback
 SAVEPOINT d;
 SELECT concurrency.session_lock('t10_relay', 4);
- session_lock 
---------------
- 
-(1 row)
-
 ROLLBACK TO SAVEPOINT d;
 COMMIT;
 SELECT name, resource, level, count FROM concurrency.my_locks;
-   name    | resource |  level  | count 
------------+----------+---------+-------
- t10_relay |        4 | session |     1
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay', 4);
- session_unlock 
-----------------
- t
-(1 row)
 
 -- many distinct resources: counted one by one, and forgotten after the
 -- transaction (the backend keeps only a few empty entries for reuse)
 BEGIN;
 SELECT count(concurrency.xact_lock('t10_relay', r)) FROM generate_series(1, 1000) r;
- count 
--------
-  1000
-(1 row)
-
 SAVEPOINT many;
 SELECT count(concurrency.try_xact_lock('t10_relay', r)) FROM generate_series(501, 1500) r;
- count 
--------
-  1000
-(1 row)
-
 SELECT count(*), sum(count) FROM concurrency.my_locks;
- count | sum  
--------+------
-  1500 | 2000
-(1 row)
-
 ROLLBACK TO SAVEPOINT many;
 SELECT count(*), sum(count) FROM concurrency.my_locks;
- count | sum  
--------+------
-  1000 | 1000
-(1 row)
-
 COMMIT;
 SELECT count(*) FROM concurrency.my_locks;
- count 
--------
-     0
-(1 row)
-
 SELECT count(concurrency.session_lock('t10_relay', r)) FROM generate_series(1, 200) r;
- count 
--------
-   200
-(1 row)
-
 SELECT count(*), min(level), sum(count) FROM concurrency.my_locks;
- count |   min   | sum 
--------+---------+-----
-   200 | session | 200
-(1 row)
-
 SELECT bool_and(concurrency.session_unlock('t10_relay', r)) FROM generate_series(1, 200) r;
- bool_and 
-----------
- t
-(1 row)
-
 SELECT count(*) FROM concurrency.my_locks;
- count 
--------
-     0
-(1 row)
 
 -- the ordered multi-lock takes every subsystem lock, duplicates once
 BEGIN;
 SELECT concurrency.xact_lock(ARRAY['t10_relay', 't10_neg', 't10_big', 't10_relay'], timeout => '1s');
- xact_lock 
------------
- 
-(1 row)
-
 SELECT name, resource, level, mode, count FROM concurrency.my_locks ORDER BY name;
-   name    | resource |    level    |     mode      | count 
------------+----------+-------------+---------------+-------
- t10_big   |          | transaction | ExclusiveLock |     1
- t10_neg   |          | transaction | ExclusiveLock |     1
- t10_relay |          | transaction | ExclusiveLock |     1
-(3 rows)
-
 COMMIT;
 BEGIN;
 SELECT concurrency.xact_lock('{}'::text[]);
- xact_lock 
------------
- 
-(1 row)
-
 SELECT count(*) FROM concurrency.my_locks;
- count 
--------
-     0
-(1 row)
-
 COMMIT;
 -- a one-dimensional array of any lower bound, or a multi-dimensional one, is just its elements
 BEGIN;
 SELECT concurrency.xact_lock('[5:6]={t10_relay,t10_neg}'::text[]);
- xact_lock 
------------
- 
-(1 row)
-
 SELECT concurrency.xact_lock('{{t10_big},{t10_pooled}}'::text[]);
- xact_lock 
------------
- 
-(1 row)
-
 SELECT name FROM concurrency.my_locks ORDER BY name;
-    name    
-------------
- t10_big
- t10_neg
- t10_pooled
- t10_relay
-(4 rows)
-
 COMMIT;
+
 -- xact_only subsystems refuse session locks (42501); transaction locks are fine
 SELECT concurrency.session_lock('t10_pooled');
-ERROR:  subsystem "t10_pooled" allows transaction-level locks only
-DETAIL:  It was registered with xact_only => true: behind a transaction-mode connection pool a session-level lock stays with the server connection, and its unlock may run on another one.
-HINT:  Use concurrency.xact_lock or concurrency.try_xact_lock inside a transaction.
 \echo :LAST_ERROR_SQLSTATE
-42501
 SELECT concurrency.try_session_lock('t10_pooled', 1);
-ERROR:  subsystem "t10_pooled" allows transaction-level locks only
-DETAIL:  It was registered with xact_only => true: behind a transaction-mode connection pool a session-level lock stays with the server connection, and its unlock may run on another one.
-HINT:  Use concurrency.xact_lock or concurrency.try_xact_lock inside a transaction.
 \echo :LAST_ERROR_SQLSTATE
-42501
 SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
- count 
--------
-     0
-(1 row)
-
 BEGIN;
 SELECT concurrency.xact_lock('t10_pooled'), concurrency.try_xact_lock('t10_pooled', 1);
- xact_lock | try_xact_lock 
------------+---------------
-           | t
-(1 row)
-
 COMMIT;
 -- unlocking stays possible (e.g. a lock taken before xact_only was set)
 SELECT concurrency.session_unlock('t10_pooled');
-WARNING:  you don't own a lock of type ExclusiveLock
- session_unlock 
-----------------
- f
-(1 row)
 
 -- unknown names: 42704 with a hint; invalid names: 22023; NULL: 22004
 SELECT concurrency.xact_lock('t10_unknown');
-ERROR:  subsystem "t10_unknown" is not registered
-HINT:  Register it first: SELECT concurrency.register_subsystem('t10_unknown', <key>);
 \echo :LAST_ERROR_SQLSTATE
-42704
 SELECT concurrency.try_session_lock('t10_unknown', 5);
-ERROR:  subsystem "t10_unknown" is not registered
-HINT:  Register it first: SELECT concurrency.register_subsystem('t10_unknown', <key>);
 \echo :LAST_ERROR_SQLSTATE
-42704
 SELECT concurrency.session_unlock('t10_unknown');
-ERROR:  subsystem "t10_unknown" is not registered
-HINT:  Register it first: SELECT concurrency.register_subsystem('t10_unknown', <key>);
 \echo :LAST_ERROR_SQLSTATE
-42704
 SELECT concurrency.xact_lock('');
-ERROR:  invalid subsystem name
-DETAIL:  Name is empty.
-HINT:  A subsystem name is 1 to 63 bytes long, without whitespace or control characters.
 \echo :LAST_ERROR_SQLSTATE
-22023
 SELECT concurrency.try_xact_lock(repeat('x', 100000));
-ERROR:  invalid subsystem name
-DETAIL:  Name is 100000 bytes long, at most 63 are allowed.
-HINT:  A subsystem name is 1 to 63 bytes long, without whitespace or control characters.
 \echo :LAST_ERROR_SQLSTATE
-22023
 SELECT concurrency.try_xact_lock(E'bad\x01name');
-ERROR:  invalid subsystem name
-DETAIL:  Name contains a control character (byte 0x01 at offset 3).
-HINT:  A subsystem name is 1 to 63 bytes long, without whitespace or control characters.
 \echo :LAST_ERROR_SQLSTATE
-22023
 SELECT concurrency.xact_lock(NULL::text);
-ERROR:  name must not be null
 \echo :LAST_ERROR_SQLSTATE
-22004
 SELECT concurrency.try_xact_lock(NULL);
-ERROR:  name must not be null
 \echo :LAST_ERROR_SQLSTATE
-22004
 SELECT concurrency.session_lock(NULL);
-ERROR:  name must not be null
 \echo :LAST_ERROR_SQLSTATE
-22004
 SELECT concurrency.try_session_lock(NULL, 1);
-ERROR:  name must not be null
 \echo :LAST_ERROR_SQLSTATE
-22004
 SELECT concurrency.session_unlock(NULL);
-ERROR:  name must not be null
 \echo :LAST_ERROR_SQLSTATE
-22004
 SELECT concurrency.xact_lock('t10_relay', shared => NULL);
-ERROR:  shared must not be null
 \echo :LAST_ERROR_SQLSTATE
-22004
 SELECT concurrency.try_session_lock('t10_relay', shared => NULL);
-ERROR:  shared must not be null
 \echo :LAST_ERROR_SQLSTATE
-22004
 SELECT concurrency.xact_lock(NULL::text[]);
-ERROR:  names must not be null
 \echo :LAST_ERROR_SQLSTATE
-22004
 SELECT concurrency.xact_lock(ARRAY['t10_relay', NULL]);
-ERROR:  names must not contain null
-DETAIL:  Element 2 of the array is null.
 \echo :LAST_ERROR_SQLSTATE
-22004
 -- an unknown name in the array fails before anything is taken
 BEGIN;
 SELECT concurrency.xact_lock(ARRAY['t10_relay', 't10_unknown']);
-ERROR:  subsystem "t10_unknown" is not registered
-HINT:  Register it first: SELECT concurrency.register_subsystem('t10_unknown', <key>);
 \echo :LAST_ERROR_SQLSTATE
-42704
 ROLLBACK;
 -- a NULL resource is the subsystem lock itself (stricter, never nothing);
 -- an untyped NULL needs a cast or the argument name, because of the
 -- xact_lock(text[], interval) overload
 BEGIN;
 SELECT concurrency.xact_lock('t10_relay', NULL::bigint);
- xact_lock 
------------
- 
-(1 row)
-
 SELECT concurrency.try_xact_lock('t10_relay', resource => NULL);
- try_xact_lock 
----------------
- t
-(1 row)
-
 SELECT name, resource FROM concurrency.my_locks;
-   name    | resource 
------------+----------
- t10_relay |         
-(1 row)
-
 COMMIT;
+
 -- timeouts: negative is 22023; zero means "do not wait"; a free lock is
 -- taken at once whatever the timeout (huge ones included)
 SELECT concurrency.xact_lock('t10_relay', timeout => '-1 s');
-ERROR:  timeout must not be negative
-HINT:  Give the longest wait you accept, or NULL to wait as long as lock_timeout allows.
 \echo :LAST_ERROR_SQLSTATE
-22023
 SELECT concurrency.xact_lock(ARRAY['t10_relay'], timeout => '-1 month');
-ERROR:  timeout must not be negative
-HINT:  Give the longest wait you accept, or NULL to wait as long as lock_timeout allows.
 \echo :LAST_ERROR_SQLSTATE
-22023
 SELECT concurrency.session_lock('t10_relay', timeout => '-0.001 ms');
-ERROR:  timeout must not be negative
-HINT:  Give the longest wait you accept, or NULL to wait as long as lock_timeout allows.
 \echo :LAST_ERROR_SQLSTATE
-22023
 BEGIN;
 SELECT concurrency.xact_lock('t10_relay', timeout => '0');
- xact_lock 
------------
- 
-(1 row)
-
 SELECT concurrency.xact_lock('t10_relay', 1, timeout => '1 microsecond');
- xact_lock 
------------
- 
-(1 row)
-
 SELECT concurrency.xact_lock('t10_relay', 2, timeout => '178000000 years');
- xact_lock 
------------
- 
-(1 row)
-
 SELECT concurrency.xact_lock(ARRAY['t10_neg', 't10_big'], timeout => '1 mon -29 days');
- xact_lock 
------------
- 
-(1 row)
-
 SELECT count(*) FROM concurrency.my_locks;
- count 
--------
-     5
-(1 row)
-
 COMMIT;
 -- the caller's lock_timeout is restored after a call with its own timeout
 SET lock_timeout = '7s';
 SELECT concurrency.session_lock('t10_relay', timeout => '1 ms');
- session_lock 
---------------
- 
-(1 row)
-
 SHOW lock_timeout;
- lock_timeout 
---------------
- 7s
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay');
- session_unlock 
-----------------
- t
-(1 row)
-
 RESET lock_timeout;
+
 -- a subsystem unregistered while this backend has it cached is unknown at
 -- the next call, and a new registration is seen at once
 SELECT concurrency.try_xact_lock('t10_neg');
- try_xact_lock 
----------------
- t
-(1 row)
-
 SELECT concurrency.unregister_subsystem('t10_neg');
- unregister_subsystem 
-----------------------
- t
-(1 row)
-
 SELECT concurrency.try_xact_lock('t10_neg');
-ERROR:  subsystem "t10_neg" is not registered
-HINT:  Register it first: SELECT concurrency.register_subsystem('t10_neg', <key>);
 \echo :LAST_ERROR_SQLSTATE
-42704
 SELECT concurrency.register_subsystem('t10_neg', 8010);
- register_subsystem 
---------------------
- 
-(1 row)
-
 BEGIN;
 SELECT concurrency.xact_lock('t10_neg');
- xact_lock 
------------
- 
-(1 row)
-
 SELECT objid FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid();
- objid 
--------
-  8010
-(1 row)
-
 COMMIT;
+
 -- held_locks: a session lock of an idle session is a suspected leak; ours,
 -- seen from our own active query, is not
 SELECT concurrency.session_lock('t10_relay', 77);
- session_lock 
---------------
- 
-(1 row)
-
 SELECT subsystem, resource, mode, granted, state, application IS NOT NULL AS has_application,
        since <= now() AS since_ok, suspect_leak
   FROM concurrency.held_locks WHERE pid = pg_backend_pid();
- subsystem | resource |     mode      | granted | state  | has_application | since_ok | suspect_leak 
------------+----------+---------------+---------+--------+-----------------+----------+--------------
- t10_relay |       77 | ExclusiveLock | t       | active | t               | t        | f
-(1 row)
-
 SELECT concurrency.session_unlock('t10_relay', 77);
- session_unlock 
-----------------
- t
-(1 row)
-
 -- a subsystem lock taken with the raw function is a named lock too
 BEGIN;
 SELECT pg_advisory_xact_lock(8001);
- pg_advisory_xact_lock 
------------------------
- 
-(1 row)
-
 SELECT subsystem, resource, mode FROM concurrency.held_locks WHERE pid = pg_backend_pid();
- subsystem | resource |     mode      
------------+----------+---------------
- t10_relay |          | ExclusiveLock
-(1 row)
-
 COMMIT;
+
 -- the many inputs above did not disturb the backend
 SELECT 1 AS still_alive;
- still_alive 
--------------
-           1
-(1 row)
 
 -- clean up
 DROP FUNCTION pg_temp.my_advisory_tags(text);
 SELECT concurrency.unregister_subsystem(name) FROM concurrency.subsystem WHERE name LIKE 't10_%' ORDER BY name;
- unregister_subsystem 
-----------------------
- t
- t
- t
- t
-(4 rows)
-

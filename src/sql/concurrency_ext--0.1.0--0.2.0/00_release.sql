@@ -1,0 +1,7 @@
+-- ---------------------------------------------------------------------------
+-- concurrency_ext 0.1.0 -> 0.2.0. Each capability writes its own part in this
+-- folder (NN_<capability>.sql, applied in order); make concatenates them into
+-- concurrency_ext--0.1.0--0.2.0.sql. Every part must keep the data of a live
+-- 0.1.0 installation (queues, tasks, GRANTs, registered subsystems), and the
+-- result must equal a fresh install (scripts/upgrade-check.sh).
+-- ---------------------------------------------------------------------------
