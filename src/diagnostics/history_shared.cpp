@@ -77,13 +77,16 @@ void define_settings() {
 	                        "How often the lock-wait history samples the wait graph (0 turns sampling off).",
 	                        "Needs concurrency_ext in shared_preload_libraries.", &history_interval_ms, 500, 0,
 	                        3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, check_interval, nullptr, nullptr);
-	DefineCustomIntVariable("concurrency.history_size", "How many lock-wait episodes the history keeps.",
-	                        "Set at server start; each episode takes about 2.5 kB of shared memory.", &history_size,
-	                        1000, 1, 100000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 	DefineCustomIntVariable("concurrency.history_log_min_duration",
 	                        "Logs every lock-wait episode that lasted at least this long (-1 turns it off).",
 	                        nullptr, &history_log_min_duration_ms, -1, -1, INT_MAX, PGC_SIGHUP, GUC_UNIT_MS,
 	                        nullptr, nullptr, nullptr);
+	// A server-start setting can only be defined while the server starts
+	// (PostgreSQL refuses it later with FATAL): only when preloading.
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("concurrency.history_size", "How many lock-wait episodes the history keeps.",
+		                        "Set at server start; each episode takes about 2.5 kB of shared memory.",
+		                        &history_size, 1000, 1, 100000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 }
 
 void register_sampler() {
