@@ -42,8 +42,30 @@ void require_nonatomic(FunctionCallInfo fcinfo, const char *procedure) {
 		                        procedure));
 }
 
+namespace {
+// A syntax error points into the statements, not into the CALL: report its
+// position as an internal query, as SPI does for the statements it runs.
+void statements_error_callback(void *arg) {
+	int position = geterrposition();
+	if (position > 0) {
+		errposition(0);
+		internalerrposition(position);
+		internalerrquery(static_cast<const char *>(arg));
+	}
+}
+} // namespace
+
 List *parse_statements(const std::string &statements) {
-	List *parsed = pg::guard([&] { return raw_parser(statements.c_str(), RAW_PARSE_DEFAULT); });
+	List *parsed = pg::guard([&] {
+		ErrorContextCallback callback;
+		callback.callback = statements_error_callback;
+		callback.arg = const_cast<char *>(statements.c_str());
+		callback.previous = error_context_stack;
+		error_context_stack = &callback;
+		List *trees = raw_parser(statements.c_str(), RAW_PARSE_DEFAULT);
+		error_context_stack = callback.previous;
+		return trees;
+	});
 	if (parsed == NIL)
 		throw Error(sqlstate::invalid_parameter_value, "statements must contain at least one statement");
 	return parsed;

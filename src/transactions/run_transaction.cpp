@@ -50,8 +50,8 @@ public:
 
 	ErrorData *finish(Outcome outcome, int attempts, ErrorData *error) override {
 		if (outcome == Outcome::gave_up)
-			prepend_detail(error, fmt::format("run_transaction gave up: all {} attempt{} failed with a serialization "
-			                                  "failure or a deadlock; this is the last one's error.",
+			prepend_detail(error, fmt::format("run_transaction gave up after {} attempt{}, each failed with a "
+			                                  "serialization failure or a deadlock; this is the last one's error.",
 			                                  attempts, attempts == 1 ? "" : "s"));
 		return error;
 	}
