@@ -36,7 +36,7 @@ void commit_or_raise() {
 
 void require_nonatomic(FunctionCallInfo fcinfo, const char *procedure) {
 	if (!pg::nonatomic_call(fcinfo))
-		throw Error("25001", fmt::format("{} cannot run inside a transaction block", procedure),
+		throw Error(sqlstate::active_sql_transaction, fmt::format("{} cannot run inside a transaction block", procedure),
 		            "Each attempt runs in a transaction of its own and commits.",
 		            fmt::format("Use CALL {} outside BEGIN … COMMIT (with autocommit on), and not from a function.",
 		                        procedure));

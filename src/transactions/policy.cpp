@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/error.hpp"
 #include "locks/lock_keys.hpp"
 #include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
@@ -29,7 +30,9 @@ std::optional<std::string> isolation_setting(std::string_view text) {
 	return std::nullopt;
 }
 
-bool transaction_retryable(std::string_view sqlstate) { return sqlstate == "40001" || sqlstate == "40P01"; }
+bool transaction_retryable(std::string_view code) {
+	return code == sqlstate::serialization_failure || code == sqlstate::deadlock_detected;
+}
 
 BackoffPolicy transaction_backoff() {
 	BackoffPolicy p;
@@ -40,7 +43,9 @@ BackoffPolicy transaction_backoff() {
 	return p;
 }
 
-bool ddl_retryable(std::string_view sqlstate) { return sqlstate == "55P03" || sqlstate == "40P01"; }
+bool ddl_retryable(std::string_view code) {
+	return code == sqlstate::lock_not_available || code == sqlstate::deadlock_detected;
+}
 
 BackoffPolicy ddl_backoff(std::int64_t lock_timeout_us) {
 	BackoffPolicy p;
