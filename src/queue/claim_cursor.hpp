@@ -29,7 +29,7 @@
 #include <optional>
 #include <tuple>
 
-namespace concurrency {
+namespace concurrency::queue {
 
 // A task's position in claim order: highest priority first, then earliest
 // run_at, then lowest id. The priority is negated so that ascending order of
@@ -101,10 +101,6 @@ private:
 	std::int64_t last_full_ready_ = 0;
 };
 
-} // namespace concurrency
-
-namespace concurrency {
-
 // How far the xmin horizon trails, sampled at most every `interval_us`:
 // reading it scans the whole process array (every backend's xmin), which is
 // too dear to do on every claim with hundreds of connections, and the cursor's
@@ -132,4 +128,4 @@ private:
 	std::uint32_t lag_ = 0;
 };
 
-} // namespace concurrency
+} // namespace concurrency::queue

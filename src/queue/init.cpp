@@ -1,9 +1,9 @@
-// Backend start-up for the task-queue capability: the invalidation callbacks
-// of the per-backend queue cache.
+// Backend start-up for the task-queue capability.
+#include "queue/init.hpp"
 #include "queue/queue.hpp"
 
-namespace concurrency {
+namespace concurrency::queue {
 
-void queue_init() { queue::cache_init(); }
+void init() { cache_init(); }
 
-} // namespace concurrency
+} // namespace concurrency::queue

@@ -5,7 +5,7 @@
 #include "common/sql_text.hpp"
 #include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
-namespace concurrency {
+namespace concurrency::queue {
 
 std::string queue_table_name(std::string_view queue) { return fmt::format("q_{}", queue); }
 
@@ -250,4 +250,4 @@ std::string QueueSql::text(QueueStatement s) const {
 	return {};
 }
 
-} // namespace concurrency
+} // namespace concurrency::queue

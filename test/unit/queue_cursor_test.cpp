@@ -5,9 +5,9 @@
 
 #include "queue/claim_cursor.hpp"
 
-using concurrency::ClaimCursor;
-using concurrency::ClaimKey;
-using concurrency::ScanPolicy;
+using concurrency::queue::ClaimCursor;
+using concurrency::queue::ClaimKey;
+using concurrency::queue::ScanPolicy;
 
 namespace {
 constexpr std::uint32_t fresh = 3;     // horizon lag of a healthy server
@@ -135,7 +135,7 @@ TEST(ClaimCursor, ThresholdIsConfigurable) {
 }
 
 TEST(HorizonSampler, SamplesAtMostOncePerInterval) {
-	concurrency::HorizonSampler sampler(100 * ms);
+	concurrency::queue::HorizonSampler sampler(100 * ms);
 	int samples = 0;
 	std::uint32_t value = fresh;
 	auto sample = [&] {
