@@ -13,7 +13,7 @@ namespace {
 
 // The sessions placed in one root's tree in a sample.
 struct Tree {
-	std::uint32_t root = no_index;
+	std::uint32_t root = none;
 	std::uint32_t depth = 0;
 	std::int64_t longest_wait = 0;
 	std::vector<std::uint32_t> members; // every session in the tree but the root
@@ -53,10 +53,10 @@ EpisodeTracker::Changes EpisodeTracker::observe(const Sample &sample,
 
 	std::map<std::uint32_t, Tree> trees;
 	if (!edges.empty()) {
-		waits::WaitGraph graph(n, edges);
+		WaitGraph graph(n, edges);
 		for (std::uint32_t v = 0; v < n; ++v) {
 			const auto &node = graph.node(v);
-			if (node.root == waits::none || graph.node(node.root).blocks_total == 0)
+			if (node.root == none || graph.node(node.root).blocks_total == 0)
 				continue;
 			Tree &tree = trees[node.root];
 			tree.root = node.root;

@@ -16,6 +16,8 @@
 #include <map>
 #include <vector>
 
+#include "diagnostics/wait_graph.hpp"
+
 namespace concurrency::diagnostics {
 
 // A heavyweight lock tag (PostgreSQL's LOCKTAG, field by field).
@@ -42,13 +44,11 @@ struct RootKey {
 	friend bool operator==(const RootKey &a, const RootKey &b) { return a.pid == b.pid && a.identity == b.identity; }
 };
 
-inline constexpr std::uint32_t no_index = UINT32_MAX;
-
 // One session of a sample.
 struct SampledSession {
 	RootKey key;
 	std::int64_t waiting_since = 0; // microseconds; 0 when it does not wait or it is not known
-	std::uint32_t lock = no_index;  // index into Sample::locks of the lock it waits for
+	std::uint32_t lock = none;  // index into Sample::locks of the lock it waits for
 };
 
 // One lock-manager snapshot, as the tracker needs it. Times in microseconds.
@@ -77,10 +77,10 @@ struct Episode {
 	std::vector<int> waiter_pids; // distinct pids seen waiting in it, first seen first
 	// Of the latest sample that saw it (indexes into its Sample::sessions):
 	// the root, and the sessions in its tree, the longest waiting first.
-	std::uint32_t root_session = no_index;
+	std::uint32_t root_session = none;
 	std::vector<std::uint32_t> waiter_sessions;
 	// Free for the caller (where it keeps the episode); the tracker keeps it.
-	std::uint32_t slot = no_index;
+	std::uint32_t slot = none;
 
 	std::int64_t duration() const { return last_seen - started_at; }
 };

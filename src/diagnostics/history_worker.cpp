@@ -248,7 +248,7 @@ public:
 			sample.locks.push_back(key_of(tag));
 		sample.edges.reserve(picture.edges.size());
 		for (const auto &e : picture.edges) {
-			if (sample.sessions[e.waiter].lock == no_index)
+			if (sample.sessions[e.waiter].lock == none)
 				sample.sessions[e.waiter].lock = e.lock;
 			sample.edges.emplace_back(e.waiter, e.blocker);
 		}
@@ -341,7 +341,7 @@ private:
 	}
 
 	void write(Episode &e, const HistoryEpisode &r) {
-		if (e.slot == no_index)
+		if (e.slot == none)
 			e.slot = allocate(e.id);
 		if (owner_[e.slot] == e.id) // else newer episodes took its place
 			history_write(ring_, e.slot, r);

@@ -1,9 +1,9 @@
-// Backend start-up for the lock-diagnostics capability: the lock-wait
-// history's settings, and when preloaded its shared memory and sampler.
+// Backend start-up for the lock-diagnostics capability.
+#include "diagnostics/init.hpp"
 #include "diagnostics/history_shared.hpp"
 
-namespace concurrency {
+namespace concurrency::diagnostics {
 
-void diagnostics_init() { diagnostics::history_init(); }
+void init() { history_init(); }
 
-} // namespace concurrency
+} // namespace concurrency::diagnostics

@@ -1,8 +1,9 @@
 // Backend start-up for the task-queue capability.
-#include "pg/postgres.hpp"
+#include "queue/init.hpp"
+#include "queue/queue.hpp"
 
-namespace concurrency {
+namespace concurrency::queue {
 
-void queue_init() {}
+void init() { cache_init(); }
 
-} // namespace concurrency
+} // namespace concurrency::queue

@@ -5,7 +5,7 @@
 #include "common/sql_text.hpp"
 #include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
-namespace concurrency {
+namespace concurrency::queue {
 
 std::string queue_table_name(std::string_view queue) { return fmt::format("q_{}", queue); }
 
@@ -231,4 +231,23 @@ std::string QueueSql::stats() const {
 	    fmt::arg("t", table_));
 }
 
-} // namespace concurrency
+std::string QueueSql::text(QueueStatement s) const {
+	switch (s) {
+	case QueueStatement::enqueue: return enqueue();
+	case QueueStatement::dedupe_lookup: return dedupe_lookup();
+	case QueueStatement::enqueue_batch: return enqueue_batch();
+	case QueueStatement::wake: return wake();
+	case QueueStatement::claim: return claim();
+	case QueueStatement::heartbeat: return heartbeat();
+	case QueueStatement::complete: return complete();
+	case QueueStatement::fail_lock: return fail_lock();
+	case QueueStatement::fail_update: return fail_update();
+	case QueueStatement::inspect: return inspect();
+	case QueueStatement::retry_dead: return retry_dead();
+	case QueueStatement::stats: return stats();
+	case QueueStatement::count_: break;
+	}
+	return {};
+}
+
+} // namespace concurrency::queue

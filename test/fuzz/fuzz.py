@@ -19,7 +19,7 @@ import sys
 import psycopg
 from psycopg import sql
 
-# SQLSTATEs the README documents, plus the generic out-of-range classes a
+# SQLSTATEs docs/errors.md documents, plus the generic out-of-range classes a
 # client can provoke with extreme numbers or times.
 DOCUMENTED = {
     "22004",  # null value not allowed
@@ -36,6 +36,11 @@ DOCUMENTED = {
     "25006",  # read-only transaction (hot standby)
     "54000",  # program limit exceeded (no free resource-lock slot)
     "40001",  # enqueue with a dedupe_key whose holder kept disappearing: retry
+    "25001",  # run_transaction / run_ddl inside a transaction block
+    "2D000",  # run_transaction / run_ddl statements with transaction control
+    "25000",  # a named lock during a parallel operation
+    "39P01",  # the registry trigger function called directly
+    "0A000",  # a set-returning function where no set is accepted
     "55000",  # object not in prerequisite state (lock history without the preload)
 }
 
@@ -47,6 +52,8 @@ ARGLESS_PRECONDITIONS = {
     "lock_history_status": {"55000"},
     "lock_history_reset": {"55000", "42501"},
 }
+# docs/errors.md also lists 53200 (out of memory) and XX000 (internal error):
+# no input may provoke them, so they stay failures here.
 
 HOSTILE_TEXT = [
     None, "", " ", "a", "fuzz_a", "fuzz_b", "Fuzz-Ä", "x" * 48, "y" * 49, "z" * 63, "w" * 64,

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "queue/backoff.hpp"
+#include "common/backoff.hpp"
 
 using concurrency::backoff_delay_us;
 using concurrency::BackoffPolicy;

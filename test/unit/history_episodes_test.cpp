@@ -273,7 +273,7 @@ TEST(HistoryEpisodes, PreparedTransactionsByXid) {
 	EpisodeTracker t;
 	S a(0);
 	std::uint32_t p1 = a.index(0, 900);
-	a.sample.sessions.push_back(SampledSession{RootKey{0, 901}, 0, no_index});
+	a.sample.sessions.push_back(SampledSession{RootKey{0, 901}, 0, none});
 	std::uint32_t p2 = 1;
 	std::uint32_t w1 = a.index(5), w2 = a.index(6);
 	a.sample.edges = {{w1, p1}, {w2, p2}};

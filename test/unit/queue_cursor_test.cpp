@@ -5,9 +5,9 @@
 
 #include "queue/claim_cursor.hpp"
 
-using concurrency::ClaimCursor;
-using concurrency::ClaimKey;
-using concurrency::ScanPolicy;
+using concurrency::queue::ClaimCursor;
+using concurrency::queue::ClaimKey;
+using concurrency::queue::ScanPolicy;
 
 namespace {
 constexpr std::uint32_t fresh = 3;     // horizon lag of a healthy server
@@ -132,4 +132,22 @@ TEST(ClaimCursor, ThresholdIsConfigurable) {
 	EXPECT_FALSE(c.resuming());
 	c.begin(0, 11);
 	EXPECT_TRUE(c.resuming());
+}
+
+TEST(HorizonSampler, SamplesAtMostOncePerInterval) {
+	concurrency::queue::HorizonSampler sampler(100 * ms);
+	int samples = 0;
+	std::uint32_t value = fresh;
+	auto sample = [&] {
+		++samples;
+		return value;
+	};
+	EXPECT_EQ(sampler.lag(0, sample), fresh);
+	value = pinned;
+	EXPECT_EQ(sampler.lag(50 * ms, sample), fresh); // the old sample, not read again
+	EXPECT_EQ(samples, 1);
+	EXPECT_EQ(sampler.lag(100 * ms, sample), pinned); // the interval has passed
+	EXPECT_EQ(samples, 2);
+	EXPECT_EQ(sampler.lag(90 * ms, sample), pinned); // clock went backwards: sampled again
+	EXPECT_EQ(samples, 3);
 }

@@ -1,4 +1,4 @@
-#include "queue/backoff.hpp"
+#include "common/backoff.hpp"
 
 #include <algorithm>
 #include <cmath>

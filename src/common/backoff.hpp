@@ -1,4 +1,5 @@
-// Retry delays for failed tasks: exponential backoff with jitter and a cap.
+// Retry delays: exponential backoff with jitter and a cap (failed queue tasks,
+// retried transactions, run_ddl attempts).
 // Pure C++ (no PostgreSQL headers), unit-tested in test/unit/backoff_test.cpp.
 #pragma once
 
