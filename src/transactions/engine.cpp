@@ -111,9 +111,9 @@ void run_attempts(FunctionCallInfo fcinfo, const char *procedure, const std::str
 		}
 		std::optional<std::int64_t> wait = policy.after_failure(attempt, error);
 		if (!wait) {
-			ErrorData *final_error = policy.finish(Outcome::gave_up, attempt, error);
+			policy.finish(Outcome::gave_up, attempt, error);
 			commit_or_raise();
-			throw pg::PgException(final_error);
+			policy.give_up(attempt, error);
 		}
 		commit_or_raise();
 		if (error)
