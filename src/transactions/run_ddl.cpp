@@ -142,6 +142,7 @@ public:
 	WaitPolitely(std::string statements, DdlPlan plan, std::int64_t lock_timeout_us, std::int64_t max_duration_us,
 	             std::optional<std::int64_t> terminate_after_us)
 	    : statements_(std::move(statements)), plan_(std::move(plan)), lock_timeout_us_(lock_timeout_us),
+	      max_duration_us_(max_duration_us),
 	      terminate_after_us_(terminate_after_us), log_(notice_interval_us) {
 		start_ = GetCurrentTimestamp();
 		deadline_ = max_duration_us > PG_INT64_MAX - start_ ? PG_INT64_MAX : start_ + max_duration_us;
@@ -212,8 +213,8 @@ public:
 
 	[[noreturn]] void give_up(int attempts, ErrorData *) override {
 		throw Error(sqlstate::lock_not_available,
-		            fmt::format("run_ddl gave up after {}: the locks it needs stayed taken",
-		                        locks::human_duration(waited_s_)),
+		            fmt::format("run_ddl gave up: its locks were not obtained within max_duration ({})",
+		                        locks::human_duration(static_cast<double>(max_duration_us_) / 1e6)),
 		            give_up_detail(attempts, waited_s_, log_.longest(3)),
 		            "End or wait out the sessions in the way (concurrency.lock_tree shows them), or allow more "
 		            "max_duration, or pass terminate_blockers_after.");
@@ -330,7 +331,8 @@ private:
 		if (outcome == Outcome::failed && error)
 			error_text = fmt::format("{}: {}", pg::sqlstate_of(error).code, error->message ? error->message : "");
 		else if (outcome == Outcome::gave_up)
-			error_text = fmt::format("55P03: gave up after {}", locks::human_duration(waited_s_));
+			error_text = fmt::format("55P03: locks not obtained within max_duration ({})",
+			                         locks::human_duration(static_cast<double>(max_duration_us_) / 1e6));
 		std::string pids = "{";
 		for (std::size_t i = 0; i < terminated_.size(); ++i)
 			pids += (i ? "," : "") + std::to_string(terminated_[i]);
@@ -382,6 +384,7 @@ private:
 	std::string statements_;
 	DdlPlan plan_;
 	std::int64_t lock_timeout_us_;
+	std::int64_t max_duration_us_;
 	std::optional<std::int64_t> terminate_after_us_;
 	TimestampTz start_ = 0, deadline_ = 0, attempt_start_ = 0;
 	Approach approach_ = Approach::conditional;
