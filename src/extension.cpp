@@ -15,12 +15,14 @@ namespace concurrency {
 void locks_init();
 void queue_init();
 void diagnostics_init();
+void citus_init();
 } // namespace concurrency
 
 extern "C" void _PG_init(void) {
 	concurrency::locks_init();
 	concurrency::queue_init();
 	concurrency::diagnostics_init();
+	concurrency::citus_init();
 }
 
 // concurrency.version() — the version of the loaded module.

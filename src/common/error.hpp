@@ -20,6 +20,7 @@ inline constexpr const char *lock_not_available = "55P03";
 inline constexpr const char *insufficient_privilege = "42501";
 inline constexpr const char *read_only_sql_transaction = "25006";
 inline constexpr const char *object_not_in_prerequisite_state = "55000";
+inline constexpr const char *feature_not_supported = "0A000";
 inline constexpr const char *internal_error = "XX000";
 // Our own class "CE": a worker's lease on a task was taken over (or the task is
 // gone). Documented in the README; clients retry nothing, they drop the task.

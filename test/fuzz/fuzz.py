@@ -36,6 +36,7 @@ DOCUMENTED = {
     "25006",  # read-only transaction (hot standby)
     "54000",  # program limit exceeded (no free resource-lock slot)
     "40001",  # enqueue with a dedupe_key whose holder kept disappearing: retry
+    "0A000",  # a named lock on a Citus worker node
 }
 
 HOSTILE_TEXT = [
