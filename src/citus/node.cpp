@@ -1,4 +1,5 @@
 #include "citus/node.hpp"
+#include "citus/init.hpp"
 
 #include "pg/guard.hpp"
 #include "pg/spi.hpp"
@@ -58,7 +59,7 @@ NodeRole read_role() {
 
 } // namespace
 
-void node_init() { CacheRegisterRelcacheCallback(role_changed, (Datum)0); }
+void init() { CacheRegisterRelcacheCallback(role_changed, (Datum)0); }
 
 NodeRole local_role() {
 	if (citus_loaded == Loaded::unknown)

@@ -28,7 +28,4 @@ NodeRole local_role();
 // the catalog on every call: for error messages only.
 std::string coordinator_address();
 
-// Registers the invalidation callback (from _PG_init).
-void node_init();
-
 } // namespace concurrency::citus
