@@ -4,6 +4,7 @@
 // a capability with nothing to register at start-up has no init.
 #include "citus/init.hpp"
 #include "locks/init.hpp"
+#include "queue/init.hpp"
 #include "pg/datum.hpp"
 
 #ifndef CONCURRENCY_EXT_VERSION
@@ -21,6 +22,7 @@ PGDLLEXPORT void _PG_init(void);
 
 extern "C" void _PG_init(void) {
 	concurrency::locks::init();
+	concurrency::queue::init();
 	concurrency::citus::init();
 }
 
