@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "queue/backoff.hpp"
+#include "common/backoff.hpp"
 #include "common/sql_text.hpp"
 #include "pg/srf.hpp"
 #include "queue/queue.hpp"
