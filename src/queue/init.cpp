@@ -1,8 +1,8 @@
 // Backend start-up for the task-queue capability.
-#include "pg/postgres.hpp"
+#include "queue/queue.hpp"
 
 namespace concurrency {
 
-void queue_init() {}
+void queue_init() { queue::register_invalidation(); }
 
 } // namespace concurrency

@@ -16,6 +16,7 @@ extern "C" {
 #include "commands/async.h"
 #include "storage/procarray.h"
 #include "utils/acl.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 }
 
@@ -34,23 +35,58 @@ std::unordered_map<std::string, QueueInfo> &known_queues() {
 // so the prefix "queue:<name>\x1f" names the plans of exactly one queue.
 std::string plan_prefix(const std::string &queue) { return fmt::format("queue:{}\x1f", queue); }
 
+// Piggy-backed purge: a chunk at most this often per backend and queue while
+// the chunks come back short, at once while they come back full.
+constexpr int32 purge_chunk = 500;
+constexpr TimestampTz purge_interval_us = 1'000'000;
+
 void load_settings(const std::string &name, Oid relid, QueueInfo &info) {
 	static const Oid types[1] = {TEXTOID};
-	SPIPlanPtr plan =
-	    pg::prepared_plan("queue-catalog:settings", "SELECT lease, max_attempts FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1",
-	                      1, types, CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan = nullptr;
+	try {
+		plan = pg::prepared_plan("queue-catalog:settings",
+		                         "SELECT lease, max_attempts, retain, key_limit, max_leased FROM concurrency.queue "
+		                         "WHERE name OPERATOR(pg_catalog.=) $1",
+		                         1, types, CURSOR_OPT_GENERIC_PLAN);
+	} catch (const pg::PgException &e) {
+		// a 0.1.0 catalog under the 0.2.0 module: the package was upgraded,
+		// the extension not yet
+		if (e.sqlerrcode() == ERRCODE_UNDEFINED_COLUMN)
+			throw Error(sqlstate::object_not_in_prerequisite_state,
+			            "the queue catalog of concurrency_ext is older than its module",
+			            "The installed module is 0.2.0; the extension in this database is still 0.1.0.",
+			            "Run ALTER EXTENSION concurrency_ext UPDATE.");
+		throw;
+	}
 	Datum values[1] = {pg::text_datum(name)};
 	if (pg::spi_execute_plan(plan, values, nullptr, true, 1) != 1)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
 		            fmt::format("Table concurrency.{} exists, but the queue is not in concurrency.queue.",
 		                        quote_ident(queue_table_name(name))));
 	bool isnull = false;
-	Datum lease = column(0, 1, &isnull);
-	Datum max_attempts = column(0, 2, &isnull);
-	info.lease = *DatumGetIntervalP(lease);
-	info.max_attempts = DatumGetInt32(max_attempts);
-	info.cursor = ClaimCursor();
+	info.lease = *DatumGetIntervalP(column(0, 1, &isnull));
+	info.max_attempts = DatumGetInt32(column(0, 2, &isnull));
+	Datum retain = column(0, 3, &isnull);
+	info.retain = isnull ? std::nullopt : std::optional<Interval>(*DatumGetIntervalP(retain));
+	Datum key_limit = column(0, 4, &isnull);
+	info.key_limit = isnull ? std::nullopt : std::optional<int32>(DatumGetInt32(key_limit));
+	Datum max_leased = column(0, 5, &isnull);
+	info.max_leased = isnull ? std::nullopt : std::optional<int32>(DatumGetInt32(max_leased));
+	if (info.relid != relid) { // a new queue (or a re-created one): start afresh
+		info.cursor = ClaimCursor();
+		info.next_purge = 0;
+	}
+	info.stale = false;
 	info.relid = relid;
+}
+
+// A relcache invalidation of a queue's table (alter_queue sends one; so do
+// DDL and VACUUM's statistics): reload that queue's settings on next use.
+// InvalidOid: every relation. No allocation, nothing that can throw.
+void invalidate_relation(Datum, Oid relid) noexcept {
+	for (auto &entry : known_queues())
+		if (!OidIsValid(relid) || entry.second.relid == relid)
+			entry.second.stale = true;
 }
 
 } // namespace
@@ -76,6 +112,16 @@ void forget_queue(const std::string &queue) {
 	std::string prefix = plan_prefix(queue);
 	pg::guard([&] { pg::forget_plans(prefix.c_str()); });
 	known_queues().erase(queue);
+}
+
+void reload_settings(const std::string &queue) {
+	auto found = known_queues().find(queue);
+	if (found != known_queues().end())
+		found->second.stale = true;
+}
+
+void register_invalidation() {
+	pg::guard([] { CacheRegisterRelcacheCallback(invalidate_relation, Datum(0)); });
 }
 
 Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
@@ -107,8 +153,9 @@ Queue::Queue(std::string name) : name_(std::move(name)), sql_(name_), info_(null
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name_), "",
 		            "Create it with concurrency.create_queue().");
 	QueueInfo &info = known_queues()[name_];
-	if (info.relid != relid) {
-		info.relid = InvalidOid;
+	if (info.relid != relid || info.stale) {
+		// loaded again on the next call if this one fails
+		info.stale = true;
 		load_settings(name_, relid, info);
 	}
 	info_ = &info;
@@ -144,12 +191,46 @@ void Queue::lease_lost(int64 task_id) {
 	Datum worker_datum = column(0, 3, &isnull);
 	std::string worker = isnull ? "" : pg::guard([&] { return TextDatumGetCString(worker_datum); });
 	bool held = DatumGetBool(column(0, 4, &isnull));
-	std::string detail =
-	    held ? fmt::format("Another lease was issued for the task since: it is {} at attempt {}{}.", state, attempt,
-	                       worker.empty() ? "" : fmt::format(", worker \"{}\"", worker))
-	         : fmt::format("The lease was released since: the task is {} at attempt {}.", state, attempt);
+	Datum finished_datum = column(0, 5, &isnull);
+	std::string finished = isnull ? "" : pg::guard([&] { return TextDatumGetCString(finished_datum); });
+	std::string detail;
+	if (state == "cancelled")
+		detail = fmt::format("The task was cancelled at {}.", finished);
+	else if (state == "done")
+		detail = fmt::format("The task was completed at {}.", finished);
+	else if (held)
+		detail = fmt::format("Another lease was issued for the task since: it is {} at attempt {}{}.", state, attempt,
+		                     worker.empty() ? "" : fmt::format(", worker \"{}\"", worker));
+	else
+		detail = fmt::format("The lease was released since: the task is {} at attempt {}.", state, attempt);
 	throw Error(sqlstate::lease_lost, fmt::format("lease on task {} of queue \"{}\" was lost", task_id, name_), detail,
 	            hint);
+}
+
+uint64 Queue::purge(TimestampTz now, int32 chunk) {
+	// finished before the cutoff: purge; without retention, every finished task
+	TimestampTz cutoff = now;
+	if (info_->retain) {
+		Interval retain = *info_->retain;
+		// cannot overflow: create_queue and alter_queue refuse more than 100 years
+		cutoff = pg::guard([&] {
+			return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval, TimestampTzGetDatum(now),
+			                                               IntervalPGetDatum(&retain)));
+		});
+	}
+	static const Oid types[3] = {TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID};
+	Datum values[3] = {TimestampTzGetDatum(cutoff), TimestampTzGetDatum(now), Int32GetDatum(chunk)};
+	return run("purge", sql_.purge(), 3, types, values);
+}
+
+void Queue::maybe_purge(TimestampTz now) {
+	if (now < info_->next_purge)
+		return;
+	Oid relid = info_->relid;
+	bool may_delete =
+	    pg::guard([&] { return pg_class_aclcheck(relid, GetUserId(), ACL_DELETE) == ACLCHECK_OK; });
+	uint64 purged = may_delete ? purge(now, purge_chunk) : 0;
+	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 }
 
 void Queue::require(AclMode modes, const char *action) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -18,14 +19,22 @@ extern "C" {
 
 namespace concurrency::queue {
 
-// What a backend remembers about one queue. The settings of a queue never
-// change after creation, so they are valid as long as the queue's table is
-// the same (the same OID); a dropped and re-created queue is loaded again.
+// What a backend remembers about one queue: its settings, valid while the
+// queue's table is the same (the same OID) and no alter_queue has changed
+// them since (alter_queue sends a relcache invalidation of the queue's table,
+// which marks the entry stale in every backend; see register_invalidation).
 struct QueueInfo {
 	Oid relid = InvalidOid;
+	bool stale = false;
 	Interval lease{};
 	int32 max_attempts = 0;
+	// NULL in concurrency.queue: no such setting
+	std::optional<Interval> retain;
+	std::optional<int32> key_limit;
+	std::optional<int32> max_leased;
 	ClaimCursor cursor;
+	// when this backend runs its next purge chunk of the queue (see maybe_purge)
+	TimestampTz next_purge = 0;
 };
 
 // An open queue for the duration of one function call (SPI connected).
@@ -56,6 +65,16 @@ public:
 	// NOTIFY concurrency_<queue> (delivered at commit; one per transaction).
 	void notify();
 
+	// Deletes up to `chunk` done or cancelled tasks whose retention has
+	// passed (all finished tasks on a queue that retains none, except a
+	// cancelled task whose holder's lease still runs). Returns how many.
+	uint64 purge(TimestampTz now, int32 chunk);
+
+	// The piggy-backed purge of the queue calls: a chunk when this backend's
+	// last one was long enough ago, or came back full (more to do). Skipped
+	// when the current role may not DELETE from the queue's table.
+	void maybe_purge(TimestampTz now);
+
 private:
 	std::string name_;
 	QueueSql sql_;
@@ -70,6 +89,13 @@ Oid queue_relid(const std::string &queue);
 
 // Forgets this backend's plans and settings of `queue` (after DROP).
 void forget_queue(const std::string &queue);
+
+// Makes this backend reload the settings of `queue` on its next use.
+void reload_settings(const std::string &queue);
+
+// Registers the relcache callback that marks a queue's settings stale when
+// its table is invalidated (_PG_init).
+void register_invalidation();
 
 // Positive interval from argument n (22023 otherwise); n must not be NULL.
 Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname);
