@@ -24,7 +24,7 @@ extern "C" {
 }
 
 using namespace concurrency;
-using concurrency::queue::Queue;
+using namespace concurrency::queue;
 
 namespace {
 
@@ -349,7 +349,7 @@ void enqueue_params(FunctionCallInfo fcinfo, TimestampTz now, int32 priority, Da
 }
 
 [[noreturn]] void dedupe_holder_vanished(const std::string &queue) {
-	throw Error("40001", fmt::format("could not enqueue into queue \"{}\"", queue),
+	throw Error(sqlstate::serialization_failure, fmt::format("could not enqueue into queue \"{}\"", queue),
 	            "The task holding its dedupe_key kept disappearing.", "Retry the transaction.");
 }
 

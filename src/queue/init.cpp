@@ -1,8 +1,9 @@
-// Backend start-up for the task-queue capability.
+// Backend start-up of the task-queue capability.
+#include "queue/init.hpp"
 #include "queue/queue.hpp"
 
-namespace concurrency {
+namespace concurrency::queue {
 
-void queue_init() { queue::register_invalidation(); }
+void init() { register_invalidation(); }
 
-} // namespace concurrency
+} // namespace concurrency::queue
