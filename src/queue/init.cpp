@@ -1,9 +1,9 @@
-// Backend start-up of the task-queue capability.
+// Backend start-up for the task-queue capability.
 #include "queue/init.hpp"
 #include "queue/queue.hpp"
 
 namespace concurrency::queue {
 
-void init() { register_invalidation(); }
+void init() { cache_init(); }
 
 } // namespace concurrency::queue

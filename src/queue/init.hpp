@@ -3,8 +3,8 @@
 
 namespace concurrency::queue {
 
-// Registers the relcache callback that makes a backend reload a queue's
-// settings after alter_queue (see QueueInfo in queue/queue.hpp).
+// Registers the invalidation callbacks of the per-backend queue cache
+// (see QueueInfo in queue/queue.hpp).
 void init();
 
 } // namespace concurrency::queue

@@ -407,4 +407,31 @@ std::string QueueSql::stats() const {
 	    fmt::arg("t", table_));
 }
 
+std::string QueueSql::text(QueueStatement s) const {
+	switch (s) {
+	case QueueStatement::enqueue: return enqueue();
+	case QueueStatement::dedupe_lookup: return dedupe_lookup();
+	case QueueStatement::enqueue_batch: return enqueue_batch(false);
+	case QueueStatement::enqueue_batch_dedupe: return enqueue_batch(true);
+	case QueueStatement::wake: return wake();
+	case QueueStatement::claim: return claim();
+	case QueueStatement::heartbeat: return heartbeat();
+	case QueueStatement::complete: return complete();
+	case QueueStatement::complete_retained: return complete_retained();
+	case QueueStatement::complete_many: return complete_many();
+	case QueueStatement::complete_many_retained: return complete_many_retained();
+	case QueueStatement::heartbeat_many: return heartbeat_many();
+	case QueueStatement::fail_lock: return fail_lock();
+	case QueueStatement::fail_update: return fail_update();
+	case QueueStatement::fail_lock_many: return fail_lock_many();
+	case QueueStatement::fail_update_many: return fail_update_many();
+	case QueueStatement::purge: return purge();
+	case QueueStatement::inspect: return inspect();
+	case QueueStatement::retry_dead: return retry_dead();
+	case QueueStatement::stats: return stats();
+	case QueueStatement::count_: break;
+	}
+	return {};
+}
+
 } // namespace concurrency::queue

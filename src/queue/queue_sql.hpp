@@ -21,6 +21,32 @@ std::string queue_channel(std::string_view queue);               // concurrency_
 // Longest concurrency_key accepted (bytes): an index entry must hold it.
 inline constexpr std::size_t max_concurrency_key_bytes = 1024;
 
+// The statements of one queue that the hot functions run, kept per backend
+// in an array indexed by this (no string keys on the hot path).
+enum class QueueStatement {
+	enqueue,
+	dedupe_lookup,
+	enqueue_batch,
+	enqueue_batch_dedupe,
+	wake,
+	claim,
+	heartbeat,
+	complete,
+	complete_retained,
+	complete_many,
+	complete_many_retained,
+	heartbeat_many,
+	fail_lock,
+	fail_update,
+	fail_lock_many,
+	fail_update_many,
+	purge,
+	inspect,
+	retry_dead,
+	stats,
+	count_ // not a statement: how many there are
+};
+
 class QueueSql {
 public:
 	explicit QueueSql(std::string_view queue);
@@ -101,6 +127,9 @@ public:
 	std::string retry_dead() const;
 	// $1 timestamptz now -> ready, scheduled, leased, expired, dead, oldest_ready_age, done, cancelled
 	std::string stats() const;
+
+	// The text of statement `s` (one of the above).
+	std::string text(QueueStatement s) const;
 
 private:
 	std::string queue_;
