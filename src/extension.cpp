@@ -2,6 +2,7 @@
 //
 // _PG_init calls each capability's init() (declared in its room's init.hpp);
 // a capability with nothing to register at start-up has no init.
+#include "citus/init.hpp"
 #include "diagnostics/init.hpp"
 #include "locks/init.hpp"
 #include "queue/init.hpp"
@@ -24,6 +25,7 @@ extern "C" void _PG_init(void) {
 	concurrency::locks::init();
 	concurrency::queue::init();
 	concurrency::diagnostics::init();
+	concurrency::citus::init();
 }
 
 // concurrency.version() — the version of the loaded module.
