@@ -40,7 +40,7 @@ void load_settings(const std::string &name, Oid relid, QueueInfo &info) {
 	    pg::prepared_plan("queue-catalog:settings", "SELECT lease, max_attempts FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1",
 	                      1, types, CURSOR_OPT_GENERIC_PLAN);
 	Datum values[1] = {pg::text_datum(name)};
-	if (pg::spi_execute_plan(plan, values, nullptr, true, 1) != 1)
+	if (pg::execute(plan, values, nullptr, true, 1) != 1)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
 		            fmt::format("Table concurrency.{} exists, but the queue is not in concurrency.queue.",
 		                        quote_ident(queue_table_name(name))));
@@ -121,7 +121,7 @@ uint64 Queue::run(const char *op, const std::string &sql, int nargs, const Oid *
 		// One generic plan per statement, planned once: the statements are
 		// written so that it is the right one (index scans whatever the values).
 		SPIPlanPtr plan = pg::prepared_plan(key.c_str(), sql.c_str(), nargs, types, CURSOR_OPT_GENERIC_PLAN);
-		return pg::spi_execute_plan(plan, values, nulls, false);
+		return pg::execute(plan, values, nulls, false);
 	} catch (const pg::PgException &e) {
 		// the queue was dropped after we looked it up (its table is gone)
 		if (e.sqlerrcode() == ERRCODE_UNDEFINED_TABLE)
@@ -173,16 +173,6 @@ void Queue::require(AclMode modes, const char *action) {
 void Queue::notify() {
 	std::string channel = queue_channel(name_);
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
-}
-
-Datum column(int row, int col, bool *isnull) {
-	return pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull); });
-}
-
-int64 int64_column(int row, int col) {
-	bool isnull = false;
-	Datum d = column(row, col, &isnull);
-	return isnull ? 0 : DatumGetInt64(d);
 }
 
 } // namespace concurrency::queue
