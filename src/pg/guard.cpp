@@ -40,7 +40,7 @@ void PendingError::raise() const {
 		if (where.file)
 			errfinish(where.file, where.line, where.function);
 		else
-			errfinish(__FILE__, __LINE__, PG_FUNCNAME_MACRO);
+			errfinish(__FILE__, __LINE__, __func__);
 	}
 	pg_unreachable();
 }
