@@ -9,7 +9,7 @@
 //
 // A lock is first asked for without waiting: the uncontended path costs what
 // pg_advisory_lock costs. Only when somebody holds it does the call wait, and
-// it waits inside an internal subtransaction (pg/subtransaction.hpp): when the
+// it waits inside an internal subtransaction (pg::in_subtransaction): when the
 // timeout ends the wait with 55P03, rolling the subtransaction back is what
 // cleans up after the error (wait queue, resource owner, error state), and
 // the call can then raise its own 55P03 that names the holder.
@@ -29,7 +29,7 @@
 #include "locks/tracking.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
-#include "pg/subtransaction.hpp"
+#include "pg/xact.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -253,17 +253,19 @@ void take(const Target &t, Level level, const std::optional<Deadline> &deadline)
 	LOCKTAG tag = t.locktag();
 	LOCKMODE mode = t.mode();
 	bool session = level == Level::session;
-	LockAcquireResult result;
-	try {
+	LockAcquireResult result = LOCKACQUIRE_NOT_AVAIL;
+	ErrorData *error = nullptr;
+	{
 		LockTimeoutOverride timeout(wait_ms);
 		// The wait may end in an ERROR (the timeout, a deadlock, a cancel):
 		// the subtransaction's rollback leaves the lock manager clean. When
 		// it commits, a transaction-level lock passes to the caller's
 		// (sub)transaction, exactly as if taken there.
-		result = pg::in_subtransaction([&] { return pg::guard([&] { return LockAcquire(&tag, mode, session, false); }); });
-	} catch (const pg::PgException &e) {
-		if (e.sqlerrcode() != ERRCODE_LOCK_NOT_AVAILABLE)
-			throw; // deadlock, cancel, statement_timeout: as they are
+		error = pg::in_subtransaction([&] { result = pg::guard([&] { return LockAcquire(&tag, mode, session, false); }); });
+	}
+	if (error) {
+		if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			throw pg::PgException(error); // deadlock, cancel, statement_timeout: as they are
 		// The timer ended the wait. If the lock was granted at that very
 		// moment, the rollback gave it back: one last look, without waiting.
 		LockAcquireResult again = lock_acquire(t, level, true);
