@@ -277,6 +277,24 @@ void take(const Target &t, Level level, const std::optional<Deadline> &deadline)
 	track_acquired(t.tag, t.shared, level, result == LOCKACQUIRE_OK, t.name, t.resource);
 }
 
+// The single-lock functions at either level: (name, resource, timeout,
+// shared), waiting, and (name, resource, shared), trying.
+void lock_one(FunctionCallInfo fcinfo, Level level) {
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
+	bool shared = pg::bool_arg(fcinfo, 3, "shared");
+	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
+	check_can_lock(t, level);
+	take(t, level, deadline_arg(fcinfo, 2));
+}
+
+bool try_lock_one(FunctionCallInfo fcinfo, Level level) {
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
+	bool shared = pg::bool_arg(fcinfo, 2, "shared");
+	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
+	check_can_lock(t, level);
+	return try_take(t, level);
+}
+
 } // namespace
 
 } // namespace concurrency::locks
@@ -286,21 +304,13 @@ using namespace concurrency::locks;
 
 // concurrency.xact_lock(name, resource, timeout, shared)
 CONCURRENCY_FUNCTION(concurrency_xact_lock) {
-	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
-	bool shared = pg::bool_arg(fcinfo, 3, "shared");
-	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
-	check_can_lock(t, Level::transaction);
-	take(t, Level::transaction, deadline_arg(fcinfo, 2));
+	lock_one(fcinfo, Level::transaction);
 	PG_RETURN_VOID();
 }
 
 // concurrency.try_xact_lock(name, resource, shared)
 CONCURRENCY_FUNCTION(concurrency_try_xact_lock) {
-	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
-	bool shared = pg::bool_arg(fcinfo, 2, "shared");
-	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
-	check_can_lock(t, Level::transaction);
-	PG_RETURN_BOOL(try_take(t, Level::transaction));
+	PG_RETURN_BOOL(try_lock_one(fcinfo, Level::transaction));
 }
 
 // concurrency.xact_lock(names text[], timeout): every name resolved first,
@@ -338,21 +348,13 @@ CONCURRENCY_FUNCTION(concurrency_xact_lock_many) {
 
 // concurrency.session_lock(name, resource, timeout, shared)
 CONCURRENCY_FUNCTION(concurrency_session_lock) {
-	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
-	bool shared = pg::bool_arg(fcinfo, 3, "shared");
-	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
-	check_can_lock(t, Level::session);
-	take(t, Level::session, deadline_arg(fcinfo, 2));
+	lock_one(fcinfo, Level::session);
 	PG_RETURN_VOID();
 }
 
 // concurrency.try_session_lock(name, resource, shared)
 CONCURRENCY_FUNCTION(concurrency_try_session_lock) {
-	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
-	bool shared = pg::bool_arg(fcinfo, 2, "shared");
-	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
-	check_can_lock(t, Level::session);
-	PG_RETURN_BOOL(try_take(t, Level::session));
+	PG_RETURN_BOOL(try_lock_one(fcinfo, Level::session));
 }
 
 // concurrency.session_unlock(name, resource, shared): one hold fewer; false,
