@@ -10,6 +10,7 @@
 #include "queue/backoff.hpp"
 #include "common/sql_text.hpp"
 #include "pg/srf.hpp"
+#include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
@@ -20,6 +21,7 @@ extern "C" {
 }
 
 using namespace concurrency;
+using concurrency::queue::Permission;
 using concurrency::queue::Queue;
 
 namespace {
@@ -134,6 +136,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		}
 	}
 	execute(sql.create_table());
+	queue::clear_permissions(name);
 	if (caller != pg::guard([] { return GetUserId(); }))
 		execute(sql.alter_owner(caller_name));
 	queue::forget_queue(name);
@@ -182,7 +185,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
+	queue::AsRole as_owner = queue::authorize(q, Permission::enqueue, "enqueue");
 	// With a dedupe_key, the insert either adds the task or finds the live
 	// task that holds the key (ON CONFLICT waits for a concurrent insert of the
 	// same key to commit or roll back). If that task is finished between the
@@ -227,7 +230,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	pg::ResultSet out = pg::materialize(fcinfo, INT8OID);
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
+	queue::AsRole as_owner = queue::authorize(q, Permission::enqueue, "enqueue_batch");
 	uint64 n = q.run("enqueue_batch", q.sql().enqueue_batch(), 4, types, values, nulls);
 	for (uint64 i = 0; i < n; ++i) {
 		Datum id[1] = {Int64GetDatum(queue::int64_column(static_cast<int>(i), 1))};
@@ -256,7 +259,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_SELECT | ACL_UPDATE, "dequeue from");
+	queue::AsRole as_owner = queue::authorize(q, Permission::work, "dequeue");
 	Interval lease = lease_arg ? *lease_arg : q.info().lease;
 	ClaimCursor &cursor = q.info().cursor;
 	cursor.begin(now, queue::horizon_lag());
@@ -339,7 +342,7 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_SELECT | ACL_UPDATE, "heartbeat tasks of");
+	queue::AsRole as_owner = queue::authorize(q, Permission::work, "heartbeat");
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
 	static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID};
 	Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
@@ -360,7 +363,7 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_SELECT | ACL_DELETE, "complete tasks of");
+	queue::AsRole as_owner = queue::authorize(q, Permission::work, "complete");
 	static const Oid types[2] = {INT8OID, INT8OID};
 	Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 	if (q.run("complete", q.sql().complete(), 2, types, values) == 0)
@@ -389,7 +392,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_SELECT | ACL_UPDATE, "fail tasks of");
+	queue::AsRole as_owner = queue::authorize(q, Permission::work, "fail");
 	static const Oid lock_types[2] = {INT8OID, INT8OID};
 	Datum lock_values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 	if (q.run("fail_lock", q.sql().fail_lock(), 2, lock_types, lock_values) == 0)
@@ -429,7 +432,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_SELECT | ACL_UPDATE, "retry dead tasks of");
+	queue::AsRole as_owner = queue::authorize(q, Permission::manage, "retry_dead");
 	static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
 	Datum values[2] = {TimestampTzGetDatum(now), PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1)};
 	char nulls[2] = {' ', PG_ARGISNULL(1) ? 'n' : ' '};
@@ -454,19 +457,18 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 		Datum d = queue::column(static_cast<int>(i), 1, &isnull);
 		names.emplace_back(pg::guard([&] { return TextDatumGetCString(d); }));
 	}
-	Oid user = pg::guard([] { return GetUserId(); });
 	for (const std::string &name : names) {
 		Datum cols[7];
 		bool isnull[7] = {false, true, true, true, true, true, true};
 		cols[0] = pg::text_datum(name);
-		Oid relid = queue::queue_relid(name);
-		bool readable = OidIsValid(relid) &&
-		                pg::guard([&] { return pg_class_aclcheck(relid, user, ACL_SELECT) == ACLCHECK_OK; });
-		if (readable) {
-			Queue q(name);
+		std::optional<Queue> q;
+		if (OidIsValid(queue::queue_relid(name)))
+			q.emplace(name);
+		if (q && queue::holds(*q, Permission::read)) {
+			queue::AsRole as_owner(queue::queue_owner(*q));
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
-			q.run("stats", q.sql().stats(), 1, types, values);
+			q->run("stats", q->sql().stats(), 1, types, values);
 			for (int c = 1; c < 7; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 		}

@@ -1,8 +1,8 @@
 // Backend start-up for the task-queue capability.
-#include "pg/postgres.hpp"
+#include "queue/permissions.hpp"
 
 namespace concurrency {
 
-void queue_init() {}
+void queue_init() { queue::permissions_init(); }
 
 } // namespace concurrency

@@ -152,24 +152,6 @@ void Queue::lease_lost(int64 task_id) {
 	            hint);
 }
 
-void Queue::require(AclMode modes, const char *action) {
-	Oid relid = info_->relid;
-	AclMode missing = pg::guard([&] { return modes & ~pg_class_aclmask(relid, GetUserId(), modes, ACLMASK_ALL); });
-	if (missing == 0)
-		return;
-	std::vector<std::string> words;
-	for (auto [mode, word] : {std::pair{ACL_SELECT, "SELECT"}, std::pair{ACL_INSERT, "INSERT"},
-	                          std::pair{ACL_UPDATE, "UPDATE"}, std::pair{ACL_DELETE, "DELETE"}})
-		if (missing & mode)
-			words.emplace_back(word);
-	std::string names = words.front();
-	for (std::size_t i = 1; i < words.size(); ++i)
-		names += (i + 1 == words.size() ? " and " : ", ") + words[i];
-	throw Error(sqlstate::insufficient_privilege, fmt::format("permission denied to {} queue \"{}\"", action, name_),
-	            fmt::format("The current role lacks {} on table {}.", names, sql_.table()),
-	            "Producers need SELECT and INSERT on the queue's table; workers need SELECT, UPDATE and DELETE.");
-}
-
 void Queue::notify() {
 	std::string channel = queue_channel(name_);
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
