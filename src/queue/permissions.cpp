@@ -169,17 +169,26 @@ AsRole authorize(Queue &q, Permission p, const char *function) {
 	return AsRole(owner);
 }
 
+void forget_dropped_roles() {
+	resolve_permission_table();
+	SPIPlanPtr plan = pg::prepared_plan(
+	    "queue-permissions:dropped-roles",
+	    "DELETE FROM concurrency.queue_permission AS p "
+	    "WHERE p.grantee::pg_catalog.oid OPERATOR(pg_catalog.<>) 0 "
+	    "AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) p.grantee::pg_catalog.oid)",
+	    0, nullptr);
+	pg::spi_execute_plan(plan, nullptr, nullptr, false);
+}
+
 void clear_permissions(const std::string &queue) {
 	resolve_permission_table();
 	static const Oid types[1] = {TEXTOID};
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "queue-permissions:clear",
-	    "DELETE FROM concurrency.queue_permission AS p WHERE p.queue OPERATOR(pg_catalog.=) $1 "
-	    "OR (p.grantee::pg_catalog.oid OPERATOR(pg_catalog.<>) 0 "
-	    "AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) p.grantee::pg_catalog.oid))",
-	    1, types);
+	SPIPlanPtr plan = pg::prepared_plan("queue-permissions:clear",
+	                                    "DELETE FROM concurrency.queue_permission WHERE queue OPERATOR(pg_catalog.=) $1",
+	                                    1, types);
 	Datum values[1] = {pg::text_datum(queue)};
 	pg::spi_execute_plan(plan, values, nullptr, false);
+	forget_dropped_roles();
 }
 
 void permissions_init() { CacheRegisterRelcacheCallback(permissions_changed, Datum(0)); }
@@ -271,6 +280,7 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 		                              "AND permission OPERATOR(pg_catalog.=) ANY ($3)",
 		                              3, types);
 		pg::spi_execute_plan(plan, values, nullptr, false);
+		queue::forget_dropped_roles();
 	}
 	// read is SELECT on the table too; the owner's own privileges are left alone
 	if ((mask & queue::mask_of(Permission::read)) && grantee != queue::queue_owner(q)) {
@@ -295,7 +305,7 @@ CONCURRENCY_FUNCTION(concurrency_revoke_queue) { return change_permissions(fcinf
 // invalidations are sent at commit, and at once to this backend).
 CONCURRENCY_FUNCTION(concurrency_queue_permission_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		throw Error("39P01", "concurrency.queue_permission_changed() is a trigger function");
+		throw Error("0A000", "trigger functions can only be called as triggers");
 	auto *data = reinterpret_cast<TriggerData *>(fcinfo->context);
 	Oid relid = RelationGetRelid(data->tg_relation);
 	pg::guard([&] { CacheInvalidateRelcacheByRelid(relid); });

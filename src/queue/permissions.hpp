@@ -57,6 +57,10 @@ Oid queue_owner(Queue &q);
 // role that no longer exists. SPI connected, as the extension owner.
 void clear_permissions(const std::string &queue);
 
+// Deletes every permission of a role that no longer exists. SPI connected,
+// as the extension owner.
+void forget_dropped_roles();
+
 // Registers the cache invalidation callback (from _PG_init).
 void permissions_init();
 
