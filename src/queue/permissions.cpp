@@ -124,6 +124,11 @@ PermissionMask held_by(Queue &q, Oid user, Oid owner) {
 	bool all = pg::guard([&] { return user == owner || superuser_arg(user) || has_privs_of_role(user, owner); });
 	if (all)
 		return all_permissions;
+	// Pending invalidations are read now, not only when the call next takes
+	// a lock it does not hold yet: a worker inside a long transaction that
+	// holds all its locks already must see a revoke too. With nothing
+	// pending this is a read of one shared counter.
+	pg::guard([] { AcceptInvalidationMessages(); });
 	QueueGrants &entry = cached_grants()[q.name()];
 	if (entry.relid != q.info().relid || entry.generation != generation)
 		load_grants(q.name(), q.info().relid, entry);
