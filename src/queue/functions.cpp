@@ -465,7 +465,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 		if (OidIsValid(queue::queue_relid(name)))
 			q.emplace(name);
 		if (q && queue::holds(*q, Permission::read)) {
-			queue::AsRole as_owner(queue::queue_owner(*q));
+			queue::AsRole as_owner(queue::statement_role(*q));
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
 			q->run("stats", q->sql().stats(), 1, types, values);

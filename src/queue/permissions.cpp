@@ -53,22 +53,37 @@ std::unordered_map<std::string, QueueGrants> &cached_grants() {
 // Bumped by every invalidation of concurrency.queue_permission (or of all
 // relations); entries read under an older generation are read again.
 std::uint64_t generation = 1;
+// The permission table's OID, looked up again after an invalidation of it.
 Oid permission_table = InvalidOid;
 
 void permissions_changed(Datum, Oid relid) {
-	if (!OidIsValid(relid) || relid == permission_table)
+	if (!OidIsValid(relid) || relid == permission_table) {
 		++generation;
+		permission_table = InvalidOid;
+	}
+}
+
+// concurrency.queue_permission, or InvalidOid while the extension's objects
+// are still those of 0.1.0: the module of 0.2.0 is installed, ALTER
+// EXTENSION … UPDATE has not run yet. Then the 0.1.0 model holds: the
+// statements run as the caller, and the privileges on the queue's table
+// decide, as they did.
+Oid find_permission_table() {
+	if (!OidIsValid(permission_table))
+		permission_table = pg::guard([] {
+			Oid nsp = get_namespace_oid("concurrency", true);
+			return OidIsValid(nsp) ? get_relname_relid(permission_table_name, nsp) : InvalidOid;
+		});
+	return permission_table;
 }
 
 Oid resolve_permission_table() {
-	Oid relid = pg::guard([] {
-		Oid nsp = get_namespace_oid("concurrency", true);
-		return OidIsValid(nsp) ? get_relname_relid(permission_table_name, nsp) : InvalidOid;
-	});
+	Oid relid = find_permission_table();
 	if (!OidIsValid(relid))
-		throw Error(sqlstate::undefined_object, "table concurrency.queue_permission does not exist",
-		            "The extension's objects are incomplete.", "ALTER EXTENSION concurrency_ext UPDATE");
-	permission_table = relid;
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            "queue permissions need concurrency_ext 0.2.0's objects",
+		            "The module is 0.2.0; the extension's objects in this database are older.",
+		            "ALTER EXTENSION concurrency_ext UPDATE");
 	return relid;
 }
 
@@ -124,6 +139,13 @@ PermissionMask held_by(Queue &q, Oid user, Oid owner) {
 	bool all = pg::guard([&] { return user == owner || superuser_arg(user) || has_privs_of_role(user, owner); });
 	if (all)
 		return all_permissions;
+	if (!OidIsValid(find_permission_table())) {
+		// 0.1.0's objects: the statements, run as the caller, decide; read
+		// (queue_stats counts) is SELECT on the table
+		bool may_select = pg::guard(
+		    [&] { return pg_class_aclcheck(q.info().relid, user, ACL_SELECT) == ACLCHECK_OK; });
+		return may_select ? all_permissions : all_permissions & ~mask_of(Permission::read);
+	}
 	// Pending invalidations are read now, not only when the call next takes
 	// a lock it does not hold yet: a worker inside a long transaction that
 	// holds all its locks already must see a revoke too. With nothing
@@ -148,12 +170,15 @@ std::string role_name(Oid role) {
 
 AsRole::AsRole(Oid role) noexcept {
 	GetUserIdAndSecContext(&saved_user_, &saved_context_);
-	SetUserIdAndSecContext(role, saved_context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	if (OidIsValid(role))
+		SetUserIdAndSecContext(role, saved_context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 }
 
 AsRole::~AsRole() { SetUserIdAndSecContext(saved_user_, saved_context_); }
 
 Oid queue_owner(Queue &q) { return relation_owner(q.info().relid); }
+
+Oid statement_role(Queue &q) { return OidIsValid(find_permission_table()) ? queue_owner(q) : InvalidOid; }
 
 bool holds(Queue &q, Permission p) {
 	Oid user = pg::guard([] { return GetUserId(); });
@@ -171,7 +196,7 @@ AsRole authorize(Queue &q, Permission p, const char *function) {
 		            fmt::format("The queue's owner, or a role with permission manage on it, can grant it: {}",
 		                        grant_statement(q.name(), role, p)));
 	}
-	return AsRole(owner);
+	return AsRole(OidIsValid(find_permission_table()) ? owner : InvalidOid);
 }
 
 void forget_dropped_roles() {
@@ -186,7 +211,8 @@ void forget_dropped_roles() {
 }
 
 void clear_permissions(const std::string &queue) {
-	resolve_permission_table();
+	if (!OidIsValid(find_permission_table()))
+		return; // 0.1.0's objects: there are no permissions to clear
 	static const Oid types[1] = {TEXTOID};
 	SPIPlanPtr plan = pg::prepared_plan("queue-permissions:clear",
 	                                    "DELETE FROM concurrency.queue_permission WHERE queue OPERATOR(pg_catalog.=) $1",
