@@ -7,7 +7,8 @@
 set -uo pipefail
 prefix=${PG18_PREFIX:-/opt/concurrency_ext/pg18}
 work=${PG18_WORK:-/var/tmp/concurrency_ext-pg18}
-if [ -x "$prefix/bin/pg_config" ] && [ -x "$prefix/lib/pgxs/src/test/isolation/pg_isolation_regress" ] && [ -f "$prefix/.complete" ]; then
+if [ -x "$prefix/bin/pg_config" ] && [ -f "$prefix/.complete" ] \
+   && [ -x "$("$prefix/bin/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" ]; then
   echo "$prefix/bin/pg_config"; exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive
@@ -36,7 +37,9 @@ cd "$src" || exit 1
 make -j"$(nproc)" -s >build.log 2>&1 && make -s install >>build.log 2>&1 \
   && make -s -C src/test/isolation install >>build.log 2>&1 \
   && make -s -C contrib install >>build.log 2>&1 || { tail -30 build.log; exit 1; }
-# TAP modules (PostgreSQL::Test::Cluster) for prove against this build
-make -s -C src/test/perl install >>build.log 2>&1 || true
+# TAP modules (PostgreSQL::Test::Cluster) for prove against this build; the
+# server was configured without --enable-tap-tests, so say it here, and give
+# `make installcheck-tap` enable_tap_tests=yes PROVE=prove against this prefix.
+make -s -C src/test/perl install enable_tap_tests=yes >>build.log 2>&1 || exit 1
 touch "$prefix/.complete"
 echo "$prefix/bin/pg_config"

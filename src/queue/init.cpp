@@ -1,8 +1,9 @@
 // Backend start-up for the task-queue capability.
+#include "queue/init.hpp"
 #include "queue/permissions.hpp"
 
-namespace concurrency {
+namespace concurrency::queue {
 
-void queue_init() { queue::permissions_init(); }
+void init() { permissions_init(); }
 
-} // namespace concurrency
+} // namespace concurrency::queue

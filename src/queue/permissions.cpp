@@ -336,7 +336,7 @@ CONCURRENCY_FUNCTION(concurrency_revoke_queue) { return change_permissions(fcinf
 // invalidations are sent at commit, and at once to this backend).
 CONCURRENCY_FUNCTION(concurrency_queue_permission_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		throw Error("0A000", "trigger functions can only be called as triggers");
+		throw Error(sqlstate::trigger_protocol_violated, "concurrency.queue_permission_changed() is a trigger function");
 	auto *data = reinterpret_cast<TriggerData *>(fcinfo->context);
 	Oid relid = RelationGetRelid(data->tg_relation);
 	pg::guard([&] { CacheInvalidateRelcacheByRelid(relid); });
