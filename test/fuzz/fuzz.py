@@ -39,6 +39,7 @@ DOCUMENTED = {
     "25000",  # a named lock during a parallel operation
     "39P01",  # the registry trigger function called directly
     "0A000",  # a set-returning function where no set is accepted
+    "55000",  # queue permissions while the extension's objects are older than the module
 }
 # docs/errors.md also lists 53200 (out of memory) and XX000 (internal error):
 # no input may provoke them, so they stay failures here.
