@@ -6,7 +6,7 @@ CREATE ROLE regress_perm_owner;
 CREATE ROLE regress_perm_worker;
 CREATE ROLE regress_perm_outsider;
 CREATE TABLE perm_canary (x int);
-GRANT EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer) TO regress_perm_owner;
+GRANT EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer) TO regress_perm_owner;
 GRANT EXECUTE ON FUNCTION concurrency.drop_queue(text) TO regress_perm_owner;
 SET ROLE regress_perm_owner;
 SELECT concurrency.create_queue('jobs');
@@ -204,8 +204,10 @@ CREATE TRIGGER perm_owner_trigger BEFORE INSERT ON concurrency."q_jobs"
 RESET ROLE;
 SELECT concurrency.enqueue('jobs', '{"by": "superuser"}') > 0 AS enqueued;
 SELECT current_role_name FROM perm_trigger_log;
+\set SHOW_CONTEXT never
 SELECT concurrency.enqueue('jobs', '{"temp": true}');
 \echo :LAST_ERROR_SQLSTATE
+\set SHOW_CONTEXT errors
 SELECT current_user = session_user AS back_to_caller;
 SET ROLE regress_perm_owner;
 DROP TRIGGER perm_owner_trigger ON concurrency."q_jobs";
@@ -223,7 +225,7 @@ RESET ROLE;
 SELECT count(*) AS rows_left FROM concurrency.queue_permission;
 DROP FUNCTION public.perm_owner_trigger();
 DROP TABLE perm_trigger_log, perm_canary;
-REVOKE EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer) FROM regress_perm_owner;
+REVOKE EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer) FROM regress_perm_owner;
 REVOKE EXECUTE ON FUNCTION concurrency.drop_queue(text) FROM regress_perm_owner;
 DROP ROLE regress_perm_member, regress_perm_inheritor, regress_perm_team;
 DROP ROLE regress_perm_owner, regress_perm_worker, regress_perm_outsider;

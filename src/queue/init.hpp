@@ -3,7 +3,9 @@
 
 namespace concurrency::queue {
 
-// Registers the relcache callback that keeps the permission caches true.
+// Registers the invalidation callbacks of the per-backend queue cache
+// (see QueueInfo in queue/queue.hpp) and of the permission caches
+// (queue/permissions.hpp).
 void init();
 
 } // namespace concurrency::queue

@@ -63,28 +63,21 @@ void permissions_changed(Datum, Oid relid) {
 	}
 }
 
-// concurrency.queue_permission, or InvalidOid while the extension's objects
-// are still those of 0.1.0: the module of 0.2.0 is installed, ALTER
-// EXTENSION … UPDATE has not run yet. Then the 0.1.0 model holds: the
-// statements run as the caller, and the privileges on the queue's table
-// decide, as they did.
-Oid find_permission_table() {
+// concurrency.queue_permission; 55000 while the extension's objects are
+// older than the module (the package was upgraded, ALTER EXTENSION … UPDATE
+// has not run yet).
+Oid resolve_permission_table() {
 	if (!OidIsValid(permission_table))
 		permission_table = pg::guard([] {
 			Oid nsp = get_namespace_oid("concurrency", true);
 			return OidIsValid(nsp) ? get_relname_relid(permission_table_name, nsp) : InvalidOid;
 		});
-	return permission_table;
-}
-
-Oid resolve_permission_table() {
-	Oid relid = find_permission_table();
-	if (!OidIsValid(relid))
+	if (!OidIsValid(permission_table))
 		throw Error(sqlstate::object_not_in_prerequisite_state,
 		            "queue permissions need concurrency_ext 0.2.0's objects",
 		            "The module is 0.2.0; the extension's objects in this database are older.",
 		            "ALTER EXTENSION concurrency_ext UPDATE");
-	return relid;
+	return permission_table;
 }
 
 Oid relation_owner(Oid relid) {
@@ -139,21 +132,14 @@ PermissionMask held_by(Queue &q, Oid user, Oid owner) {
 	bool all = pg::guard([&] { return user == owner || superuser_arg(user) || has_privs_of_role(user, owner); });
 	if (all)
 		return all_permissions;
-	if (!OidIsValid(find_permission_table())) {
-		// 0.1.0's objects: the statements, run as the caller, decide; read
-		// (queue_stats counts) is SELECT on the table
-		bool may_select = pg::guard(
-		    [&] { return pg_class_aclcheck(q.info().relid, user, ACL_SELECT) == ACLCHECK_OK; });
-		return may_select ? all_permissions : all_permissions & ~mask_of(Permission::read);
-	}
 	// Pending invalidations are read now, not only when the call next takes
 	// a lock it does not hold yet: a worker inside a long transaction that
 	// holds all its locks already must see a revoke too. With nothing
 	// pending this is a read of one shared counter.
 	pg::guard([] { AcceptInvalidationMessages(); });
-	QueueGrants &entry = cached_grants()[q.name()];
+	QueueGrants &entry = cached_grants()[std::string(q.name())];
 	if (entry.relid != q.info().relid || entry.generation != generation)
-		load_grants(q.name(), q.info().relid, entry);
+		load_grants(std::string(q.name()), q.info().relid, entry);
 	PermissionMask mask = 0;
 	for (const Grant &g : entry.grants)
 		if ((mask & g.mask) != g.mask &&
@@ -170,33 +156,33 @@ std::string role_name(Oid role) {
 
 AsRole::AsRole(Oid role) noexcept {
 	GetUserIdAndSecContext(&saved_user_, &saved_context_);
-	if (OidIsValid(role))
-		SetUserIdAndSecContext(role, saved_context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	SetUserIdAndSecContext(role, saved_context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 }
 
 AsRole::~AsRole() { SetUserIdAndSecContext(saved_user_, saved_context_); }
 
 Oid queue_owner(Queue &q) { return relation_owner(q.info().relid); }
 
-Oid statement_role(Queue &q) { return OidIsValid(find_permission_table()) ? queue_owner(q) : InvalidOid; }
-
 bool holds(Queue &q, Permission p) {
 	Oid user = pg::guard([] { return GetUserId(); });
 	return (held_by(q, user, queue_owner(q)) & mask_of(p)) != 0;
 }
 
+void require(Queue &q, Oid role, Permission p, const char *function) {
+	if (held_by(q, role, queue_owner(q)) & mask_of(p))
+		return;
+	std::string name = role_name(role);
+	throw Error(sqlstate::insufficient_privilege,
+	            fmt::format("role \"{}\" lacks permission {} on queue \"{}\"", name, permission_name(p), q.name()),
+	            fmt::format("{} needs permission {}.", function, permission_name(p)),
+	            fmt::format("The queue's owner, or a role with permission manage on it, can grant it: {}",
+	                        grant_statement(q.name(), name, p)));
+}
+
 AsRole authorize(Queue &q, Permission p, const char *function) {
 	Oid user = pg::guard([] { return GetUserId(); });
-	Oid owner = queue_owner(q);
-	if ((held_by(q, user, owner) & mask_of(p)) == 0) {
-		std::string role = role_name(user);
-		throw Error(sqlstate::insufficient_privilege,
-		            fmt::format("role \"{}\" lacks permission {} on queue \"{}\"", role, permission_name(p), q.name()),
-		            fmt::format("{} needs permission {}.", function, permission_name(p)),
-		            fmt::format("The queue's owner, or a role with permission manage on it, can grant it: {}",
-		                        grant_statement(q.name(), role, p)));
-	}
-	return AsRole(OidIsValid(find_permission_table()) ? owner : InvalidOid);
+	require(q, user, p, function);
+	return AsRole(queue_owner(q));
 }
 
 void forget_dropped_roles() {
@@ -211,8 +197,7 @@ void forget_dropped_roles() {
 }
 
 void clear_permissions(const std::string &queue) {
-	if (!OidIsValid(find_permission_table()))
-		return; // 0.1.0's objects: there are no permissions to clear
+	resolve_permission_table();
 	static const Oid types[1] = {TEXTOID};
 	SPIPlanPtr plan = pg::prepared_plan("queue-permissions:clear",
 	                                    "DELETE FROM concurrency.queue_permission WHERE queue OPERATOR(pg_catalog.=) $1",

@@ -27,7 +27,7 @@ namespace concurrency::queue {
 // While it lives, the current user is `role`, in a security-restricted
 // operation (no SET ROLE, no temporary objects, nothing that outlives the
 // call); the previous user and context come back when it goes, also when an
-// error unwinds it. InvalidOid changes nothing.
+// error unwinds it.
 class AsRole {
 public:
 	explicit AsRole(Oid role) noexcept;
@@ -46,15 +46,15 @@ private:
 // for as long as the function runs statements on the queue.
 [[nodiscard]] AsRole authorize(Queue &q, Permission p, const char *function);
 
+// Raises 42501 unless `role` holds `p` on `q`. For the SECURITY DEFINER
+// functions, whose caller is not the current user.
+void require(Queue &q, Oid role, Permission p, const char *function);
+
 // Whether the current user holds `p` on `q` (no error).
 bool holds(Queue &q, Permission p);
 
 // The owner of the queue's table.
 Oid queue_owner(Queue &q);
-
-// The role to run the statements of `q` as: its owner, or InvalidOid (the
-// caller) while the extension's objects are still those of 0.1.0.
-Oid statement_role(Queue &q);
 
 // Deletes every permission of `queue` (its table was created anew: a queue
 // re-created under an old name starts with none) and every permission of a

@@ -48,6 +48,10 @@ CREATE FUNCTION concurrency.grant_queue(queue text, role name, permissions text[
 COMMENT ON FUNCTION concurrency.grant_queue(text, name, text[]) IS
     'grants permissions (enqueue, work, read, manage) on a queue to a role (''public'': everyone); needs manage on the queue';
 
+-- alter_queue is for the holders of manage (its owner included): it checks
+-- that itself (SECURITY DEFINER, search_path pinned), so everyone may call it.
+GRANT EXECUTE ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer) TO PUBLIC;
+
 CREATE FUNCTION concurrency.revoke_queue(queue text, role name, permissions text[])
     RETURNS void
     LANGUAGE c VOLATILE

@@ -42,6 +42,10 @@ CREATE FUNCTION concurrency.grant_queue(queue text, role name, permissions text[
 COMMENT ON FUNCTION concurrency.grant_queue(text, name, text[]) IS
     'grants permissions (enqueue, work, read, manage) on a queue to a role (''public'': everyone); needs manage on the queue';
 
+-- alter_queue is for the holders of manage (its owner included): it checks
+-- that itself (SECURITY DEFINER, search_path pinned), so everyone may call it.
+GRANT EXECUTE ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer) TO PUBLIC;
+
 CREATE FUNCTION concurrency.revoke_queue(queue text, role name, permissions text[])
     RETURNS void
     LANGUAGE c VOLATILE
@@ -49,8 +53,6 @@ CREATE FUNCTION concurrency.revoke_queue(queue text, role name, permissions text
 COMMENT ON FUNCTION concurrency.revoke_queue(text, name, text[]) IS
     'revokes permissions (enqueue, work, read, manage) on a queue from a role (''public'': everyone); needs manage on the queue';
 
-COMMENT ON VIEW concurrency.queue_stats IS
-    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, and the age of the oldest ready task; counts are NULL for queues on which you lack permission read';
 
 -- In 0.1.0 the privileges on a queue's table decided which functions a role
 -- could call. Each role (or PUBLIC) that held a table privilege gets the
