@@ -216,3 +216,23 @@ EXPLAIN (COSTS OFF) SELECT id FROM concurrency."q_ret" WHERE state = 'ready'
 EXPLAIN (COSTS OFF) SELECT id FROM concurrency."q_ret"
  WHERE state = ANY ('{done,cancelled}'::text[]) AND finished_at <= now() ORDER BY finished_at LIMIT 10;
 SELECT concurrency.drop_queue('ret');
+
+-- without privileges on the queue's table: 42501, naming what was refused
+SELECT concurrency.create_queue('locked');
+CREATE ROLE regress_queue_finish_outsider;
+SET ROLE regress_queue_finish_outsider;
+SELECT concurrency.cancel('locked', ARRAY[1]::bigint[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.purge('locked');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM concurrency.task_status('locked', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.complete('locked', ARRAY[1]::bigint[], ARRAY[1]::bigint[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM concurrency.fail('locked', ARRAY[1]::bigint[], ARRAY[1]::bigint[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.heartbeat('locked', ARRAY[1]::bigint[], ARRAY[1]::bigint[]);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+DROP ROLE regress_queue_finish_outsider;
+SELECT concurrency.drop_queue('locked');
