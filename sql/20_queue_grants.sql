@@ -78,7 +78,7 @@ SELECT p.proname, p.prosecdef AS security_definer,
  WHERE p.pronamespace = 'concurrency'::regnamespace
    AND p.proname IN ('create_queue', 'drop_queue', 'enqueue', 'enqueue_batch', 'dequeue', 'heartbeat',
                      'complete', 'fail', 'retry_dead', 'queue_stats_rows', 'alter_queue', 'cancel',
-                     'purge', 'task_status')
+                     'purge', 'task_status', 'complete_batch', 'fail_batch', 'heartbeat_batch')
  ORDER BY p.proname;
 
 -- the task functions do not pin search_path, so everything in their SQL is

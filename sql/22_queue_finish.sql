@@ -21,77 +21,77 @@ CREATE TEMP TABLE held AS SELECT task_id, lease_token FROM concurrency.dequeue('
 SELECT count(*) AS held FROM held;
 
 -- batch heartbeat: every lease extended, one deadline returned
-SELECT concurrency.heartbeat('fin', array_agg(task_id ORDER BY task_id), array_agg(lease_token ORDER BY task_id),
+SELECT concurrency.heartbeat_batch('fin', array_agg(task_id ORDER BY task_id), array_agg(lease_token ORDER BY task_id),
                              '10 minutes') > clock_timestamp() + interval '9 minutes' AS extended
   FROM held;
 SELECT count(*) AS extended_rows FROM concurrency."q_fin"
  WHERE COALESCE(lease_extended_to, lease_expires_at) > clock_timestamp() + interval '9 minutes';
-SELECT concurrency.heartbeat('fin', ARRAY[]::bigint[], ARRAY[]::bigint[]) AS empty_batch;
+SELECT concurrency.heartbeat_batch('fin', ARRAY[]::bigint[], ARRAY[]::bigint[]) AS empty_batch;
 
 -- batch complete: all or nothing; the first lost lease is named
-SELECT pg_temp.error_of(format('SELECT concurrency.complete(%L, %L::bigint[], %L::bigint[])', 'fin',
+SELECT pg_temp.error_of(format('SELECT concurrency.complete_batch(%L, %L::bigint[], %L::bigint[])', 'fin',
        (SELECT array_agg(task_id ORDER BY task_id) FROM held WHERE task_id <= 3),
        (SELECT array_agg(CASE WHEN task_id = 2 THEN lease_token + 1000 ELSE lease_token END ORDER BY task_id)
           FROM held WHERE task_id <= 3)));
 SELECT count(*) AS still_leased FROM concurrency."q_fin" WHERE state = 'leased';
-SELECT concurrency.complete('fin', array_agg(task_id ORDER BY task_id), array_agg(lease_token ORDER BY task_id))
+SELECT concurrency.complete_batch('fin', array_agg(task_id ORDER BY task_id), array_agg(lease_token ORDER BY task_id))
   FROM held WHERE task_id <= 2;
 SELECT count(*) AS left_after_complete FROM concurrency."q_fin";
 -- completing them again: CE001, the task is gone
-SELECT pg_temp.error_of(format('SELECT concurrency.complete(%L, %L::bigint[], %L::bigint[])', 'fin',
+SELECT pg_temp.error_of(format('SELECT concurrency.complete_batch(%L, %L::bigint[], %L::bigint[])', 'fin',
        (SELECT array_agg(task_id ORDER BY task_id) FROM held WHERE task_id <= 2),
        (SELECT array_agg(lease_token ORDER BY task_id) FROM held WHERE task_id <= 2)));
-SELECT concurrency.complete('fin', ARRAY[]::bigint[], ARRAY[]::bigint[]) AS empty_complete;
+SELECT concurrency.complete_batch('fin', ARRAY[]::bigint[], ARRAY[]::bigint[]) AS empty_complete;
 
 -- bad arrays: 22023 for lengths and duplicates, 22004 for NULLs; nothing changes
-SELECT concurrency.complete('fin', ARRAY[3, 4]::bigint[], ARRAY[1]::bigint[]);
+SELECT concurrency.complete_batch('fin', ARRAY[3, 4]::bigint[], ARRAY[1]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.complete('fin', ARRAY[3, 3]::bigint[], ARRAY[1, 1]::bigint[]);
+SELECT concurrency.complete_batch('fin', ARRAY[3, 3]::bigint[], ARRAY[1, 1]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.complete('fin', ARRAY[3, NULL]::bigint[], ARRAY[1, 1]::bigint[]);
+SELECT concurrency.complete_batch('fin', ARRAY[3, NULL]::bigint[], ARRAY[1, 1]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.complete('fin', ARRAY[3]::bigint[], ARRAY[NULL]::bigint[]);
+SELECT concurrency.complete_batch('fin', ARRAY[3]::bigint[], ARRAY[NULL]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.complete('fin', NULL::bigint[], ARRAY[1]::bigint[]);
+SELECT concurrency.complete_batch('fin', NULL::bigint[], ARRAY[1]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.complete('fin', ARRAY[[3]]::bigint[], ARRAY[[1]]::bigint[]);
+SELECT concurrency.complete_batch('fin', ARRAY[[3]]::bigint[], ARRAY[[1]]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.heartbeat('fin', ARRAY[3, 4]::bigint[], ARRAY[1, 2, 3]::bigint[]);
+SELECT concurrency.heartbeat_batch('fin', ARRAY[3, 4]::bigint[], ARRAY[1, 2, 3]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.heartbeat('fin', ARRAY[3, 3]::bigint[], ARRAY[1, 2]::bigint[]);
+SELECT concurrency.heartbeat_batch('fin', ARRAY[3, 3]::bigint[], ARRAY[1, 2]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.heartbeat('fin', ARRAY[3]::bigint[], ARRAY[1]::bigint[], '0 seconds');
+SELECT concurrency.heartbeat_batch('fin', ARRAY[3]::bigint[], ARRAY[1]::bigint[], '0 seconds');
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM concurrency.fail('fin', ARRAY[3]::bigint[], ARRAY[1, 2]::bigint[]);
+SELECT * FROM concurrency.fail_batch('fin', ARRAY[3]::bigint[], ARRAY[1, 2]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM concurrency.fail('fin', ARRAY[3, NULL]::bigint[], ARRAY[1, 2]::bigint[]);
+SELECT * FROM concurrency.fail_batch('fin', ARRAY[3, NULL]::bigint[], ARRAY[1, 2]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM concurrency.fail('fin', ARRAY[3]::bigint[], ARRAY[1]::bigint[], retry_in => '-1 second');
+SELECT * FROM concurrency.fail_batch('fin', ARRAY[3]::bigint[], ARRAY[1]::bigint[], retry_in => '-1 second');
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.complete('nosuchqueue', ARRAY[3]::bigint[], ARRAY[1]::bigint[]);
+SELECT concurrency.complete_batch('nosuchqueue', ARRAY[3]::bigint[], ARRAY[1]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS unchanged FROM concurrency."q_fin" WHERE state = 'leased';
 
 -- batch heartbeat with one lost lease: CE001 naming it, no lease extended
 UPDATE concurrency."q_fin" SET lease_extended_to = NULL, lease_expires_at = clock_timestamp() + interval '1 minute';
-SELECT pg_temp.error_of(format('SELECT concurrency.heartbeat(%L, %L::bigint[], %L::bigint[], %L)', 'fin',
+SELECT pg_temp.error_of(format('SELECT concurrency.heartbeat_batch(%L, %L::bigint[], %L::bigint[], %L)', 'fin',
        (SELECT array_agg(task_id ORDER BY task_id DESC) FROM held WHERE task_id >= 3),
        (SELECT array_agg(CASE WHEN task_id = 4 THEN 0 ELSE lease_token END ORDER BY task_id DESC)
           FROM held WHERE task_id >= 3), '1 hour'));
 SELECT count(*) AS none_extended FROM concurrency."q_fin" WHERE lease_extended_to IS NOT NULL;
 
 -- batch fail: one state per task, in argument order; the last attempt dies
-SELECT * FROM concurrency.fail('fin', (SELECT array_agg(task_id ORDER BY task_id DESC) FROM held WHERE task_id IN (3, 4)),
+SELECT * FROM concurrency.fail_batch('fin', (SELECT array_agg(task_id ORDER BY task_id DESC) FROM held WHERE task_id IN (3, 4)),
                                (SELECT array_agg(lease_token ORDER BY task_id DESC) FROM held WHERE task_id IN (3, 4)),
                                'boom', retry_in => '0 seconds');
 SELECT id, state, attempt, last_error, lease_token IS NULL AS released FROM concurrency."q_fin"
  WHERE id IN (3, 4) ORDER BY id;
 CREATE TEMP TABLE again AS SELECT task_id, lease_token FROM concurrency.dequeue('fin', 2);
-SELECT * FROM concurrency.fail('fin', (SELECT array_agg(task_id ORDER BY task_id) FROM again),
+SELECT * FROM concurrency.fail_batch('fin', (SELECT array_agg(task_id ORDER BY task_id) FROM again),
                                (SELECT array_agg(lease_token ORDER BY task_id) FROM again), 'boom 2');
 SELECT id, state, attempt, last_error FROM concurrency."q_fin" WHERE id IN (3, 4) ORDER BY id;
 -- with a lost lease: nothing recorded
-SELECT pg_temp.error_of(format('SELECT * FROM concurrency.fail(%L, %L::bigint[], %L::bigint[])', 'fin',
+SELECT pg_temp.error_of(format('SELECT * FROM concurrency.fail_batch(%L, %L::bigint[], %L::bigint[])', 'fin',
        (SELECT array_agg(task_id ORDER BY task_id) FROM held WHERE task_id IN (5, 6)),
        (SELECT array_agg(CASE WHEN task_id = 6 THEN 0 ELSE lease_token END ORDER BY task_id) FROM held
          WHERE task_id IN (5, 6))));
@@ -161,7 +161,7 @@ SELECT pg_temp.error_of(format('SELECT concurrency.heartbeat(%L, %s, %s)', 'ret'
 -- batch complete on a retaining queue: done, no result
 SELECT count(*) FROM concurrency.enqueue_batch('ret', array_fill('{}'::jsonb, ARRAY[3]));
 CREATE TEMP TABLE r AS SELECT task_id, lease_token FROM concurrency.dequeue('ret', 3);
-SELECT concurrency.complete('ret', array_agg(task_id), array_agg(lease_token)) FROM r;
+SELECT concurrency.complete_batch('ret', array_agg(task_id), array_agg(lease_token)) FROM r;
 SELECT state, count(*), count(result) AS results FROM concurrency."q_ret" GROUP BY state ORDER BY state;
 SELECT queue, ready, leased, done, cancelled FROM concurrency.queue_stats WHERE queue = 'ret';
 -- nothing is due for purge yet
@@ -209,7 +209,7 @@ SELECT * FROM concurrency.enqueue_batch('ret', ARRAY['{}']::jsonb[], concurrency
 -- finished tasks never reach a claim: claims walk the index of ready tasks
 SELECT count(*) FROM concurrency.enqueue_batch('ret', array_fill('{}'::jsonb, ARRAY[200]));
 CREATE TEMP TABLE many AS SELECT task_id, lease_token FROM concurrency.dequeue('ret', 200);
-SELECT concurrency.complete('ret', array_agg(task_id), array_agg(lease_token)) AS completed FROM many;
+SELECT concurrency.complete_batch('ret', array_agg(task_id), array_agg(lease_token)) AS completed FROM many;
 ANALYZE concurrency."q_ret";
 EXPLAIN (COSTS OFF) SELECT id FROM concurrency."q_ret" WHERE state = 'ready'
  ORDER BY (- (priority::int8)), run_at, id LIMIT 1;
@@ -227,12 +227,22 @@ SELECT concurrency.purge('locked');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM concurrency.task_status('locked', 1);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.complete('locked', ARRAY[1]::bigint[], ARRAY[1]::bigint[]);
+SELECT concurrency.complete_batch('locked', ARRAY[1]::bigint[], ARRAY[1]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM concurrency.fail('locked', ARRAY[1]::bigint[], ARRAY[1]::bigint[]);
+SELECT * FROM concurrency.fail_batch('locked', ARRAY[1]::bigint[], ARRAY[1]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.heartbeat('locked', ARRAY[1]::bigint[], ARRAY[1]::bigint[]);
+SELECT concurrency.heartbeat_batch('locked', ARRAY[1]::bigint[], ARRAY[1]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 DROP ROLE regress_queue_finish_outsider;
 SELECT concurrency.drop_queue('locked');
+
+-- the batch forms have names of their own: callers of the 0.1.0 functions
+-- that send untyped parameters (as pgx, asyncpg and node-postgres do) still
+-- resolve to them
+PREPARE untyped_complete AS SELECT concurrency.complete($1, $2, $3);
+PREPARE untyped_heartbeat AS SELECT concurrency.heartbeat($1, $2, $3);
+PREPARE untyped_fail AS SELECT concurrency.fail($1, $2, $3, $4);
+PREPARE untyped_enqueue AS SELECT concurrency.enqueue($1, $2, $3, $4, $5);
+SELECT name, parameter_types FROM pg_prepared_statements WHERE name LIKE 'untyped%' ORDER BY name;
+DEALLOCATE ALL;
