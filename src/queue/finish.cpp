@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "pg/srf.hpp"
+#include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
@@ -104,7 +105,7 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	pg::spi_connect();
 	Queue q(name.view());
 	bool retain = q.info().has_retain;
-	q.require(retain ? ACL_SELECT | ACL_UPDATE : ACL_SELECT | ACL_DELETE, "complete tasks of");
+	AsRole as_owner = authorize(q, Permission::work, "complete_batch");
 	uint64 n = 0;
 	if (!l.ids.empty()) {
 		static const Oid types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
@@ -130,7 +131,7 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_UPDATE, "heartbeat tasks of");
+	AsRole as_owner = authorize(q, Permission::work, "heartbeat_batch");
 	if (l.ids.empty()) {
 		pg::spi_finish();
 		PG_RETURN_NULL();
@@ -157,7 +158,7 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_UPDATE, "fail tasks of");
+	AsRole as_owner = authorize(q, Permission::work, "fail_batch");
 	if (!l.ids.empty()) {
 		// lock every task (in id order, so that two batches cannot deadlock)
 		static const Oid lock_types[2] = {INT8ARRAYOID, INT8ARRAYOID};
@@ -213,7 +214,7 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_UPDATE | ACL_DELETE, "cancel tasks of");
+	AsRole as_owner = authorize(q, Permission::manage, "cancel");
 	uint64 n = 0;
 	if (!ids.empty()) {
 		static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
@@ -236,7 +237,7 @@ CONCURRENCY_FUNCTION(concurrency_purge) {
 
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_DELETE, "purge tasks of");
+	AsRole as_owner = authorize(q, Permission::manage, "purge");
 	constexpr int32 chunk = 10'000;
 	uint64 total = 0;
 	for (;;) {
@@ -259,7 +260,7 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT, "look up tasks of");
+	AsRole as_owner = authorize(q, Permission::read, "task_status");
 	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};
 	Datum values[2] = {Int64GetDatum(id), TimestampTzGetDatum(now)};
 	if (q.run("task_status", q.sql().task_status(), 2, types, values) == 1) {

@@ -115,7 +115,7 @@ CREATE VIEW concurrency.queue_stats AS
     SELECT queue, ready, scheduled, leased, expired, dead, done, cancelled, oldest_ready_age
       FROM concurrency.queue_stats_rows();
 COMMENT ON VIEW concurrency.queue_stats IS
-    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), and the age of the oldest ready task; counts are NULL for queues whose table you may not read';
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), and the age of the oldest ready task; counts are NULL for queues on which you lack permission read';
 
 -- Batch forms of complete, heartbeat and fail: all or nothing (one lease
 -- lost: CE001 naming that task, and the call changes nothing). Their own
