@@ -127,8 +127,12 @@ Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argna
 // process array: sample it (HorizonSampler), do not call it per claim.
 uint32 horizon_lag();
 
-// SPI_getbinval through the guard.
-Datum column(int row, int col, bool *isnull);
-int64 int64_column(int row, int col);
+// The queue's functions read arguments, run statements and read columns with
+// the border's helpers (src/pg).
+using pg::column;
+using pg::execute;
+using pg::int32_arg;
+using pg::int64_arg;
+using pg::int64_column;
 
 } // namespace concurrency::queue
