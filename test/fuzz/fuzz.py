@@ -41,7 +41,7 @@ DOCUMENTED = {
     "25000",  # a named lock during a parallel operation
     "39P01",  # the registry trigger function called directly
     "0A000",  # a set-returning function where no set is accepted; a named lock on a Citus worker node
-    "55000",  # lock history without the preload; a queue function under a module newer than the extension's objects
+    "55000",  # lock history without the preload; a queue function under a module newer than the database's extension; queue permissions while the extension's objects are older than the module
 }
 
 # A function without arguments has no bad input, so any error from one is a
