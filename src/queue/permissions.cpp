@@ -21,7 +21,6 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
-#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
 
@@ -107,8 +106,8 @@ void load_grants(const std::string &queue, Oid relid, QueueGrants &entry) {
 	std::vector<Grant> grants;
 	for (uint64 i = 0; i < rows; ++i) {
 		bool isnull = false;
-		Oid grantee = DatumGetObjectId(column(static_cast<int>(i), 1, &isnull));
-		Datum word_datum = column(static_cast<int>(i), 2, &isnull);
+		Oid grantee = DatumGetObjectId(pg::column(i, 1, &isnull));
+		Datum word_datum = pg::column(i, 2, &isnull);
 		std::string word = pg::guard([&] { return TextDatumGetCString(word_datum); });
 		auto p = parse_permission(word);
 		if (!p)
@@ -241,9 +240,6 @@ PermissionMask permissions_arg(FunctionCallInfo fcinfo) {
 	return parsed.mask;
 }
 
-// Runs a utility statement (GRANT, REVOKE) built with quoted identifiers.
-void run_utility(const std::string &sql) { pg::execute(sql); }
-
 // grant_queue and revoke_queue: (queue text, role name, permissions text[]).
 // The caller needs manage on the queue (its owner and superusers have it).
 // The rows are written as the extension's owner (who owns the permission
@@ -293,7 +289,7 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 	// read is SELECT on the table too; the owner's own privileges are left alone
 	if ((mask & queue::mask_of(Permission::read)) && grantee != queue::queue_owner(q)) {
 		std::string who = is_public ? "PUBLIC" : quote_ident(role);
-		run_utility(grant ? fmt::format("GRANT SELECT ON TABLE {} TO {}", q.sql().table(), who)
+		pg::execute(grant ? fmt::format("GRANT SELECT ON TABLE {} TO {}", q.sql().table(), who)
 		                  : fmt::format("REVOKE SELECT ON TABLE {} FROM {}", q.sql().table(), who));
 	}
 	pg::spi_finish();
