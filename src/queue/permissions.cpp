@@ -193,7 +193,7 @@ void forget_dropped_roles() {
 	    "WHERE p.grantee::pg_catalog.oid OPERATOR(pg_catalog.<>) 0 "
 	    "AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) p.grantee::pg_catalog.oid)",
 	    0, nullptr);
-	pg::spi_execute_plan(plan, nullptr, nullptr, false);
+	pg::execute(plan, nullptr, nullptr, false);
 }
 
 void clear_permissions(const std::string &queue) {
@@ -203,7 +203,7 @@ void clear_permissions(const std::string &queue) {
 	                                    "DELETE FROM concurrency.queue_permission WHERE queue OPERATOR(pg_catalog.=) $1",
 	                                    1, types);
 	Datum values[1] = {pg::text_datum(queue)};
-	pg::spi_execute_plan(plan, values, nullptr, false);
+	pg::execute(plan, values, nullptr, false);
 	forget_dropped_roles();
 }
 
@@ -295,7 +295,7 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 		                              "AND grantee::pg_catalog.oid OPERATOR(pg_catalog.=) $2 "
 		                              "AND permission OPERATOR(pg_catalog.=) ANY ($3)",
 		                              3, types);
-		pg::spi_execute_plan(plan, values, nullptr, false);
+		pg::execute(plan, values, nullptr, false);
 		queue::forget_dropped_roles();
 	}
 	// read is SELECT on the table too; the owner's own privileges are left alone
