@@ -1,0 +1,40 @@
+// Keyed concurrency and queue-wide limits, the PostgreSQL side (the SQL and
+// how the limits are kept: queue/keys_sql.hpp; for users: docs/queue.md,
+// "Keys and limits"). Internal to src/queue.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "queue/queue.hpp"
+
+namespace concurrency::queue {
+
+// Raises 22023 when a concurrency_key is longer than its index can hold.
+void check_concurrency_key(Datum key);
+
+// Adds a task to a queue with a key_limit (enqueue's statement, deciding
+// 'blocked' under its key's lock). Returns SPI_processed (1, or 0 on a
+// dedupe_key conflict); the id is in SPI_tuptable.
+uint64 enqueue_keyed(Queue &q, int nargs, const Oid *types, Datum *values, const char *nulls);
+
+// Keys whose tasks left the admitted set (completed, failed for good,
+// cancelled, dead): admits their next blocked tasks, each key once, locking
+// the keys in sorted order (so that two callers cannot deadlock on them).
+void release_keys(Queue &q, std::vector<std::string> keys, TimestampTz now);
+
+// The concurrency_key column (text) of row `row` of SPI_tuptable, if any.
+std::optional<std::string> key_column(int row, int col);
+
+// max_leased: locks up to `wanted` free lease slots (never waiting) and
+// returns their numbers; fill_slots writes the leases taken into them.
+std::vector<int32> take_slots(Queue &q, int32 wanted);
+void fill_slots(Queue &q, const std::vector<int32> &slots, const std::vector<int64> &task_ids,
+                const std::vector<int64> &lease_tokens);
+
+// After create_queue / alter_queue changed the limits: re-admits and holds
+// back the tasks of every key when key_limit changed, and gives the slot
+// table `max_leased` slots when that is set (0: none).
+void apply_limits(Queue &q, TimestampTz now, bool key_limit_changed, std::optional<int32> max_leased);
+
+} // namespace concurrency::queue
