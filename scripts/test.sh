@@ -83,5 +83,10 @@ if [ -z "$total" ]; then count 0 1 "TAP"; else
 fi
 [ "${KEEP_TAP_LOGS:-}" ] || rm -rf "$tap"
 
+echo "== Citus: named locks, diagnostics and distributed queues on a coordinator and two workers (scripts/citus-check.sh)"
+bash scripts/citus-check.sh >"$logs/citus.log" 2>&1
+grep -E '^(ok|FAIL|skip) |^Citus' "$logs/citus.log"
+count_summary Citus "$logs/citus.log"
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
