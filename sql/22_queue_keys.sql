@@ -23,14 +23,14 @@ SELECT concurrency.complete('keys', :a1, (SELECT lease_token FROM concurrency."q
 SELECT payload ->> 'n' AS n, state FROM concurrency."q_keys" WHERE concurrency_key = 'A';
 -- a retry holds the key; failing for good releases it
 SELECT task_id = :a2 AS is_a2, lease_token AS t2 FROM concurrency.dequeue('keys') \gset
-SELECT :is_a2;
+SELECT :'is_a2' AS is_a2;
 SELECT concurrency.enqueue('keys', '{"n": 5}', concurrency_key => 'A') AS a3 \gset
 SELECT concurrency.fail('keys', :a2, :t2, 'later', retry_in => '1 hour');
 SELECT payload ->> 'n' AS n, state FROM concurrency."q_keys" WHERE concurrency_key = 'A' ORDER BY id;
 SELECT count(*) AS claimed_while_a2_waits FROM concurrency.dequeue('keys');
 UPDATE concurrency."q_keys" SET run_at = now() - interval '1 second' WHERE id = :a2;
 SELECT task_id = :a2 AS a2_again, lease_token AS t2 FROM concurrency.dequeue('keys') \gset
-SELECT :a2_again;
+SELECT :'a2_again' AS a2_again;
 SELECT concurrency.alter_queue('keys', max_attempts => 2);
 SELECT concurrency.fail('keys', :a2, :t2, 'for good');
 SELECT payload ->> 'n' AS n, state FROM concurrency."q_keys" WHERE concurrency_key = 'A' ORDER BY id;
@@ -67,16 +67,16 @@ SELECT concurrency.create_queue('bad', key_limit => -1);
 SELECT concurrency.create_queue('bad', max_leased => -1);
 SELECT concurrency.alter_queue('keys', key_limit => -1);
 SELECT concurrency.alter_queue('keys', max_leased => -2);
-SELECT concurrency.enqueue('keys', '{}', concurrency_key => repeat('k', 1001));
-SELECT concurrency.enqueue_batch('keys', ARRAY['{}'::jsonb], concurrency_keys => ARRAY[repeat('k', 1001)]);
+SELECT concurrency.enqueue('keys', '{}', concurrency_key => repeat('k', 1025));
+SELECT concurrency.enqueue_batch('keys', ARRAY['{}'::jsonb], concurrency_keys => ARRAY[repeat('k', 1025)]);
 SELECT concurrency.queue_keys(NULL);
-SELECT concurrency.queue_keys('no such queue');
+SELECT concurrency.queue_keys('nosuchqueue');
 SELECT concurrency.queue_keys('bad name');
 \set VERBOSITY default
 SELECT count(*) AS bad_queues FROM concurrency.queue WHERE name = 'bad';
-SELECT count(*) AS long_keys FROM concurrency."q_keys" WHERE octet_length(concurrency_key) > 1000;
+SELECT count(*) AS long_keys FROM concurrency."q_keys" WHERE octet_length(concurrency_key) > 1024;
 -- the longest key is accepted
-SELECT concurrency.enqueue('keys', '{}', concurrency_key => repeat('k', 1000)) > 0 AS accepted;
+SELECT concurrency.enqueue('keys', '{}', concurrency_key => repeat('k', 1024)) > 0 AS accepted;
 
 SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('keys', 'pairs', 'plain') ORDER BY name;
 SELECT count(*) AS side_tables_left FROM pg_class

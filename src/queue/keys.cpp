@@ -37,23 +37,31 @@ void lock_key(Queue &q, const std::string &key) {
 
 } // namespace
 
-void check_concurrency_key(Datum key) {
-	std::size_t bytes = pg::guard([&] { return static_cast<std::size_t>(VARSIZE_ANY_EXHDR(DatumGetTextPP(key))); });
-	if (bytes > max_concurrency_key_bytes)
-		throw Error(sqlstate::invalid_parameter_value, "concurrency_key is too long",
-		            fmt::format("It has {} bytes; at most {} are allowed.", bytes, max_concurrency_key_bytes),
-		            "Use a shorter key, e.g. a customer id or a hash of the long one.");
+uint64 enqueue_keyed(Queue &q, const Datum *values, const char *nulls) {
+	Datum key = values[5];
+	lock_key(q, std::string(pg::guard([&] { return TextDatumGetCString(key); })));
+	static const Oid types[7] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
+	Datum all[7];
+	char all_nulls[7];
+	for (int i = 0; i < 6; ++i) {
+		all[i] = values[i];
+		all_nulls[i] = nulls[i];
+	}
+	all[6] = pg::text_datum(q.name());
+	all_nulls[6] = ' ';
+	return q.run_internal("enqueue_keyed", KeySql(q.name()).enqueue(QueueSql::dedupe_holder()), 7, types, all,
+	                      all_nulls, Access::latest);
 }
 
-uint64 enqueue_keyed(Queue &q, int nargs, const Oid *types, Datum *values, const char *nulls) {
-	// $6 is the concurrency_key
-	lock_key(q, pg::guard([&] { return std::string(TextDatumGetCString(values[5])); }));
-	return q.run_internal("enqueue_keyed", KeySql(q.name()).enqueue(q.sql().dedupe_holder()), nargs, types, values,
-	                      nulls, Access::latest);
+void lock_keys(Queue &q, std::vector<std::string> keys) {
+	std::sort(keys.begin(), keys.end());
+	keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+	for (const std::string &key : keys)
+		lock_key(q, key);
 }
 
 void release_keys(Queue &q, std::vector<std::string> keys, TimestampTz now) {
-	if (keys.empty() || !q.info().key_limit)
+	if (keys.empty() || q.info().key_limit <= 0)
 		return;
 	std::sort(keys.begin(), keys.end());
 	keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
@@ -71,7 +79,7 @@ std::optional<std::string> key_column(int row, int col) {
 	Datum d = column(row, col, &isnull);
 	if (isnull)
 		return std::nullopt;
-	return pg::guard([&] { return std::string(TextDatumGetCString(d)); });
+	return std::string(pg::guard([&] { return TextDatumGetCString(d); }));
 }
 
 std::vector<int32> take_slots(Queue &q, int32 wanted) {

@@ -10,13 +10,15 @@
 
 namespace concurrency::queue {
 
-// Raises 22023 when a concurrency_key is longer than its index can hold.
-void check_concurrency_key(Datum key);
+// Adds a task of a key to a queue with a key_limit, deciding 'blocked' under
+// its key's lock. `values`/`nulls` are the six parameters of
+// QueueSql::enqueue, the concurrency_key not NULL. Returns SPI_processed (1,
+// or 0 on a dedupe_key conflict); the id is in SPI_tuptable.
+uint64 enqueue_keyed(Queue &q, const Datum *values, const char *nulls);
 
-// Adds a task to a queue with a key_limit (enqueue's statement, deciding
-// 'blocked' under its key's lock). Returns SPI_processed (1, or 0 on a
-// dedupe_key conflict); the id is in SPI_tuptable.
-uint64 enqueue_keyed(Queue &q, int nargs, const Oid *types, Datum *values, const char *nulls);
+// Locks the rows of `keys` in the key table, in sorted order (a batch that
+// enqueues tasks of several keys, before it adds them one by one).
+void lock_keys(Queue &q, std::vector<std::string> keys);
 
 // Keys whose tasks left the admitted set (completed, failed for good,
 // cancelled, dead): admits their next blocked tasks, each key once, locking

@@ -93,7 +93,7 @@ std::string KeySql::admit() const {
           WHERE concurrency_key )" EQ R"( $1 AND state )" EQ R"( 'blocked'
           ORDER BY id
           LIMIT GREATEST(0, )" KEY_LIMIT("$2") " " MINUS R"(
-                   (SELECT pg_catalog.count(*) FROM {t} WHERE concurrency_key )" EQ R"( $1 AND )" ADMITTED R"()))))
+                   (SELECT pg_catalog.count(*) FROM {t} WHERE concurrency_key )" EQ R"( $1 AND )" ADMITTED R"())))
 RETURNING t.id)",
 	    fmt::arg("t", tasks_));
 }
@@ -152,7 +152,7 @@ std::string KeySql::fill_slots() const {
 
 std::string KeySql::resize_slots() const {
 	return fmt::format(
-	    R"(DELETE FROM {s} WHERE slot )" GT R"( $1;
+	    R"(WITH gone AS (DELETE FROM {s} WHERE slot )" GT R"( $1)
 INSERT INTO {s} (slot, task_id, lease_token)
 SELECT g.slot, l.id, l.lease_token
   FROM pg_catalog.generate_series(1, $1) AS g(slot)

@@ -34,11 +34,6 @@ namespace concurrency::queue {
 std::string key_table_name(std::string_view queue);
 std::string slot_table_name(std::string_view queue);
 
-// The longest concurrency_key accepted, in bytes: it is stored in a btree
-// index (with the state and id) and in the key table's primary key, whose
-// entries must fit a third of a page.
-inline constexpr std::size_t max_concurrency_key_bytes = 1000;
-
 class KeySql {
 public:
 	explicit KeySql(std::string_view queue);

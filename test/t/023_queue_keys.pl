@@ -20,7 +20,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $per_key = 6;
+my $per_key = 8;
 my $workers = 8;
 
 my $node = PostgreSQL::Test::Cluster->new('queue_keys');
@@ -70,7 +70,7 @@ $node->safe_psql('postgres', q{
       PERFORM set_config('application_name', w || ':busy', false);
       INSERT INTO runs VALUES (q, t.task_id, t.payload ->> 'key', (t.payload ->> 'n')::int, t.attempt, w,
                                clock_timestamp(), NULL);
-      PERFORM pg_sleep(random() * 0.02);        -- the work takes a while: faults land here
+      PERFORM pg_sleep(0.01 + random() * 0.03); -- the work takes a while: faults land here
       IF random() < 0.1 THEN
         ROLLBACK;                               -- the work failed: no record of it
         PERFORM concurrency.fail(q, t.task_id, t.lease_token, 'random failure', retry_in => '10 ms');
@@ -154,10 +154,10 @@ my $kills = 0;
 my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
 while (time() < $deadline)
 {
-	usleep(200_000);
+	usleep(100_000);
 	my $left = remaining();
 	next unless defined $left;
-	if ($kills < 4 && $left > 100)
+	if ($kills < 4 && $left > 20)
 	{
 		my $pid = '';
 		$node->psql('postgres',
@@ -168,6 +168,7 @@ while (time() < $deadline)
 			$node->psql('postgres', "SELECT pg_terminate_backend($pid)");
 			$kills++;
 		}
+		note("left $left, busy backend '$pid', kills $kills");
 	}
 	reap();
 	last if $left == 0 && reap() == 0;
