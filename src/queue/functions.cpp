@@ -13,9 +13,11 @@
 #include "pg/srf.hpp"
 #include "queue/keys.hpp"
 #include "queue/keys_sql.hpp"
+#include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "access/detoast.h"
@@ -231,7 +233,15 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	}
 	KeySql keys(name);
 	execute(sql.create_table());
+	// side tables left by a queue table dropped by hand go with it
+	std::string key_table = key_table_name(name);
+	bool leftovers = pg::guard([&] {
+		return OidIsValid(get_relname_relid(key_table.c_str(), get_namespace_oid("concurrency", false)));
+	});
+	if (leftovers)
+		execute(keys.drop_tables());
 	execute(keys.create_tables());
+	clear_permissions(name);
 	if (caller != pg::guard([] { return GetUserId(); })) {
 		execute(sql.alter_owner(caller_name));
 		execute(keys.alter_owner(caller_name));
@@ -247,7 +257,8 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 }
 
 // concurrency.alter_queue(queue, lease, max_attempts, retain, key_limit,
-// max_leased) — SECURITY DEFINER; the caller must own the queue's table.
+// max_leased) — SECURITY DEFINER; the caller (GetOuterUserId: the current
+// role outside the function) needs permission manage on the queue.
 // NULL keeps a setting. Every backend reloads the settings at its next
 // transaction (the catalog's statement trigger invalidates the queue caches
 // when the update commits).
@@ -262,9 +273,10 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	if (!OidIsValid(relid))
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name), "",
 		            "Create it with concurrency.create_queue().");
-	if (!owns_relation(relid, caller))
-		throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
-		            fmt::format("Only the owner of table {} may change the queue's settings.", sql.table()));
+	{
+		Queue q(name);
+		queue::require(q, caller, Permission::manage, "alter_queue");
+	}
 	SettingsParams params(settings);
 	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID, INT4OID,
 	                             BOOLOID, BOOLOID,     BOOLOID};
@@ -431,7 +443,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
+	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
 	bool inserted = false;
 	std::optional<int64> id = enqueue_one(q, values, nulls, &inserted);
 	if (!id)
@@ -494,7 +506,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	pg::ResultSet out = pg::materialize(fcinfo, INT8OID);
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
+	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
 	if (q.info().key_limit > 0 && has_keys &&
 	    std::any_of(concurrency_keys.nulls, concurrency_keys.nulls + concurrency_keys.n, [](bool n) { return !n; })) {
 		// Tasks of keys on a queue that limits its keys: each is admitted or
@@ -623,7 +635,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_UPDATE, "dequeue from");
+	AsRole as_owner = authorize(q, Permission::work, "dequeue");
 	Interval lease = lease_arg ? *lease_arg : q.info().lease;
 	ClaimCursor &cursor = q.info().cursor;
 	// the horizon matters to the cursor only to tell whether it is pinned:
@@ -747,7 +759,7 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_UPDATE, "heartbeat tasks of");
+	AsRole as_owner = authorize(q, Permission::work, "heartbeat");
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
 	static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID};
 	Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
@@ -773,17 +785,16 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 
 	pg::spi_connect();
 	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "complete");
 	bool retain = q.info().has_retain;
 	uint64 n = 0;
 	if (retain) {
-		q.require(ACL_SELECT | ACL_UPDATE, "complete tasks of");
 		static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, JSONBOID};
 		Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
 		                   has_result ? PG_GETARG_DATUM(3) : Datum(0)};
 		char nulls[4] = {' ', ' ', ' ', has_result ? ' ' : 'n'};
 		n = q.run(QueueStatement::complete_retained, 4, types, values, nulls);
 	} else {
-		q.require(ACL_SELECT | ACL_DELETE, "complete tasks of");
 		static const Oid types[2] = {INT8OID, INT8OID};
 		Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 		n = q.run(QueueStatement::complete, 2, types, values);
@@ -818,7 +829,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_UPDATE, "fail tasks of");
+	AsRole as_owner = authorize(q, Permission::work, "fail");
 	static const Oid lock_types[2] = {INT8OID, INT8OID};
 	Datum lock_values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 	if (q.run(QueueStatement::fail_lock, 2, lock_types, lock_values) == 0)
@@ -862,7 +873,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_SELECT | ACL_UPDATE, "retry dead tasks of");
+	AsRole as_owner = authorize(q, Permission::manage, "retry_dead");
 	static const Oid types[3] = {TIMESTAMPTZOID, INT8ARRAYOID, BOOLOID};
 	bool limited = q.info().key_limit > 0;
 	Datum values[3] = {TimestampTzGetDatum(now), PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1),
@@ -908,26 +919,25 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 		Datum d = queue::column(static_cast<int>(i), 1, &isnull);
 		names.emplace_back(pg::guard([&] { return TextDatumGetCString(d); }));
 	}
-	Oid user = pg::guard([] { return GetUserId(); });
 	for (const std::string &name : names) {
 		Datum cols[10];
 		bool isnull[10] = {false, true, true, true, true, true, true, true, true, true};
 		cols[0] = pg::text_datum(name);
-		Oid relid = queue::queue_relid(name);
-		bool readable = OidIsValid(relid) &&
-		                pg::guard([&] { return pg_class_aclcheck(relid, user, ACL_SELECT) == ACLCHECK_OK; });
-		if (readable) {
-			Queue q(name);
+		std::optional<Queue> q;
+		if (OidIsValid(queue::queue_relid(name)))
+			q.emplace(name);
+		if (q && holds(*q, Permission::read)) {
+			AsRole as_owner(queue_owner(*q));
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
-			q.run(QueueStatement::stats, 1, types, values);
+			q->run(QueueStatement::stats, 1, types, values);
 			for (int c = 1; c < 10; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 			// blocked: behind their key, and while the queue has max_leased
 			// leases, every ready task
 			int64 leased = DatumGetInt64(cols[3]) + DatumGetInt64(cols[4]);
 			int64 blocked = DatumGetInt64(cols[9]);
-			if (q.info().max_leased > 0 && leased >= q.info().max_leased)
+			if (q->info().max_leased > 0 && leased >= q->info().max_leased)
 				blocked += DatumGetInt64(cols[1]);
 			cols[9] = Int64GetDatum(blocked);
 		}
@@ -945,7 +955,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_keys) {
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_SELECT, "read");
+	AsRole as_owner = authorize(q, Permission::read, "queue_keys");
 	static const Oid types[1] = {TIMESTAMPTZOID};
 	Datum values[1] = {TimestampTzGetDatum(now)};
 	uint64 n = q.run("queue_keys", KeySql(name).queue_keys(), 1, types, values);

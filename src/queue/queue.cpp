@@ -396,34 +396,6 @@ void Queue::maybe_purge(TimestampTz now) {
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 }
 
-void Queue::require(AclMode modes, const char *action) {
-	Oid relid = info_->relid;
-	Oid user = GetUserId();
-	if (info_->acl_role != user) {
-		info_->acl_role = user;
-		info_->acl_checked = info_->acl_granted = 0;
-	}
-	if (AclMode unknown = modes & ~info_->acl_checked) {
-		AclMode granted = pg::guard([&] { return pg_class_aclmask(relid, user, unknown, ACLMASK_ALL); });
-		info_->acl_granted |= granted;
-		info_->acl_checked |= unknown;
-	}
-	AclMode missing = modes & ~info_->acl_granted;
-	if (missing == 0)
-		return;
-	std::vector<std::string> words;
-	for (auto [mode, word] : {std::pair{ACL_SELECT, "SELECT"}, std::pair{ACL_INSERT, "INSERT"},
-	                          std::pair{ACL_UPDATE, "UPDATE"}, std::pair{ACL_DELETE, "DELETE"}})
-		if (missing & mode)
-			words.emplace_back(word);
-	std::string names = words.front();
-	for (std::size_t i = 1; i < words.size(); ++i)
-		names += (i + 1 == words.size() ? " and " : ", ") + words[i];
-	throw Error(sqlstate::insufficient_privilege, fmt::format("permission denied to {} queue \"{}\"", action, name()),
-	            fmt::format("The current role lacks {} on table {}.", names, sql().table()),
-	            "Producers need SELECT and INSERT on the queue's table; workers need SELECT, UPDATE and DELETE.");
-}
-
 void Queue::notify() {
 	std::string channel = queue_channel(name());
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });

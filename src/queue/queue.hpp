@@ -96,12 +96,6 @@ public:
 	// found nothing, with what became of the task.
 	[[noreturn]] void lease_lost(int64 task_id);
 
-	// Raises 42501 unless the current user has every privilege in `modes`
-	// on the queue's table (the statements would refuse too, but with their
-	// own text as context). `action` says what was refused ("dequeue from").
-	// The answer is cached per role until an invalidation.
-	void require(AclMode modes, const char *action);
-
 	// NOTIFY concurrency_<queue> (delivered at commit; one per transaction).
 	void notify();
 

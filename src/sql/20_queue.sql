@@ -47,8 +47,9 @@ CREATE SEQUENCE concurrency.lease_token AS bigint;
 COMMENT ON SEQUENCE concurrency.lease_token IS
     'source of concurrency_ext lease tokens (one value per claim)';
 SELECT pg_catalog.pg_extension_config_dump('concurrency.lease_token', '');
--- Claiming is decided by the privileges on the queue's table; the sequence
--- must not add a condition of its own.
+-- The queue functions run their statements as the queue's owner (see
+-- 22_queue_permissions.sql), whoever that is: the sequence must not add a
+-- condition of its own.
 GRANT USAGE ON SEQUENCE concurrency.lease_token TO PUBLIC;
 
 -- Creating and dropping queues is for the extension owner and superusers,
@@ -87,12 +88,13 @@ COMMENT ON FUNCTION concurrency.drop_queue(text) IS
     'drops the task queue with all its tasks';
 REVOKE ALL ON FUNCTION concurrency.drop_queue(text) FROM PUBLIC;
 
--- The task functions run with the caller's privileges (SECURITY INVOKER): the
--- GRANTs on a queue's table decide who may do what. Enqueue: INSERT and
--- SELECT. Dequeue, heartbeat, complete, fail, retry_dead: SELECT, UPDATE and
--- DELETE. No SET search_path clause (it would cost a GUC save and restore per call
--- of these hot functions): the C code pins search_path around its SPI
--- statements (src/pg/spi.cpp), and those statements are schema-qualified
+-- The task functions are SECURITY INVOKER: each checks that the caller holds
+-- its permission on the queue (enqueue, work, read or manage; see
+-- 22_queue_permissions.sql and src/queue/permissions.hpp), then runs its
+-- statements as the queue table's owner. The caller needs no privilege on
+-- the table. No SET search_path clause (it would cost a GUC save and restore
+-- per call of these hot functions): the C code pins search_path around its
+-- SPI statements (src/pg/spi.cpp), and those statements are schema-qualified
 -- throughout as well (src/queue/queue_sql.cpp).
 CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
                                     priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
@@ -163,7 +165,7 @@ CREATE VIEW concurrency.queue_stats AS
     SELECT queue, ready, scheduled, leased, expired, dead, done, cancelled, blocked, oldest_ready_age
       FROM concurrency.queue_stats_rows();
 COMMENT ON VIEW concurrency.queue_stats IS
-    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), and the age of the oldest ready task; counts are NULL for queues whose table you may not read';
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), and the age of the oldest ready task; counts are NULL for queues on which you lack permission read';
 GRANT SELECT ON concurrency.queue_stats TO PUBLIC;
 
 CREATE FUNCTION concurrency.queue_keys(queue text)

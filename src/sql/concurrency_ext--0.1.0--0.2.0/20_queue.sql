@@ -115,7 +115,7 @@ CREATE VIEW concurrency.queue_stats AS
     SELECT queue, ready, scheduled, leased, expired, dead, done, cancelled, oldest_ready_age
       FROM concurrency.queue_stats_rows();
 COMMENT ON VIEW concurrency.queue_stats IS
-    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), and the age of the oldest ready task; counts are NULL for queues whose table you may not read';
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), and the age of the oldest ready task; counts are NULL for queues on which you lack permission read';
 
 -- The replaced objects' privileges go to their successors, as they are
 -- (0.1.0's defaults included: create_queue revoked from PUBLIC, the view

@@ -62,7 +62,7 @@ CREATE VIEW concurrency.queue_stats AS
     SELECT queue, ready, scheduled, leased, expired, dead, done, cancelled, blocked, oldest_ready_age
       FROM concurrency.queue_stats_rows();
 COMMENT ON VIEW concurrency.queue_stats IS
-    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), and the age of the oldest ready task; counts are NULL for queues whose table you may not read';
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), and the age of the oldest ready task; counts are NULL for queues on which you lack permission read';
 GRANT SELECT ON concurrency.queue_stats TO PUBLIC;
 
 CREATE FUNCTION concurrency.queue_keys(queue text)
