@@ -307,7 +307,9 @@ SELECT concurrency.enqueue('bench_one', '{}');
 -- the busy key: its head is leased, 100,000 tasks wait behind it
 SELECT concurrency.enqueue('bench_keys', '{}', concurrency_key => 'busy');
 SELECT count(*) FROM concurrency.dequeue('bench_keys', lease => '1 day');
-SELECT count(concurrency.enqueue('bench_keys', '{}', concurrency_key => 'busy')) FROM generate_series(1, 100000);
+-- (inserted as enqueue would: behind the leased head, blocked)
+INSERT INTO concurrency."q_bench_keys" (state, concurrency_key, payload)
+  SELECT 'blocked', 'busy', '{}' FROM generate_series(1, 100000);
 SELECT concurrency.enqueue('bench_keys', '{}', concurrency_key => 'other');
 VACUUM ANALYZE concurrency."q_bench_one";
 VACUUM ANALYZE concurrency."q_bench_keys";
@@ -328,8 +330,14 @@ if wanted 8; then
 	keys_side() { # bench_keys|bench_one -> tps
 		local tps key="NULL"
 		[ "$1" = bench_keys ] && key="'k' || (i % 1000)"
+		# the tasks as enqueue leaves them: with keys, the first task of each
+		# key ready and the others blocked behind it
 		sql -c "TRUNCATE concurrency.\"q_$1\"" \
-			-c "SELECT count(concurrency.enqueue('$1', jsonb_build_object('n', i), concurrency_key => $key)) FROM generate_series(1, $(rows_for 8)) AS i" \
+			-c "INSERT INTO concurrency.\"q_$1\" (state, concurrency_key, payload)
+			    SELECT CASE WHEN $key IS NULL OR i <= 1000 THEN 'ready' ELSE 'blocked' END, $key, jsonb_build_object('n', i)
+			      FROM generate_series(1, $(rows_for 8)) AS i" \
+			-c "INSERT INTO concurrency.\"k_$1\" SELECT DISTINCT concurrency_key FROM concurrency.\"q_$1\"
+			    WHERE concurrency_key IS NOT NULL ON CONFLICT DO NOTHING" \
 			-c "VACUUM ANALYZE concurrency.\"q_$1\""
 		read -r tps _ <<<"$(run "work_$1.sql" 8)"
 		echo "$tps"
