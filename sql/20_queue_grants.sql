@@ -190,7 +190,8 @@ SELECT p.proname, p.prosecdef AS security_definer,
   FROM pg_proc p
  WHERE p.pronamespace = 'concurrency'::regnamespace
    AND p.proname IN ('create_queue', 'drop_queue', 'enqueue', 'enqueue_batch', 'dequeue', 'heartbeat',
-                     'complete', 'fail', 'retry_dead', 'queue_stats_rows', 'grant_queue', 'revoke_queue')
+                     'complete', 'fail', 'retry_dead', 'queue_stats_rows', 'grant_queue', 'revoke_queue',
+                     'alter_queue', 'cancel', 'purge', 'task_status', 'complete_batch', 'fail_batch', 'heartbeat_batch')
  ORDER BY p.proname;
 
 -- the task functions do not pin search_path, so everything in their SQL is

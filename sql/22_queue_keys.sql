@@ -38,6 +38,21 @@ SELECT payload ->> 'n' AS n, state FROM concurrency."q_keys" WHERE concurrency_k
 SELECT concurrency.retry_dead('keys', ARRAY[:a2]::bigint[]);
 SELECT payload ->> 'n' AS n, state FROM concurrency."q_keys" WHERE concurrency_key = 'A' ORDER BY id;
 
+-- cancel, complete_batch and fail_batch release keys too
+SELECT concurrency.create_queue('release', key_limit => 1, max_attempts => 1);
+SELECT count(concurrency.enqueue('release', jsonb_build_object('k', k, 'n', n), concurrency_key => k))
+  FROM unnest(ARRAY['c', 'b', 'f']) AS k, generate_series(1, 2) AS n;
+SELECT concurrency.cancel('release', ARRAY(SELECT id FROM concurrency."q_release"
+                                            WHERE concurrency_key = 'c' AND state = 'ready'));
+CREATE TEMP TABLE held AS SELECT * FROM concurrency.dequeue('release', 10);
+SELECT payload ->> 'k' AS k, payload ->> 'n' AS n FROM held ORDER BY 1, 2;
+SELECT concurrency.complete_batch('release', ARRAY(SELECT task_id FROM held WHERE payload ->> 'k' = 'b'),
+                                  ARRAY(SELECT lease_token FROM held WHERE payload ->> 'k' = 'b'));
+SELECT state FROM concurrency.fail_batch('release', ARRAY(SELECT task_id FROM held WHERE payload ->> 'k' = 'f'),
+                                         ARRAY(SELECT lease_token FROM held WHERE payload ->> 'k' = 'f'), 'for good');
+SELECT concurrency_key, payload ->> 'n' AS n, state FROM concurrency."q_release"
+ WHERE state IN ('ready', 'blocked') ORDER BY 1, 2;
+
 -- key_limit 2, then removed; max_leased
 SELECT concurrency.create_queue('pairs', key_limit => 2);
 SELECT count(concurrency.enqueue('pairs', jsonb_build_object('n', i), concurrency_key => 'K')) FROM generate_series(1, 5) AS i;
@@ -78,6 +93,6 @@ SELECT count(*) AS long_keys FROM concurrency."q_keys" WHERE octet_length(concur
 -- the longest key is accepted
 SELECT concurrency.enqueue('keys', '{}', concurrency_key => repeat('k', 1024)) > 0 AS accepted;
 
-SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('keys', 'pairs', 'plain') ORDER BY name;
+SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('keys', 'pairs', 'plain', 'release') ORDER BY name;
 SELECT count(*) AS side_tables_left FROM pg_class
  WHERE relnamespace = 'concurrency'::regnamespace AND relname IN ('k_keys', 's_keys', 'k_pairs', 's_pairs');

@@ -64,11 +64,6 @@ std::string interval_text(const Interval &value) {
 	});
 }
 
-// Uniform in [0, 1), for the jitter of retry delays; seeded once per backend.
-double unit_random() {
-	static std::mt19937_64 engine{std::random_device{}()};
-	return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
-}
 
 // SPI_execute_with_args through the guard (one-off statements of create/drop).
 uint64 execute(const std::string &sql, int nargs = 0, const Oid *types = nullptr, const Datum *values = nullptr,
@@ -814,17 +809,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	queue::QueueName name = queue::queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
 	int64 token = int64_arg(fcinfo, 2, "lease_token");
-	std::optional<Interval> retry_in;
-	if (!PG_ARGISNULL(4)) {
-		Interval value = *PG_GETARG_INTERVAL_P(4);
-		Interval zero{};
-		bool negative = pg::guard([&] {
-			return DatumGetBool(DirectFunctionCall2(interval_lt, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
-		});
-		if (negative)
-			throw Error(sqlstate::invalid_parameter_value, "retry_in must not be negative");
-		retry_in = value;
-	}
+	std::optional<Interval> retry_in = queue::retry_in_arg(fcinfo, 4);
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
@@ -838,20 +823,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	int32 attempt = DatumGetInt32(queue::column(0, 1, &isnull));
 	std::optional<std::string> key = q.info().key_limit > 0 ? queue::key_column(0, 2) : std::nullopt;
 
-	const char *state = "dead";
-	TimestampTz run_at = now;
-	if (attempt < q.info().max_attempts) {
-		if (retry_in) {
-			Interval delay = *retry_in;
-			run_at = pg::guard([&] {
-				return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
-				                                               IntervalPGetDatum(&delay)));
-			});
-		} else {
-			run_at = now + backoff_delay_us(attempt, unit_random());
-		}
-		state = run_at > now ? "scheduled" : "ready";
-	}
+	auto [state, run_at] = queue::after_failure(attempt, q.info().max_attempts, retry_in, now);
 	static const Oid types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
 	Datum values[4] = {Int64GetDatum(task_id), pg::text_datum(state), TimestampTzGetDatum(run_at),
 	                   PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};

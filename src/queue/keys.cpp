@@ -82,6 +82,15 @@ std::optional<std::string> key_column(int row, int col) {
 	return std::string(pg::guard([&] { return TextDatumGetCString(d); }));
 }
 
+std::vector<std::string> keys_of_rows(Queue &q, uint64 n, int col) {
+	std::vector<std::string> keys;
+	if (q.info().key_limit > 0)
+		for (uint64 i = 0; i < n; ++i)
+			if (auto key = key_column(static_cast<int>(i), col))
+				keys.push_back(*key);
+	return keys;
+}
+
 std::vector<int32> take_slots(Queue &q, int32 wanted) {
 	KeySql sql(q.name());
 	std::vector<int32> slots;

@@ -28,6 +28,10 @@ void release_keys(Queue &q, std::vector<std::string> keys, TimestampTz now);
 // The concurrency_key column (text) of row `row` of SPI_tuptable, if any.
 std::optional<std::string> key_column(int row, int col);
 
+// The keys in column `col` of the first `n` rows of SPI_tuptable, when the
+// queue limits its keys (nothing otherwise: nothing to release).
+std::vector<std::string> keys_of_rows(Queue &q, uint64 n, int col);
+
 // max_leased: locks up to `wanted` free lease slots (never waiting) and
 // returns their numbers; fill_slots writes the leases taken into them.
 std::vector<int32> take_slots(Queue &q, int32 wanted);

@@ -248,7 +248,7 @@ std::string QueueSql::complete_many() const {
 	    R"(DELETE FROM {t} AS t
  USING {leases}
  WHERE {held}
-RETURNING t.id)",
+RETURNING t.id, t.concurrency_key)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
 }
 
@@ -259,7 +259,7 @@ std::string QueueSql::complete_many_retained() const {
        result = NULL
   FROM {leases}
  WHERE {held}
-RETURNING t.id)",
+RETURNING t.id, t.concurrency_key)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease), fmt::arg("done", finish_done));
 }
 
@@ -273,13 +273,13 @@ std::string QueueSql::heartbeat_many() const {
                                 THEN $3 )" PLUS R"( $4 END
   FROM {leases}
  WHERE {held}
-RETURNING t.id)",
+RETURNING t.id, $3 )" PLUS R"( $4)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
 }
 
 std::string QueueSql::fail_lock_many() const {
 	return fmt::format(
-	    R"(SELECT t.id, t.attempt
+	    R"(SELECT t.id, t.attempt, t.concurrency_key
   FROM {t} AS t, {leases}
  WHERE {held}
  ORDER BY t.id
@@ -316,7 +316,17 @@ std::string QueueSql::cancel() const {
        lease_extended_to = NULL
  WHERE t.id )" EQ R"( ANY ($2)
    AND t.state )" NE R"( 'done' AND t.state )" NE R"( 'cancelled'
-RETURNING t.id)",
+RETURNING t.id, t.concurrency_key)",
+	    fmt::arg("t", table_));
+}
+
+// After cancel on a queue that retains nothing: the cancelled tasks that no
+// holder needs to learn about go at once. $1 now, $2 int8[] task ids.
+std::string QueueSql::cancel_drop() const {
+	return fmt::format(
+	    R"(DELETE FROM {t}
+ WHERE id )" EQ R"( ANY ($2) AND state )" EQ R"( 'cancelled'
+   AND (lease_expires_at IS NULL OR lease_expires_at )" LE R"( $1))",
 	    fmt::arg("t", table_));
 }
 

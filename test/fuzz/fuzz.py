@@ -41,7 +41,7 @@ DOCUMENTED = {
     "25000",  # a named lock during a parallel operation
     "39P01",  # the registry trigger function called directly
     "0A000",  # a set-returning function where no set is accepted; a named lock on a Citus worker node
-    "55000",  # queue permissions while the extension's objects are older than the module
+    "55000",  # a queue function under a module newer than the database's extension; queue permissions while the extension's objects are older than the module
 }
 # docs/errors.md also lists 53200 (out of memory) and XX000 (internal error):
 # no input may provoke them, so they stay failures here.
