@@ -352,8 +352,8 @@ private:
 			if (!b || !b->st_activity_raw || !b->st_activity_raw[0])
 				continue;
 			bool known = false;
-			for (int k = 0; k < r.n_queries && !known; ++k)
-				known = std::strncmp(r.waiting_queries[k], b->st_activity_raw, history_waiting_query_bytes - 1) == 0;
+			for (int q = 0; q < r.n_queries && !known; ++q)
+				known = std::strncmp(r.waiting_queries[q], b->st_activity_raw, history_waiting_query_bytes - 1) == 0;
 			if (known)
 				continue;
 			strlcpy(r.waiting_queries[r.n_queries], b->st_activity_raw, history_waiting_query_bytes);
