@@ -23,11 +23,13 @@ ISOLATION    = $(patsubst test/isolation/specs/%.spec,%,$(sort $(wildcard test/i
 ISOLATION_OPTS = --inputdir=test/isolation --load-extension=$(EXTENSION)
 PROVE_TESTS  = $(sort $(wildcard test/t/*.pl))
 
-PG_CPPFLAGS  = -I$(srcdir)/src -DCONCURRENCY_EXT_VERSION=\"$(EXTVERSION)\"
+# fmt is used header-only (FMT_HEADER_ONLY): the module needs no libfmt.so at
+# run time, only the server and the C/C++ runtime (scripts/test.sh checks ldd).
+PG_CPPFLAGS  = -I$(srcdir)/src -DCONCURRENCY_EXT_VERSION=\"$(EXTVERSION)\" -DFMT_HEADER_ONLY
 # -MMD -MP: track header dependencies (PGXS does not), so that editing a
 # header rebuilds every object that includes it.
 PG_CXXFLAGS  = -std=c++17 -fno-strict-aliasing -Wno-register -MMD -MP
-SHLIB_LINK   = -lfmt -lstdc++
+SHLIB_LINK   = -lstdc++
 # `make SANITIZE=address,undefined` builds the module with those sanitizers
 # (scripts/sanitize.sh runs the suites against such a build).
 ifdef SANITIZE
