@@ -1,26 +1,25 @@
-// Module entry: PG_MODULE_MAGIC, _PG_init, and the version function.
+// Module entry: the magic block, _PG_init, and the version function.
+//
+// _PG_init calls each capability's init() (declared in its room's init.hpp);
+// a capability with nothing to register at start-up has no init.
+#include "locks/init.hpp"
 #include "pg/datum.hpp"
-
-extern "C" {
-PG_MODULE_MAGIC;
-PGDLLEXPORT void _PG_init(void);
-}
 
 #ifndef CONCURRENCY_EXT_VERSION
 #define CONCURRENCY_EXT_VERSION "0.2.0"
 #endif
 
-namespace concurrency {
-// Each capability registers its callbacks (cache invalidation, GUCs) here.
-void locks_init();
-void queue_init();
-void diagnostics_init();
-} // namespace concurrency
+extern "C" {
+#ifdef PG_MODULE_MAGIC_EXT
+PG_MODULE_MAGIC_EXT(.name = "concurrency_ext", .version = CONCURRENCY_EXT_VERSION);
+#else
+PG_MODULE_MAGIC;
+#endif
+PGDLLEXPORT void _PG_init(void);
+}
 
 extern "C" void _PG_init(void) {
-	concurrency::locks_init();
-	concurrency::queue_init();
-	concurrency::diagnostics_init();
+	concurrency::locks::init();
 }
 
 // concurrency.version() — the version of the loaded module.

@@ -1,6 +1,8 @@
-// Errors raised by pure C++ code. They carry a SQLSTATE and the three parts of
-// a PostgreSQL message; the entry-point wrapper (pg/entry.hpp) turns them into
-// ereport(ERROR) once no C++ frame is left to unwind.
+// Errors raised by C++ code. They carry a SQLSTATE and the three parts of a
+// PostgreSQL message; the entry-point wrapper (pg::invoke, behind
+// CONCURRENCY_FUNCTION in pg/guard.hpp) turns them into ereport(ERROR) once no
+// C++ frame is left to unwind. Every SQLSTATE the extension raises is named
+// here, and listed in docs/errors.md.
 #pragma once
 
 #include <stdexcept>
@@ -20,9 +22,15 @@ inline constexpr const char *lock_not_available = "55P03";
 inline constexpr const char *insufficient_privilege = "42501";
 inline constexpr const char *read_only_sql_transaction = "25006";
 inline constexpr const char *object_not_in_prerequisite_state = "55000";
+inline constexpr const char *feature_not_supported = "0A000"; // e.g. a set-returning function where no set is accepted
+inline constexpr const char *invalid_transaction_state = "25000"; // e.g. a named lock in a parallel worker
+inline constexpr const char *trigger_protocol_violated = "39P01"; // a trigger function called directly
+inline constexpr const char *serialization_failure = "40001";
+inline constexpr const char *program_limit_exceeded = "54000";
+inline constexpr const char *out_of_memory = "53200";
 inline constexpr const char *internal_error = "XX000";
 // Our own class "CE": a worker's lease on a task was taken over (or the task is
-// gone). Documented in the README; clients retry nothing, they drop the task.
+// gone). Documented in docs/errors.md; clients retry nothing, they drop the task.
 inline constexpr const char *lease_lost = "CE001";
 } // namespace sqlstate
 

@@ -54,7 +54,7 @@ std::string LockDescriber::relation(Oid db, Oid relid) {
 	return text;
 }
 
-const std::vector<waits::SubsystemKey> &LockDescriber::registry() {
+const std::vector<SubsystemKey> &LockDescriber::registry() {
 	if (registry_loaded_)
 		return registry_;
 	registry_loaded_ = true;
@@ -139,8 +139,8 @@ std::string LockDescriber::describe(const LOCKTAG &tag) {
 	}
 	case LOCKTAG_ADVISORY: {
 		if (f1 == MyDatabaseId)
-			return waits::describe_advisory(f2, f3, f4, registry());
-		return waits::describe_advisory(f2, f3, f4, {}) + " in " + database(f1);
+			return describe_advisory(f2, f3, f4, registry());
+		return describe_advisory(f2, f3, f4, {}) + " in " + database(f1);
 	}
 	default:
 		return fmt::format("{} lock {} {} {} {}", lock_type_name(tag.locktag_type), f1, f2, f3, f4);

@@ -25,10 +25,10 @@ public:
 private:
 	std::string relation(Oid database, Oid relid);
 	std::string database(Oid database);
-	const std::vector<waits::SubsystemKey> &registry();
+	const std::vector<SubsystemKey> &registry();
 
 	std::map<std::pair<Oid, Oid>, std::string> relations_;
-	std::vector<waits::SubsystemKey> registry_;
+	std::vector<SubsystemKey> registry_;
 	bool registry_loaded_ = false;
 };
 

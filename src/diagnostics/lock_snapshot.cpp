@@ -257,7 +257,7 @@ WaitPicture take_wait_picture() {
 	keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
 	auto id_of = [&](uint64 key) {
 		auto it = std::lower_bound(keys.begin(), keys.end(), key);
-		return it != keys.end() && *it == key ? static_cast<uint32_t>(it - keys.begin()) : waits::none;
+		return it != keys.end() && *it == key ? static_cast<uint32_t>(it - keys.begin()) : none;
 	};
 	picture.sessions.resize(keys.size());
 	for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -267,7 +267,7 @@ WaitPicture take_wait_picture() {
 	for (uint32 i = 0; i < c.n_waiters; ++i) {
 		const RawWaiter &w = c.waiters[i];
 		uint32_t id = id_of(session_key(w.leader_pid, InvalidTransactionId));
-		if (id == waits::none)
+		if (id == none)
 			continue;
 		Session &s = picture.sessions[id];
 		s.waiting = true;
@@ -275,7 +275,7 @@ WaitPicture take_wait_picture() {
 			s.waiting_since = w.wait_start;
 	}
 
-	std::vector<waits::AwaitedLock> locks(c.n_locks);
+	std::vector<AwaitedLock> locks(c.n_locks);
 	picture.locks.resize(c.n_locks);
 	for (uint32 l = 0; l < c.n_locks; ++l) {
 		const RawLock &raw = c.locks[l];
@@ -285,19 +285,19 @@ WaitPicture take_wait_picture() {
 		locks[l].first = raw.first_entry;
 		locks[l].count = raw.entries;
 		// LOCKMASK is int: the same bits as an unsigned mask
-		locks[l].conflicts = reinterpret_cast<const waits::LockMask *>(method->conflictTab);
+		locks[l].conflicts = reinterpret_cast<const LockMask *>(method->conflictTab);
 		locks[l].max_mode = method->numLockModes;
 	}
-	std::vector<waits::LockEntry> entries(c.n_entries);
+	std::vector<LockEntry> entries(c.n_entries);
 	for (uint32 i = 0; i < c.n_entries; ++i) {
 		const RawEntry &raw = c.entries[i];
-		waits::LockEntry &e = entries[i];
+		LockEntry &e = entries[i];
 		e.session = id_of(session_key(raw.leader_pid, raw.leader_xid));
 		e.hold_mask = raw.hold_mask;
 		e.wait_mode = raw.wait_mode;
-		e.queue_pos = raw.wait_mode != NoLock && raw.procno < c.procs ? c.queue_pos[raw.procno] : waits::none;
+		e.queue_pos = raw.wait_mode != NoLock && raw.procno < c.procs ? c.queue_pos[raw.procno] : none;
 	}
-	picture.edges = waits::derive_edges(locks, entries);
+	picture.edges = derive_edges(locks, entries);
 
 	pg::guard([&] {
 		pfree(c.waiters);

@@ -9,7 +9,6 @@
 #include "diagnostics/wait_graph.hpp"
 #include "diagnostics/lock_describe.hpp"
 #include "diagnostics/lock_snapshot.hpp"
-#include "pg/srf.hpp"
 #include "pg/datum.hpp"
 #include "pg/srf.hpp"
 
@@ -71,7 +70,7 @@ CONCURRENCY_FUNCTION(concurrency_lock_wait_edges) {
 		const Session &blocker = picture.sessions[e.blocker];
 		const LOCKTAG &tag = picture.locks[e.lock];
 		const char *waiting_mode = mode_name(tag, e.waiting_mode);
-		const char *blocking_mode = mode_name(tag, e.hard ? waits::strongest_mode(e.conflicting_held)
+		const char *blocking_mode = mode_name(tag, e.hard ? strongest_mode(e.conflicting_held)
 		                                                  : e.blocker_wait_mode);
 		const char *lock_type = locktype_name(tag);
 		const char *object = objects[e.lock].c_str();
@@ -106,12 +105,12 @@ CONCURRENCY_FUNCTION(concurrency_lock_tree_nodes) {
 	WaitPicture picture = take_wait_picture();
 
 	// graph nodes: the sessions that have an edge, in session (pid) order
-	std::vector<uint32_t> node_of(picture.sessions.size(), waits::none);
+	std::vector<uint32_t> node_of(picture.sessions.size(), none);
 	for (const auto &e : picture.edges)
 		node_of[e.waiter] = node_of[e.blocker] = 0;
 	std::vector<uint32_t> session_of;
 	for (uint32_t s = 0; s < picture.sessions.size(); ++s)
-		if (node_of[s] != waits::none) {
+		if (node_of[s] != none) {
 			node_of[s] = static_cast<uint32_t>(session_of.size());
 			session_of.push_back(s);
 		}
@@ -119,7 +118,7 @@ CONCURRENCY_FUNCTION(concurrency_lock_tree_nodes) {
 	pairs.reserve(picture.edges.size());
 	for (const auto &e : picture.edges)
 		pairs.emplace_back(node_of[e.waiter], node_of[e.blocker]);
-	waits::WaitGraph graph(session_of.size(), pairs);
+	WaitGraph graph(session_of.size(), pairs);
 
 	auto pid_of = [&](uint32_t node) { return picture.sessions[session_of[node]].pid; };
 	std::vector<Datum> path, blocked_by;

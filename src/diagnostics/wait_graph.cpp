@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
-namespace concurrency::waits {
+namespace concurrency::diagnostics {
 
 int strongest_mode(LockMask mask) {
 	int mode = 0;
@@ -412,4 +412,4 @@ std::string describe_advisory(std::uint32_t classid, std::uint32_t objid, std::u
 	return fmt::format("advisory lock classid {} objid {} objsubid {}", classid, objid, objsubid);
 }
 
-} // namespace concurrency::waits
+} // namespace concurrency::diagnostics

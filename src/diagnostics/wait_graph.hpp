@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-namespace concurrency::waits {
+namespace concurrency::diagnostics {
 
 // A set of lock modes, bit m for mode m (PostgreSQL's LOCKBIT_ON).
 using LockMask = std::uint32_t;
@@ -139,4 +139,4 @@ struct SubsystemKey {
 std::string describe_advisory(std::uint32_t classid, std::uint32_t objid, std::uint16_t objsubid,
                               const std::vector<SubsystemKey> &registry);
 
-} // namespace concurrency::waits
+} // namespace concurrency::diagnostics

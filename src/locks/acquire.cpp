@@ -112,7 +112,7 @@ void check_can_lock(const Target &t, Level level) {
 		            "This server is a hot standby: a lock taken here excludes nobody on the primary.",
 		            "Take named locks on the primary.");
 	if (IsInParallelMode())
-		throw Error("25000", "cannot take named locks during a parallel operation");
+		throw Error(sqlstate::invalid_transaction_state, "cannot take named locks during a parallel operation");
 	if (level == Level::session && t.subsystem.xact_only)
 		throw Error(sqlstate::insufficient_privilege,
 		            fmt::format("subsystem \"{}\" allows transaction-level locks only", std::string(t.name)),

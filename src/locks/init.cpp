@@ -1,14 +1,13 @@
-// Backend start-up for the named-locks capability: the relcache callback that
-// keeps the name cache true, and the transaction callbacks that keep the hold
-// counts of concurrency.my_locks true.
+// Backend start-up for the named-locks capability.
+#include "locks/init.hpp"
 #include "locks/registry.hpp"
 #include "locks/tracking.hpp"
 
-namespace concurrency {
+namespace concurrency::locks {
 
-void locks_init() {
-	locks::registry_init();
-	locks::tracking_init();
+void init() {
+	registry_init();
+	tracking_init();
 }
 
-} // namespace concurrency
+} // namespace concurrency::locks

@@ -236,7 +236,7 @@ CONCURRENCY_FUNCTION(concurrency_register_subsystem) {
 			used.push_back(scalar_column(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, datum_int32));
 		std::optional<int> slot = lowest_free_slot(std::move(used));
 		if (!slot)
-			throw Error("54000", "no free slot for another subsystem",
+			throw Error(sqlstate::program_limit_exceeded, "no free slot for another subsystem",
 			            fmt::format("All {} slots ({}–{}) are taken.", max_slot - min_slot + 1, min_slot, max_slot),
 			            "Unregister subsystems that are no longer used.");
 		const Oid types[] = {TEXTOID, INT8OID, INT4OID, TEXTOID, BOOLOID};
@@ -273,7 +273,7 @@ CONCURRENCY_FUNCTION(concurrency_unregister_subsystem) {
 // transaction commits).
 CONCURRENCY_FUNCTION(concurrency_subsystem_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		throw Error("39P01", "concurrency.subsystem_changed() is a trigger function");
+		throw Error(sqlstate::trigger_protocol_violated, "concurrency.subsystem_changed() is a trigger function");
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
 	return PointerGetDatum(nullptr);

@@ -87,7 +87,7 @@ template <typename Body> Datum invoke(Body body, FunctionCallInfo fcinfo) {
 	} catch (const Error &e) {
 		pending.set(e.code().c_str(), e.what(), e.detail().c_str(), e.hint().c_str());
 	} catch (const std::bad_alloc &) {
-		pending.set("53200", "out of memory in concurrency_ext");
+		pending.set(sqlstate::out_of_memory, "out of memory in concurrency_ext");
 	} catch (const std::exception &e) {
 		pending.set(sqlstate::internal_error, "unexpected C++ exception in concurrency_ext", e.what());
 	} catch (...) {

@@ -5,7 +5,7 @@ namespace concurrency::pg {
 ResultSet materialize(FunctionCallInfo fcinfo, Oid scalar_type) {
 	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 	if (!rsinfo || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
-		throw Error("0A000", "set-valued function called in context that cannot accept a set");
+		throw Error(sqlstate::feature_not_supported, "set-valued function called in context that cannot accept a set");
 	return guard([&] {
 		MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
 		TupleDesc desc;

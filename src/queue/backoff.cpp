@@ -4,7 +4,7 @@
 #include <cmath>
 #include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
-namespace concurrency {
+namespace concurrency::queue {
 
 std::int64_t backoff_delay_us(int attempt, double unit_random, const BackoffPolicy &policy) {
 	const double cap = static_cast<double>(std::max<std::int64_t>(policy.cap_us, 1));
@@ -24,4 +24,4 @@ std::int64_t backoff_delay_us(int attempt, double unit_random, const BackoffPoli
 	return std::max<std::int64_t>(1, static_cast<std::int64_t>(delay));
 }
 
-} // namespace concurrency
+} // namespace concurrency::queue

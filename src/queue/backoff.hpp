@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace concurrency {
+namespace concurrency::queue {
 
 struct BackoffPolicy {
 	std::int64_t base_us = 1'000'000;       // delay after the first failed attempt: 1 s
@@ -21,4 +21,4 @@ struct BackoffPolicy {
 // stays deterministic for tests. The result is at least 1 microsecond.
 std::int64_t backoff_delay_us(int attempt, double unit_random, const BackoffPolicy &policy = {});
 
-} // namespace concurrency
+} // namespace concurrency::queue

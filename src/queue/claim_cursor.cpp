@@ -1,7 +1,7 @@
 #include "queue/claim_cursor.hpp"
 #include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
-namespace concurrency {
+namespace concurrency::queue {
 
 void ClaimCursor::begin(std::int64_t now, std::uint32_t horizon_lag_xids) {
 	now_ = now;
@@ -41,4 +41,4 @@ void ClaimCursor::finish(std::optional<ClaimKey> last) {
 	}
 }
 
-} // namespace concurrency
+} // namespace concurrency::queue

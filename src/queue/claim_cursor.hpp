@@ -29,7 +29,7 @@
 #include <optional>
 #include <tuple>
 
-namespace concurrency {
+namespace concurrency::queue {
 
 // A task's position in claim order: highest priority first, then earliest
 // run_at, then lowest id. The priority is negated so that ascending order of
@@ -101,4 +101,4 @@ private:
 	std::int64_t last_full_ready_ = 0;
 };
 
-} // namespace concurrency
+} // namespace concurrency::queue

@@ -20,7 +20,7 @@ extern "C" {
 }
 
 using namespace concurrency;
-using concurrency::queue::Queue;
+using namespace concurrency::queue;
 
 namespace {
 
@@ -203,7 +203,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 			PG_RETURN_INT64(id);
 		}
 	}
-	throw Error("40001", fmt::format("could not enqueue into queue \"{}\"", name),
+	throw Error(sqlstate::serialization_failure, fmt::format("could not enqueue into queue \"{}\"", name),
 	            "The task holding its dedupe_key kept disappearing.", "Retry the transaction.");
 }
 

@@ -5,7 +5,7 @@
 #include "common/sql_text.hpp"
 #include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
-namespace concurrency {
+namespace concurrency::queue {
 
 std::string queue_table_name(std::string_view queue) { return fmt::format("q_{}", queue); }
 
@@ -231,4 +231,4 @@ std::string QueueSql::stats() const {
 	    fmt::arg("t", table_));
 }
 
-} // namespace concurrency
+} // namespace concurrency::queue

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace concurrency {
+namespace concurrency::queue {
 
 // Identifiers derived from a queue name (unquoted). A valid queue name has at
 // most max_queue_name_bytes (48) bytes, so each fits in 63 bytes.
@@ -78,4 +78,4 @@ private:
 	std::string name(std::string_view suffix) const;
 };
 
-} // namespace concurrency
+} // namespace concurrency::queue

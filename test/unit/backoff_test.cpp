@@ -5,8 +5,8 @@
 
 #include "queue/backoff.hpp"
 
-using concurrency::backoff_delay_us;
-using concurrency::BackoffPolicy;
+using concurrency::queue::backoff_delay_us;
+using concurrency::queue::BackoffPolicy;
 
 namespace {
 constexpr std::int64_t second = 1'000'000;

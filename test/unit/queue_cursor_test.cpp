@@ -5,9 +5,9 @@
 
 #include "queue/claim_cursor.hpp"
 
-using concurrency::ClaimCursor;
-using concurrency::ClaimKey;
-using concurrency::ScanPolicy;
+using concurrency::queue::ClaimCursor;
+using concurrency::queue::ClaimKey;
+using concurrency::queue::ScanPolicy;
 
 namespace {
 constexpr std::uint32_t fresh = 3;     // horizon lag of a healthy server

@@ -6,10 +6,10 @@
 #include "queue/queue_sql.hpp"
 
 using concurrency::max_queue_name_bytes;
-using concurrency::queue_channel;
-using concurrency::queue_index_name;
-using concurrency::queue_table_name;
-using concurrency::QueueSql;
+using concurrency::queue::queue_channel;
+using concurrency::queue::queue_index_name;
+using concurrency::queue::queue_table_name;
+using concurrency::queue::QueueSql;
 
 TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
 	std::string longest(max_queue_name_bytes, 'x');

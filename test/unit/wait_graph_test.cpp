@@ -9,7 +9,7 @@
 
 #include "diagnostics/wait_graph.hpp"
 
-using namespace concurrency::waits;
+using namespace concurrency::diagnostics;
 using Edges = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
 
 namespace {
