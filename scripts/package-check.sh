@@ -24,7 +24,7 @@ trap 'rm -rf "$work"' EXIT
 # A clean copy of the tree: dpkg-buildpackage writes the .deb next to it.
 mkdir -p "$work/src"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$work/src"
-build() { (cd "$work/src" && dpkg-buildpackage -us -uc -b); }
+build() { (cd "$work/src" && DEB_BUILD_OPTIONS="parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}" dpkg-buildpackage -us -uc -b); }
 check "dpkg-buildpackage -us -uc -b" build
 deb=$(ls "$work"/${package}_*.deb 2>/dev/null | head -1)
 check "it produced $package" test -f "$deb"
