@@ -52,7 +52,7 @@ copy_tree() { # destination
 # pg_regress and isolation output: "test name ... ok" lines, then a summary per run.
 count_installcheck() { # name log dir
   local started ok bad summaries d
-  grep -E '\.\.\. |tests? (passed|failed)' "$2"
+  grep -E '\.\.\. |^(not )?ok +[0-9]+ |tests? (passed|failed)' "$2"
   started=$(grep -cE '^(test |     |ok +[0-9]+ +[-+] |not ok +[0-9]+ +[-+] )' "$2")
   ok=$(grep -cE '^((test |     )\S+ +\.\.\. +ok |ok +[0-9]+ +[-+] )' "$2")
   bad=$((started - ok))
@@ -65,6 +65,8 @@ count_installcheck() { # name log dir
 
 test_version() { # version pg_config
   local v=$1 pg_config=$2 tree=$logs/pg$1 extra=()
+  # this version's psql, pg_ctl and pgbench first
+  local -x PATH="$("$pg_config" --bindir):$PATH"
   echo; echo "######## PostgreSQL $v ($pg_config)"
   vpassed=0 vfailed=0
   copy_tree "$tree"
