@@ -392,3 +392,82 @@ CONCURRENCY_FUNCTION(concurrency_session_unlock) {
 	track_session_released(t.tag, t.shared, released);
 	PG_RETURN_BOOL(released);
 }
+
+namespace concurrency::locks {
+namespace {
+
+// The resources of xact_lock_all: every element checked (a NULL must never
+// silently skip a lock), then sorted and deduplicated, so that each resource
+// is locked once and every caller takes them in the same, ascending order.
+std::vector<std::int64_t> resources_arg(FunctionCallInfo fcinfo, int n) {
+	pg::require_arg(fcinfo, n, "resources");
+	ArrayType *array = pg::guard([&] { return PG_GETARG_ARRAYTYPE_P(n); });
+	Datum *elements = nullptr;
+	bool *nulls = nullptr;
+	int count = 0;
+	pg::guard([&] { deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elements, &nulls, &count); });
+	std::vector<std::int64_t> resources;
+	resources.reserve(static_cast<std::size_t>(count));
+	for (int i = 0; i < count; ++i) {
+		if (nulls[i])
+			throw Error(sqlstate::null_value_not_allowed, "resources must not contain null",
+			            fmt::format("Element {} of the array is null.", i + 1));
+		resources.push_back(DatumGetInt64(elements[i]));
+	}
+	std::sort(resources.begin(), resources.end());
+	resources.erase(std::unique(resources.begin(), resources.end()), resources.end());
+	return resources;
+}
+
+} // namespace
+} // namespace concurrency::locks
+
+// concurrency.xact_lock_all(name, resources bigint[], timeout, shared): the
+// resource locks of one subsystem, each once, in ascending order, so that two
+// callers over the same resources (two transfers between the same accounts)
+// can never deadlock on them; the timeout bounds the whole call.
+CONCURRENCY_FUNCTION(concurrency_xact_lock_all) {
+	std::string_view name = name_arg(fcinfo, 0, "name");
+	std::vector<std::int64_t> resources = resources_arg(fcinfo, 1);
+	bool shared = shared_arg(fcinfo, 3);
+	Target first = resolve(name, std::nullopt, shared); // an unknown name fails even for an empty array
+	check_can_lock(first, Level::transaction);
+	std::optional<Deadline> deadline = deadline_arg(fcinfo, 2);
+	for (std::int64_t resource : resources)
+		take(resolve(name, resource, shared), Level::transaction, deadline);
+	PG_RETURN_VOID();
+}
+
+// concurrency.try_xact_lock_all(name, resources bigint[], shared): all or
+// none. Never waits; when one resource is taken by someone else, the locks
+// this call already took are released again before it returns false.
+CONCURRENCY_FUNCTION(concurrency_try_xact_lock_all) {
+	std::string_view name = name_arg(fcinfo, 0, "name");
+	std::vector<std::int64_t> resources = resources_arg(fcinfo, 1);
+	bool shared = shared_arg(fcinfo, 2);
+	Target first = resolve(name, std::nullopt, shared);
+	check_can_lock(first, Level::transaction);
+	std::vector<Target> targets;
+	targets.reserve(resources.size());
+	for (std::int64_t resource : resources)
+		targets.push_back(resolve(name, resource, shared));
+	std::vector<LockAcquireResult> results;
+	results.reserve(targets.size());
+	for (const Target &t : targets) {
+		LockAcquireResult result = lock_acquire(t, Level::transaction, true);
+		if (result == LOCKACQUIRE_NOT_AVAIL) {
+			// release in reverse order the holds this call added
+			for (std::size_t i = results.size(); i-- > 0;) {
+				LOCKTAG tag = targets[i].locktag();
+				LOCKMODE mode = targets[i].mode();
+				pg::guard([&] { LockRelease(&tag, mode, false); });
+			}
+			PG_RETURN_BOOL(false);
+		}
+		results.push_back(result);
+	}
+	for (std::size_t i = 0; i < targets.size(); ++i)
+		track_acquired(targets[i].tag, targets[i].shared, Level::transaction, results[i] == LOCKACQUIRE_OK,
+		               targets[i].name, targets[i].resource);
+	PG_RETURN_BOOL(true);
+}

@@ -101,4 +101,31 @@ private:
 	std::int64_t last_full_ready_ = 0;
 };
 
+// How far the xmin horizon trails, sampled at most every `interval_us`:
+// reading it scans the whole process array (every backend's xmin), which is
+// too dear to do on every claim with hundreds of connections, and the cursor's
+// policy only needs to know whether it is pinned, which changes slowly.
+class HorizonSampler {
+public:
+	explicit HorizonSampler(std::int64_t interval_us = 100'000) : interval_us_(interval_us) {}
+
+	// The lag at time `now` (µs): the last sample while it is younger than the
+	// interval, otherwise `sample()`, kept. A clock that went backwards also
+	// samples again.
+	template <typename Sample> std::uint32_t lag(std::int64_t now, Sample &&sample) {
+		if (!have_ || now - sampled_at_ >= interval_us_ || now < sampled_at_) {
+			lag_ = sample();
+			sampled_at_ = now;
+			have_ = true;
+		}
+		return lag_;
+	}
+
+private:
+	std::int64_t interval_us_;
+	bool have_ = false;
+	std::int64_t sampled_at_ = 0;
+	std::uint32_t lag_ = 0;
+};
+
 } // namespace concurrency::queue

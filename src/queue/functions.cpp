@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "queue/backoff.hpp"
+#include "common/backoff.hpp"
 #include "common/sql_text.hpp"
 #include "pg/srf.hpp"
 #include "queue/queue.hpp"
@@ -15,8 +15,10 @@
 extern "C" {
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "utils/acl.h"
 #include "utils/array.h"
+#include "utils/inval.h"
 }
 
 using namespace concurrency;
@@ -188,7 +190,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	// same key to commit or roll back). If that task is finished between the
 	// insert and the lookup, insert again.
 	for (int round = 0; round < 100; ++round) {
-		if (q.run("enqueue", q.sql().enqueue(), 5, types, values, nulls) == 1) {
+		if (q.run(QueueStatement::enqueue, 5, types, values, nulls) == 1) {
 			int64 id = queue::int64_column(0, 1);
 			q.notify();
 			pg::spi_finish();
@@ -197,7 +199,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 		if (!has_dedupe)
 			break;
 		static const Oid lookup_types[1] = {TEXTOID};
-		if (q.run("dedupe", q.sql().dedupe_lookup(), 1, lookup_types, &values[4]) == 1) {
+		if (q.run(QueueStatement::dedupe_lookup, 1, lookup_types, &values[4]) == 1) {
 			int64 id = queue::int64_column(0, 1);
 			pg::spi_finish();
 			PG_RETURN_INT64(id);
@@ -228,7 +230,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	pg::spi_connect();
 	Queue q(name);
 	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
-	uint64 n = q.run("enqueue_batch", q.sql().enqueue_batch(), 4, types, values, nulls);
+	uint64 n = q.run(QueueStatement::enqueue_batch, 4, types, values, nulls);
 	for (uint64 i = 0; i < n; ++i) {
 		Datum id[1] = {Int64GetDatum(queue::int64_column(static_cast<int>(i), 1))};
 		bool isnull[1] = {false};
@@ -242,7 +244,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 
 // concurrency.dequeue(queue, batch, lease, worker) -> claimed tasks
 CONCURRENCY_FUNCTION(concurrency_dequeue) {
-	std::string name = queue::queue_name_arg(fcinfo);
+	queue::QueueName name = queue::queue_name(fcinfo);
 	int32 batch = int32_arg(fcinfo, 1, "batch");
 	if (batch < 1)
 		throw Error(sqlstate::invalid_parameter_value, "batch must be at least 1");
@@ -255,11 +257,13 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
-	Queue q(name);
+	Queue q(name.view());
 	q.require(ACL_SELECT | ACL_UPDATE, "dequeue from");
 	Interval lease = lease_arg ? *lease_arg : q.info().lease;
 	ClaimCursor &cursor = q.info().cursor;
-	cursor.begin(now, queue::horizon_lag());
+	// the horizon matters to the cursor only to tell whether it is pinned:
+	// sampled at most every 100 ms, not read on every claim
+	cursor.begin(now, q.info().horizon.lag(now, queue::horizon_lag));
 
 	static const Oid claim_types[9] = {TIMESTAMPTZOID, INT4OID,        INTERVALOID, TEXTOID, INT8OID,
 	                                   TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID};
@@ -276,25 +280,34 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		                   TimestampTzGetDatum(cursor.wake_floor()),
 		                   BoolGetDatum(even_if_tasks_wait)};
 		char nulls[9] = {' ', ' ', ' ', worker_null, ' ', ' ', ' ', ' ', ' '};
-		uint64 n = q.run("claim", q.sql().claim(), 9, claim_types, values, nulls);
-		// the rows come in primary-key order; return them in claim order
-		std::vector<std::pair<ClaimKey, int>> order;
-		order.reserve(n);
-		for (uint64 i = 0; i < n; ++i) {
-			int row = static_cast<int>(i);
-			order.emplace_back(
-			    ClaimKey{queue::int64_column(row, 7), queue::int64_column(row, 8), queue::int64_column(row, 1)}, row);
-		}
-		std::sort(order.begin(), order.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
-		for (const auto &[key, row] : order) {
+		uint64 n = q.run(QueueStatement::claim, 9, claim_types, values, nulls);
+		auto emit = [&](int row) {
 			Datum cols[6];
 			bool isnull[6];
 			for (int c = 0; c < 6; ++c)
 				cols[c] = queue::column(row, c + 1, &isnull[c]);
 			pg::add_row(out, cols, isnull);
+		};
+		auto key_of = [](int row) {
+			return ClaimKey{queue::int64_column(row, 7), queue::int64_column(row, 8), queue::int64_column(row, 1)};
+		};
+		std::optional<ClaimKey> greatest;
+		if (n == 1) {
+			emit(0);
+			greatest = key_of(0);
+		} else if (n > 1) {
+			// the rows come in primary-key order; return them in claim order
+			std::vector<std::pair<ClaimKey, int>> order;
+			order.reserve(n);
+			for (uint64 i = 0; i < n; ++i)
+				order.emplace_back(key_of(static_cast<int>(i)), static_cast<int>(i));
+			std::sort(order.begin(), order.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+			for (const auto &entry : order)
+				emit(entry.second);
+			greatest = order.back().first;
 		}
-		if (!order.empty() && (!last || *last < order.back().first))
-			last = order.back().first;
+		if (greatest && (!last || *last < *greatest))
+			last = greatest;
 		claimed += n;
 	};
 
@@ -307,7 +320,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		static const Oid wake_types[4] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT4OID};
 		Datum wake_values[4] = {TimestampTzGetDatum(now), Int32GetDatum(std::max(batch, 32)),
 		                        TimestampTzGetDatum(cursor.wake_floor()), Int32GetDatum(q.info().max_attempts)};
-		uint64 woken = q.run("wake", q.sql().wake(), 4, wake_types, wake_values);
+		uint64 woken = q.run(QueueStatement::wake, 4, wake_types, wake_values);
 		bool made_ready = false;
 		for (uint64 i = 0; i < woken && !made_ready; ++i) {
 			bool isnull = false;
@@ -329,7 +342,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 
 // concurrency.heartbeat(queue, task_id, lease_token, extend) -> new deadline
 CONCURRENCY_FUNCTION(concurrency_heartbeat) {
-	std::string name = queue::queue_name_arg(fcinfo);
+	queue::QueueName name = queue::queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
 	int64 token = int64_arg(fcinfo, 2, "lease_token");
 	std::optional<Interval> extend_arg;
@@ -338,13 +351,13 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name);
+	Queue q(name.view());
 	q.require(ACL_SELECT | ACL_UPDATE, "heartbeat tasks of");
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
 	static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID};
 	Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
 	                   IntervalPGetDatum(&extend)};
-	if (q.run("heartbeat", q.sql().heartbeat(), 4, types, values) == 0)
+	if (q.run(QueueStatement::heartbeat, 4, types, values) == 0)
 		q.lease_lost(task_id);
 	bool isnull = false;
 	TimestampTz deadline = DatumGetTimestampTz(queue::column(0, 1, &isnull));
@@ -354,16 +367,16 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 
 // concurrency.complete(queue, task_id, lease_token)
 CONCURRENCY_FUNCTION(concurrency_complete) {
-	std::string name = queue::queue_name_arg(fcinfo);
+	queue::QueueName name = queue::queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
 	int64 token = int64_arg(fcinfo, 2, "lease_token");
 
 	pg::spi_connect();
-	Queue q(name);
+	Queue q(name.view());
 	q.require(ACL_SELECT | ACL_DELETE, "complete tasks of");
 	static const Oid types[2] = {INT8OID, INT8OID};
 	Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
-	if (q.run("complete", q.sql().complete(), 2, types, values) == 0)
+	if (q.run(QueueStatement::complete, 2, types, values) == 0)
 		q.lease_lost(task_id);
 	pg::spi_finish();
 	PG_RETURN_VOID();
@@ -371,7 +384,7 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 
 // concurrency.fail(queue, task_id, lease_token, error, retry_in) -> 'ready' | 'dead'
 CONCURRENCY_FUNCTION(concurrency_fail) {
-	std::string name = queue::queue_name_arg(fcinfo);
+	queue::QueueName name = queue::queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
 	int64 token = int64_arg(fcinfo, 2, "lease_token");
 	std::optional<Interval> retry_in;
@@ -388,11 +401,11 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name);
+	Queue q(name.view());
 	q.require(ACL_SELECT | ACL_UPDATE, "fail tasks of");
 	static const Oid lock_types[2] = {INT8OID, INT8OID};
 	Datum lock_values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
-	if (q.run("fail_lock", q.sql().fail_lock(), 2, lock_types, lock_values) == 0)
+	if (q.run(QueueStatement::fail_lock, 2, lock_types, lock_values) == 0)
 		q.lease_lost(task_id);
 	bool isnull = false;
 	int32 attempt = DatumGetInt32(queue::column(0, 1, &isnull));
@@ -415,7 +428,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	Datum values[4] = {Int64GetDatum(task_id), pg::text_datum(state), TimestampTzGetDatum(run_at),
 	                   PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
 	char nulls[4] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' '};
-	q.run("fail_update", q.sql().fail_update(), 4, types, values, nulls);
+	q.run(QueueStatement::fail_update, 4, types, values, nulls);
 	pg::spi_finish();
 	// a retry waiting for its run_at is 'ready' to the caller (queue_stats
 	// counts it as scheduled until then)
@@ -433,11 +446,22 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 	static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
 	Datum values[2] = {TimestampTzGetDatum(now), PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1)};
 	char nulls[2] = {' ', PG_ARGISNULL(1) ? 'n' : ' '};
-	uint64 n = q.run("retry_dead", q.sql().retry_dead(), 2, types, values, nulls);
+	uint64 n = q.run(QueueStatement::retry_dead, 2, types, values, nulls);
 	if (n > 0)
 		q.notify();
 	pg::spi_finish();
 	PG_RETURN_INT64(static_cast<int64>(n));
+}
+
+// concurrency.queue_changed() — statement trigger on concurrency.queue: a
+// relcache invalidation of the catalog makes every backend read the settings
+// of its cached queues again.
+CONCURRENCY_FUNCTION(concurrency_queue_changed) {
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		throw Error("39P01", "concurrency.queue_changed() is a trigger function");
+	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
+	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
+	return PointerGetDatum(nullptr);
 }
 
 // concurrency.queue_stats_rows() — the rows of the view concurrency.queue_stats
@@ -466,7 +490,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 			Queue q(name);
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
-			q.run("stats", q.sql().stats(), 1, types, values);
+			q.run(QueueStatement::stats, 1, types, values);
 			for (int c = 1; c < 7; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 		}

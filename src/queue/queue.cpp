@@ -1,6 +1,8 @@
 // Per-backend queue cache, plan runner and result sets of the task queue.
+#include <algorithm>
+#include <cstring>
+#include <new>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,55 +18,142 @@ extern "C" {
 #include "commands/async.h"
 #include "storage/procarray.h"
 #include "utils/acl.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 }
 
 namespace concurrency::queue {
 
 namespace {
 
-// Queue name -> what this backend knows about it. Plain C++ (not palloc'd):
-// it lives for the whole backend.
-std::unordered_map<std::string, QueueInfo> &known_queues() {
-	static std::unordered_map<std::string, QueueInfo> queues;
-	return queues;
+// The cache: queue name -> QueueInfo, in a memory context of its own under
+// TopMemoryContext (it lives as long as the backend). Entries are never
+// removed by an invalidation, only marked invalid, so a QueueInfo pointer
+// stays good for the whole call that holds it; forget_queue removes one.
+HTAB *queue_table = nullptr;
+Oid catalog_relid = InvalidOid; // concurrency.queue, once known
+
+HTAB *queues() {
+	if (!queue_table) {
+		HASHCTL ctl;
+		std::memset(&ctl, 0, sizeof ctl);
+		ctl.keysize = max_queue_name_bytes + 1;
+		ctl.entrysize = sizeof(QueueInfo);
+		queue_table = pg::guard([&] {
+			ctl.hcxt = AllocSetContextCreate(TopMemoryContext, "concurrency_ext queues", ALLOCSET_SMALL_SIZES);
+			return hash_create("concurrency_ext queues", 16, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		});
+	}
+	return queue_table;
 }
 
-// Plan keys: "queue:<name>\x1f<op>". A queue name has no control characters,
-// so the prefix "queue:<name>\x1f" names the plans of exactly one queue.
-std::string plan_prefix(const std::string &queue) { return fmt::format("queue:{}\x1f", queue); }
+// Invalidation callbacks: they run at any invalidation point (even inside
+// a statement of ours), so they only flip flags.
+void invalidate(Oid relid, bool privileges_only) {
+	if (!queue_table)
+		return;
+	HASH_SEQ_STATUS status;
+	hash_seq_init(&status, queue_table);
+	while (auto *info = static_cast<QueueInfo *>(hash_seq_search(&status))) {
+		if (privileges_only)
+			info->acl_role = InvalidOid;
+		else if (relid == InvalidOid || relid == catalog_relid || relid == info->relid)
+			info->valid = false;
+	}
+}
 
-void load_settings(const std::string &name, Oid relid, QueueInfo &info) {
+void relation_changed(Datum, Oid relid) { invalidate(relid, false); }
+void roles_changed(Datum, int, uint32) { invalidate(InvalidOid, true); }
+
+void free_plans(QueueInfo &info) {
+	for (SPIPlanPtr &plan : info.plans) {
+		if (plan)
+			pg::guard([&] { SPI_freeplan(plan); });
+		plan = nullptr;
+	}
+}
+
+// Plan keys of the statements kept by string: "queue:<name>\x1f<op>". A queue
+// name has no control characters, so the prefix "queue:<name>\x1f" names the
+// plans of exactly one queue.
+std::string plan_prefix(std::string_view queue) { return fmt::format("queue:{}\x1f", queue); }
+
+void load_settings(QueueInfo &info) {
 	static const Oid types[1] = {TEXTOID};
 	SPIPlanPtr plan =
 	    pg::prepared_plan("queue-catalog:settings", "SELECT lease, max_attempts FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1",
 	                      1, types, CURSOR_OPT_GENERIC_PLAN);
-	Datum values[1] = {pg::text_datum(name)};
+	Datum values[1] = {pg::text_datum(info.name)};
 	if (pg::spi_execute_plan(plan, values, nullptr, true, 1) != 1)
-		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
+		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name),
 		            fmt::format("Table concurrency.{} exists, but the queue is not in concurrency.queue.",
-		                        quote_ident(queue_table_name(name))));
+		                        quote_ident(queue_table_name(info.name))));
 	bool isnull = false;
 	Datum lease = column(0, 1, &isnull);
 	Datum max_attempts = column(0, 2, &isnull);
 	info.lease = *DatumGetIntervalP(lease);
 	info.max_attempts = DatumGetInt32(max_attempts);
-	info.cursor = ClaimCursor();
-	info.relid = relid;
+}
+
+// Brings an invalid entry up to date: the table's OID (42704 when the queue
+// is gone), the settings, and, for a new incarnation of the queue, fresh
+// plans and cursor.
+void revalidate(QueueInfo &info) {
+	// Valid from here on: an invalidation that arrives while we read (taking
+	// a lock processes pending ones) flips it back for the next call.
+	info.valid = true;
+	info.acl_role = InvalidOid;
+	try {
+		if (!OidIsValid(catalog_relid))
+			catalog_relid = pg::guard([] {
+				Oid nsp = get_namespace_oid("concurrency", true);
+				return OidIsValid(nsp) ? get_relname_relid("queue", nsp) : InvalidOid;
+			});
+		Oid relid = queue_relid(info.name);
+		if (!OidIsValid(relid))
+			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name), "",
+			            "Create it with concurrency.create_queue().");
+		if (relid != info.relid) {
+			free_plans(info);
+			std::string prefix = plan_prefix(info.name);
+			pg::guard([&] { pg::forget_plans(prefix.c_str()); });
+			info.cursor = ClaimCursor();
+			info.horizon = HorizonSampler();
+			info.relid = relid;
+		}
+		load_settings(info);
+	} catch (...) {
+		info.valid = false;
+		throw;
+	}
 }
 
 } // namespace
 
-std::string queue_name_arg(FunctionCallInfo fcinfo) {
-	std::string name = pg::text_arg(fcinfo, 0, "queue");
+void cache_init() {
+	CacheRegisterRelcacheCallback(relation_changed, (Datum)0);
+	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum)0);
+	CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum)0);
+}
+
+std::string queue_name_arg(FunctionCallInfo fcinfo) { return std::string(queue_name(fcinfo).view()); }
+
+QueueName queue_name(FunctionCallInfo fcinfo) {
+	pg::require_arg(fcinfo, 0, "queue");
+	text *t = pg::guard([&] { return PG_DETOAST_DATUM_PACKED(PG_GETARG_DATUM(0)); });
+	std::string_view name(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 	if (auto problem = name_problem(name, max_queue_name_bytes))
 		throw Error(sqlstate::invalid_parameter_value, "invalid queue name", fmt::format("The {}.", *problem),
 		            fmt::format("A queue name has 1 to {} bytes and no whitespace or control characters.",
 		                        max_queue_name_bytes));
-	return name;
+	QueueName out;
+	std::memcpy(out.bytes, name.data(), name.size());
+	out.size = name.size();
+	return out;
 }
 
-Oid queue_relid(const std::string &queue) {
+Oid queue_relid(std::string_view queue) {
 	std::string table = queue_table_name(queue);
 	return pg::guard([&] {
 		Oid nsp = get_namespace_oid("concurrency", true);
@@ -72,10 +161,17 @@ Oid queue_relid(const std::string &queue) {
 	});
 }
 
-void forget_queue(const std::string &queue) {
+void forget_queue(std::string_view queue) {
 	std::string prefix = plan_prefix(queue);
 	pg::guard([&] { pg::forget_plans(prefix.c_str()); });
-	known_queues().erase(queue);
+	char key[max_queue_name_bytes + 1] = {};
+	std::memcpy(key, queue.data(), std::min(queue.size(), max_queue_name_bytes));
+	HTAB *table = queues();
+	auto *info = static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_FIND, nullptr); }));
+	if (info) {
+		free_plans(*info);
+		pg::guard([&] { hash_search(table, key, HASH_REMOVE, nullptr); });
+	}
 }
 
 Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
@@ -101,42 +197,79 @@ uint32 horizon_lag() {
 	});
 }
 
-Queue::Queue(std::string name) : name_(std::move(name)), sql_(name_), info_(nullptr) {
-	Oid relid = queue_relid(name_);
-	if (!OidIsValid(relid))
-		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name_), "",
-		            "Create it with concurrency.create_queue().");
-	QueueInfo &info = known_queues()[name_];
-	if (info.relid != relid) {
-		info.relid = InvalidOid;
-		load_settings(name_, relid, info);
+Queue::Queue(std::string_view name) : info_(nullptr) {
+	char key[max_queue_name_bytes + 1] = {};
+	std::memcpy(key, name.data(), std::min(name.size(), max_queue_name_bytes));
+	HTAB *table = queues();
+	bool found = false;
+	auto *info = static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_ENTER, &found); }));
+	if (!found) {
+		// the key is in place; the rest is constructed here
+		new (&info->cursor) ClaimCursor();
+		new (&info->horizon) HorizonSampler();
+		info->valid = false;
+		info->relid = InvalidOid;
+		info->lease = Interval{};
+		info->max_attempts = 0;
+		for (SPIPlanPtr &plan : info->plans)
+			plan = nullptr;
+		info->acl_role = InvalidOid;
+		info->acl_checked = info->acl_granted = 0;
 	}
-	info_ = &info;
+	if (!info->valid)
+		revalidate(*info);
+	info_ = info;
 }
 
-uint64 Queue::run(const char *op, const std::string &sql, int nargs, const Oid *types, const Datum *values,
-                  const char *nulls) {
-	std::string key = plan_prefix(name_) + op;
+const QueueSql &Queue::sql() const {
+	if (!sql_)
+		sql_.emplace(name());
+	return *sql_;
+}
+
+uint64 Queue::execute(SPIPlanPtr plan, const Datum *values, const char *nulls) {
 	try {
-		// One generic plan per statement, planned once: the statements are
-		// written so that it is the right one (index scans whatever the values).
-		SPIPlanPtr plan = pg::prepared_plan(key.c_str(), sql.c_str(), nargs, types, CURSOR_OPT_GENERIC_PLAN);
 		return pg::spi_execute_plan(plan, values, nulls, false);
 	} catch (const pg::PgException &e) {
 		// the queue was dropped after we looked it up (its table is gone)
 		if (e.sqlerrcode() == ERRCODE_UNDEFINED_TABLE)
-			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name_),
+			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name()),
 			            "It was dropped while this call was running.");
 		throw;
 	}
+}
+
+uint64 Queue::run(QueueStatement s, int nargs, const Oid *types, const Datum *values, const char *nulls) {
+	SPIPlanPtr &plan = info_->plans[static_cast<int>(s)];
+	if (!plan) {
+		// One generic plan per statement, planned once: the statements are
+		// written so that it is the right one (index scans whatever the values).
+		std::string text = sql().text(s);
+		SPIPlanPtr fresh = pg::guard([&] {
+			return SPI_prepare_cursor(text.c_str(), nargs, const_cast<Oid *>(types), CURSOR_OPT_GENERIC_PLAN);
+		});
+		if (!fresh)
+			throw Error(sqlstate::internal_error,
+			            fmt::format("SPI_prepare failed: {}", SPI_result_code_string(SPI_result)), text);
+		pg::guard([&] { SPI_keepplan(fresh); });
+		plan = fresh;
+	}
+	return execute(plan, values, nulls);
+}
+
+uint64 Queue::run(const char *op, const std::string &sql, int nargs, const Oid *types, const Datum *values,
+                  const char *nulls) {
+	std::string key = plan_prefix(name()) + op;
+	SPIPlanPtr plan = pg::prepared_plan(key.c_str(), sql.c_str(), nargs, types, CURSOR_OPT_GENERIC_PLAN);
+	return execute(plan, values, nulls);
 }
 
 void Queue::lease_lost(int64 task_id) {
 	static const Oid types[1] = {INT8OID};
 	Datum values[1] = {Int64GetDatum(task_id)};
 	const char *hint = "Roll back the work done under this lease: the task is no longer yours.";
-	if (run("inspect", sql_.inspect(), 1, types, values) == 0)
-		throw Error(sqlstate::lease_lost, fmt::format("task {} of queue \"{}\" does not exist", task_id, name_),
+	if (run(QueueStatement::inspect, 1, types, values) == 0)
+		throw Error(sqlstate::lease_lost, fmt::format("task {} of queue \"{}\" does not exist", task_id, name()),
 		            "It was completed already, or it never existed.", hint);
 	bool isnull = false;
 	std::string state = pg::guard([&] { return TextDatumGetCString(column(0, 1, &isnull)); });
@@ -148,13 +281,23 @@ void Queue::lease_lost(int64 task_id) {
 	    held ? fmt::format("Another lease was issued for the task since: it is {} at attempt {}{}.", state, attempt,
 	                       worker.empty() ? "" : fmt::format(", worker \"{}\"", worker))
 	         : fmt::format("The lease was released since: the task is {} at attempt {}.", state, attempt);
-	throw Error(sqlstate::lease_lost, fmt::format("lease on task {} of queue \"{}\" was lost", task_id, name_), detail,
+	throw Error(sqlstate::lease_lost, fmt::format("lease on task {} of queue \"{}\" was lost", task_id, name()), detail,
 	            hint);
 }
 
 void Queue::require(AclMode modes, const char *action) {
 	Oid relid = info_->relid;
-	AclMode missing = pg::guard([&] { return modes & ~pg_class_aclmask(relid, GetUserId(), modes, ACLMASK_ALL); });
+	Oid user = GetUserId();
+	if (info_->acl_role != user) {
+		info_->acl_role = user;
+		info_->acl_checked = info_->acl_granted = 0;
+	}
+	if (AclMode unknown = modes & ~info_->acl_checked) {
+		AclMode granted = pg::guard([&] { return pg_class_aclmask(relid, user, unknown, ACLMASK_ALL); });
+		info_->acl_granted |= granted;
+		info_->acl_checked |= unknown;
+	}
+	AclMode missing = modes & ~info_->acl_granted;
 	if (missing == 0)
 		return;
 	std::vector<std::string> words;
@@ -165,13 +308,13 @@ void Queue::require(AclMode modes, const char *action) {
 	std::string names = words.front();
 	for (std::size_t i = 1; i < words.size(); ++i)
 		names += (i + 1 == words.size() ? " and " : ", ") + words[i];
-	throw Error(sqlstate::insufficient_privilege, fmt::format("permission denied to {} queue \"{}\"", action, name_),
-	            fmt::format("The current role lacks {} on table {}.", names, sql_.table()),
+	throw Error(sqlstate::insufficient_privilege, fmt::format("permission denied to {} queue \"{}\"", action, name()),
+	            fmt::format("The current role lacks {} on table {}.", names, sql().table()),
 	            "Producers need SELECT and INSERT on the queue's table; workers need SELECT, UPDATE and DELETE.");
 }
 
 void Queue::notify() {
-	std::string channel = queue_channel(name_);
+	std::string channel = queue_channel(name());
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
 }
 

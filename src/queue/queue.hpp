@@ -3,44 +3,75 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/names.hpp"
 #include "queue/claim_cursor.hpp"
 #include "queue/queue_sql.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
+#include "utils/acl.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 }
 
 namespace concurrency::queue {
 
-// What a backend remembers about one queue. The settings of a queue never
-// change after creation, so they are valid as long as the queue's table is
-// the same (the same OID); a dropped and re-created queue is loaded again.
+// A validated queue name in a fixed buffer: reading one allocates nothing.
+struct QueueName {
+	char bytes[max_queue_name_bytes + 1] = {};
+	std::size_t size = 0;
+	std::string_view view() const { return {bytes, size}; }
+};
+
+// What a backend remembers about one queue, in a hash table of its own
+// memory context, keyed by name. Valid until an invalidation says otherwise:
+// the queue's table changed (dropped, re-created, renamed, GRANT/REVOKE: a
+// relcache invalidation of its OID), the catalog concurrency.queue changed
+// (its statement trigger sends a relcache invalidation of the catalog), role
+// membership changed (for the cached privileges), or the invalidation queue
+// overflowed. Then the next call looks the queue up and reads its settings
+// again; while valid, a call costs one hash lookup.
 struct QueueInfo {
-	Oid relid = InvalidOid;
-	Interval lease{};
-	int32 max_attempts = 0;
+	char name[max_queue_name_bytes + 1]; // hash key: must come first
+	bool valid;
+	Oid relid;
+	Interval lease;
+	int32 max_attempts;
 	ClaimCursor cursor;
+	HorizonSampler horizon;
+	// the hot statements, prepared on first use and kept (SPI_keepplan)
+	SPIPlanPtr plans[static_cast<int>(QueueStatement::count_)];
+	// privileges of acl_role on the table: those in acl_checked were looked
+	// up, those in acl_granted are held
+	Oid acl_role;
+	AclMode acl_checked;
+	AclMode acl_granted;
 };
 
 // An open queue for the duration of one function call (SPI connected).
 class Queue {
 public:
 	// Looks the queue up (42704 if it does not exist) and loads its settings
-	// when this backend has not seen this incarnation of it yet.
-	explicit Queue(std::string name);
+	// when this backend has no valid copy of them.
+	explicit Queue(std::string_view name);
 
-	const std::string &name() const { return name_; }
-	const QueueSql &sql() const { return sql_; }
+	std::string_view name() const { return {info_->name}; }
+	// The queue's SQL, built when first asked for (statements are prepared
+	// once per backend; their text is not needed on later calls).
+	const QueueSql &sql() const;
 	QueueInfo &info() { return *info_; }
 
-	// Runs statement `op` of this queue, prepared on first use in this
+	// Runs hot statement `s` of this queue, prepared on first use in this
 	// backend and kept. Returns SPI_processed; rows are in SPI_tuptable.
+	uint64 run(QueueStatement s, int nargs, const Oid *types, const Datum *values, const char *nulls = nullptr);
+
+	// Runs statement `op` with text `sql`, prepared on first use in this
+	// backend and kept under a string key (for statements off the hot path).
 	uint64 run(const char *op, const std::string &sql, int nargs, const Oid *types, const Datum *values,
 	           const char *nulls = nullptr);
 
@@ -51,31 +82,38 @@ public:
 	// Raises 42501 unless the current user has every privilege in `modes`
 	// on the queue's table (the statements would refuse too, but with their
 	// own text as context). `action` says what was refused ("dequeue from").
+	// The answer is cached per role until an invalidation.
 	void require(AclMode modes, const char *action);
 
 	// NOTIFY concurrency_<queue> (delivered at commit; one per transaction).
 	void notify();
 
 private:
-	std::string name_;
-	QueueSql sql_;
 	QueueInfo *info_;
+	mutable std::optional<QueueSql> sql_;
+	uint64 execute(SPIPlanPtr plan, const Datum *values, const char *nulls);
 };
 
 // Validated queue name from argument 0 (22004 when NULL, 22023 when invalid).
 std::string queue_name_arg(FunctionCallInfo fcinfo);
+// The same into a fixed buffer (no allocation).
+QueueName queue_name(FunctionCallInfo fcinfo);
 
 // Oid of concurrency."q_<queue>", or InvalidOid.
-Oid queue_relid(const std::string &queue);
+Oid queue_relid(std::string_view queue);
 
 // Forgets this backend's plans and settings of `queue` (after DROP).
-void forget_queue(const std::string &queue);
+void forget_queue(std::string_view queue);
+
+// Registers the invalidation callbacks of the cache (from _PG_init).
+void cache_init();
 
 // Positive interval from argument n (22023 otherwise); n must not be NULL.
 Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname);
 
 // How many transaction ids the xmin horizon (the oldest one that some
-// snapshot may still need, server-wide) trails the next one by.
+// snapshot may still need, server-wide) trails the next one by. Scans the
+// process array: sample it (HorizonSampler), do not call it per claim.
 uint32 horizon_lag();
 
 // SPI_getbinval through the guard.

@@ -231,4 +231,23 @@ std::string QueueSql::stats() const {
 	    fmt::arg("t", table_));
 }
 
+std::string QueueSql::text(QueueStatement s) const {
+	switch (s) {
+	case QueueStatement::enqueue: return enqueue();
+	case QueueStatement::dedupe_lookup: return dedupe_lookup();
+	case QueueStatement::enqueue_batch: return enqueue_batch();
+	case QueueStatement::wake: return wake();
+	case QueueStatement::claim: return claim();
+	case QueueStatement::heartbeat: return heartbeat();
+	case QueueStatement::complete: return complete();
+	case QueueStatement::fail_lock: return fail_lock();
+	case QueueStatement::fail_update: return fail_update();
+	case QueueStatement::inspect: return inspect();
+	case QueueStatement::retry_dead: return retry_dead();
+	case QueueStatement::stats: return stats();
+	case QueueStatement::count_: break;
+	}
+	return {};
+}
+
 } // namespace concurrency::queue

@@ -17,6 +17,24 @@ std::string queue_table_name(std::string_view queue);            // q_<queue>
 std::string queue_index_name(std::string_view queue, std::string_view suffix); // q_<queue>_<suffix>
 std::string queue_channel(std::string_view queue);               // concurrency_<queue>
 
+// The statements of one queue that the hot functions run, kept per backend
+// in an array indexed by this (no string keys on the hot path).
+enum class QueueStatement {
+	enqueue,
+	dedupe_lookup,
+	enqueue_batch,
+	wake,
+	claim,
+	heartbeat,
+	complete,
+	fail_lock,
+	fail_update,
+	inspect,
+	retry_dead,
+	stats,
+	count_ // not a statement: how many there are
+};
+
 class QueueSql {
 public:
 	explicit QueueSql(std::string_view queue);
@@ -71,6 +89,9 @@ public:
 	std::string retry_dead() const;
 	// $1 timestamptz now -> ready, scheduled, leased, expired, dead, oldest_ready_age
 	std::string stats() const;
+
+	// The text of statement `s` (one of the above).
+	std::string text(QueueStatement s) const;
 
 private:
 	std::string queue_;

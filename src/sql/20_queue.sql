@@ -24,6 +24,18 @@ COMMENT ON TABLE concurrency.queue IS
 SELECT pg_catalog.pg_extension_config_dump('concurrency.queue', '');
 GRANT SELECT ON concurrency.queue TO PUBLIC;
 
+-- Plain DML sends no relcache invalidation; this statement trigger sends one
+-- for the catalog, so that every backend's queue cache reads the settings
+-- again (see src/queue/queue.hpp). Also fires for COPY (pg_restore).
+CREATE FUNCTION concurrency.queue_changed() RETURNS trigger
+    LANGUAGE c AS 'MODULE_PATHNAME', 'concurrency_queue_changed';
+COMMENT ON FUNCTION concurrency.queue_changed() IS
+    'trigger: invalidates the backends'' queue caches after a change of concurrency.queue';
+REVOKE EXECUTE ON FUNCTION concurrency.queue_changed() FROM PUBLIC;
+CREATE TRIGGER queue_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON concurrency.queue
+    FOR EACH STATEMENT EXECUTE FUNCTION concurrency.queue_changed();
+
 -- Lease tokens: every claim takes a fresh value, so that a token names one
 -- lease of one task and never comes back. Its position is dumped too, so that
 -- a restored database does not issue tokens again that workers may still hold.

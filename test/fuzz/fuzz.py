@@ -36,6 +36,8 @@ DOCUMENTED = {
     "25006",  # read-only transaction (hot standby)
     "54000",  # program limit exceeded (no free resource-lock slot)
     "40001",  # enqueue with a dedupe_key whose holder kept disappearing: retry
+    "25001",  # run_transaction / run_ddl inside a transaction block
+    "2D000",  # run_transaction / run_ddl statements with transaction control
     "25000",  # a named lock during a parallel operation
     "39P01",  # the registry trigger function called directly
     "0A000",  # a set-returning function where no set is accepted

@@ -3,10 +3,10 @@
 
 #include <gtest/gtest.h>
 
-#include "queue/backoff.hpp"
+#include "common/backoff.hpp"
 
-using concurrency::queue::backoff_delay_us;
-using concurrency::queue::BackoffPolicy;
+using concurrency::backoff_delay_us;
+using concurrency::BackoffPolicy;
 
 namespace {
 constexpr std::int64_t second = 1'000'000;

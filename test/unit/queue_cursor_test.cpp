@@ -133,3 +133,21 @@ TEST(ClaimCursor, ThresholdIsConfigurable) {
 	c.begin(0, 11);
 	EXPECT_TRUE(c.resuming());
 }
+
+TEST(HorizonSampler, SamplesAtMostOncePerInterval) {
+	concurrency::queue::HorizonSampler sampler(100 * ms);
+	int samples = 0;
+	std::uint32_t value = fresh;
+	auto sample = [&] {
+		++samples;
+		return value;
+	};
+	EXPECT_EQ(sampler.lag(0, sample), fresh);
+	value = pinned;
+	EXPECT_EQ(sampler.lag(50 * ms, sample), fresh); // the old sample, not read again
+	EXPECT_EQ(samples, 1);
+	EXPECT_EQ(sampler.lag(100 * ms, sample), pinned); // the interval has passed
+	EXPECT_EQ(samples, 2);
+	EXPECT_EQ(sampler.lag(90 * ms, sample), pinned); // clock went backwards: sampled again
+	EXPECT_EQ(samples, 3);
+}

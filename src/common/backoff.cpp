@@ -1,10 +1,10 @@
-#include "queue/backoff.hpp"
+#include "common/backoff.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
 
-namespace concurrency::queue {
+namespace concurrency {
 
 std::int64_t backoff_delay_us(int attempt, double unit_random, const BackoffPolicy &policy) {
 	const double cap = static_cast<double>(std::max<std::int64_t>(policy.cap_us, 1));
@@ -24,4 +24,4 @@ std::int64_t backoff_delay_us(int attempt, double unit_random, const BackoffPoli
 	return std::max<std::int64_t>(1, static_cast<std::int64_t>(delay));
 }
 
-} // namespace concurrency::queue
+} // namespace concurrency

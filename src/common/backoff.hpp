@@ -1,10 +1,11 @@
-// Retry delays for failed tasks: exponential backoff with jitter and a cap.
+// Retry delays: exponential backoff with jitter and a cap (failed queue tasks,
+// retried transactions, run_ddl attempts).
 // Pure C++ (no PostgreSQL headers), unit-tested in test/unit/backoff_test.cpp.
 #pragma once
 
 #include <cstdint>
 
-namespace concurrency::queue {
+namespace concurrency {
 
 struct BackoffPolicy {
 	std::int64_t base_us = 1'000'000;       // delay after the first failed attempt: 1 s
@@ -21,4 +22,4 @@ struct BackoffPolicy {
 // stays deterministic for tests. The result is at least 1 microsecond.
 std::int64_t backoff_delay_us(int attempt, double unit_random, const BackoffPolicy &policy = {});
 
-} // namespace concurrency::queue
+} // namespace concurrency

@@ -1,0 +1,10 @@
+// Backend start-up of the task-queue capability, called once from _PG_init.
+#pragma once
+
+namespace concurrency::queue {
+
+// Registers the invalidation callbacks of the per-backend queue cache
+// (see QueueInfo in queue/queue.hpp).
+void init();
+
+} // namespace concurrency::queue
