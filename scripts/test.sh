@@ -7,14 +7,15 @@
 #     upgrade check (each on a throw-away cluster of its own, scripts/cluster.sh),
 #     TAP tests (PostgreSQL::Test::Cluster, run as the postgres user because
 #     initdb refuses root; they include PgBouncer and postgres_exporter);
+#     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
 #   once: the memory-safety run (PostgreSQL 15), GoogleTest unit tests (CTest),
 #     the Debian package (built, installed, smoke-tested) and the check that the
 #     module needs no shared library beyond the server and the C/C++ runtime.
 # Usage: sudo scripts/test.sh
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
-#   SKIP="sanitize package" to leave out once-only steps (sanitize, unit,
-#   package); CI runs them all.
+#   SKIP="sanitize package" to leave out steps (sanitize, unit, package, and
+#   citus: the Citus suite on PostgreSQL 18); CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -124,6 +125,18 @@ test_version() { # version pg_config
     [ "$nfail" = 0 ] && ! grep -q 'Result: PASS' "$logs/tap-$v.log" && count 0 1 "$v TAP (result)"
   fi
   [ "${KEEP_TAP_LOGS:-}" ] && cp -r "$tree/tmp_check" "/tmp/concurrency_ext-tap-$v.$$" 2>/dev/null
+
+  if [ "$v" = 18 ] && ! skipped citus; then
+    echo "== 18: Citus: named locks, diagnostics and distributed queues on a coordinator and two workers (scripts/citus-check.sh)"
+    local ports=() p
+    while [ ${#ports[@]} -lt 3 ]; do
+      p=$(free_port) || break
+      case " ${ports[*]} " in *" $p "*) ;; *) ports+=("$p") ;; esac
+    done
+    CITUS_PORTS="${ports[*]}" bash scripts/citus-check.sh >"$logs/citus.log" 2>&1
+    grep -E '^(ok|FAIL|skip) |^Citus' "$logs/citus.log"
+    count_summary "18 Citus" "$logs/citus.log"
+  fi
   echo "PostgreSQL $v: $vpassed passed, $vfailed failed"
   version_lines+=("PostgreSQL $v: $vpassed passed, $vfailed failed")
 }

@@ -2,6 +2,7 @@
 //
 // _PG_init calls each capability's init() (declared in its room's init.hpp);
 // a capability with nothing to register at start-up has no init.
+#include "citus/init.hpp"
 #include "locks/init.hpp"
 #include "queue/init.hpp"
 #include "pg/datum.hpp"
@@ -22,6 +23,7 @@ PGDLLEXPORT void _PG_init(void);
 extern "C" void _PG_init(void) {
 	concurrency::locks::init();
 	concurrency::queue::init();
+	concurrency::citus::init();
 }
 
 // concurrency.version() — the version of the loaded module.

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "citus/node.hpp"
 #include "locks/lock_keys.hpp"
 #include "locks/lock_messages.hpp"
 #include "locks/registry.hpp"
@@ -95,7 +96,23 @@ std::optional<Deadline> deadline_arg(FunctionCallInfo fcinfo, int n) {
 	return Deadline{at, *micros};
 }
 
+// Advisory locks live in one server's lock manager: on a Citus worker a named
+// lock would exclude nobody on the coordinator or the other workers. Named
+// locks are taken on the coordinator only (docs/scaling-out.md).
+[[noreturn]] void refuse_on_citus_worker(std::string_view name) {
+	std::string coordinator = citus::coordinator_address();
+	throw Error(sqlstate::feature_not_supported,
+	            fmt::format("cannot use named lock \"{}\" on a Citus worker node", std::string(name)),
+	            "Advisory locks are per node: a lock taken on a worker excludes nobody connected to the "
+	            "coordinator or to another worker.",
+	            coordinator.empty() ? "Take named locks through the Citus coordinator."
+	                                : fmt::format("Take named locks through the Citus coordinator ({}).", coordinator));
+}
+
 Target resolve(std::string_view name, std::optional<std::int64_t> resource, bool shared) {
+	// Before the registry lookup: the registry's rows live on the coordinator.
+	if (citus::local_role().role == citus::Role::worker)
+		refuse_on_citus_worker(name);
 	Target t;
 	t.subsystem = lookup_subsystem(name);
 	t.name = name;

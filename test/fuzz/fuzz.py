@@ -40,7 +40,7 @@ DOCUMENTED = {
     "2D000",  # run_transaction / run_ddl statements with transaction control
     "25000",  # a named lock during a parallel operation
     "39P01",  # the registry trigger function called directly
-    "0A000",  # a set-returning function where no set is accepted
+    "0A000",  # a set-returning function where no set is accepted; a named lock on a Citus worker node
 }
 # docs/errors.md also lists 53200 (out of memory) and XX000 (internal error):
 # no input may provoke them, so they stay failures here.

@@ -1,0 +1,15 @@
+-- Without Citus (this server does not load it), the Citus awareness says so:
+-- the node role is none, every diagnostic covers this node, and
+-- cluster_lock_waits shows this node's waits only.
+SELECT concurrency.citus_node_role();
+SELECT diagnostic, covers, note FROM concurrency.diagnostics_scope ORDER BY diagnostic;
+SELECT count(*) AS edges FROM concurrency.cluster_lock_waits WHERE waiting_pid IN (SELECT pid FROM pg_stat_activity WHERE datname = current_database());
+SELECT attname, format_type(atttypid, atttypmod)
+  FROM pg_attribute WHERE attrelid = 'concurrency.cluster_lock_waits'::regclass AND attnum > 0 ORDER BY attnum;
+-- named locks work as on any server
+SELECT concurrency.register_subsystem('citus_absent', 9191);
+BEGIN;
+SELECT concurrency.xact_lock('citus_absent');
+SELECT name, level FROM concurrency.my_locks;
+COMMIT;
+SELECT concurrency.unregister_subsystem('citus_absent');

@@ -1,0 +1,92 @@
+"""Shared helpers of the Citus suite (test/citus/test_*.py).
+
+scripts/citus-check.sh starts a coordinator and two workers and exports
+CITUS_PORTS (coordinator first), CITUS_DIR, CITUS_BIN and CITUS_SCRIPTS.
+Each test file prints "ok NAME" or "FAIL NAME: why" per check and ends
+with "N passed, M failed".
+"""
+import os
+import subprocess
+import sys
+import time
+import traceback
+
+import psycopg
+
+PORTS = [int(p) for p in os.environ.get("CITUS_PORTS", "5621 5622 5623").split()]
+COORDINATOR, WORKER1, WORKER2 = PORTS[0], PORTS[1], PORTS[2]
+CLUSTER_DIR = os.environ.get("CITUS_DIR", "")
+SCRIPTS = os.environ.get("CITUS_SCRIPTS", os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
+
+_results = {"passed": 0, "failed": 0}
+
+
+def connect(port, autocommit=True, **kw):
+    return psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres",
+                           autocommit=autocommit, connect_timeout=10, **kw)
+
+
+def scalar(conn, sql, params=None):
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else row[0]
+
+
+def sqlstate_of(fn):
+    """Runs fn; returns the SQLSTATE of the database error it raised, or None."""
+    try:
+        fn()
+    except psycopg.Error as e:
+        return e.sqlstate
+    return None
+
+
+def error_of(fn):
+    try:
+        fn()
+    except psycopg.Error as e:
+        return e
+    return None
+
+
+def check(name, condition, why=""):
+    if condition:
+        _results["passed"] += 1
+        print(f"ok {name}", flush=True)
+    else:
+        _results["failed"] += 1
+        print(f"FAIL {name}: {why}", flush=True)
+    return condition
+
+
+def run(tests):
+    """Runs each test function; an exception fails that test and the run goes on."""
+    for t in tests:
+        try:
+            t()
+        except Exception:  # noqa: BLE001 - report and go on
+            _results["failed"] += 1
+            print(f"FAIL {t.__name__}: exception", flush=True)
+            traceback.print_exc(file=sys.stdout)
+    print(f"{_results['passed']} passed, {_results['failed']} failed", flush=True)
+    sys.exit(0 if _results["failed"] == 0 else 1)
+
+
+def restart_node(n, down_seconds=0.0):
+    """Stops node n (0 coordinator, 1 and 2 workers) fast, waits, starts it again."""
+    data = os.path.join(CLUSTER_DIR, f"node{n}")
+    pg_ctl = os.path.join(os.environ.get("CITUS_BIN", "/opt/concurrency_ext/pg18/bin"), "pg_ctl")
+    log = os.path.join(CLUSTER_DIR, f"node{n}.log")
+    subprocess.run(["runuser", "-u", "postgres", "--", pg_ctl, "-D", data, "-m", "fast", "-w", "stop"],
+                   check=True, stdout=subprocess.DEVNULL)
+    time.sleep(down_seconds)
+    subprocess.run(["runuser", "-u", "postgres", "--", pg_ctl, "-D", data, "-l", log, "-w", "-t", "60", "start"],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def wait_until(predicate, timeout=30.0, step=0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
