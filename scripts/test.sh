@@ -115,14 +115,15 @@ test_version() { # version pg_config
   chown -R postgres "$tree"
   (cd "$tree" && runuser -u postgres -- make -s installcheck-tap PG_CONFIG="$pg_config" "${extra[@]}") >"$logs/tap-$v.log" 2>&1
   grep -vE '^(echo|\+\+\+)' "$logs/tap-$v.log" | tail -n 40
-  local total nfail dubious
+  # failed subtests, plus one for each test file that died after passing all
+  # the subtests it ran ("Dubious" ... "All N subtests passed")
+  local total nfail died
   total=$(grep -oE 'Tests=[0-9]+' "$logs/tap-$v.log" | tail -1 | cut -d= -f2)
   nfail=$(grep -oE 'Failed [0-9]+/[0-9]+ subtests' "$logs/tap-$v.log" | awk '{split($2,a,"/"); s+=a[1]} END {print s+0}')
-  dubious=$(grep -c 'Dubious' "$logs/tap-$v.log")
+  died=$(grep -A1 'Dubious' "$logs/tap-$v.log" | grep -cE 'All [0-9]+ subtests passed|No subtests run')
   if [ -z "$total" ]; then count 0 1 "$v TAP"; else
-    [ "$nfail" = 0 ] && [ "$dubious" -gt 0 ] && nfail=$dubious
-    count $((total - nfail)) "$nfail" "$v TAP"
-    [ "$nfail" = 0 ] && ! grep -q 'Result: PASS' "$logs/tap-$v.log" && count 0 1 "$v TAP (result)"
+    count $((total - nfail)) $((nfail + died)) "$v TAP"
+    [ $((nfail + died)) = 0 ] && ! grep -q 'Result: PASS' "$logs/tap-$v.log" && count 0 1 "$v TAP (result)"
   fi
   [ "${KEEP_TAP_LOGS:-}" ] && cp -r "$tree/tmp_check" "/tmp/concurrency_ext-tap-$v.$$" 2>/dev/null
 
