@@ -57,10 +57,14 @@ count_installcheck() { # name log dir
   started=$(grep -cE '^(test |     |ok +[0-9]+ +[-+] |not ok +[0-9]+ +[-+] )' "$2")
   ok=$(grep -cE '^((test |     )\S+ +\.\.\. +ok |ok +[0-9]+ +[-+] )' "$2")
   bad=$((started - ok))
-  # each of the two runs must end with its summary; a run that died early fails
+  # each of the four runs (regress, isolation, the border's regress and
+  # isolation) must end with its summary; a run that died early fails
   summaries=$(grep -cE 'tests? (passed|failed)|^# All [0-9]+ tests passed|^# [0-9]+ of [0-9]+ tests failed' "$2")
-  [ "$summaries" -lt 2 ] && bad=$((bad + 2 - summaries))
-  for d in "$3/regression.diffs" "$3/output_iso/regression.diffs"; do [ -s "$d" ] && { echo "---- $d"; head -n 200 "$d"; }; done
+  [ "$summaries" -lt 4 ] && bad=$((bad + 4 - summaries))
+  for d in "$3/regression.diffs" "$3/output_iso/regression.diffs" "$3/test/module/regression.diffs" \
+           "$3/test/module/output_iso/regression.diffs"; do
+    [ -s "$d" ] && { echo "---- $d"; head -n 200 "$d"; }
+  done
   count "$ok" "$bad" "$1"
 }
 
@@ -90,10 +94,12 @@ test_version() { # version pg_config
   if [ -z "$deps" ]; then count 1 0 "$v module links only the C/C++ runtime (ldd)"
   else echo "unexpected shared libraries: $deps"; count 0 1 "$v module links only the C/C++ runtime (ldd)"; fi
 
-  echo "== $v: regression and isolation suites"
+  echo "== $v: regression and isolation suites (and the border module's)"
   if cluster_start "$pg_config"; then
-    (cd "$tree" && make -s installcheck PG_CONFIG="$pg_config" ISOLATION=; make -s installcheck PG_CONFIG="$pg_config" REGRESS=) \
-      >"$logs/installcheck-$v.log" 2>&1
+    (cd "$tree" && make -s installcheck PG_CONFIG="$pg_config" ISOLATION=; make -s installcheck PG_CONFIG="$pg_config" REGRESS=
+     make -s installcheck-border PG_CONFIG="$pg_config") >"$logs/installcheck-$v.log" 2>&1
+    # the test-only border module must not stay in the server
+    (cd "$tree" && make -s uninstall-test-module PG_CONFIG="$pg_config") >/dev/null 2>&1
     count_installcheck "$v pg_regress + isolation" "$logs/installcheck-$v.log" "$tree"
 
     echo "== $v: hostile-input fuzzing (test/fuzz)"

@@ -37,11 +37,6 @@ TimestampTz clock_now() {
 	return pg::guard([] { return GetCurrentTimestamp(); });
 }
 
-int32 int32_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	pg::require_arg(fcinfo, n, argname);
-	return PG_GETARG_INT32(n);
-}
-
 // run_at may be NULL (now) or a finite time: 'infinity' would be a task that
 // never runs, and either infinity breaks every age computed from it.
 void check_run_at(FunctionCallInfo fcinfo, int n) {
@@ -50,29 +45,12 @@ void check_run_at(FunctionCallInfo fcinfo, int n) {
 		            "Use NULL to run the task now.");
 }
 
-int64 int64_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	pg::require_arg(fcinfo, n, argname);
-	return PG_GETARG_INT64(n);
-}
-
 std::string interval_text(const Interval &value) {
 	return pg::guard([&] {
 		return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(const_cast<Interval *>(&value))));
 	});
 }
 
-
-// SPI_execute_with_args through the guard (one-off statements of create/drop).
-uint64 execute(const std::string &sql, int nargs = 0, const Oid *types = nullptr, const Datum *values = nullptr,
-               const char *nulls = nullptr) {
-	int rc = pg::guard([&] {
-		return SPI_execute_with_args(sql.c_str(), nargs, const_cast<Oid *>(types), const_cast<Datum *>(values), nulls,
-		                             false, 0);
-	});
-	if (rc < 0)
-		throw Error(sqlstate::internal_error, fmt::format("SPI_execute failed: {}", SPI_result_code_string(rc)), sql);
-	return SPI_processed;
-}
 
 bool owns_relation(Oid relid, Oid role) {
 	return pg::guard([&] {
@@ -759,7 +737,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 // of its cached queues again.
 CONCURRENCY_FUNCTION(concurrency_queue_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		throw Error("39P01", "concurrency.queue_changed() is a trigger function");
+		throw Error(sqlstate::trigger_protocol_violated, "concurrency.queue_changed() is a trigger function");
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
 	return PointerGetDatum(nullptr);
@@ -773,7 +751,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 	std::vector<std::string> names;
 	SPIPlanPtr list = pg::prepared_plan("queue-catalog:names", "SELECT name FROM concurrency.queue ORDER BY name", 0,
 	                                    nullptr);
-	uint64 n = pg::spi_execute_plan(list, nullptr, nullptr, true);
+	uint64 n = pg::execute(list, nullptr, nullptr, true);
 	for (uint64 i = 0; i < n; ++i) {
 		bool isnull = false;
 		Datum d = queue::column(static_cast<int>(i), 1, &isnull);

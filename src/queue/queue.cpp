@@ -105,7 +105,7 @@ void load_settings(QueueInfo &info) {
 		throw;
 	}
 	Datum values[1] = {pg::text_datum(info.name)};
-	if (pg::spi_execute_plan(plan, values, nullptr, true, 1) != 1)
+	if (pg::execute(plan, values, nullptr, true, 1) != 1)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name),
 		            fmt::format("Table concurrency.{} exists, but the queue is not in concurrency.queue.",
 		                        quote_ident(queue_table_name(info.name))));
@@ -291,7 +291,7 @@ const QueueSql &Queue::sql() const {
 
 uint64 Queue::execute(SPIPlanPtr plan, const Datum *values, const char *nulls) {
 	try {
-		return pg::spi_execute_plan(plan, values, nulls, false);
+		return pg::execute(plan, values, nulls, false);
 	} catch (const pg::PgException &e) {
 		// the queue was dropped after we looked it up (its table is gone)
 		if (e.sqlerrcode() == ERRCODE_UNDEFINED_TABLE)
@@ -383,16 +383,6 @@ void Queue::maybe_purge(TimestampTz now) {
 void Queue::notify() {
 	std::string channel = queue_channel(name());
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
-}
-
-Datum column(int row, int col, bool *isnull) {
-	return pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull); });
-}
-
-int64 int64_column(int row, int col) {
-	bool isnull = false;
-	Datum d = column(row, col, &isnull);
-	return isnull ? 0 : DatumGetInt64(d);
 }
 
 } // namespace concurrency::queue

@@ -140,8 +140,12 @@ AfterFailure after_failure(int32 attempt, int32 max_attempts, const std::optiona
 // process array: sample it (HorizonSampler), do not call it per claim.
 uint32 horizon_lag();
 
-// SPI_getbinval through the guard.
-Datum column(int row, int col, bool *isnull);
-int64 int64_column(int row, int col);
+// The queue's functions read arguments, run statements and read columns with
+// the border's helpers (src/pg).
+using pg::column;
+using pg::execute;
+using pg::int32_arg;
+using pg::int64_arg;
+using pg::int64_column;
 
 } // namespace concurrency::queue

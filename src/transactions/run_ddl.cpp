@@ -70,15 +70,6 @@ std::string conflicting_modes(LOCKMODE mode) {
 	return list;
 }
 
-std::optional<std::string> text_column(int row, int column) {
-	bool isnull = false;
-	Datum d = pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, &isnull); });
-	if (isnull)
-		return std::nullopt;
-	text *t = pg::guard([&] { return DatumGetTextPP(d); });
-	return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
-
 // The sessions that hold, or wait ahead of us for, a lock on `lock.relid`
 // that conflicts with `lock.mode`, as pg_locks and pg_stat_activity show
 // them to the caller (so other users' queries are masked as there).
@@ -101,22 +92,17 @@ std::vector<Blocker> find_blockers(const Lock &lock, const std::string &relation
 	std::string modes = conflicting_modes(lock.mode);
 	Datum modes_datum = pg::text_datum(modes);
 	Datum values[] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(lock.relid), modes_datum};
-	uint64 n = pg::spi_execute_plan(plan, values, nullptr, true);
+	uint64 n = pg::execute(plan, values, nullptr, true);
 	std::vector<Blocker> blockers;
 	for (uint64 i = 0; i < n; ++i) {
-		int row = static_cast<int>(i);
 		Blocker b;
-		bool isnull = false;
-		b.pid = DatumGetInt32(pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 1, &isnull); }));
-		b.application = text_column(row, 2).value_or("");
-		b.state = text_column(row, 3);
-		Datum age = pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 4, &isnull); });
-		if (!isnull)
-			b.xact_age_s = DatumGetFloat8(age);
-		b.query = text_column(row, 5).value_or("");
-		b.mode = text_column(row, 6).value_or("");
-		Datum granted = pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 7, &isnull); });
-		b.granted = !isnull && DatumGetBool(granted);
+		b.pid = pg::column_as<std::int32_t>(i, 1).value_or(0);
+		b.application = pg::text_column(i, 2).value_or("");
+		b.state = pg::text_column(i, 3);
+		b.xact_age_s = pg::column_as<double>(i, 4);
+		b.query = pg::text_column(i, 5).value_or("");
+		b.mode = pg::text_column(i, 6).value_or("");
+		b.granted = pg::column_as<bool>(i, 7).value_or(false);
 		b.relation = relation;
 		if (b.pid == 0) {
 			b.application = "a prepared transaction (see pg_prepared_xacts)";
@@ -196,8 +182,11 @@ public:
 			return std::nullopt;
 		std::int64_t wait = wait_before_next(backoff_delay_us(attempt, pg::random_unit(), ddl_backoff(lock_timeout_us_)),
 		                                     now, deadline_);
-		if (!due.empty())
+		if (!due.empty() || (blockers.empty() && now - last_unnamed_notice_ >= notice_interval_us)) {
+			if (blockers.empty())
+				last_unnamed_notice_ = now;
 			report_attempt(attempt, tried, on, error, blockers, due, wait);
+		}
 		return wait;
 	}
 
@@ -272,6 +261,12 @@ private:
 				detail += "\n";
 			detail += "In the way: " + describe_blocker(blockers[i]) + ".";
 		}
+		if (blockers.empty())
+			detail = on ? "Nobody holds a conflicting lock on it any more: they finished while it looked."
+			            : "Nobody holds a conflicting lock on the relations named in the statements: the lock it waited "
+			              "for was one that could not be known in advance.";
+		if (error && error->message)
+			detail += fmt::format("\nThe error was: {}", error->message);
 		pg::guard([&] {
 			ereport(NOTICE, (errmsg_internal("%s", message.c_str()), errdetail_internal("%s", detail.c_str())));
 		});
@@ -300,11 +295,8 @@ private:
 				                                : "SELECT pg_catalog.pg_cancel_backend($1)",
 				    1, types);
 				Datum values[] = {Int32GetDatum(b.pid)};
-				if (pg::spi_execute_plan(plan, values, nullptr, false) == 1) {
-					bool isnull = false;
-					Datum d = pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull); });
-					sent = !isnull && DatumGetBool(d);
-				}
+				if (pg::execute(plan, values, nullptr, false) == 1)
+					sent = pg::column_as<bool>(0, 1).value_or(false);
 				pg::spi_finish();
 			});
 			std::string message;
@@ -344,10 +336,9 @@ private:
 		    "transactions:ddl_log_owner",
 		    "SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = 'concurrency.ddl_log'::pg_catalog.regclass", 0,
 		    nullptr);
-		pg::spi_execute_plan(owner_plan, nullptr, nullptr, true, 1);
+		pg::execute(owner_plan, nullptr, nullptr, true, 1);
 		bool isnull = false;
-		Oid owner = DatumGetObjectId(
-		    pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull); }));
+		Oid owner = DatumGetObjectId(pg::column(0, 1, &isnull));
 
 		static const Oid types[] = {OIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, FLOAT8OID, TEXTOID, TEXTOID, TEXTOID};
 		SPIPlanPtr plan = pg::prepared_plan(
@@ -372,7 +363,7 @@ private:
 		GetUserIdAndSecContext(&saved_user, &saved_context);
 		SetUserIdAndSecContext(owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 		try {
-			pg::spi_execute_plan(plan, values, nulls, false);
+			pg::execute(plan, values, nulls, false);
 		} catch (...) {
 			SetUserIdAndSecContext(saved_user, saved_context);
 			throw;
@@ -387,6 +378,7 @@ private:
 	std::int64_t max_duration_us_;
 	std::optional<std::int64_t> terminate_after_us_;
 	TimestampTz start_ = 0, deadline_ = 0, attempt_start_ = 0;
+	TimestampTz last_unnamed_notice_ = 0;
 	Approach approach_ = Approach::conditional;
 	int losses_ = 0;
 	BlockerLog log_;
