@@ -10,6 +10,7 @@
 #include "common/backoff.hpp"
 #include "common/sql_text.hpp"
 #include "pg/srf.hpp"
+#include "queue/distributed.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
@@ -185,6 +186,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	pg::spi_connect();
 	Queue q(name);
 	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_enqueue");
 	// With a dedupe_key, the insert either adds the task or finds the live
 	// task that holds the key (ON CONFLICT waits for a concurrent insert of the
 	// same key to commit or roll back). If that task is finished between the
@@ -230,6 +233,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	pg::spi_connect();
 	Queue q(name);
 	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
 	uint64 n = q.run(QueueStatement::enqueue_batch, 4, types, values, nulls);
 	for (uint64 i = 0; i < n; ++i) {
 		Datum id[1] = {Int64GetDatum(queue::int64_column(static_cast<int>(i), 1))};
@@ -259,6 +264,8 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	pg::spi_connect();
 	Queue q(name.view());
 	q.require(ACL_SELECT | ACL_UPDATE, "dequeue from");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_dequeue", &out);
 	Interval lease = lease_arg ? *lease_arg : q.info().lease;
 	ClaimCursor &cursor = q.info().cursor;
 	// the horizon matters to the cursor only to tell whether it is pinned:
@@ -353,6 +360,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	pg::spi_connect();
 	Queue q(name.view());
 	q.require(ACL_SELECT | ACL_UPDATE, "heartbeat tasks of");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_heartbeat");
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
 	static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID};
 	Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
@@ -374,6 +383,8 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	pg::spi_connect();
 	Queue q(name.view());
 	q.require(ACL_SELECT | ACL_DELETE, "complete tasks of");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_complete");
 	static const Oid types[2] = {INT8OID, INT8OID};
 	Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 	if (q.run(QueueStatement::complete, 2, types, values) == 0)
@@ -403,6 +414,8 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	pg::spi_connect();
 	Queue q(name.view());
 	q.require(ACL_SELECT | ACL_UPDATE, "fail tasks of");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_fail");
 	static const Oid lock_types[2] = {INT8OID, INT8OID};
 	Datum lock_values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 	if (q.run(QueueStatement::fail_lock, 2, lock_types, lock_values) == 0)
@@ -443,6 +456,8 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 	pg::spi_connect();
 	Queue q(name);
 	q.require(ACL_SELECT | ACL_UPDATE, "retry dead tasks of");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_retry_dead");
 	static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
 	Datum values[2] = {TimestampTzGetDatum(now), PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1)};
 	char nulls[2] = {' ', PG_ARGISNULL(1) ? 'n' : ' '};
@@ -486,7 +501,11 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 		Oid relid = queue::queue_relid(name);
 		bool readable = OidIsValid(relid) &&
 		                pg::guard([&] { return pg_class_aclcheck(relid, user, ACL_SELECT) == ACLCHECK_OK; });
-		if (readable) {
+		if (readable && queue::is_distributed(relid)) { // Citus: src/queue/distributed.hpp
+			queue::distributed_stats(name, now);
+			for (int c = 1; c < 7; ++c)
+				cols[c] = queue::column(0, c, &isnull[c]);
+		} else if (readable) {
 			Queue q(name);
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
