@@ -1,25 +1,47 @@
 #!/usr/bin/env bash
-# A private PostgreSQL 15 for development: a relocated copy of the Debian
-# server (bin, lib, share, include) under /work/pg-NAME, so that `make install
-# PG_CONFIG=…` there does not touch the system install, plus a running cluster
-# on PORT owned by postgres with a superuser role for root.
-# Usage: sudo scripts/dev-cluster.sh NAME PORT   (then: eval "$(… env)")
+# A private PostgreSQL server for development: a relocated copy of the server
+# that PG_CONFIG (default: pg_config on the PATH) describes, under
+# /work/pg-NAME, so that `make install PG_CONFIG=…` there does not touch that
+# install, plus a running cluster on PORT owned by postgres with a superuser
+# role for root. The major version and every path come from pg_config: a
+# Debian server (/usr/lib/postgresql/N, /usr/share/postgresql/N,
+# /usr/include/postgresql/N) is copied part by part into the same layout; a
+# server installed under one prefix (./configure --prefix=…, e.g.
+# scripts/build-pg18.sh) is copied whole. Both find their files relative to
+# their binaries, so the copy works where it lands.
+# Usage: sudo [PG_CONFIG=…] scripts/dev-cluster.sh NAME PORT   (then: eval "$(…)")
 set -euo pipefail
 name=$1 port=$2
+pg_config=${PG_CONFIG:-pg_config}
+major=$("$pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+src_bin=$("$pg_config" --bindir)
 base=${DEV_CLUSTER_BASE:-/work}
 [ -d "$base" ] && [ -w "$base" ] || base=/var/tmp
 root=$base/pg-$name
 usr=$root/usr
-if [ ! -x "$usr/lib/postgresql/15/bin/postgres" ]; then
-  mkdir -p "$usr/lib/postgresql" "$usr/share/postgresql" "$usr/include/postgresql"
-  cp -a /usr/lib/postgresql/15 "$usr/lib/postgresql/"
-  cp -a /usr/share/postgresql/15 "$usr/share/postgresql/"
-  cp -a /usr/include/postgresql/15 "$usr/include/postgresql/"
-  # includedir (not server) holds libpq and friends' headers
-  for f in /usr/include/postgresql/*.h; do ln -sf "$f" "$usr/include/postgresql/"; done
-  chmod -R a+rX "$root"
-fi
-bin=$usr/lib/postgresql/15/bin
+case "$src_bin" in
+*/lib/postgresql/"$major"/bin) # Debian's layout
+  bin=$usr/lib/postgresql/$major/bin
+  if [ ! -x "$bin/postgres" ]; then
+    src_share=$("$pg_config" --sharedir) src_include=$(dirname "$("$pg_config" --includedir-server)")
+    mkdir -p "$usr/lib/postgresql" "$usr/share/postgresql" "$usr/include/postgresql"
+    cp -a "$(dirname "$src_bin")" "$usr/lib/postgresql/"
+    cp -a "$src_share" "$usr/share/postgresql/"
+    cp -a "$src_include" "$usr/include/postgresql/"
+    # includedir (not server) holds libpq and friends' headers
+    for f in "$("$pg_config" --includedir)"/*.h; do ln -sf "$f" "$usr/include/postgresql/"; done
+    chmod -R a+rX "$root"
+  fi
+  ;;
+*) # one prefix
+  bin=$root/prefix/bin
+  if [ ! -x "$bin/postgres" ]; then
+    mkdir -p "$root"
+    cp -a "$(dirname "$src_bin")" "$root/prefix"
+    chmod -R a+rX "$root"
+  fi
+  ;;
+esac
 data=$root/data
 if [ ! -d "$data" ]; then
   install -d -o postgres "$data"

@@ -34,13 +34,15 @@ make -s clean >/dev/null 2>&1
 make -s -j2 SANITIZE=undefined >/dev/null 2>&1 && make -s install SANITIZE=undefined >/dev/null 2>&1 \
   && make -s test-module install-test-module >/dev/null 2>&1 || { echo "sanitizer build failed"; echo "0 passed, 1 failed"; exit 1; }
 out=$(mktemp)
-{ make -s installcheck ISOLATION=; make -s installcheck REGRESS=; } >"$out" 2>&1
+{ make -s installcheck ISOLATION=; make -s installcheck REGRESS=; make -s installcheck-border; } >"$out" 2>&1
 grep -E '\.\.\. |tests? (passed|failed)' "$out"
 started=$(grep -cE '^(test |     )\S+ +\.\.\. ' "$out")
 ok=$(grep -cE '^(test |     )\S+ +\.\.\. +ok ' "$out")
 failed=$((started - ok)); passed=$ok
 [ -s regression.diffs ] && cat regression.diffs
 [ -s output_iso/regression.diffs ] && cat output_iso/regression.diffs
+[ -s test/module/regression.diffs ] && cat test/module/regression.diffs
+[ -s test/module/output_iso/regression.diffs ] && cat test/module/output_iso/regression.diffs
 # valgrind: an error block is the lines between blank-ish "==pid== " lines;
 # count blocks that have a frame in one of our modules.
 ours=$(cat "$root"/valgrind.*.log 2>/dev/null | awk -v ours='concurrency|[.](cpp|hpp):[0-9]+[)]' '

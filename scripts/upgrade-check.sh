@@ -70,9 +70,23 @@ for release in "${releases[@]}"; do
   { printf '%s\n' "\\echo Use \"CREATE EXTENSION concurrency_ext\" to load this file. \\quit"
     cat "$old/$parts"/[0-9][0-9]_*.sql; } >"$extdir/concurrency_ext--$version.sql"
   "${psql[@]}" -d postgres -c "DROP DATABASE IF EXISTS upgrade_from" -c "CREATE DATABASE upgrade_from"
+  # test/upgrade/<version>/before.sql puts live data (queues, tasks, leases,
+  # grants) into the old version; after.sql checks, after the update, that
+  # nothing was lost and everything works (it raises an error otherwise).
+  live=test/upgrade/$version
   if "${psql[@]}" -d upgrade_from -c "CREATE EXTENSION concurrency_ext VERSION '$version'" \
-       -c "ALTER EXTENSION concurrency_ext UPDATE" && [ "$(catalog_of upgrade_from)" = "$fresh" ]; then
+       && { [ ! -f "$live/before.sql" ] || "${psql[@]}" -d upgrade_from -f "$live/before.sql"; } \
+       && "${psql[@]}" -d upgrade_from -c "ALTER EXTENSION concurrency_ext UPDATE" \
+       && [ "$(catalog_of upgrade_from)" = "$fresh" ]; then
     echo "ok   $version -> $current gives the objects of a fresh install"; passed=$((passed + 1))
+    if [ -f "$live/after.sql" ]; then
+      if "${psql[@]}" -d upgrade_from -f "$live/after.sql" >/dev/null; then
+        echo "ok   $version -> $current keeps the live data of $live/before.sql ($live/after.sql)"
+        passed=$((passed + 1))
+      else
+        echo "FAIL $version -> $current: $live/after.sql"; failed=$((failed + 1))
+      fi
+    fi
   else
     echo "FAIL $version -> $current differs from a fresh install:"
     diff <(catalog_of upgrade_from) <(echo "$fresh") | head -40

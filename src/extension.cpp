@@ -3,6 +3,7 @@
 // _PG_init calls each capability's init() (declared in its room's init.hpp);
 // a capability with nothing to register at start-up has no init.
 #include "citus/init.hpp"
+#include "diagnostics/init.hpp"
 #include "locks/init.hpp"
 #include "queue/init.hpp"
 #include "pg/datum.hpp"
@@ -23,6 +24,7 @@ PGDLLEXPORT void _PG_init(void);
 extern "C" void _PG_init(void) {
 	concurrency::locks::init();
 	concurrency::queue::init();
+	concurrency::diagnostics::init();
 	concurrency::citus::init();
 }
 

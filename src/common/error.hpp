@@ -37,20 +37,43 @@ inline constexpr const char *internal_error = "XX000";
 inline constexpr const char *lease_lost = "CE001";
 } // namespace sqlstate
 
+// Where an error was raised: what std::source_location (C++20) gives, taken
+// here with the compiler builtins behind it (GCC and Clang have them in C++17
+// too). As a defaulted argument it names the caller's line, so that an error's
+// LOCATION is the place that threw it, not the wrapper that reports it. The
+// strings are literals: PostgreSQL keeps the pointers, not copies.
+struct SourceLocation {
+	const char *file = nullptr;
+	int line = 0;
+	const char *function = nullptr;
+
+#if defined(__GNUC__) || defined(__clang__)
+	static constexpr SourceLocation current(const char *file = __builtin_FILE(), int line = __builtin_LINE(),
+	                                        const char *function = __builtin_FUNCTION()) noexcept {
+		return SourceLocation{file, line, function};
+	}
+#else
+	static constexpr SourceLocation current() noexcept { return SourceLocation{}; }
+#endif
+};
+
 class Error : public std::runtime_error {
 public:
-	Error(std::string code, std::string message, std::string detail = {}, std::string hint = {})
+	Error(std::string code, std::string message, std::string detail = {}, std::string hint = {},
+	      SourceLocation where = SourceLocation::current())
 	    : std::runtime_error(message), code_(std::move(code)), detail_(std::move(detail)),
-	      hint_(std::move(hint)) {}
+	      hint_(std::move(hint)), where_(where) {}
 
 	const std::string &code() const noexcept { return code_; }
 	const std::string &detail() const noexcept { return detail_; }
 	const std::string &hint() const noexcept { return hint_; }
+	const SourceLocation &where() const noexcept { return where_; }
 
 private:
 	std::string code_;
 	std::string detail_;
 	std::string hint_;
+	SourceLocation where_;
 };
 
 } // namespace concurrency

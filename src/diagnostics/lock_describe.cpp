@@ -4,10 +4,55 @@
 #include <fmt/format.h>
 
 #include "diagnostics/lock_describe.hpp"
-#include "pg/spi.hpp"
+#include "locks/registry.hpp"
 
 extern "C" {
 #include "catalog/objectaddress.h"
+#include "catalog/pg_am_d.h"
+#include "catalog/pg_amop_d.h"
+#include "catalog/pg_amproc_d.h"
+#include "catalog/pg_attrdef_d.h"
+#include "catalog/pg_authid_d.h"
+#include "catalog/pg_cast_d.h"
+#include "catalog/pg_class_d.h"
+#include "catalog/pg_collation_d.h"
+#include "catalog/pg_constraint_d.h"
+#include "catalog/pg_conversion_d.h"
+#include "catalog/pg_database_d.h"
+#include "catalog/pg_default_acl_d.h"
+#include "catalog/pg_event_trigger_d.h"
+#include "catalog/pg_extension_d.h"
+#include "catalog/pg_foreign_data_wrapper_d.h"
+#include "catalog/pg_foreign_server_d.h"
+#include "catalog/pg_language_d.h"
+#include "catalog/pg_largeobject_d.h"
+#include "catalog/pg_namespace_d.h"
+#include "catalog/pg_opclass_d.h"
+#include "catalog/pg_operator_d.h"
+#include "catalog/pg_opfamily_d.h"
+#include "catalog/pg_policy_d.h"
+#include "catalog/pg_proc_d.h"
+#include "catalog/pg_publication_d.h"
+#include "catalog/pg_publication_rel_d.h"
+#include "catalog/pg_rewrite_d.h"
+#include "catalog/pg_statistic_ext_d.h"
+#include "catalog/pg_subscription_d.h"
+#include "catalog/pg_tablespace_d.h"
+#include "catalog/pg_transform_d.h"
+#include "catalog/pg_trigger_d.h"
+#include "catalog/pg_ts_config_d.h"
+#include "catalog/pg_ts_dict_d.h"
+#include "catalog/pg_ts_parser_d.h"
+#include "catalog/pg_ts_template_d.h"
+#include "catalog/pg_type_d.h"
+#include "catalog/pg_user_mapping_d.h"
+#if PG_VERSION_NUM >= 150000
+#include "catalog/pg_parameter_acl_d.h"
+#include "catalog/pg_publication_namespace_d.h"
+#endif
+#if PG_VERSION_NUM >= 160000
+#include "catalog/pg_auth_members_d.h"
+#endif
 #include "commands/dbcommands.h"
 #include "utils/lsyscache.h"
 }
@@ -18,6 +63,33 @@ namespace {
 
 // A palloc'd C string from a guarded call, as std::string ("" for NULL).
 std::string take(char *s) { return s ? std::string(s) : std::string(); }
+
+// The catalogs whose objects getObjectDescription describes: the cases of its
+// switch (of getObjectClass's before PostgreSQL 17), PostgreSQL 13 to 18. For
+// any other class it raises an error even with missing_ok.
+bool describable_class(Oid classid) {
+	static const Oid classes[] = {
+	    RelationRelationId, ProcedureRelationId, TypeRelationId, CastRelationId, CollationRelationId,
+	    ConstraintRelationId, ConversionRelationId, AttrDefaultRelationId, LanguageRelationId,
+	    LargeObjectRelationId, OperatorRelationId, OperatorClassRelationId, OperatorFamilyRelationId,
+	    AccessMethodRelationId, AccessMethodOperatorRelationId, AccessMethodProcedureRelationId, RewriteRelationId,
+	    TriggerRelationId, NamespaceRelationId, StatisticExtRelationId, TSParserRelationId, TSDictionaryRelationId,
+	    TSTemplateRelationId, TSConfigRelationId, AuthIdRelationId, DatabaseRelationId, TableSpaceRelationId,
+	    ForeignDataWrapperRelationId, ForeignServerRelationId, UserMappingRelationId, DefaultAclRelationId,
+	    ExtensionRelationId, EventTriggerRelationId, PolicyRelationId, PublicationRelationId,
+	    PublicationRelRelationId, SubscriptionRelationId, TransformRelationId,
+#if PG_VERSION_NUM >= 150000
+	    ParameterAclRelationId, PublicationNamespaceRelationId,
+#endif
+#if PG_VERSION_NUM >= 160000
+	    AuthMemRelationId,
+#endif
+	};
+	for (Oid c : classes)
+		if (c == classid)
+			return true;
+	return false;
+}
 
 } // namespace
 
@@ -55,36 +127,10 @@ std::string LockDescriber::relation(Oid db, Oid relid) {
 }
 
 const std::vector<SubsystemKey> &LockDescriber::registry() {
-	if (registry_loaded_)
-		return registry_;
-	registry_loaded_ = true;
-	struct Row {
-		char *name;
-		int64 key;
-		int32 slot;
-	};
-	pg::spi_connect();
-	SPIPlanPtr plan = pg::prepared_plan("diagnostics:registry",
-	                                    "SELECT name, key, slot FROM concurrency.subsystem", 0, nullptr);
-	uint64 rows = pg::spi_execute_plan(plan, nullptr, nullptr, true);
-	for (uint64 i = 0; i < rows; ++i) {
-		Row row = pg::guard([&] {
-			Row r{};
-			bool isnull = false;
-			HeapTuple tuple = SPI_tuptable->vals[i];
-			TupleDesc desc = SPI_tuptable->tupdesc;
-			Datum name = SPI_getbinval(tuple, desc, 1, &isnull);
-			r.name = isnull ? nullptr : TextDatumGetCString(name);
-			Datum key = SPI_getbinval(tuple, desc, 2, &isnull);
-			r.key = isnull ? 0 : DatumGetInt64(key);
-			Datum slot = SPI_getbinval(tuple, desc, 3, &isnull);
-			r.slot = isnull ? 0 : DatumGetInt32(slot);
-			return r;
-		});
-		if (row.name)
-			registry_.push_back({row.name, row.key, row.slot});
+	if (!registry_loaded_) {
+		registry_ = locks::registered_subsystems();
+		registry_loaded_ = true;
 	}
-	pg::spi_finish();
 	return registry_;
 }
 
@@ -111,26 +157,21 @@ std::string LockDescriber::describe(const LOCKTAG &tag) {
 	case LOCKTAG_OBJECT: {
 		std::string text;
 		// A lock row can name a class that is no catalog (pg_locks rows are
-		// user input to locked_object): getObjectDescription then raises
-		// XX000 even with missing_ok. That error has no side effects, so it
-		// is caught and the raw identifiers are shown instead.
-		if (f1 == MyDatabaseId || f1 == InvalidOid) {
-			try {
-				text = take(pg::guard([&] {
-					ObjectAddress address;
-					address.classId = f2;
-					address.objectId = f3;
-					address.objectSubId = f4;
+		// user input to locked_object), and getObjectDescription raises an
+		// error for a class it does not know, even with missing_ok: such a
+		// class is not asked about; the raw identifiers are shown instead.
+		if ((f1 == MyDatabaseId || f1 == InvalidOid) && describable_class(f2))
+			text = take(pg::guard([&] {
+				ObjectAddress address;
+				address.classId = f2;
+				address.objectId = f3;
+				address.objectSubId = f4;
 #if PG_VERSION_NUM >= 140000
-					return getObjectDescription(&address, true);
+				return getObjectDescription(&address, true);
 #else
-					return getObjectDescription(&address);
+				return getObjectDescription(&address);
 #endif
-				}));
-			} catch (const pg::PgException &) {
-				text.clear();
-			}
-		}
+			}));
 		if (text.empty())
 			text = fmt::format("object classid {} objid {} objsubid {}", f2, f3, f4);
 		if (f1 != MyDatabaseId && f1 != InvalidOid)

@@ -20,7 +20,6 @@ extern "C" {
 #include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/timestamp.h"
-#include "utils/tuplestore.h"
 }
 
 namespace concurrency::diagnostics {
@@ -73,27 +72,24 @@ CONCURRENCY_FUNCTION(concurrency_lock_wait_edges) {
 		const char *blocking_mode = mode_name(tag, e.hard ? strongest_mode(e.conflicting_held)
 		                                                  : e.blocker_wait_mode);
 		const char *lock_type = locktype_name(tag);
-		const char *object = objects[e.lock].c_str();
 		++ord;
-		pg::guard([&] {
-			Datum values[12];
-			bool nulls[12] = {};
-			values[0] = TimestampTzGetDatum(picture.taken_at);
-			values[1] = Int32GetDatum(ord);
-			values[2] = Int32GetDatum(waiter.pid);
-			values[3] = CStringGetTextDatum(waiting_mode);
-			values[4] = CStringGetTextDatum(lock_type);
-			values[5] = CStringGetTextDatum(object);
-			values[6] = TimestampTzGetDatum(waiter.waiting_since);
-			nulls[6] = waiter.waiting_since == 0;
-			values[7] = Int32GetDatum(blocker.pid);
-			values[8] = TransactionIdGetDatum(blocker.xid);
-			nulls[8] = !blocker.prepared();
-			values[9] = CStringGetTextDatum(blocking_mode);
-			values[10] = BoolGetDatum(e.hard);
-			values[11] = BoolGetDatum(blocker.waiting);
-			tuplestore_putvalues(out.store, out.desc, values, nulls);
-		});
+		Datum values[12];
+		bool nulls[12] = {};
+		values[0] = TimestampTzGetDatum(picture.taken_at);
+		values[1] = Int32GetDatum(ord);
+		values[2] = Int32GetDatum(waiter.pid);
+		values[3] = pg::text_datum(waiting_mode);
+		values[4] = pg::text_datum(lock_type);
+		values[5] = pg::text_datum(objects[e.lock]);
+		values[6] = TimestampTzGetDatum(waiter.waiting_since);
+		nulls[6] = waiter.waiting_since == 0;
+		values[7] = Int32GetDatum(blocker.pid);
+		values[8] = TransactionIdGetDatum(blocker.xid);
+		nulls[8] = !blocker.prepared();
+		values[9] = pg::text_datum(blocking_mode);
+		values[10] = BoolGetDatum(e.hard);
+		values[11] = BoolGetDatum(blocker.waiting);
+		pg::add_row(out, values, nulls);
 	}
 	return (Datum)0;
 }
@@ -135,25 +131,23 @@ CONCURRENCY_FUNCTION(concurrency_lock_tree_nodes) {
 		Datum path_array = int4_array(path);
 		Datum blocked_by_array = int4_array(blocked_by);
 		++ord;
-		pg::guard([&] {
-			Datum values[12];
-			bool nulls[12] = {};
-			values[0] = TimestampTzGetDatum(picture.taken_at);
-			values[1] = Int32GetDatum(ord);
-			values[2] = Int32GetDatum(session.pid);
-			values[3] = TransactionIdGetDatum(session.xid);
-			nulls[3] = !session.prepared();
-			values[4] = Int32GetDatum(pid_of(node.root));
-			values[5] = Int32GetDatum(static_cast<int32>(node.depth));
-			values[6] = path_array;
-			values[7] = blocked_by_array;
-			values[8] = Int32GetDatum(static_cast<int32>(node.blocks_direct));
-			values[9] = Int32GetDatum(static_cast<int32>(node.blocks_total));
-			values[10] = BoolGetDatum(node.in_cycle);
-			values[11] = TimestampTzGetDatum(session.waiting_since);
-			nulls[11] = !session.waiting || session.waiting_since == 0;
-			tuplestore_putvalues(out.store, out.desc, values, nulls);
-		});
+		Datum values[12];
+		bool nulls[12] = {};
+		values[0] = TimestampTzGetDatum(picture.taken_at);
+		values[1] = Int32GetDatum(ord);
+		values[2] = Int32GetDatum(session.pid);
+		values[3] = TransactionIdGetDatum(session.xid);
+		nulls[3] = !session.prepared();
+		values[4] = Int32GetDatum(pid_of(node.root));
+		values[5] = Int32GetDatum(static_cast<int32>(node.depth));
+		values[6] = path_array;
+		values[7] = blocked_by_array;
+		values[8] = Int32GetDatum(static_cast<int32>(node.blocks_direct));
+		values[9] = Int32GetDatum(static_cast<int32>(node.blocks_total));
+		values[10] = BoolGetDatum(node.in_cycle);
+		values[11] = TimestampTzGetDatum(session.waiting_since);
+		nulls[11] = !session.waiting || session.waiting_since == 0;
+		pg::add_row(out, values, nulls);
 	}
 	return (Datum)0;
 }

@@ -396,19 +396,16 @@ std::vector<std::uint32_t> WaitGraph::tree_order() const {
 
 std::string describe_advisory(std::uint32_t classid, std::uint32_t objid, std::uint16_t objsubid,
                               const std::vector<SubsystemKey> &registry) {
-	const auto value = static_cast<std::int64_t>((static_cast<std::uint64_t>(classid) << 32) | objid);
-	if (objsubid == 1) {
-		for (const auto &s : registry)
-			if (s.key == value)
-				return "subsystem " + s.name;
-		return fmt::format("advisory lock {}", value);
-	}
-	if (objsubid == 2)
+	const locks::AdvisoryTag tag{classid, objid, objsubid};
+	const locks::NamedLock named = locks::named_lock_of(tag, registry);
+	if (named.subsystem)
+		return named.resource ? fmt::format("subsystem {} resource {}", named.subsystem->name, *named.resource)
+		                      : "subsystem " + named.subsystem->name;
+	if (objsubid == locks::int8_advisory_class)
+		return fmt::format("advisory lock {}", locks::join_halves(classid, objid));
+	if (objsubid == locks::int4_pair_advisory_class)
 		return fmt::format("advisory lock ({}, {})", static_cast<std::int32_t>(classid),
 		                   static_cast<std::int32_t>(objid));
-	for (const auto &s : registry)
-		if (s.slot == objsubid)
-			return fmt::format("subsystem {} resource {}", s.name, value);
 	return fmt::format("advisory lock classid {} objid {} objsubid {}", classid, objid, objsubid);
 }
 

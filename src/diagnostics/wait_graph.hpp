@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "locks/lock_keys.hpp"
+
 namespace concurrency::diagnostics {
 
 // A set of lock modes, bit m for mode m (PostgreSQL's LOCKBIT_ON).
@@ -122,15 +124,8 @@ private:
 
 // --- advisory locks, readable ------------------------------------------
 
-// A registered subsystem (concurrency.subsystem): its subsystem lock is the
-// bigint advisory lock `key` (pg_locks: objsubid 1, key = classid << 32 |
-// objid); its resource locks carry objsubid = slot and the resource, a bigint,
-// in classid << 32 | objid.
-struct SubsystemKey {
-	std::string name;
-	std::int64_t key = 0;
-	int slot = 0;
-};
+// The registered subsystems, as the named-locks capability encodes them.
+using locks::SubsystemKey;
 
 // "subsystem <name>", "subsystem <name> resource <n>" for registered ones;
 // otherwise the raw key as pg_advisory_lock() takes it: "advisory lock <bigint>",

@@ -5,8 +5,14 @@
 // pg_advisory_lock does; see locks/lock_keys.hpp for the tags. A timeout is
 // PostgreSQL's own lock_timeout: the variable behind the setting is lowered
 // for the duration of the one LockAcquire call, so the lock manager's timer
-// ends the wait (no polling). Its 55P03 is caught and replaced by an error
-// that names the holder.
+// ends the wait (no polling).
+//
+// A lock is first asked for without waiting: the uncontended path costs what
+// pg_advisory_lock costs. Only when somebody holds it does the call wait, and
+// it waits inside an internal subtransaction (pg/subtransaction.hpp): when the
+// timeout ends the wait with 55P03, rolling the subtransaction back is what
+// cleans up after the error (wait queue, resource owner, error state), and
+// the call can then raise its own 55P03 that names the holder.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -23,6 +29,7 @@
 #include "locks/tracking.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
+#include "pg/subtransaction.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -60,27 +67,6 @@ struct Deadline {
 	TimestampTz at;
 	std::int64_t micros;
 };
-
-// The name argument without a copy; only a compressed or out-of-line value is
-// detoasted (never the case for a literal or a short parameter).
-std::string_view name_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	pg::require_arg(fcinfo, n, argname);
-	auto *value = reinterpret_cast<struct varlena *>(DatumGetPointer(PG_GETARG_DATUM(n)));
-	if (VARATT_IS_COMPRESSED(value) || VARATT_IS_EXTERNAL(value))
-		value = pg::guard([&] { return pg_detoast_datum_packed(value); });
-	return std::string_view(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value));
-}
-
-std::optional<std::int64_t> resource_arg(FunctionCallInfo fcinfo, int n) {
-	if (PG_ARGISNULL(n))
-		return std::nullopt;
-	return PG_GETARG_INT64(n);
-}
-
-bool shared_arg(FunctionCallInfo fcinfo, int n) {
-	pg::require_arg(fcinfo, n, "shared");
-	return PG_GETARG_BOOL(n);
-}
 
 std::optional<Deadline> deadline_arg(FunctionCallInfo fcinfo, int n) {
 	if (PG_ARGISNULL(n))
@@ -166,19 +152,6 @@ private:
 	int saved_;
 };
 
-std::optional<std::string> nullable_text(HeapTuple row, TupleDesc desc, int column) {
-	bool isnull = false;
-	Datum d = pg::guard([&] { return SPI_getbinval(row, desc, column, &isnull); });
-	if (isnull)
-		return std::nullopt;
-	text *t = pg::guard([&] { return DatumGetTextPP(d); });
-	return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
-
-Datum column(HeapTuple row, TupleDesc desc, int n, bool *isnull) {
-	return pg::guard([&] { return SPI_getbinval(row, desc, n, isnull); });
-}
-
 // Who holds `t` in a mode that conflicts with ours (or, if nobody does any
 // more, who waits for it in such a mode), from pg_locks and
 // pg_stat_activity. At most five are described; `total` counts all.
@@ -202,35 +175,25 @@ std::vector<LockHolder> find_holders(const Target &t, std::size_t &total) {
 	    5, types);
 	Datum values[] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(t.tag.high), ObjectIdGetDatum(t.tag.low),
 	                  Int32GetDatum(t.tag.klass), BoolGetDatum(!t.shared)};
-	uint64 n = pg::spi_execute_plan(plan, values, nullptr, true);
+	uint64 n = pg::execute(plan, values, nullptr, true);
 	std::vector<LockHolder> holders;
 	total = 0;
 	bool granted_seen = false;
 	for (uint64 i = 0; i < n; ++i) {
-		HeapTuple row = SPI_tuptable->vals[i];
-		TupleDesc desc = SPI_tuptable->tupdesc;
-		bool isnull = false;
 		LockHolder h;
-		Datum granted = column(row, desc, 6, &isnull);
-		h.granted = !isnull && DatumGetBool(granted);
+		h.granted = pg::column_as<bool>(i, 6).value_or(false);
 		if (granted_seen && !h.granted)
 			break; // waiters matter only when no conflicting holder is left
 		granted_seen = granted_seen || h.granted;
-		Datum count = column(row, desc, 8, &isnull);
-		total = static_cast<std::size_t>(DatumGetInt64(count));
+		total = static_cast<std::size_t>(pg::int64_column(i, 8));
 		if (holders.size() >= 5)
 			continue;
-		Datum pid = column(row, desc, 1, &isnull);
-		if (!isnull)
-			h.pid = DatumGetInt32(pid);
-		h.application = nullable_text(row, desc, 2).value_or("");
-		h.state = nullable_text(row, desc, 3);
-		Datum in_xact = column(row, desc, 4, &isnull);
-		h.in_transaction = !isnull && DatumGetBool(in_xact);
-		Datum seconds = column(row, desc, 5, &isnull);
-		if (!isnull)
-			h.seconds = DatumGetFloat8(seconds);
-		h.mode = nullable_text(row, desc, 7).value_or("");
+		h.pid = pg::column_as<std::int32_t>(i, 1);
+		h.application = pg::text_column(i, 2).value_or("");
+		h.state = pg::text_column(i, 3);
+		h.in_transaction = pg::column_as<bool>(i, 4).value_or(false);
+		h.seconds = pg::column_as<double>(i, 5);
+		h.mode = pg::text_column(i, 7).value_or("");
 		holders.push_back(std::move(h));
 	}
 	pg::spi_finish();
@@ -251,19 +214,13 @@ struct WaitLimit {
 };
 
 [[noreturn]] void fail_timeout(const Target &t, const WaitLimit &limit) {
-	std::string detail;
 	std::string hint = "See concurrency.held_locks for every named lock and its holder.";
-	try {
-		std::size_t total = 0;
-		std::vector<LockHolder> holders = find_holders(t, total);
-		detail = describe_holders(holders, total);
-		if (held_by_idle_session(holders))
-			hint = "A session idle outside any transaction holds it: a session-level lock, often one left behind by "
-			       "a connection pool (concurrency.held_locks shows it with suspect_leak).";
-	} catch (const pg::PgException &e) {
-		// The transaction is aborted by the error below anyway.
-		detail = fmt::format("Its holder could not be determined: {}.", e.what());
-	}
+	std::size_t total = 0;
+	std::vector<LockHolder> holders = find_holders(t, total);
+	std::string detail = describe_holders(holders, total);
+	if (held_by_idle_session(holders))
+		hint = "A session idle outside any transaction holds it: a session-level lock, often one left behind by "
+		       "a connection pool (concurrency.held_locks shows it with suspect_leak).";
 	throw Error(sqlstate::lock_not_available,
 	            fmt::format("could not obtain {} within {}",
 	                        lock_description(std::string(t.name), t.resource, t.shared), limit.describe()),
@@ -273,15 +230,19 @@ struct WaitLimit {
 // Takes `t`, waiting until it is granted, until `deadline`, or until the
 // session's own lock_timeout, whichever comes first.
 void take(const Target &t, Level level, const std::optional<Deadline> &deadline) {
+	// Free (or held by us already): no wait, nothing to survive.
+	LockAcquireResult first = lock_acquire(t, level, true);
+	if (first != LOCKACQUIRE_NOT_AVAIL) {
+		track_acquired(t.tag, t.shared, level, first == LOCKACQUIRE_OK, t.name, t.resource);
+		return;
+	}
+
 	WaitLimit limit{true, 0, LockTimeout}; // the session's lock_timeout (0: none)
 	int wait_ms = LockTimeout;
 	if (deadline) {
 		TimestampTz remaining = deadline->at - GetCurrentTimestamp();
-		if (remaining <= 0 || deadline->micros == 0) {
-			if (!try_take(t, level))
-				fail_timeout(t, WaitLimit{false, deadline->micros, 0});
-			return;
-		}
+		if (remaining <= 0 || deadline->micros == 0)
+			fail_timeout(t, WaitLimit{false, deadline->micros, 0});
 		int ours = timeout_ms_for_lock_timeout(remaining);
 		if (wait_ms <= 0 || ours < wait_ms) {
 			wait_ms = ours;
@@ -289,28 +250,26 @@ void take(const Target &t, Level level, const std::optional<Deadline> &deadline)
 		}
 	}
 
+	LOCKTAG tag = t.locktag();
+	LOCKMODE mode = t.mode();
+	bool session = level == Level::session;
 	LockAcquireResult result;
 	try {
 		LockTimeoutOverride timeout(wait_ms);
-		result = lock_acquire(t, level, false);
+		// The wait may end in an ERROR (the timeout, a deadlock, a cancel):
+		// the subtransaction's rollback leaves the lock manager clean. When
+		// it commits, a transaction-level lock passes to the caller's
+		// (sub)transaction, exactly as if taken there.
+		result = pg::in_subtransaction([&] { return pg::guard([&] { return LockAcquire(&tag, mode, session, false); }); });
 	} catch (const pg::PgException &e) {
 		if (e.sqlerrcode() != ERRCODE_LOCK_NOT_AVAILABLE)
 			throw; // deadlock, cancel, statement_timeout: as they are
-		// The timer ended the wait. ProcessInterrupts has left the wait queue
-		// already (LockErrorCleanup; again here, it is idempotent); if the lock
-		// was granted at that very moment, it is now ours.
-		pg::guard([] { LockErrorCleanup(); });
+		// The timer ended the wait. If the lock was granted at that very
+		// moment, the rollback gave it back: one last look, without waiting.
 		LockAcquireResult again = lock_acquire(t, level, true);
 		if (again == LOCKACQUIRE_NOT_AVAIL)
 			fail_timeout(t, limit);
-		if (again == LOCKACQUIRE_ALREADY_HELD) {
-			// granted as the timer fired: drop the hold this retry added
-			LOCKTAG tag = t.locktag();
-			LOCKMODE mode = t.mode();
-			bool session = level == Level::session;
-			pg::guard([&] { LockRelease(&tag, mode, session); });
-		}
-		track_acquired(t.tag, t.shared, level, true, t.name, t.resource);
+		track_acquired(t.tag, t.shared, level, again == LOCKACQUIRE_OK, t.name, t.resource);
 		return;
 	}
 	track_acquired(t.tag, t.shared, level, result == LOCKACQUIRE_OK, t.name, t.resource);
@@ -325,9 +284,9 @@ using namespace concurrency::locks;
 
 // concurrency.xact_lock(name, resource, timeout, shared)
 CONCURRENCY_FUNCTION(concurrency_xact_lock) {
-	std::string_view name = name_arg(fcinfo, 0, "name");
-	bool shared = shared_arg(fcinfo, 3);
-	Target t = resolve(name, resource_arg(fcinfo, 1), shared);
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
+	bool shared = pg::bool_arg(fcinfo, 3, "shared");
+	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
 	check_can_lock(t, Level::transaction);
 	take(t, Level::transaction, deadline_arg(fcinfo, 2));
 	PG_RETURN_VOID();
@@ -335,9 +294,9 @@ CONCURRENCY_FUNCTION(concurrency_xact_lock) {
 
 // concurrency.try_xact_lock(name, resource, shared)
 CONCURRENCY_FUNCTION(concurrency_try_xact_lock) {
-	std::string_view name = name_arg(fcinfo, 0, "name");
-	bool shared = shared_arg(fcinfo, 2);
-	Target t = resolve(name, resource_arg(fcinfo, 1), shared);
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
+	bool shared = pg::bool_arg(fcinfo, 2, "shared");
+	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
 	check_can_lock(t, Level::transaction);
 	PG_RETURN_BOOL(try_take(t, Level::transaction));
 }
@@ -359,10 +318,7 @@ CONCURRENCY_FUNCTION(concurrency_xact_lock_many) {
 		if (nulls[i])
 			throw Error(sqlstate::null_value_not_allowed, "names must not contain null",
 			            fmt::format("Element {} of the array is null.", i + 1));
-		auto *value = reinterpret_cast<struct varlena *>(DatumGetPointer(elements[i]));
-		if (VARATT_IS_COMPRESSED(value) || VARATT_IS_EXTERNAL(value))
-			value = pg::guard([&] { return pg_detoast_datum_packed(value); });
-		targets.push_back(resolve(std::string_view(VARDATA_ANY(value), VARSIZE_ANY_EXHDR(value)), std::nullopt, false));
+		targets.push_back(resolve(pg::text_view(elements[i]), std::nullopt, false));
 	}
 	std::optional<Deadline> deadline = deadline_arg(fcinfo, 1);
 	for (const Target &t : targets)
@@ -380,9 +336,9 @@ CONCURRENCY_FUNCTION(concurrency_xact_lock_many) {
 
 // concurrency.session_lock(name, resource, timeout, shared)
 CONCURRENCY_FUNCTION(concurrency_session_lock) {
-	std::string_view name = name_arg(fcinfo, 0, "name");
-	bool shared = shared_arg(fcinfo, 3);
-	Target t = resolve(name, resource_arg(fcinfo, 1), shared);
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
+	bool shared = pg::bool_arg(fcinfo, 3, "shared");
+	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
 	check_can_lock(t, Level::session);
 	take(t, Level::session, deadline_arg(fcinfo, 2));
 	PG_RETURN_VOID();
@@ -390,9 +346,9 @@ CONCURRENCY_FUNCTION(concurrency_session_lock) {
 
 // concurrency.try_session_lock(name, resource, shared)
 CONCURRENCY_FUNCTION(concurrency_try_session_lock) {
-	std::string_view name = name_arg(fcinfo, 0, "name");
-	bool shared = shared_arg(fcinfo, 2);
-	Target t = resolve(name, resource_arg(fcinfo, 1), shared);
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
+	bool shared = pg::bool_arg(fcinfo, 2, "shared");
+	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
 	check_can_lock(t, Level::session);
 	PG_RETURN_BOOL(try_take(t, Level::session));
 }
@@ -400,9 +356,9 @@ CONCURRENCY_FUNCTION(concurrency_try_session_lock) {
 // concurrency.session_unlock(name, resource, shared): one hold fewer; false,
 // with the lock manager's WARNING, when this session holds none.
 CONCURRENCY_FUNCTION(concurrency_session_unlock) {
-	std::string_view name = name_arg(fcinfo, 0, "name");
-	bool shared = shared_arg(fcinfo, 2);
-	Target t = resolve(name, resource_arg(fcinfo, 1), shared);
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
+	bool shared = pg::bool_arg(fcinfo, 2, "shared");
+	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
 	LOCKTAG tag = t.locktag();
 	LOCKMODE mode = t.mode();
 	bool released = pg::guard([&] { return LockRelease(&tag, mode, true); });
@@ -444,9 +400,9 @@ std::vector<std::int64_t> resources_arg(FunctionCallInfo fcinfo, int n) {
 // callers over the same resources (two transfers between the same accounts)
 // can never deadlock on them; the timeout bounds the whole call.
 CONCURRENCY_FUNCTION(concurrency_xact_lock_all) {
-	std::string_view name = name_arg(fcinfo, 0, "name");
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
 	std::vector<std::int64_t> resources = resources_arg(fcinfo, 1);
-	bool shared = shared_arg(fcinfo, 3);
+	bool shared = pg::bool_arg(fcinfo, 3, "shared");
 	Target first = resolve(name, std::nullopt, shared); // an unknown name fails even for an empty array
 	check_can_lock(first, Level::transaction);
 	std::optional<Deadline> deadline = deadline_arg(fcinfo, 2);
@@ -459,9 +415,9 @@ CONCURRENCY_FUNCTION(concurrency_xact_lock_all) {
 // none. Never waits; when one resource is taken by someone else, the locks
 // this call already took are released again before it returns false.
 CONCURRENCY_FUNCTION(concurrency_try_xact_lock_all) {
-	std::string_view name = name_arg(fcinfo, 0, "name");
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
 	std::vector<std::int64_t> resources = resources_arg(fcinfo, 1);
-	bool shared = shared_arg(fcinfo, 2);
+	bool shared = pg::bool_arg(fcinfo, 2, "shared");
 	Target first = resolve(name, std::nullopt, shared);
 	check_can_lock(first, Level::transaction);
 	std::vector<Target> targets;

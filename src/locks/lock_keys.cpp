@@ -72,4 +72,20 @@ std::string human_duration(double seconds) {
 	                              : fmt::format("{} d", whole / 86400);
 }
 
+NamedLock named_lock_of(const AdvisoryTag &tag, const std::vector<SubsystemKey> &registry) {
+	NamedLock found;
+	if (tag.klass == int8_advisory_class) {
+		for (const SubsystemKey &s : registry)
+			if (subsystem_tag(s.key) == tag)
+				found.subsystem = &s;
+	} else if (valid_slot(tag.klass)) {
+		for (const SubsystemKey &s : registry)
+			if (s.slot == tag.klass) {
+				found.subsystem = &s;
+				found.resource = resource_of(tag);
+			}
+	}
+	return found;
+}
+
 } // namespace concurrency::locks

@@ -63,6 +63,26 @@ AdvisoryTag resource_tag(std::int64_t resource, int slot);
 // The resource a resource-lock tag stands for (inverse of resource_tag).
 constexpr std::int64_t resource_of(const AdvisoryTag &tag) { return join_halves(tag.high, tag.low); }
 
+// A registered subsystem (a row of concurrency.subsystem) as its locks show
+// in pg_locks: its subsystem lock is subsystem_tag(key), its resource locks
+// carry class = slot.
+struct SubsystemKey {
+	std::string name;
+	std::int64_t key = 0;
+	int slot = 0;
+};
+
+// What an advisory lock tag is, among the locks of the registered subsystems:
+// the subsystem lock of `subsystem` (no resource), the lock on `resource` of
+// `subsystem`, or (subsystem null) none of theirs. The one inverse of
+// subsystem_tag and resource_tag: the diagnostics and concurrency.held_locks
+// use it rather than decode tags themselves.
+struct NamedLock {
+	const SubsystemKey *subsystem = nullptr; // points into the registry given
+	std::optional<std::int64_t> resource;
+};
+NamedLock named_lock_of(const AdvisoryTag &tag, const std::vector<SubsystemKey> &registry);
+
 // The lowest slot in 16–65535 not in `used` (any order, duplicates and values
 // out of range allowed), or nothing when all are taken.
 std::optional<int> lowest_free_slot(std::vector<int> used);

@@ -13,6 +13,7 @@
 #include "locks/registry.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
+#include "pg/srf.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -35,9 +36,10 @@ namespace {
 bool cache_valid = false;
 Oid registry_relid = InvalidOid;
 std::unordered_map<std::string, Subsystem> cache;
+std::vector<SubsystemKey> listed; // the same rows, for registered_subsystems()
 std::string lookup_buffer; // reused, so that a hit allocates nothing
 
-void registry_changed(Datum, Oid relid) {
+void registry_changed(Datum, Oid relid) noexcept {
 	if (relid == InvalidOid || relid == registry_relid)
 		cache_valid = false;
 }
@@ -54,38 +56,15 @@ Oid registry_oid() {
 	});
 }
 
-// Runs a kept plan on the latest committed state of the registry, whatever the
-// isolation level of the calling transaction: a REPEATABLE READ snapshot
-// taken before a registration must neither hide it from the cache (which would
-// then stay stale until the next change) nor let register_subsystem miss a
-// row that a concurrent registration committed while we waited for the lock.
-uint64 execute_on_latest(SPIPlanPtr plan, Datum *values, const char *nulls, bool read_only) {
-	int rc = pg::guard([&] {
-		return SPI_execute_snapshot(plan, values, nulls, GetLatestSnapshot(), InvalidSnapshot, read_only, true, 0);
-	});
-	if (rc < 0)
-		throw Error(sqlstate::internal_error, fmt::format("SPI_execute_snapshot failed: {}", SPI_result_code_string(rc)));
-	return SPI_processed;
+// Every statement on the registry reads the latest committed state
+// (pg::Visibility::latest), whatever the isolation level of the calling
+// transaction: a REPEATABLE READ snapshot taken before a registration must
+// neither hide it from the cache (which would then stay stale until the next
+// change) nor let register_subsystem miss a row that a concurrent
+// registration committed while we waited for the lock.
+uint64 execute_on_latest(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only) {
+	return pg::execute(plan, values, nulls, read_only, 0, pg::Visibility::latest);
 }
-
-std::string text_column(HeapTuple tuple, TupleDesc desc, int column) {
-	bool isnull = false;
-	Datum d = pg::guard([&] { return SPI_getbinval(tuple, desc, column, &isnull); });
-	if (isnull)
-		return {};
-	text *t = pg::guard([&] { return DatumGetTextPP(d); });
-	return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-}
-
-template <typename T> T scalar_column(HeapTuple tuple, TupleDesc desc, int column, T (*convert)(Datum)) {
-	bool isnull = false;
-	Datum d = pg::guard([&] { return SPI_getbinval(tuple, desc, column, &isnull); });
-	return isnull ? T{} : convert(d);
-}
-
-std::int64_t datum_int64(Datum d) { return DatumGetInt64(d); }
-int datum_int32(Datum d) { return DatumGetInt32(d); }
-bool datum_bool(Datum d) { return DatumGetBool(d); }
 
 void reload_cache() {
 	// Valid from here on: an invalidation that arrives while we read (the
@@ -95,21 +74,23 @@ void reload_cache() {
 	try {
 		registry_relid = registry_oid();
 		std::unordered_map<std::string, Subsystem> fresh;
+		std::vector<SubsystemKey> fresh_list;
 		pg::spi_connect();
 		SPIPlanPtr plan = pg::prepared_plan(
 		    "locks:registry", "SELECT name, key, slot, xact_only FROM concurrency.subsystem", 0, nullptr);
 		uint64 n = execute_on_latest(plan, nullptr, nullptr, true);
 		for (uint64 i = 0; i < n; ++i) {
-			HeapTuple row = SPI_tuptable->vals[i];
-			TupleDesc desc = SPI_tuptable->tupdesc;
 			Subsystem s;
-			s.key = scalar_column(row, desc, 2, datum_int64);
-			s.slot = scalar_column(row, desc, 3, datum_int32);
-			s.xact_only = scalar_column(row, desc, 4, datum_bool);
-			fresh.emplace(text_column(row, desc, 1), s);
+			s.key = pg::int64_column(i, 2);
+			s.slot = pg::column_as<std::int32_t>(i, 3).value_or(0);
+			s.xact_only = pg::column_as<bool>(i, 4).value_or(false);
+			std::string name = pg::text_column(i, 1).value_or("");
+			fresh_list.push_back(SubsystemKey{name, s.key, s.slot});
+			fresh.emplace(std::move(name), s);
 		}
 		pg::spi_finish();
 		cache.swap(fresh);
+		listed.swap(fresh_list);
 	} catch (...) {
 		cache_valid = false;
 		throw;
@@ -142,6 +123,12 @@ const Subsystem *find_cached(std::string_view name) {
 
 void registry_init() { CacheRegisterRelcacheCallback(registry_changed, (Datum)0); }
 
+const std::vector<SubsystemKey> &registered_subsystems() {
+	if (!cache_valid)
+		reload_cache();
+	return listed;
+}
+
 const Subsystem &lookup_subsystem(std::string_view name) {
 	// Longer than any registrable name: no need to look (nor to copy it).
 	if (name.size() > max_subsystem_name_bytes)
@@ -169,8 +156,7 @@ using namespace concurrency::locks;
 CONCURRENCY_FUNCTION(concurrency_register_subsystem) {
 	std::string name = pg::text_arg(fcinfo, 0, "name");
 	check_name(name);
-	pg::require_arg(fcinfo, 1, "key");
-	std::int64_t key = PG_GETARG_INT64(1);
+	std::int64_t key = pg::int64_arg(fcinfo, 1, "key");
 	bool has_description = !PG_ARGISNULL(2);
 	std::string description = has_description ? pg::text_arg(fcinfo, 2, "description") : std::string();
 	bool has_xact_only = !PG_ARGISNULL(3);
@@ -195,8 +181,8 @@ CONCURRENCY_FUNCTION(concurrency_register_subsystem) {
 	std::optional<std::int64_t> key_of_name;
 	std::optional<std::string> owner_of_key;
 	for (uint64 i = 0; i < n; ++i) {
-		std::string row_name = text_column(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		std::int64_t row_key = scalar_column(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, datum_int64);
+		std::string row_name = pg::text_column(i, 1).value_or("");
+		std::int64_t row_key = pg::int64_column(i, 2);
 		if (row_name == name && row_key == key)
 			same_name_same_key = true;
 		else if (row_name == name)
@@ -233,7 +219,7 @@ CONCURRENCY_FUNCTION(concurrency_register_subsystem) {
 		std::vector<int> used;
 		used.reserve(rows);
 		for (uint64 i = 0; i < rows; ++i)
-			used.push_back(scalar_column(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, datum_int32));
+			used.push_back(pg::column_as<std::int32_t>(i, 1).value_or(0));
 		std::optional<int> slot = lowest_free_slot(std::move(used));
 		if (!slot)
 			throw Error(sqlstate::program_limit_exceeded, "no free slot for another subsystem",
@@ -277,4 +263,21 @@ CONCURRENCY_FUNCTION(concurrency_subsystem_changed) {
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
 	return PointerGetDatum(nullptr);
+}
+
+// concurrency.named_lock(classid, objid, objsubid): the subsystem (and the
+// resource) whose lock an advisory lock of pg_locks is; no row when none.
+CONCURRENCY_FUNCTION(concurrency_named_lock) {
+	pg::ResultSet out = pg::materialize(fcinfo);
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2))
+		return (Datum)0;
+	const AdvisoryTag tag{DatumGetObjectId(PG_GETARG_DATUM(0)), DatumGetObjectId(PG_GETARG_DATUM(1)),
+	                      static_cast<std::uint16_t>(PG_GETARG_INT16(2))};
+	NamedLock named = named_lock_of(tag, registered_subsystems());
+	if (!named.subsystem)
+		return (Datum)0;
+	Datum values[2] = {pg::text_datum(named.subsystem->name), Int64GetDatum(named.resource.value_or(0))};
+	bool nulls[2] = {false, !named.resource};
+	pg::add_row(out, values, nulls);
+	return (Datum)0;
 }

@@ -14,6 +14,9 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
+
+#include "locks/lock_keys.hpp"
 
 #include "pg/guard.hpp"
 
@@ -28,6 +31,11 @@ struct Subsystem {
 // The registered subsystem `name`. Throws Error 42704 (not registered, with a
 // hint) or 22023 (not a valid subsystem name at all).
 const Subsystem &lookup_subsystem(std::string_view name);
+
+// Every registered subsystem, from the same cache (for the diagnostics and
+// concurrency.held_locks, which name advisory locks after them). Valid until
+// the next lookup: copy what must outlive it.
+const std::vector<SubsystemKey> &registered_subsystems();
 
 // Registers the relcache invalidation callback; called once from _PG_init.
 void registry_init();

@@ -1,5 +1,6 @@
 // Hold counts of the named locks of this backend, and the function behind
 // the view concurrency.my_locks.
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -12,7 +13,6 @@
 extern "C" {
 #include "access/htup_details.h"
 #include "access/xact.h"
-#include "utils/tuplestore.h"
 }
 
 namespace concurrency::locks {
@@ -60,7 +60,10 @@ std::vector<Held *> touched;
 constexpr std::size_t keep_entries = 64;
 bool sweep_wanted = false;
 
-void sweep() {
+// The callbacks below run inside PostgreSQL's transaction machinery: they are
+// noexcept and allocate nothing (erasing from the map and the vectors frees,
+// never allocates), so no C++ exception can reach PostgreSQL's frames.
+void sweep() noexcept {
 	sweep_wanted = false;
 	if (held.size() <= keep_entries)
 		return;
@@ -72,7 +75,7 @@ void sweep() {
 	}
 }
 
-void at_transaction_end(XactEvent event, void *) {
+void at_transaction_end(XactEvent event, void *) noexcept {
 	switch (event) {
 	case XACT_EVENT_COMMIT:
 	case XACT_EVENT_PARALLEL_COMMIT:
@@ -93,7 +96,7 @@ void at_transaction_end(XactEvent event, void *) {
 	}
 }
 
-void at_subtransaction_end(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void *) {
+void at_subtransaction_end(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void *) noexcept {
 	if (event == SUBXACT_EVENT_ABORT_SUB) {
 		// The lock manager releases what the subtransaction took.
 		for (Held *h : touched) {
@@ -102,28 +105,21 @@ void at_subtransaction_end(SubXactEvent event, SubTransactionId sub, SubTransact
 				it = it->first == sub ? counts.erase(it) : it + 1;
 		}
 	} else if (event == SUBXACT_EVENT_COMMIT_SUB) {
-		// The lock manager hands the subtransaction's locks to its parent.
+		// The lock manager hands the subtransaction's locks to its parent:
+		// the entry is relabelled, or added to the parent's (no allocation).
 		for (Held *h : touched) {
 			auto &counts = h->xact_counts;
-			std::int64_t moved = 0;
-			for (auto it = counts.begin(); it != counts.end();) {
-				if (it->first == sub) {
-					moved += it->second;
-					it = counts.erase(it);
-				} else {
-					++it;
-				}
-			}
-			if (moved == 0)
+			auto parent_entry = std::find_if(counts.begin(), counts.end(),
+			                                 [&](const auto &c) { return c.first == parent; });
+			auto sub_entry = std::find_if(counts.begin(), counts.end(), [&](const auto &c) { return c.first == sub; });
+			if (sub_entry == counts.end())
 				continue;
-			bool merged = false;
-			for (auto &c : counts)
-				if (c.first == parent) {
-					c.second += moved;
-					merged = true;
-				}
-			if (!merged)
-				counts.emplace_back(parent, moved);
+			if (parent_entry == counts.end()) {
+				sub_entry->first = parent;
+			} else {
+				parent_entry->second += sub_entry->second;
+				counts.erase(sub_entry);
+			}
 		}
 	}
 }
@@ -212,22 +208,20 @@ CONCURRENCY_FUNCTION(concurrency_my_named_locks) {
 	}
 
 	for (const Row &row : rows) {
-		pg::guard([&] {
-			Datum values[8];
-			bool nulls[8] = {false, false, false, false, false, false, false, false};
-			values[0] = PointerGetDatum(cstring_to_text_with_len(row.name.data(), static_cast<int>(row.name.size())));
-			if (row.resource)
-				values[1] = Int64GetDatum(*row.resource);
-			else
-				nulls[1] = true;
-			values[2] = PointerGetDatum(cstring_to_text(row.level));
-			values[3] = PointerGetDatum(cstring_to_text(row.mode));
-			values[4] = Int64GetDatum(row.count);
-			values[5] = ObjectIdGetDatum(row.tag.high);
-			values[6] = ObjectIdGetDatum(row.tag.low);
-			values[7] = Int32GetDatum(row.tag.klass);
-			tuplestore_putvalues(out.store, out.desc, values, nulls);
-		});
+		Datum values[8];
+		bool nulls[8] = {false, false, false, false, false, false, false, false};
+		values[0] = pg::text_datum(row.name);
+		if (row.resource)
+			values[1] = Int64GetDatum(*row.resource);
+		else
+			nulls[1] = true;
+		values[2] = pg::text_datum(row.level);
+		values[3] = pg::text_datum(row.mode);
+		values[4] = Int64GetDatum(row.count);
+		values[5] = ObjectIdGetDatum(row.tag.high);
+		values[6] = ObjectIdGetDatum(row.tag.low);
+		values[7] = Int32GetDatum(row.tag.klass);
+		pg::add_row(out, values, nulls);
 	}
 	return (Datum)0;
 }

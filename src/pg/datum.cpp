@@ -9,10 +9,41 @@ void require_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
 		throw Error(sqlstate::null_value_not_allowed, fmt::format("{} must not be null", argname));
 }
 
-std::string text_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+std::string_view text_view(Datum value) {
+	auto *text = reinterpret_cast<struct varlena *>(DatumGetPointer(value));
+	if (VARATT_IS_COMPRESSED(text) || VARATT_IS_EXTERNAL(text))
+		text = guard([&] { return pg_detoast_datum_packed(text); });
+	return std::string_view(VARDATA_ANY(text), VARSIZE_ANY_EXHDR(text));
+}
+
+std::string_view text_view_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
 	require_arg(fcinfo, n, argname);
-	text *t = guard([&] { return PG_DETOAST_DATUM_PACKED(PG_GETARG_DATUM(n)); });
-	return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	return text_view(PG_GETARG_DATUM(n));
+}
+
+std::string text_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+	return std::string(text_view_arg(fcinfo, n, argname));
+}
+
+bool bool_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+	require_arg(fcinfo, n, argname);
+	return PG_GETARG_BOOL(n);
+}
+
+std::int32_t int32_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+	require_arg(fcinfo, n, argname);
+	return PG_GETARG_INT32(n);
+}
+
+std::int64_t int64_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+	require_arg(fcinfo, n, argname);
+	return PG_GETARG_INT64(n);
+}
+
+std::optional<std::int64_t> nullable_int64_arg(FunctionCallInfo fcinfo, int n) {
+	if (PG_NARGS() <= n || PG_ARGISNULL(n))
+		return std::nullopt;
+	return PG_GETARG_INT64(n);
 }
 
 Datum text_datum(std::string_view s) {

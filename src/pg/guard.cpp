@@ -17,18 +17,31 @@ void copy_text(char *dst, std::size_t size, const char *src) noexcept {
 }
 } // namespace
 
-void PendingError::set(const char *sqlstate, const char *msg, const char *det, const char *hnt) noexcept {
+void PendingError::set(const char *sqlstate, const char *msg, const char *det, const char *hnt,
+                       SourceLocation at) noexcept {
 	if (sqlstate && std::strlen(sqlstate) == 5)
 		copy_text(code, sizeof code, sqlstate);
 	copy_text(message, sizeof message, msg);
 	copy_text(detail, sizeof detail, det);
 	copy_text(hint, sizeof hint, hnt);
+	where = at;
 }
 
+// ereport(ERROR, …) spelled out, so that errfinish gets the thrower's file,
+// line and function instead of these.
 void PendingError::raise() const {
-	ereport(ERROR, (errcode(MAKE_SQLSTATE(code[0], code[1], code[2], code[3], code[4])),
-	                errmsg_internal("%s", message), detail[0] ? errdetail_internal("%s", detail) : 0,
-	                hint[0] ? errhint("%s", hint) : 0));
+	if (errstart(ERROR, TEXTDOMAIN)) {
+		errcode(MAKE_SQLSTATE(code[0], code[1], code[2], code[3], code[4]));
+		errmsg_internal("%s", message);
+		if (detail[0])
+			errdetail_internal("%s", detail);
+		if (hint[0])
+			errhint("%s", hint);
+		if (where.file)
+			errfinish(where.file, where.line, where.function);
+		else
+			errfinish(__FILE__, __LINE__, __func__);
+	}
 	pg_unreachable();
 }
 

@@ -4,9 +4,12 @@
 //    caught (PG_TRY), copied out of ErrorContext, and rethrown as a C++
 //    PgException, with the caller's memory context restored. Keep f to plain
 //    PostgreSQL calls: C++ objects created inside f are not unwound.
+//    A C++ exception thrown by f passes through unchanged, after PostgreSQL's
+//    error handler is restored.
 //  * pg::invoke(body, fcinfo) runs the C++ body of a SQL-callable function and
 //    lets no exception escape: it catches everything, leaves the handler, and
-//    only then raises the error with ereport (or ReThrowError).
+//    only then raises the error with ereport (or ReThrowError). A
+//    concurrency::Error is reported at the place that threw it (LOCATION).
 //
 // Rule for the code in between: no C++ object with a destructor may be alive
 // across a direct PostgreSQL call that can raise an error; either go through
@@ -14,6 +17,7 @@
 #pragma once
 
 #include <exception>
+#include <new>
 #include <string>
 #include <type_traits>
 
@@ -45,9 +49,20 @@ template <typename F> auto guard(F &&f) -> decltype(f()) {
 		static_assert(std::is_trivially_copyable_v<Result>, "guard() returns plain values only");
 		MemoryContext caller_context = CurrentMemoryContext;
 		ErrorData *volatile edata = nullptr;
+		// A C++ exception from f must not leave PG_TRY's frame by itself: it
+		// would skip PG_END_TRY, and PG_exception_stack would keep pointing
+		// at this dead frame for the next ereport. It is held here and
+		// rethrown once the handler is restored.
+		std::exception_ptr cpp_error;
 		Result result{};
 		PG_TRY();
-		{ result = f(); }
+		{
+			try {
+				result = f();
+			} catch (...) {
+				cpp_error = std::current_exception();
+			}
+		}
 		PG_CATCH();
 		{
 			MemoryContextSwitchTo(caller_context);
@@ -57,23 +72,28 @@ template <typename F> auto guard(F &&f) -> decltype(f()) {
 		PG_END_TRY();
 		if (edata)
 			throw PgException(edata);
+		if (cpp_error)
+			std::rethrow_exception(cpp_error);
 		return result;
 	}
 }
 
 // Text of an error on its way out of the C++ frames: fixed buffers, so that
-// nothing needs a destructor once the handler is left.
+// nothing needs a destructor once the handler is left. The location is the
+// place that threw (string literals, kept as pointers).
 struct PendingError {
 	char code[6];
 	char message[1024];
 	char detail[1024];
 	char hint[1024];
+	SourceLocation where;
 
 	// Only the first bytes: invoke() builds one on every call, and
 	// initializing all 3 KB cost more than a whole lock call.
 	PendingError() noexcept : code{'X', 'X', '0', '0', '0', '\0'} { message[0] = detail[0] = hint[0] = '\0'; }
 
-	void set(const char *sqlstate, const char *msg, const char *det = "", const char *hnt = "") noexcept;
+	void set(const char *sqlstate, const char *msg, const char *det = "", const char *hnt = "",
+	         SourceLocation at = SourceLocation::current()) noexcept;
 	[[noreturn]] void raise() const;
 };
 
@@ -85,7 +105,7 @@ template <typename Body> Datum invoke(Body body, FunctionCallInfo fcinfo) {
 	} catch (const PgException &e) {
 		pg_error = e.data();
 	} catch (const Error &e) {
-		pending.set(e.code().c_str(), e.what(), e.detail().c_str(), e.hint().c_str());
+		pending.set(e.code().c_str(), e.what(), e.detail().c_str(), e.hint().c_str(), e.where());
 	} catch (const std::bad_alloc &) {
 		pending.set(sqlstate::out_of_memory, "out of memory in concurrency_ext");
 	} catch (const std::exception &e) {

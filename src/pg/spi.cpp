@@ -1,4 +1,5 @@
 #include <cstring>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -7,6 +8,7 @@
 extern "C" {
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/snapmgr.h"
 }
 
 namespace concurrency::pg {
@@ -115,11 +117,66 @@ void spi_finish() {
 		throw Error(sqlstate::internal_error, fmt::format("SPI_finish failed: {}", SPI_result_code_string(rc)));
 }
 
-uint64 spi_execute_plan(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count) {
-	int rc = guard([&] { return SPI_execute_plan(plan, const_cast<Datum *>(values), nulls, read_only, count); });
+namespace {
+uint64 checked(int rc, const char *what, const char *sql = nullptr) {
 	if (rc < 0)
-		throw Error(sqlstate::internal_error, fmt::format("SPI_execute_plan failed: {}", SPI_result_code_string(rc)));
+		throw Error(sqlstate::internal_error, fmt::format("{} failed: {}", what, SPI_result_code_string(rc)),
+		            sql ? sql : "");
 	return SPI_processed;
 }
+} // namespace
+
+uint64 execute(SPIPlanPtr plan, const Datum *values, const char *nulls, bool read_only, long count,
+               Visibility visibility) {
+	auto *args = const_cast<Datum *>(values);
+	if (visibility == Visibility::latest)
+		return checked(guard([&] {
+			               return SPI_execute_snapshot(plan, args, nulls, GetLatestSnapshot(), InvalidSnapshot,
+			                                           read_only, true, count);
+		               }),
+		               "SPI_execute_snapshot");
+	return checked(guard([&] { return SPI_execute_plan(plan, args, nulls, read_only, count); }), "SPI_execute_plan");
+}
+
+uint64 execute(const std::string &sql, int nargs, const Oid *types, const Datum *values, const char *nulls,
+               bool read_only) {
+	return checked(guard([&] {
+		               return SPI_execute_with_args(sql.c_str(), nargs, const_cast<Oid *>(types),
+		                                            const_cast<Datum *>(values), nulls, read_only, 0);
+	               }),
+	               "SPI_execute", sql.c_str());
+}
+
+Datum column(uint64 row, int col, bool *isnull) {
+	return guard([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull); });
+}
+
+std::optional<std::string> text_column(uint64 row, int col) {
+	bool isnull = false;
+	Datum d = column(row, col, &isnull);
+	if (isnull)
+		return std::nullopt;
+	text *t = guard([&] { return DatumGetTextPP(d); });
+	return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+}
+
+template <typename T> std::optional<T> column_as(uint64 row, int col) {
+	bool isnull = false;
+	Datum d = column(row, col, &isnull);
+	if (isnull)
+		return std::nullopt;
+	if constexpr (std::is_same_v<T, bool>)
+		return DatumGetBool(d);
+	else if constexpr (std::is_same_v<T, std::int32_t>)
+		return DatumGetInt32(d);
+	else if constexpr (std::is_same_v<T, std::int64_t>)
+		return DatumGetInt64(d);
+	else
+		return DatumGetFloat8(d);
+}
+template std::optional<bool> column_as<bool>(uint64, int);
+template std::optional<std::int32_t> column_as<std::int32_t>(uint64, int);
+template std::optional<std::int64_t> column_as<std::int64_t>(uint64, int);
+template std::optional<double> column_as<double>(uint64, int);
 
 } // namespace concurrency::pg

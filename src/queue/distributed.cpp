@@ -52,7 +52,7 @@ bool is_distributed(Oid relid) {
 	    "   AND c.relnamespace OPERATOR(pg_catalog.=) 'concurrency'::pg_catalog.regnamespace"
 	    " WHERE c.oid OPERATOR(pg_catalog.=) $1",
 	    1, types);
-	bool distributed = pg::spi_execute_plan(plan, values, nullptr, true) > 0;
+	bool distributed = pg::execute(plan, values, nullptr, true) > 0;
 	(*known)[relid] = distributed;
 	return distributed;
 }
@@ -74,7 +74,7 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 		nulls[i] = fcinfo->args[i].isnull ? 'n' : ' ';
 	}
 	SPIPlanPtr plan = pg::prepared_plan(fmt::format("distributed:{}", function).c_str(), sql.c_str(), nargs, argtypes);
-	uint64 n = pg::spi_execute_plan(plan, values, nulls, false);
+	uint64 n = pg::execute(plan, values, nulls, false);
 	Datum result = Datum(0);
 	bool result_null = true;
 	if (out) {
@@ -83,11 +83,11 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 			Datum cols[FUNC_MAX_ARGS];
 			bool isnull[FUNC_MAX_ARGS];
 			for (int c = 0; c < ncols && c < FUNC_MAX_ARGS; ++c)
-				cols[c] = column(static_cast<int>(row), c + 1, &isnull[c]);
+				cols[c] = pg::column(row, c + 1, &isnull[c]);
 			pg::add_row(*out, cols, isnull);
 		}
 	} else if (n == 1) {
-		result = column(0, 1, &result_null);
+		result = pg::column(0, 1, &result_null);
 		if (!result_null) {
 			int16 len = 0;
 			bool byval = false;
@@ -108,7 +108,7 @@ void distributed_stats(const std::string &queue, TimestampTz now) {
 	Datum values[2] = {pg::text_datum(queue), TimestampTzGetDatum(now)};
 	SPIPlanPtr plan = pg::prepared_plan("distributed:stats", "SELECT * FROM concurrency.distributed_stats($1, $2)", 2,
 	                                    types);
-	pg::spi_execute_plan(plan, values, nullptr, false);
+	pg::execute(plan, values, nullptr, false);
 }
 
 } // namespace concurrency::queue

@@ -3,6 +3,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,10 +17,12 @@
 extern "C" {
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "access/detoast.h"
 #include "commands/trigger.h"
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 }
 
 using namespace concurrency;
@@ -34,22 +37,12 @@ TimestampTz clock_now() {
 	return pg::guard([] { return GetCurrentTimestamp(); });
 }
 
-int32 int32_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	pg::require_arg(fcinfo, n, argname);
-	return PG_GETARG_INT32(n);
-}
-
 // run_at may be NULL (now) or a finite time: 'infinity' would be a task that
 // never runs, and either infinity breaks every age computed from it.
 void check_run_at(FunctionCallInfo fcinfo, int n) {
 	if (!PG_ARGISNULL(n) && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(n)))
 		throw Error(sqlstate::invalid_parameter_value, "run_at must be a finite time",
 		            "Use NULL to run the task now.");
-}
-
-int64 int64_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	pg::require_arg(fcinfo, n, argname);
-	return PG_GETARG_INT64(n);
 }
 
 std::string interval_text(const Interval &value) {
@@ -64,18 +57,6 @@ double unit_random() {
 	return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
 }
 
-// SPI_execute_with_args through the guard (one-off statements of create/drop).
-uint64 execute(const std::string &sql, int nargs = 0, const Oid *types = nullptr, const Datum *values = nullptr,
-               const char *nulls = nullptr) {
-	int rc = pg::guard([&] {
-		return SPI_execute_with_args(sql.c_str(), nargs, const_cast<Oid *>(types), const_cast<Datum *>(values), nulls,
-		                             false, 0);
-	});
-	if (rc < 0)
-		throw Error(sqlstate::internal_error, fmt::format("SPI_execute failed: {}", SPI_result_code_string(rc)), sql);
-	return SPI_processed;
-}
-
 bool owns_relation(Oid relid, Oid role) {
 	return pg::guard([&] {
 #if PG_VERSION_NUM >= 160000
@@ -86,48 +67,137 @@ bool owns_relation(Oid relid, Oid role) {
 	});
 }
 
+// The settings of create_queue and alter_queue, from arguments 1..5.
+// Missing arguments (a 0.1.0 declaration calling this module) count as NULL.
+struct QueueSettings {
+	std::optional<Interval> lease;
+	std::optional<int32> max_attempts;
+	// set: given; its value NULL (nullopt inside): remove the setting
+	std::optional<std::optional<Interval>> retain;
+	std::optional<std::optional<int32>> key_limit;
+	std::optional<std::optional<int32>> max_leased;
+};
+
+bool arg_null(FunctionCallInfo fcinfo, int n) { return PG_NARGS() <= n || PG_ARGISNULL(n); }
+
+// A limit: 0 removes it (nullopt), negative is refused.
+std::optional<std::optional<int32>> limit_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+	if (arg_null(fcinfo, n))
+		return std::nullopt;
+	int32 value = PG_GETARG_INT32(n);
+	if (value < 0)
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must not be negative", argname),
+		            fmt::format("It is {}.", value), fmt::format("Use {} => 0 for no limit.", argname));
+	return value == 0 ? std::optional<int32>() : std::optional<int32>(value);
+}
+
+constexpr int max_retain_years = 100;
+
+QueueSettings settings_args(FunctionCallInfo fcinfo) {
+	QueueSettings s;
+	if (!arg_null(fcinfo, 1))
+		s.lease = queue::positive_interval_arg(fcinfo, 1, "lease");
+	if (!arg_null(fcinfo, 2)) {
+		s.max_attempts = PG_GETARG_INT32(2);
+		if (*s.max_attempts < 1)
+			throw Error(sqlstate::invalid_parameter_value, "max_attempts must be at least 1");
+	}
+	if (!arg_null(fcinfo, 3)) {
+		Interval value = *PG_GETARG_INTERVAL_P(3);
+		Interval zero{};
+		int cmp = pg::guard([&] {
+			return DatumGetInt32(DirectFunctionCall2(interval_cmp, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
+		});
+		if (cmp < 0)
+			throw Error(sqlstate::invalid_parameter_value, "retain must not be negative",
+			            fmt::format("It is {}.", interval_text(value)), "Use retain => '0' to retain no tasks.");
+		// purge computes now - retain: a bound keeps that far from the range
+		// of timestamptz (and refuses an infinite interval)
+		Interval longest{};
+		longest.month = max_retain_years * MONTHS_PER_YEAR;
+		bool too_long = pg::guard([&] {
+			return DatumGetBool(DirectFunctionCall2(interval_gt, IntervalPGetDatum(&value), IntervalPGetDatum(&longest)));
+		});
+		if (too_long)
+			throw Error(sqlstate::invalid_parameter_value, "retain is too long",
+			            fmt::format("It is {}; at most {} years are allowed.", interval_text(value), max_retain_years));
+		s.retain = cmp == 0 ? std::optional<Interval>() : std::optional<Interval>(value);
+	}
+	s.key_limit = limit_arg(fcinfo, 4, "key_limit");
+	s.max_leased = limit_arg(fcinfo, 5, "max_leased");
+	return s;
+}
+
+// Parameters $2..$6 of the catalog statements: lease, max_attempts, retain,
+// key_limit, max_leased; a setting not given is NULL.
+struct SettingsParams {
+	Datum values[5];
+	char nulls[5];
+	Interval lease, retain;
+	explicit SettingsParams(const QueueSettings &s) : lease(s.lease.value_or(Interval{})), retain{} {
+		bool retain_given = s.retain && *s.retain;
+		if (retain_given)
+			retain = **s.retain;
+		values[0] = IntervalPGetDatum(&lease);
+		values[1] = Int32GetDatum(s.max_attempts.value_or(0));
+		values[2] = IntervalPGetDatum(&retain);
+		values[3] = Int32GetDatum(s.key_limit && *s.key_limit ? **s.key_limit : 0);
+		values[4] = Int32GetDatum(s.max_leased && *s.max_leased ? **s.max_leased : 0);
+		nulls[0] = s.lease ? ' ' : 'n';
+		nulls[1] = s.max_attempts ? ' ' : 'n';
+		nulls[2] = retain_given ? ' ' : 'n';
+		nulls[3] = s.key_limit && *s.key_limit ? ' ' : 'n';
+		nulls[4] = s.max_leased && *s.max_leased ? ' ' : 'n';
+	}
+	SettingsParams(const SettingsParams &) = delete;
+};
+
 } // namespace
 
-// concurrency.create_queue(queue, lease, max_attempts) — SECURITY DEFINER:
-// runs as the extension owner; the table it creates belongs to the caller.
+// concurrency.create_queue(queue, lease, max_attempts, retain, key_limit,
+// max_leased) — SECURITY DEFINER: runs as the extension owner; the table it
+// creates belongs to the caller.
 CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "lease");
-	Interval lease = queue::positive_interval_arg(fcinfo, 1, "lease");
-	int32 max_attempts = int32_arg(fcinfo, 2, "max_attempts");
-	if (max_attempts < 1)
-		throw Error(sqlstate::invalid_parameter_value, "max_attempts must be at least 1");
+	pg::require_arg(fcinfo, 2, "max_attempts");
+	QueueSettings settings = settings_args(fcinfo);
 
 	Oid caller = pg::guard([] { return GetOuterUserId(); });
 	std::string caller_name = pg::guard([&] { return GetUserNameFromId(caller, false); });
 	QueueSql sql(name);
 
 	pg::spi_connect();
-	static const Oid insert_types[4] = {TEXTOID, INTERVALOID, INT4OID, TEXTOID};
-	Datum insert_values[4] = {pg::text_datum(name), IntervalPGetDatum(&lease), Int32GetDatum(max_attempts),
-	                          pg::text_datum(caller_name)};
+	SettingsParams params(settings);
+	static const Oid insert_types[7] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID, INT4OID, TEXTOID};
+	Datum insert_values[7] = {pg::text_datum(name), params.values[0], params.values[1], params.values[2],
+	                          params.values[3], params.values[4], pg::text_datum(caller_name)};
+	char insert_nulls[7] = {' ', ' ', ' ', params.nulls[2], params.nulls[3], params.nulls[4], ' '};
 	uint64 inserted =
-	    execute("INSERT INTO concurrency.queue (name, lease, max_attempts, created_by) "
-	            "VALUES ($1, $2, $3, $4::pg_catalog.name) ON CONFLICT (name) DO NOTHING",
-	            4, insert_types, insert_values);
+	    execute("INSERT INTO concurrency.queue (name, lease, max_attempts, retain, key_limit, max_leased, created_by) "
+	            "VALUES ($1, $2, $3, $4, $5, $6, $7::pg_catalog.name) ON CONFLICT (name) DO NOTHING",
+	            7, insert_types, insert_values, insert_nulls);
 	if (inserted == 0) {
 		// It exists (or another session has just created it: ON CONFLICT waited
 		// for that one to commit). Same settings: nothing to do.
-		static const Oid types[3] = {TEXTOID, INTERVALOID, INT4OID};
-		Datum values[3] = {insert_values[0], insert_values[1], insert_values[2]};
-		uint64 same = execute("SELECT lease = $2 AND max_attempts = $3 FROM concurrency.queue WHERE name = $1", 3,
-		                      types, values);
+		uint64 same = execute("SELECT lease = $2 AND max_attempts = $3 AND retain IS NOT DISTINCT FROM $4 "
+		                      "AND key_limit IS NOT DISTINCT FROM $5 AND max_leased IS NOT DISTINCT FROM $6, "
+		                      "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s', "
+		                      "       lease, max_attempts, coalesce(retain::text, 'none'), "
+		                      "       coalesce(key_limit::text, 'none'), coalesce(max_leased::text, 'none')), "
+		                      "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s', "
+		                      "       $2, $3, coalesce($4::text, 'none'), "
+		                      "       coalesce($5::text, 'none'), coalesce($6::text, 'none')) "
+		                      "FROM concurrency.queue WHERE name = $1",
+		                      6, insert_types, insert_values, insert_nulls);
 		bool isnull = false;
 		if (same == 1 && !DatumGetBool(queue::column(0, 1, &isnull))) {
-			execute("SELECT lease::text, max_attempts FROM concurrency.queue WHERE name = $1", 1, types, values);
-			std::string existing_lease = pg::guard([&] { return TextDatumGetCString(queue::column(0, 1, &isnull)); });
-			int32 existing_attempts = DatumGetInt32(queue::column(0, 2, &isnull));
+			std::string existing = pg::guard([&] { return TextDatumGetCString(queue::column(0, 2, &isnull)); });
+			std::string asked = pg::guard([&] { return TextDatumGetCString(queue::column(0, 3, &isnull)); });
 			throw Error(sqlstate::duplicate_object,
 			            fmt::format("queue \"{}\" already exists with other settings", name),
-			            fmt::format("It has lease {} and max_attempts {}; this call asked for lease {} and "
-			                        "max_attempts {}.",
-			                        existing_lease, existing_attempts, interval_text(lease), max_attempts),
-			            "Drop the queue first to change its settings.");
+			            fmt::format("It has {}; this call asked for {}.", existing, asked),
+			            "Change the settings of an existing queue with concurrency.alter_queue().");
 		}
 		// Same settings. Only a queue whose table was dropped by hand is
 		// missing its table: create it again.
@@ -140,6 +210,53 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	if (caller != pg::guard([] { return GetUserId(); }))
 		execute(sql.alter_owner(caller_name));
 	queue::forget_queue(name);
+	pg::spi_finish();
+	PG_RETURN_VOID();
+}
+
+// concurrency.alter_queue(queue, lease, max_attempts, retain, key_limit,
+// max_leased) — SECURITY DEFINER; the caller must own the queue's table.
+// NULL keeps a setting. Every backend reloads the settings at its next
+// transaction (the catalog's statement trigger invalidates the queue caches
+// when the update commits).
+CONCURRENCY_FUNCTION(concurrency_alter_queue) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	QueueSettings settings = settings_args(fcinfo);
+	Oid caller = pg::guard([] { return GetOuterUserId(); });
+	QueueSql sql(name);
+
+	pg::spi_connect();
+	Oid relid = queue::queue_relid(name);
+	if (!OidIsValid(relid))
+		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name), "",
+		            "Create it with concurrency.create_queue().");
+	if (!owns_relation(relid, caller))
+		throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
+		            fmt::format("Only the owner of table {} may change the queue's settings.", sql.table()));
+	SettingsParams params(settings);
+	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID, INT4OID,
+	                             BOOLOID, BOOLOID,     BOOLOID};
+	Datum values[9] = {pg::text_datum(name),
+	                   params.values[0],
+	                   params.values[1],
+	                   params.values[2],
+	                   params.values[3],
+	                   params.values[4],
+	                   BoolGetDatum(settings.retain.has_value()),
+	                   BoolGetDatum(settings.key_limit.has_value()),
+	                   BoolGetDatum(settings.max_leased.has_value())};
+	char nulls[9] = {' ', params.nulls[0], params.nulls[1], params.nulls[2], params.nulls[3], params.nulls[4],
+	                 ' ', ' ', ' '};
+	uint64 updated = execute("UPDATE concurrency.queue SET lease = coalesce($2, lease), "
+	                         "max_attempts = coalesce($3, max_attempts), "
+	                         "retain = CASE WHEN $7 THEN $4 ELSE retain END, "
+	                         "key_limit = CASE WHEN $8 THEN $5 ELSE key_limit END, "
+	                         "max_leased = CASE WHEN $9 THEN $6 ELSE max_leased END "
+	                         "WHERE name = $1",
+	                         9, types, values, nulls);
+	if (updated == 0)
+		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
+		            fmt::format("Table {} exists, but the queue is not in concurrency.queue.", sql.table()));
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }
@@ -169,65 +286,166 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 	PG_RETURN_VOID();
 }
 
-// concurrency.enqueue(queue, payload, run_at, priority, dedupe_key) -> task id
+namespace {
+
+const Oid enqueue_types[6] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID};
+
+// Inserts one task (parameters of QueueSql::enqueue) and returns its id, or
+// with a dedupe_key, the id of the task that holds the key. ON CONFLICT waits
+// for a concurrent insert (or completion) of the same key to commit or roll
+// back; if the holder is gone between the insert and the lookup (purged,
+// cancelled, dead), insert again.
+std::optional<int64> enqueue_one(Queue &q, const Datum *values, const char *nulls, bool *inserted) {
+	bool has_dedupe = nulls[4] != 'n';
+	for (int round = 0; round < 100; ++round) {
+		if (q.run(QueueStatement::enqueue, 6, enqueue_types, values, nulls) == 1) {
+			*inserted = true;
+			return queue::int64_column(0, 1);
+		}
+		if (!has_dedupe)
+			break;
+		static const Oid lookup_types[1] = {TEXTOID};
+		if (q.run(QueueStatement::dedupe_lookup, 1, lookup_types, &values[4]) == 1) {
+			*inserted = false;
+			return queue::int64_column(0, 1);
+		}
+	}
+	return std::nullopt;
+}
+
+// The parameters of QueueSql::enqueue and enqueue_batch from the arguments
+// of enqueue and enqueue_batch, which have the same order: queue, payload(s),
+// run_at, priority, dedupe key(s), concurrency key(s).
+void enqueue_params(FunctionCallInfo fcinfo, TimestampTz now, int32 priority, Datum values[6], char nulls[6]) {
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = PG_GETARG_DATUM(1);
+	values[3] = Int32GetDatum(priority);
+	nulls[0] = nulls[1] = nulls[3] = ' ';
+	for (int n : {2, 4, 5}) {
+		nulls[n] = arg_null(fcinfo, n) ? 'n' : ' ';
+		values[n] = nulls[n] == 'n' ? Datum(0) : PG_GETARG_DATUM(n);
+	}
+}
+
+[[noreturn]] void dedupe_holder_vanished(const std::string &queue) {
+	throw Error(sqlstate::serialization_failure, fmt::format("could not enqueue into queue \"{}\"", queue),
+	            "The task holding its dedupe_key kept disappearing.", "Retry the transaction.");
+}
+
+// A concurrency_key must fit the indexes built on it (a B-tree entry holds
+// about a third of a page).
+void check_concurrency_key(Datum key, int element) {
+	Size bytes = pg::guard([&] { return toast_raw_datum_size(key); }) - VARHDRSZ;
+	if (bytes > max_concurrency_key_bytes)
+		throw Error(sqlstate::invalid_parameter_value,
+		            element < 0 ? "concurrency_key is too long"
+		                        : fmt::format("concurrency_keys[{}] is too long", element + 1),
+		            fmt::format("It has {} bytes; at most {} are allowed.", bytes, max_concurrency_key_bytes));
+}
+
+// A one-dimensional array argument and its elements (palloc'd, in the
+// function's memory context).
+struct ArrayArg {
+	int n = 0;
+	Datum *elems = nullptr;
+	bool *nulls = nullptr;
+};
+
+ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, Oid elemtype) {
+	ArrayType *array = pg::guard([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(argno)); });
+	if (ARR_NDIM(array) > 1)
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must be a one-dimensional array", argname));
+	ArrayArg out;
+	int16 typlen = 0;
+	bool typbyval = false;
+	char typalign = 'i';
+	pg::guard([&] {
+		get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+		deconstruct_array(array, elemtype, typlen, typbyval, typalign, &out.elems, &out.nulls, &out.n);
+	});
+	return out;
+}
+
+} // namespace
+
+// concurrency.enqueue(queue, payload, run_at, priority, dedupe_key,
+// concurrency_key) -> task id
 CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "payload");
 	int32 priority = int32_arg(fcinfo, 3, "priority");
 	check_run_at(fcinfo, 2);
-	bool has_dedupe = !PG_ARGISNULL(4);
+	if (!arg_null(fcinfo, 5))
+		check_concurrency_key(PG_GETARG_DATUM(5), -1);
 	TimestampTz now = clock_now();
 
-	static const Oid types[5] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID};
-	Datum values[5] = {TimestampTzGetDatum(now), PG_GETARG_DATUM(1), PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2),
-	                   Int32GetDatum(priority), has_dedupe ? PG_GETARG_DATUM(4) : Datum(0)};
-	char nulls[5] = {' ', ' ', PG_ARGISNULL(2) ? 'n' : ' ', ' ', has_dedupe ? ' ' : 'n'};
+	Datum values[6];
+	char nulls[6];
+	enqueue_params(fcinfo, now, priority, values, nulls);
 
 	pg::spi_connect();
 	Queue q(name);
 	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
 	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
 		return queue::forward_distributed(fcinfo, "distributed_enqueue");
-	// With a dedupe_key, the insert either adds the task or finds the live
-	// task that holds the key (ON CONFLICT waits for a concurrent insert of the
-	// same key to commit or roll back). If that task is finished between the
-	// insert and the lookup, insert again.
-	for (int round = 0; round < 100; ++round) {
-		if (q.run(QueueStatement::enqueue, 5, types, values, nulls) == 1) {
-			int64 id = queue::int64_column(0, 1);
-			q.notify();
-			pg::spi_finish();
-			PG_RETURN_INT64(id);
-		}
-		if (!has_dedupe)
-			break;
-		static const Oid lookup_types[1] = {TEXTOID};
-		if (q.run(QueueStatement::dedupe_lookup, 1, lookup_types, &values[4]) == 1) {
-			int64 id = queue::int64_column(0, 1);
-			pg::spi_finish();
-			PG_RETURN_INT64(id);
-		}
-	}
-	throw Error(sqlstate::serialization_failure, fmt::format("could not enqueue into queue \"{}\"", name),
-	            "The task holding its dedupe_key kept disappearing.", "Retry the transaction.");
+	bool inserted = false;
+	std::optional<int64> id = enqueue_one(q, values, nulls, &inserted);
+	if (!id)
+		dedupe_holder_vanished(name);
+	if (inserted)
+		q.notify();
+	pg::spi_finish();
+	PG_RETURN_INT64(*id);
 }
 
-// concurrency.enqueue_batch(queue, payloads, run_at, priority) -> task ids
+// concurrency.enqueue_batch(queue, payloads, run_at, priority, dedupe_keys,
+// concurrency_keys) -> task ids in payload order
 CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "payloads");
 	int32 priority = int32_arg(fcinfo, 3, "priority");
 	check_run_at(fcinfo, 2);
-	Datum payloads = PG_GETARG_DATUM(1);
-	bool has_nulls = pg::guard([&] { return array_contains_nulls(DatumGetArrayTypeP(payloads)); });
-	if (has_nulls)
-		throw Error(sqlstate::null_value_not_allowed, "payloads must not contain null");
+	ArrayArg payloads = array_arg(fcinfo, 1, "payloads", JSONBOID);
+	for (int i = 0; i < payloads.n; ++i)
+		if (payloads.nulls[i])
+			throw Error(sqlstate::null_value_not_allowed, "payloads must not contain null",
+			            fmt::format("Element {} is null.", i + 1));
+	bool has_dedupe = !arg_null(fcinfo, 4);
+	bool has_keys = !arg_null(fcinfo, 5);
+	ArrayArg dedupe_keys, concurrency_keys;
+	if (has_dedupe) {
+		dedupe_keys = array_arg(fcinfo, 4, "dedupe_keys", TEXTOID);
+		if (dedupe_keys.n != payloads.n)
+			throw Error(sqlstate::invalid_parameter_value, "dedupe_keys must have one element per payload",
+			            fmt::format("There are {} payloads and {} dedupe keys.", payloads.n, dedupe_keys.n),
+			            "Use NULL elements for payloads without a key.");
+	}
+	if (has_keys) {
+		concurrency_keys = array_arg(fcinfo, 5, "concurrency_keys", TEXTOID);
+		if (concurrency_keys.n != payloads.n)
+			throw Error(sqlstate::invalid_parameter_value, "concurrency_keys must have one element per payload",
+			            fmt::format("There are {} payloads and {} concurrency keys.", payloads.n,
+			                        concurrency_keys.n),
+			            "Use NULL elements for payloads without a key.");
+		for (int i = 0; i < concurrency_keys.n; ++i)
+			if (!concurrency_keys.nulls[i])
+				check_concurrency_key(concurrency_keys.elems[i], i);
+	}
 	TimestampTz now = clock_now();
 
-	static const Oid types[4] = {TIMESTAMPTZOID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID};
-	Datum values[4] = {TimestampTzGetDatum(now), payloads, PG_ARGISNULL(2) ? Datum(0) : PG_GETARG_DATUM(2),
-	                   Int32GetDatum(priority)};
-	char nulls[4] = {' ', ' ', PG_ARGISNULL(2) ? 'n' : ' ', ' '};
+	static const Oid types[6] = {TIMESTAMPTZOID, JSONBARRAYOID, TIMESTAMPTZOID, INT4OID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum values[6];
+	char nulls[6];
+	enqueue_params(fcinfo, now, priority, values, nulls);
+
+	// the keys as C++ text, before SPI (the datums live in this call's context)
+	std::vector<std::optional<std::string>> keys(static_cast<std::size_t>(payloads.n));
+	if (has_dedupe)
+		for (int i = 0; i < payloads.n; ++i)
+			if (!dedupe_keys.nulls[i]) {
+				Datum d = dedupe_keys.elems[i];
+				keys[i] = pg::guard([&] { return TextDatumGetCString(d); });
+			}
 
 	pg::ResultSet out = pg::materialize(fcinfo, INT8OID);
 	pg::spi_connect();
@@ -235,13 +453,80 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
 	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
 		return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
-	uint64 n = q.run(QueueStatement::enqueue_batch, 4, types, values, nulls);
+	bool any_dedupe = std::any_of(keys.begin(), keys.end(), [](const auto &k) { return k.has_value(); });
+	uint64 n = q.run(any_dedupe ? QueueStatement::enqueue_batch_dedupe : QueueStatement::enqueue_batch, 6, types,
+	                 values, nulls);
+	bool inserted_any = n > 0;
+	std::vector<int64> ids(keys.size(), 0);
+	// Ids were drawn in payload order: the keyless tasks, by ascending id,
+	// are the keyless payloads in order; a keyed one is found by its key.
+	std::vector<int64> keyless;
+	std::unordered_map<std::string, int64> by_key;
 	for (uint64 i = 0; i < n; ++i) {
-		Datum id[1] = {Int64GetDatum(queue::int64_column(static_cast<int>(i), 1))};
-		bool isnull[1] = {false};
-		pg::add_row(out, id, isnull);
+		int row = static_cast<int>(i);
+		int64 id = queue::int64_column(row, 1);
+		bool isnull = false;
+		Datum key = queue::column(row, 2, &isnull);
+		if (isnull)
+			keyless.push_back(id);
+		else
+			by_key.emplace(pg::guard([&] { return TextDatumGetCString(key); }), id);
 	}
-	if (n > 0)
+	std::sort(keyless.begin(), keyless.end());
+	std::size_t next_keyless = 0;
+	for (std::size_t i = 0; i < keys.size(); ++i)
+		if (!keys[i])
+			ids[i] = keyless.at(next_keyless++);
+	if (any_dedupe) {
+		// keys held by tasks already there: one lookup for all of them
+		std::vector<std::string> missing;
+		for (const auto &k : keys)
+			if (k && !by_key.count(*k))
+				missing.push_back(*k);
+		if (!missing.empty()) {
+			std::vector<Datum> elems;
+			for (const std::string &k : missing)
+				elems.push_back(pg::text_datum(k));
+			Datum *data = elems.data();
+			int count = static_cast<int>(elems.size());
+			Datum array = pg::guard([&] {
+				return PointerGetDatum(construct_array(data, count, TEXTOID, -1, false, TYPALIGN_INT));
+			});
+			static const Oid lookup_types[1] = {TEXTARRAYOID};
+			uint64 found = q.run("dedupe_many", q.sql().dedupe_lookup_many(), 1, lookup_types, &array);
+			for (uint64 i = 0; i < found; ++i) {
+				bool isnull = false;
+				Datum key = queue::column(static_cast<int>(i), 1, &isnull);
+				by_key.emplace(pg::guard([&] { return TextDatumGetCString(key); }),
+				               queue::int64_column(static_cast<int>(i), 2));
+			}
+		}
+		for (std::size_t i = 0; i < keys.size(); ++i) {
+			if (!keys[i])
+				continue;
+			auto found = by_key.find(*keys[i]);
+			if (found == by_key.end()) {
+				// its holder vanished between the insert and the lookup
+				Datum one[6] = {values[0], payloads.elems[i], values[2], values[3], dedupe_keys.elems[i],
+				                has_keys ? concurrency_keys.elems[i] : Datum(0)};
+				char one_nulls[6] = {' ', ' ', nulls[2], ' ', ' ',
+				                     has_keys && !concurrency_keys.nulls[i] ? ' ' : 'n'};
+				bool inserted = false;
+				std::optional<int64> id = enqueue_one(q, one, one_nulls, &inserted);
+				if (!id)
+					dedupe_holder_vanished(name);
+				inserted_any = inserted_any || inserted;
+				found = by_key.emplace(*keys[i], *id).first;
+			}
+			ids[i] = found->second;
+		}
+	}
+	for (int64 id : ids) {
+		Datum cols[1] = {Int64GetDatum(id)};
+		bool isnull[1] = {false};
+		pg::add_row(out, cols, isnull);
+	}
+	if (inserted_any)
 		q.notify();
 	pg::spi_finish();
 	return Datum(0);
@@ -343,6 +628,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		cursor.woke(false);
 	}
 	cursor.finish(last);
+	q.maybe_purge(now);
 	pg::spi_finish();
 	return Datum(0);
 }
@@ -374,21 +660,41 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	PG_RETURN_TIMESTAMPTZ(deadline);
 }
 
-// concurrency.complete(queue, task_id, lease_token)
+// concurrency.complete(queue, task_id, lease_token, result). On a queue that
+// retains tasks the task stays as done with its result; on one that does not,
+// it is deleted and the result is dropped (a worker need not know how its
+// queue is set up).
 CONCURRENCY_FUNCTION(concurrency_complete) {
 	queue::QueueName name = queue::queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
 	int64 token = int64_arg(fcinfo, 2, "lease_token");
+	bool has_result = !arg_null(fcinfo, 3);
+	TimestampTz now = clock_now();
 
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_DELETE, "complete tasks of");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		q.require(ACL_SELECT | ACL_UPDATE | ACL_DELETE, "complete tasks of");
 		return queue::forward_distributed(fcinfo, "distributed_complete");
-	static const Oid types[2] = {INT8OID, INT8OID};
-	Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
-	if (q.run(QueueStatement::complete, 2, types, values) == 0)
+	}
+	bool retain = q.info().has_retain;
+	uint64 n = 0;
+	if (retain) {
+		q.require(ACL_SELECT | ACL_UPDATE, "complete tasks of");
+		static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, JSONBOID};
+		Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
+		                   has_result ? PG_GETARG_DATUM(3) : Datum(0)};
+		char nulls[4] = {' ', ' ', ' ', has_result ? ' ' : 'n'};
+		n = q.run(QueueStatement::complete_retained, 4, types, values, nulls);
+	} else {
+		q.require(ACL_SELECT | ACL_DELETE, "complete tasks of");
+		static const Oid types[2] = {INT8OID, INT8OID};
+		Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
+		n = q.run(QueueStatement::complete, 2, types, values);
+	}
+	if (n == 0)
 		q.lease_lost(task_id);
+	q.maybe_purge(now);
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }
@@ -473,7 +779,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 // of its cached queues again.
 CONCURRENCY_FUNCTION(concurrency_queue_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		throw Error("39P01", "concurrency.queue_changed() is a trigger function");
+		throw Error(sqlstate::trigger_protocol_violated, "concurrency.queue_changed() is a trigger function");
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
 	return PointerGetDatum(nullptr);
@@ -487,7 +793,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 	std::vector<std::string> names;
 	SPIPlanPtr list = pg::prepared_plan("queue-catalog:names", "SELECT name FROM concurrency.queue ORDER BY name", 0,
 	                                    nullptr);
-	uint64 n = pg::spi_execute_plan(list, nullptr, nullptr, true);
+	uint64 n = pg::execute(list, nullptr, nullptr, true);
 	for (uint64 i = 0; i < n; ++i) {
 		bool isnull = false;
 		Datum d = queue::column(static_cast<int>(i), 1, &isnull);
@@ -495,8 +801,8 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 	}
 	Oid user = pg::guard([] { return GetUserId(); });
 	for (const std::string &name : names) {
-		Datum cols[7];
-		bool isnull[7] = {false, true, true, true, true, true, true};
+		Datum cols[9];
+		bool isnull[9] = {false, true, true, true, true, true, true, true, true};
 		cols[0] = pg::text_datum(name);
 		Oid relid = queue::queue_relid(name);
 		bool readable = OidIsValid(relid) &&
@@ -510,7 +816,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
 			q.run(QueueStatement::stats, 1, types, values);
-			for (int c = 1; c < 7; ++c)
+			for (int c = 1; c < 9; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 		}
 		pg::add_row(out, cols, isnull);

@@ -79,21 +79,44 @@ void free_plans(QueueInfo &info) {
 // plans of exactly one queue.
 std::string plan_prefix(std::string_view queue) { return fmt::format("queue:{}\x1f", queue); }
 
+// Piggy-backed purge: a chunk at most this often per backend and queue while
+// the chunks come back short, at once while they come back full.
+constexpr int32 purge_chunk = 500;
+constexpr TimestampTz purge_interval_us = 1'000'000;
+
 void load_settings(QueueInfo &info) {
 	static const Oid types[1] = {TEXTOID};
-	SPIPlanPtr plan =
-	    pg::prepared_plan("queue-catalog:settings", "SELECT lease, max_attempts FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1",
-	                      1, types, CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan = nullptr;
+	try {
+		plan = pg::prepared_plan("queue-catalog:settings",
+		                         "SELECT lease, max_attempts, retain, key_limit, max_leased FROM concurrency.queue "
+		                         "WHERE name OPERATOR(pg_catalog.=) $1",
+		                         1, types, CURSOR_OPT_GENERIC_PLAN);
+	} catch (const pg::PgException &e) {
+		// a 0.1.0 catalog under the 0.2.0 module: the package was upgraded,
+		// the extension not yet
+		if (e.sqlerrcode() == ERRCODE_UNDEFINED_COLUMN)
+			throw Error(sqlstate::object_not_in_prerequisite_state,
+			            "the queue catalog of concurrency_ext is older than its module",
+			            "The installed module is 0.2.0; the extension in this database is still 0.1.0.",
+			            "Run ALTER EXTENSION concurrency_ext UPDATE.");
+		throw;
+	}
 	Datum values[1] = {pg::text_datum(info.name)};
-	if (pg::spi_execute_plan(plan, values, nullptr, true, 1) != 1)
+	if (pg::execute(plan, values, nullptr, true, 1) != 1)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name),
 		            fmt::format("Table concurrency.{} exists, but the queue is not in concurrency.queue.",
 		                        quote_ident(queue_table_name(info.name))));
 	bool isnull = false;
-	Datum lease = column(0, 1, &isnull);
-	Datum max_attempts = column(0, 2, &isnull);
-	info.lease = *DatumGetIntervalP(lease);
-	info.max_attempts = DatumGetInt32(max_attempts);
+	info.lease = *DatumGetIntervalP(column(0, 1, &isnull));
+	info.max_attempts = DatumGetInt32(column(0, 2, &isnull));
+	Datum retain = column(0, 3, &isnull);
+	info.has_retain = !isnull;
+	info.retain = isnull ? Interval{} : *DatumGetIntervalP(retain);
+	Datum key_limit = column(0, 4, &isnull);
+	info.key_limit = isnull ? 0 : DatumGetInt32(key_limit);
+	Datum max_leased = column(0, 5, &isnull);
+	info.max_leased = isnull ? 0 : DatumGetInt32(max_leased);
 }
 
 // Brings an invalid entry up to date: the table's OID (42704 when the queue
@@ -120,6 +143,7 @@ void revalidate(QueueInfo &info) {
 			pg::guard([&] { pg::forget_plans(prefix.c_str()); });
 			info.cursor = ClaimCursor();
 			info.horizon = HorizonSampler();
+			info.next_purge = 0;
 			info.relid = relid;
 		}
 		load_settings(info);
@@ -211,6 +235,10 @@ Queue::Queue(std::string_view name) : info_(nullptr) {
 		info->relid = InvalidOid;
 		info->lease = Interval{};
 		info->max_attempts = 0;
+		info->has_retain = false;
+		info->retain = Interval{};
+		info->key_limit = info->max_leased = 0;
+		info->next_purge = 0;
 		for (SPIPlanPtr &plan : info->plans)
 			plan = nullptr;
 		info->acl_role = InvalidOid;
@@ -229,7 +257,7 @@ const QueueSql &Queue::sql() const {
 
 uint64 Queue::execute(SPIPlanPtr plan, const Datum *values, const char *nulls) {
 	try {
-		return pg::spi_execute_plan(plan, values, nulls, false);
+		return pg::execute(plan, values, nulls, false);
 	} catch (const pg::PgException &e) {
 		// the queue was dropped after we looked it up (its table is gone)
 		if (e.sqlerrcode() == ERRCODE_UNDEFINED_TABLE)
@@ -277,12 +305,46 @@ void Queue::lease_lost(int64 task_id) {
 	Datum worker_datum = column(0, 3, &isnull);
 	std::string worker = isnull ? "" : pg::guard([&] { return TextDatumGetCString(worker_datum); });
 	bool held = DatumGetBool(column(0, 4, &isnull));
-	std::string detail =
-	    held ? fmt::format("Another lease was issued for the task since: it is {} at attempt {}{}.", state, attempt,
-	                       worker.empty() ? "" : fmt::format(", worker \"{}\"", worker))
-	         : fmt::format("The lease was released since: the task is {} at attempt {}.", state, attempt);
+	Datum finished_datum = column(0, 5, &isnull);
+	std::string finished = isnull ? "" : pg::guard([&] { return TextDatumGetCString(finished_datum); });
+	std::string detail;
+	if (state == "cancelled")
+		detail = fmt::format("The task was cancelled at {}.", finished);
+	else if (state == "done")
+		detail = fmt::format("The task was completed at {}.", finished);
+	else if (held)
+		detail = fmt::format("Another lease was issued for the task since: it is {} at attempt {}{}.", state, attempt,
+		                     worker.empty() ? "" : fmt::format(", worker \"{}\"", worker));
+	else
+		detail = fmt::format("The lease was released since: the task is {} at attempt {}.", state, attempt);
 	throw Error(sqlstate::lease_lost, fmt::format("lease on task {} of queue \"{}\" was lost", task_id, name()), detail,
 	            hint);
+}
+
+uint64 Queue::purge(TimestampTz now, int32 chunk) {
+	// finished before the cutoff: purge; without retention, every finished task
+	TimestampTz cutoff = now;
+	if (info_->has_retain) {
+		Interval retain = info_->retain;
+		// cannot overflow: create_queue and alter_queue refuse more than 100 years
+		cutoff = pg::guard([&] {
+			return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval, TimestampTzGetDatum(now),
+			                                               IntervalPGetDatum(&retain)));
+		});
+	}
+	static const Oid types[3] = {TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID};
+	Datum values[3] = {TimestampTzGetDatum(cutoff), TimestampTzGetDatum(now), Int32GetDatum(chunk)};
+	return run(QueueStatement::purge, 3, types, values);
+}
+
+void Queue::maybe_purge(TimestampTz now) {
+	if (now < info_->next_purge)
+		return;
+	Oid relid = info_->relid;
+	bool may_delete =
+	    pg::guard([&] { return pg_class_aclcheck(relid, GetUserId(), ACL_DELETE) == ACLCHECK_OK; });
+	uint64 purged = may_delete ? purge(now, purge_chunk) : 0;
+	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 }
 
 void Queue::require(AclMode modes, const char *action) {
@@ -316,16 +378,6 @@ void Queue::require(AclMode modes, const char *action) {
 void Queue::notify() {
 	std::string channel = queue_channel(name());
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
-}
-
-Datum column(int row, int col, bool *isnull) {
-	return pg::guard([&] { return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col, isnull); });
-}
-
-int64 int64_column(int row, int col) {
-	bool isnull = false;
-	Datum d = column(row, col, &isnull);
-	return isnull ? 0 : DatumGetInt64(d);
 }
 
 } // namespace concurrency::queue

@@ -42,6 +42,13 @@ struct QueueInfo {
 	Oid relid;
 	Interval lease;
 	int32 max_attempts;
+	// settings that may be absent (NULL in concurrency.queue: false / 0)
+	bool has_retain;
+	Interval retain;
+	int32 key_limit;
+	int32 max_leased;
+	// when this backend runs its next purge chunk of the queue (maybe_purge)
+	TimestampTz next_purge;
 	ClaimCursor cursor;
 	HorizonSampler horizon;
 	// the hot statements, prepared on first use and kept (SPI_keepplan)
@@ -88,6 +95,16 @@ public:
 	// NOTIFY concurrency_<queue> (delivered at commit; one per transaction).
 	void notify();
 
+	// Deletes up to `chunk` done or cancelled tasks whose retention has
+	// passed (all finished tasks on a queue that retains none, except a
+	// cancelled task whose holder's lease still runs). Returns how many.
+	uint64 purge(TimestampTz now, int32 chunk);
+
+	// The piggy-backed purge of the queue calls: a chunk when this backend's
+	// last one was long enough ago, or came back full (more to do). Skipped
+	// when the current role may not DELETE from the queue's table.
+	void maybe_purge(TimestampTz now);
+
 private:
 	QueueInfo *info_;
 	mutable std::optional<QueueSql> sql_;
@@ -116,8 +133,12 @@ Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argna
 // process array: sample it (HorizonSampler), do not call it per claim.
 uint32 horizon_lag();
 
-// SPI_getbinval through the guard.
-Datum column(int row, int col, bool *isnull);
-int64 int64_column(int row, int col);
+// The queue's functions read arguments, run statements and read columns with
+// the border's helpers (src/pg).
+using pg::column;
+using pg::execute;
+using pg::int32_arg;
+using pg::int64_arg;
+using pg::int64_column;
 
 } // namespace concurrency::queue

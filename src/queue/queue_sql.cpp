@@ -38,6 +38,17 @@ std::string QueueSql::name(std::string_view suffix) const { return quote_ident(q
 // The priority is widened before negation, so that INT_MIN has a negation.
 static constexpr const char *claim_order = "(" MINUS " (priority::pg_catalog.int8)), run_at, id";
 
+// The tasks that hold their dedupe_key: every task but a dead or cancelled
+// one (a retained done task keeps it). The predicate of the unique index and
+// of every ON CONFLICT clause that infers it.
+static constexpr const char *dedupe_holder =
+    "dedupe_key IS NOT NULL AND state " NE " 'dead' AND state " NE " 'cancelled'";
+
+// Finished tasks (kept while the queue retains them): the predicate of the
+// partial index that purge walks, and of purge itself. Claims never see them:
+// every claim and wake-up scan is on an index of live states.
+static constexpr const char *finished_states = "state " EQ " ANY ('{done,cancelled}'::pg_catalog.text[])";
+
 std::string QueueSql::create_table() const {
 	// Column order keeps 8-byte fields together (no alignment padding).
 	// Every state change moves the row between the partial indexes below, so
@@ -60,8 +71,11 @@ std::string QueueSql::create_table() const {
     dedupe_key        text,
     last_error        text,
     payload           jsonb       NOT NULL DEFAULT '{{}}',
+    finished_at       timestamptz,
+    concurrency_key   text,
+    result            jsonb,
     CONSTRAINT {pkey} PRIMARY KEY (id),
-    CONSTRAINT {state_check} CHECK (state IN ('ready', 'scheduled', 'leased', 'dead'))
+    CONSTRAINT {state_check} CHECK (state IN ('ready', 'scheduled', 'leased', 'dead', 'done', 'cancelled'))
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
         autovacuum_vacuum_insert_scale_factor = 0.0, autovacuum_vacuum_insert_threshold = 10000,
@@ -69,11 +83,14 @@ std::string QueueSql::create_table() const {
 CREATE INDEX {ready} ON {t} ({order}) WHERE state = 'ready';
 CREATE INDEX {scheduled} ON {t} (run_at) WHERE state = 'scheduled';
 CREATE INDEX {leased} ON {t} (lease_expires_at) WHERE state = 'leased';
-CREATE UNIQUE INDEX {dedupe} ON {t} (dedupe_key) WHERE dedupe_key IS NOT NULL AND state <> 'dead';
+CREATE UNIQUE INDEX {dedupe} ON {t} (dedupe_key) WHERE {dedupe_holder};
+CREATE INDEX {finished} ON {t} (finished_at) WHERE {finished_states};
 COMMENT ON TABLE {t} IS {comment};)",
 	    fmt::arg("t", table_), fmt::arg("pkey", name("pkey")), fmt::arg("state_check", name("state_check")),
 	    fmt::arg("ready", name("ready")), fmt::arg("scheduled", name("scheduled")), fmt::arg("leased", name("leased")),
-	    fmt::arg("dedupe", name("dedupe")), fmt::arg("order", claim_order),
+	    fmt::arg("dedupe", name("dedupe")), fmt::arg("dedupe_holder", dedupe_holder),
+	    fmt::arg("finished", name("finished")), fmt::arg("finished_states", finished_states),
+	    fmt::arg("order", claim_order),
 	    fmt::arg("comment", quote_literal(fmt::format("tasks of the concurrency_ext queue {}", queue_))));
 }
 
@@ -85,25 +102,49 @@ std::string QueueSql::alter_owner(std::string_view role) const {
 
 std::string QueueSql::enqueue() const {
 	return fmt::format(
-	    R"(INSERT INTO {t} (state, priority, run_at, payload, dedupe_key, enqueued_at)
-VALUES (CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), $2, $5, $1)
-ON CONFLICT (dedupe_key) WHERE dedupe_key IS NOT NULL AND state )" NE R"( 'dead' DO NOTHING
+	    R"(INSERT INTO {t} (state, priority, run_at, payload, dedupe_key, concurrency_key, enqueued_at)
+VALUES (CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), $2, $5, $6, $1)
+ON CONFLICT (dedupe_key) WHERE {holder} DO NOTHING
 RETURNING id)",
-	    fmt::arg("t", table_));
+	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder));
 }
 
 std::string QueueSql::dedupe_lookup() const {
-	return fmt::format("SELECT id FROM {} WHERE dedupe_key " EQ " $1 AND state " NE " 'dead'", table_);
+	return fmt::format("SELECT id FROM {} WHERE dedupe_key " EQ " $1 AND {}", table_, dedupe_holder);
 }
 
-std::string QueueSql::enqueue_batch() const {
-	return fmt::format(
-	    R"(INSERT INTO {t} (state, priority, run_at, payload, enqueued_at)
-SELECT CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload, $1
-  FROM pg_catalog.unnest($2) WITH ORDINALITY AS u(payload, n)
+std::string QueueSql::dedupe_lookup_many() const {
+	return fmt::format("SELECT dedupe_key, id FROM {} WHERE dedupe_key " EQ " ANY ($1) AND {}", table_,
+	                   dedupe_holder);
+}
+
+// $5 holds the dedupe keys, $6 the concurrency keys (NULL arrays: none).
+// Ids are drawn in payload order. Without dedupe keys, a plain insert.
+// With them, only the first element of each key is inserted (the others are
+// the same task) and RETURNING names the key of each inserted task.
+std::string QueueSql::enqueue_batch(bool with_dedupe_keys) const {
+	if (!with_dedupe_keys)
+		return fmt::format(
+		    R"(INSERT INTO {t} (state, priority, run_at, payload, concurrency_key, enqueued_at)
+SELECT CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload,
+       u.concurrency_key, $1
+  FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($6)) WITH ORDINALITY AS u(payload, concurrency_key, n)
+ WHERE $5 IS NULL
  ORDER BY u.n
-RETURNING id)",
-	    fmt::arg("t", table_));
+RETURNING id, dedupe_key)",
+		    fmt::arg("t", table_));
+	return fmt::format(
+	    R"(INSERT INTO {t} (state, priority, run_at, payload, dedupe_key, concurrency_key, enqueued_at)
+SELECT CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload,
+       u.dedupe_key, u.concurrency_key, $1
+  FROM (SELECT r.*, pg_catalog.row_number() OVER (PARTITION BY r.dedupe_key ORDER BY r.n) AS k
+          FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($5), pg_catalog.unnest($6))
+               WITH ORDINALITY AS r(payload, dedupe_key, concurrency_key, n)) AS u
+ WHERE u.dedupe_key IS NULL OR u.k )" EQ R"( 1
+ ORDER BY u.n
+ON CONFLICT (dedupe_key) WHERE {holder} DO NOTHING
+RETURNING id, dedupe_key)",
+	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder));
 }
 
 // Both steps of dequeue lock their rows in a sub-select with FOR UPDATE SKIP
@@ -181,6 +222,135 @@ std::string QueueSql::complete() const {
 	return fmt::format("DELETE FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2", table_);
 }
 
+// A retained done task gives up its lease token: the holder's next call finds
+// no lease and learns that the task is done.
+static constexpr const char *finish_done = R"(state = 'done',
+       finished_at = $3,
+       lease_token = NULL,
+       lease_expires_at = NULL,
+       lease_extended_to = NULL)";
+
+std::string QueueSql::complete_retained() const {
+	return fmt::format(
+	    R"(UPDATE {t}
+   SET {done},
+       result = $4
+ WHERE id )" EQ R"( $1 AND lease_token )" EQ R"( $2)",
+	    fmt::arg("t", table_), fmt::arg("done", finish_done));
+}
+
+// The batch forms: the leases named by $1 (task ids) and $2 (lease tokens),
+// pairwise, as rows u(id, lease_token), and the condition that a task t is
+// held under one of them.
+static constexpr const char *named_leases = "ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(id, lease_token)";
+static constexpr const char *held_under_named_lease =
+    "t.id " EQ " u.id AND t.lease_token " EQ " u.lease_token";
+
+std::string QueueSql::complete_many() const {
+	return fmt::format(
+	    R"(DELETE FROM {t} AS t
+ USING {leases}
+ WHERE {held}
+RETURNING t.id)",
+	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
+}
+
+std::string QueueSql::complete_many_retained() const {
+	return fmt::format(
+	    R"(UPDATE {t} AS t
+   SET {done},
+       result = NULL
+  FROM {leases}
+ WHERE {held}
+RETURNING t.id)",
+	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease), fmt::arg("done", finish_done));
+}
+
+std::string QueueSql::heartbeat_many() const {
+	return fmt::format(
+	    R"(UPDATE {t} AS t
+   SET state = 'leased',
+       lease_expires_at = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GE R"( t.lease_expires_at
+                               THEN t.lease_expires_at ELSE $3 )" PLUS R"( $4 END,
+       lease_extended_to = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT R"( t.lease_expires_at
+                                THEN $3 )" PLUS R"( $4 END
+  FROM {leases}
+ WHERE {held}
+RETURNING t.id)",
+	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
+}
+
+std::string QueueSql::fail_lock_many() const {
+	return fmt::format(
+	    R"(SELECT t.id, t.attempt
+  FROM {t} AS t, {leases}
+ WHERE {held}
+ ORDER BY t.id
+   FOR UPDATE OF t)",
+	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
+}
+
+std::string QueueSql::fail_update_many() const {
+	return fmt::format(
+	    R"(UPDATE {t} AS t
+   SET state = u.state,
+       run_at = CASE WHEN u.state )" EQ R"( 'dead' THEN t.run_at ELSE u.run_at END,
+       lease_token = NULL,
+       lease_expires_at = NULL,
+       lease_extended_to = NULL,
+       last_error = $4
+  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(id, state, run_at)
+ WHERE t.id )" EQ R"( u.id)",
+	    fmt::arg("t", table_));
+}
+
+// A cancelled task gives up its lease token like a done one. It keeps the
+// deadline its holder had (with a heartbeat's extension), so that purge
+// keeps it at least until then: the holder learns at its next heartbeat,
+// complete or fail that the task was cancelled, also on a queue that retains
+// nothing.
+std::string QueueSql::cancel() const {
+	return fmt::format(
+	    R"(UPDATE {t} AS t
+   SET state = 'cancelled',
+       finished_at = $1,
+       lease_token = NULL,
+       lease_expires_at = CASE WHEN t.state )" EQ R"( 'leased' THEN COALESCE(t.lease_extended_to, t.lease_expires_at) END,
+       lease_extended_to = NULL
+ WHERE t.id )" EQ R"( ANY ($2)
+   AND t.state )" NE R"( 'done' AND t.state )" NE R"( 'cancelled'
+RETURNING t.id)",
+	    fmt::arg("t", table_));
+}
+
+// $1 cutoff (finished before it: purge), $2 now, $3 chunk size. A cancelled
+// task whose holder's lease still runs is kept until the lease ends.
+std::string QueueSql::purge() const {
+	return fmt::format(
+	    R"(DELETE FROM {t}
+ WHERE id )" EQ R"( ANY (ARRAY(
+         SELECT id FROM {t}
+          WHERE {finished_states} AND finished_at )" LE R"( $1
+            AND (state )" EQ R"( 'done' OR lease_expires_at IS NULL OR lease_expires_at )" LE R"( $2)
+          ORDER BY finished_at
+          LIMIT $3
+            FOR UPDATE SKIP LOCKED)))",
+	    fmt::arg("t", table_), fmt::arg("finished_states", finished_states));
+}
+
+// $1 int8 id, $2 timestamptz now
+std::string QueueSql::task_status() const {
+	return fmt::format(
+	    R"(SELECT id,
+       CASE WHEN state )" EQ R"( 'scheduled' AND run_at )" LE R"( $2 THEN 'ready' ELSE state END,
+       attempt, priority, run_at, enqueued_at,
+       CASE WHEN state )" EQ R"( 'leased' THEN COALESCE(lease_extended_to, lease_expires_at) END,
+       worker, last_error, finished_at, result, dedupe_key, concurrency_key
+  FROM {t}
+ WHERE id )" EQ R"( $1)",
+	    fmt::arg("t", table_));
+}
+
 std::string QueueSql::fail_lock() const {
 	return fmt::format("SELECT attempt FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2 FOR UPDATE", table_);
 }
@@ -199,12 +369,15 @@ std::string QueueSql::fail_update() const {
 }
 
 std::string QueueSql::inspect() const {
-	return fmt::format("SELECT state, attempt, worker, lease_token IS NOT NULL FROM {} WHERE id " EQ " $1",
-	                   table_);
+	return fmt::format(
+	    "SELECT state, attempt, worker, lease_token IS NOT NULL, "
+	    "pg_catalog.to_char(finished_at, 'YYYY-MM-DD HH24:MI:SS.USOF') FROM {} WHERE id " EQ " $1",
+	    table_);
 }
 
-// A dead task whose dedupe_key has been taken by a live task since is left
-// dead: reviving it would make two live tasks with one key.
+// A dead task whose dedupe_key has been taken by another task since (live,
+// or retained as done) is left dead: reviving it would make two holders of
+// one key.
 std::string QueueSql::retry_dead() const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
@@ -214,7 +387,8 @@ std::string QueueSql::retry_dead() const {
    AND ($2 IS NULL OR t.id )" EQ R"( ANY ($2))
    AND (t.dedupe_key IS NULL
         OR NOT EXISTS (SELECT FROM {t} AS o
-                        WHERE o.dedupe_key )" EQ R"( t.dedupe_key AND o.state )" NE R"( 'dead'))
+                        WHERE o.dedupe_key )" EQ R"( t.dedupe_key AND o.state )" NE R"( 'dead'
+                          AND o.state )" NE R"( 'cancelled'))
 RETURNING t.id)",
 	    fmt::arg("t", table_));
 }
@@ -226,7 +400,9 @@ std::string QueueSql::stats() const {
        pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'leased' AND COALESCE(lease_extended_to, lease_expires_at) )" GT R"( $1),
        pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'leased' AND COALESCE(lease_extended_to, lease_expires_at) )" LE R"( $1),
        pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'dead'),
-       $1 )" MINUS R"( pg_catalog.min(run_at) FILTER (WHERE state )" EQ R"( 'ready' OR (state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1))
+       $1 )" MINUS R"( pg_catalog.min(run_at) FILTER (WHERE state )" EQ R"( 'ready' OR (state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1)),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'done'),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'cancelled')
   FROM {t})",
 	    fmt::arg("t", table_));
 }
@@ -235,13 +411,21 @@ std::string QueueSql::text(QueueStatement s) const {
 	switch (s) {
 	case QueueStatement::enqueue: return enqueue();
 	case QueueStatement::dedupe_lookup: return dedupe_lookup();
-	case QueueStatement::enqueue_batch: return enqueue_batch();
+	case QueueStatement::enqueue_batch: return enqueue_batch(false);
+	case QueueStatement::enqueue_batch_dedupe: return enqueue_batch(true);
 	case QueueStatement::wake: return wake();
 	case QueueStatement::claim: return claim();
 	case QueueStatement::heartbeat: return heartbeat();
 	case QueueStatement::complete: return complete();
+	case QueueStatement::complete_retained: return complete_retained();
+	case QueueStatement::complete_many: return complete_many();
+	case QueueStatement::complete_many_retained: return complete_many_retained();
+	case QueueStatement::heartbeat_many: return heartbeat_many();
 	case QueueStatement::fail_lock: return fail_lock();
 	case QueueStatement::fail_update: return fail_update();
+	case QueueStatement::fail_lock_many: return fail_lock_many();
+	case QueueStatement::fail_update_many: return fail_update_many();
+	case QueueStatement::purge: return purge();
 	case QueueStatement::inspect: return inspect();
 	case QueueStatement::retry_dead: return retry_dead();
 	case QueueStatement::stats: return stats();

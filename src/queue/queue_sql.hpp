@@ -6,6 +6,7 @@
 // Unit-tested in test/unit/queue_sql_test.cpp.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -17,18 +18,29 @@ std::string queue_table_name(std::string_view queue);            // q_<queue>
 std::string queue_index_name(std::string_view queue, std::string_view suffix); // q_<queue>_<suffix>
 std::string queue_channel(std::string_view queue);               // concurrency_<queue>
 
+// Longest concurrency_key accepted (bytes): an index entry must hold it.
+inline constexpr std::size_t max_concurrency_key_bytes = 1024;
+
 // The statements of one queue that the hot functions run, kept per backend
 // in an array indexed by this (no string keys on the hot path).
 enum class QueueStatement {
 	enqueue,
 	dedupe_lookup,
 	enqueue_batch,
+	enqueue_batch_dedupe,
 	wake,
 	claim,
 	heartbeat,
 	complete,
+	complete_retained,
+	complete_many,
+	complete_many_retained,
+	heartbeat_many,
 	fail_lock,
 	fail_update,
+	fail_lock_many,
+	fail_update_many,
+	purge,
 	inspect,
 	retry_dead,
 	stats,
@@ -53,12 +65,17 @@ public:
 	// parameters are listed as $n: type — meaning.
 
 	// $1 timestamptz now, $2 jsonb payload, $3 timestamptz run_at (NULL: now),
-	// $4 int4 priority, $5 text dedupe_key -> id, or no row on a dedupe conflict
+	// $4 int4 priority, $5 text dedupe_key, $6 text concurrency_key -> id, or
+	// no row on a dedupe conflict
 	std::string enqueue() const;
-	// $1 text dedupe_key -> id of the live task that holds it
+	// $1 text dedupe_key -> id of the task that holds it
 	std::string dedupe_lookup() const;
-	// $1 timestamptz now, $2 jsonb[] payloads, $3 timestamptz run_at, $4 int4 priority -> id…
-	std::string enqueue_batch() const;
+	// $1 text[] dedupe keys -> dedupe_key, id of the task holding each
+	std::string dedupe_lookup_many() const;
+	// $1 timestamptz now, $2 jsonb[] payloads, $3 timestamptz run_at, $4 int4 priority,
+	// $5 text[] dedupe keys, $6 text[] concurrency keys -> id, dedupe_key of
+	// each task inserted, in payload order
+	std::string enqueue_batch(bool with_dedupe_keys) const;
 	// The wake-up step of dequeue: due scheduled tasks become ready; expired
 	// leases become ready (or dead when their attempts are used up); a lease
 	// extended by a heartbeat gets its new deadline into the index.
@@ -79,15 +96,36 @@ public:
 	std::string heartbeat() const;
 	// $1 int8 task_id, $2 int8 lease_token (deletes the task: SPI_processed 1 or 0)
 	std::string complete() const;
+	// the same on a queue that retains tasks: the task becomes done;
+	// $3 timestamptz now, $4 jsonb result
+	std::string complete_retained() const;
+	// $1 int8[] task ids, $2 int8[] lease tokens -> id of each task completed
+	// (deleted, or done with $3 timestamptz now on a queue that retains tasks)
+	std::string complete_many() const;
+	std::string complete_many_retained() const;
+	// $1 int8[] task ids, $2 int8[] lease tokens, $3 timestamptz now,
+	// $4 interval extend -> id of each task whose lease was extended
+	std::string heartbeat_many() const;
 	// $1 int8 task_id, $2 int8 lease_token -> attempt (row locked)
 	std::string fail_lock() const;
 	// $1 int8 task_id, $2 text new state, $3 timestamptz run_at, $4 text error
 	std::string fail_update() const;
-	// $1 int8 task_id -> state, attempt, worker, lease held (bool)
+	// $1 int8[] task ids, $2 int8[] lease tokens -> id, attempt (rows locked, in id order)
+	std::string fail_lock_many() const;
+	// $1 int8[] task ids, $2 text[] new states, $3 timestamptz[] run_at, $4 text error
+	std::string fail_update_many() const;
+	// $1 timestamptz now, $2 int8[] task ids -> id of each task cancelled
+	std::string cancel() const;
+	// $1 timestamptz cutoff, $2 timestamptz now, $3 int4 chunk: deletes up to
+	// $3 done or cancelled tasks finished before the cutoff
+	std::string purge() const;
+	// $1 int8 id, $2 timestamptz now -> the row of task_status()
+	std::string task_status() const;
+	// $1 int8 task_id -> state, attempt, worker, lease held (bool), finished_at (text)
 	std::string inspect() const;
 	// $1 timestamptz now, $2 int8[] task ids (NULL: all dead tasks) -> id…
 	std::string retry_dead() const;
-	// $1 timestamptz now -> ready, scheduled, leased, expired, dead, oldest_ready_age
+	// $1 timestamptz now -> ready, scheduled, leased, expired, dead, oldest_ready_age, done, cancelled
 	std::string stats() const;
 
 	// The text of statement `s` (one of the above).

@@ -140,27 +140,31 @@ COMMENT ON VIEW concurrency.my_locks IS
     'named locks held by the current backend: name, resource, level (session/transaction), mode and hold count';
 GRANT SELECT ON concurrency.my_locks TO PUBLIC;
 
+-- Which named lock an advisory lock of pg_locks is: the subsystem, and the
+-- resource for a resource lock; no row when it is no registered subsystem's.
+-- The tag is decoded by the same C++ code that encodes it for the lock calls
+-- (src/locks/lock_keys.hpp), against the same registry cache; pg_locks shows
+-- objsubid as a signed smallint (slots above 32767 appear negative), which it
+-- takes as the 16-bit field it is.
+CREATE FUNCTION concurrency.named_lock(classid oid, objid oid, objsubid smallint)
+    RETURNS TABLE (subsystem text, resource bigint) LANGUAGE c STABLE ROWS 1
+    AS 'MODULE_PATHNAME', 'concurrency_named_lock';
+COMMENT ON FUNCTION concurrency.named_lock(oid, oid, smallint) IS
+    'the registered subsystem (and resource) that an advisory lock of pg_locks belongs to; no row when none';
+
 -- Every advisory lock of the current database that belongs to a registered
--- subsystem, held or awaited. pg_locks shows objsubid as a signed smallint, so
--- slots above 32767 appear negative there: hence the mask.
+-- subsystem, held or awaited.
 CREATE VIEW concurrency.held_locks AS
 WITH advisory AS MATERIALIZED (
-    SELECT l.classid, l.objid, (l.objsubid::integer & 65535) AS class, l.mode, l.granted, l.pid
+    SELECT l.classid, l.objid, l.objsubid, l.mode, l.granted, l.pid
       FROM pg_catalog.pg_locks l
      WHERE l.locktype = 'advisory'
        AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
                           WHERE d.datname = pg_catalog.current_database())
 ), named AS (
-    SELECT s.name AS subsystem, NULL::bigint AS resource, l.mode, l.granted, l.pid
+    SELECT n.subsystem, n.resource, l.mode, l.granted, l.pid
       FROM advisory l
-      JOIN concurrency.subsystem s
-        ON l.class = 1
-       AND l.classid = ((s.key >> 32) & 4294967295)::oid
-       AND l.objid = (s.key & 4294967295)::oid
-    UNION ALL
-    SELECT s.name, (l.classid::bigint << 32) | l.objid::bigint, l.mode, l.granted, l.pid
-      FROM advisory l
-      JOIN concurrency.subsystem s ON l.class = s.slot
+     CROSS JOIN LATERAL concurrency.named_lock(l.classid, l.objid, l.objsubid) n
 )
 SELECT n.subsystem, n.resource, n.mode, n.granted, n.pid,
        a.state, a.application_name AS application,

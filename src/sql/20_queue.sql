@@ -10,14 +10,18 @@
 -- that pg_dump keeps their contents.
 -- ---------------------------------------------------------------------------
 
--- One row per queue. Its settings are fixed at creation: create_queue with
--- other settings for an existing queue is an error.
+-- One row per queue, with its settings (changed with alter_queue). NULL in
+-- retain, key_limit or max_leased: no such setting. The settings added in
+-- 0.2.0 come last, as ALTER TABLE ADD COLUMN puts them in an upgraded one.
 CREATE TABLE concurrency.queue (
     name         text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 48),
     lease        interval    NOT NULL CHECK (lease > interval '0'),
     max_attempts integer     NOT NULL CHECK (max_attempts >= 1),
     created_at   timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    created_by   name        NOT NULL DEFAULT CURRENT_USER
+    created_by   name        NOT NULL DEFAULT CURRENT_USER,
+    retain       interval    CHECK (retain > interval '0'),
+    key_limit    integer     CHECK (key_limit >= 1),
+    max_leased   integer     CHECK (max_leased >= 1)
 );
 COMMENT ON TABLE concurrency.queue IS
     'catalog of concurrency_ext task queues; each has its tasks in table concurrency."q_<name>"';
@@ -52,14 +56,27 @@ GRANT USAGE ON SEQUENCE concurrency.lease_token TO PUBLIC;
 -- that such a grant is all a role needs: the queue table it creates belongs
 -- to it, and only a role that owns a queue's table may drop the queue.
 CREATE FUNCTION concurrency.create_queue(queue text, lease interval DEFAULT '30 seconds',
-                                         max_attempts integer DEFAULT 5)
+                                         max_attempts integer DEFAULT 5, retain interval DEFAULT NULL,
+                                         key_limit integer DEFAULT NULL, max_leased integer DEFAULT NULL)
     RETURNS void
     LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'concurrency_create_queue';
-COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer) IS
-    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op';
-REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer) FROM PUBLIC;
+COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer) IS
+    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op, other settings are an error (see alter_queue)';
+REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer) FROM PUBLIC;
+
+-- Only the owner of a queue's table (or a superuser) may change its settings.
+CREATE FUNCTION concurrency.alter_queue(queue text, lease interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
+                                        retain interval DEFAULT NULL, key_limit integer DEFAULT NULL,
+                                        max_leased integer DEFAULT NULL)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_alter_queue';
+COMMENT ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer) IS
+    'changes settings of a queue in place: NULL keeps a setting; retain => ''0'', key_limit => 0, max_leased => 0 remove it';
+REVOKE ALL ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer) FROM PUBLIC;
 
 CREATE FUNCTION concurrency.drop_queue(queue text)
     RETURNS void
@@ -78,20 +95,22 @@ REVOKE ALL ON FUNCTION concurrency.drop_queue(text) FROM PUBLIC;
 -- statements (src/pg/spi.cpp), and those statements are schema-qualified
 -- throughout as well (src/queue/queue_sql.cpp).
 CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
-                                    priority integer DEFAULT 0, dedupe_key text DEFAULT NULL)
+                                    priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
+                                    concurrency_key text DEFAULT NULL)
     RETURNS bigint
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_enqueue';
-COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text) IS
-    'adds a task and returns its id (the id of the live task holding dedupe_key, if any); notifies channel concurrency_<queue> at commit';
+COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text) IS
+    'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any); notifies channel concurrency_<queue> at commit';
 
 CREATE FUNCTION concurrency.enqueue_batch(queue text, payloads jsonb[], run_at timestamptz DEFAULT NULL,
-                                          priority integer DEFAULT 0)
+                                          priority integer DEFAULT 0, dedupe_keys text[] DEFAULT NULL,
+                                          concurrency_keys text[] DEFAULT NULL)
     RETURNS SETOF bigint
     LANGUAGE c VOLATILE ROWS 100
     AS 'MODULE_PATHNAME', 'concurrency_enqueue_batch';
-COMMENT ON FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer) IS
-    'adds one task per payload in one statement and returns their ids in payload order';
+COMMENT ON FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer, text[], text[]) IS
+    'adds one task per payload in one statement and returns their ids in payload order (per-element dedupe and concurrency keys)';
 
 CREATE FUNCTION concurrency.dequeue(queue text, batch integer DEFAULT 1, lease interval DEFAULT NULL,
                                     worker text DEFAULT NULL)
@@ -110,12 +129,12 @@ CREATE FUNCTION concurrency.heartbeat(queue text, task_id bigint, lease_token bi
 COMMENT ON FUNCTION concurrency.heartbeat(text, bigint, bigint, interval) IS
     'extends the lease of a task held with lease_token (by the queue''s lease when extend is NULL); returns the new deadline; SQLSTATE CE001 if the lease was lost';
 
-CREATE FUNCTION concurrency.complete(queue text, task_id bigint, lease_token bigint)
+CREATE FUNCTION concurrency.complete(queue text, task_id bigint, lease_token bigint, result jsonb DEFAULT NULL)
     RETURNS void
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_complete';
-COMMENT ON FUNCTION concurrency.complete(text, bigint, bigint) IS
-    'finishes (removes) a task held with lease_token; SQLSTATE CE001 if the lease was lost or the task is gone';
+COMMENT ON FUNCTION concurrency.complete(text, bigint, bigint, jsonb) IS
+    'finishes a task held with lease_token: kept as done with its result when the queue retains tasks, removed otherwise; SQLSTATE CE001 if the lease was lost or the task is gone';
 
 CREATE FUNCTION concurrency.fail(queue text, task_id bigint, lease_token bigint, error text DEFAULT NULL,
                                  retry_in interval DEFAULT NULL)
@@ -134,15 +153,15 @@ COMMENT ON FUNCTION concurrency.retry_dead(text, bigint[]) IS
 
 CREATE FUNCTION concurrency.queue_stats_rows()
     RETURNS TABLE (queue text, ready bigint, scheduled bigint, leased bigint, expired bigint, dead bigint,
-                   oldest_ready_age interval)
+                   oldest_ready_age interval, done bigint, cancelled bigint)
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_queue_stats';
 COMMENT ON FUNCTION concurrency.queue_stats_rows() IS
     'rows of the view concurrency.queue_stats';
 
 CREATE VIEW concurrency.queue_stats AS
-    SELECT queue, ready, scheduled, leased, expired, dead, oldest_ready_age
+    SELECT queue, ready, scheduled, leased, expired, dead, done, cancelled, oldest_ready_age
       FROM concurrency.queue_stats_rows();
 COMMENT ON VIEW concurrency.queue_stats IS
-    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, and the age of the oldest ready task; counts are NULL for queues whose table you may not read';
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), and the age of the oldest ready task; counts are NULL for queues whose table you may not read';
 GRANT SELECT ON concurrency.queue_stats TO PUBLIC;

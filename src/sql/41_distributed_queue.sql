@@ -21,6 +21,7 @@
 CREATE TABLE concurrency.distributed_queue (
     queue          text        PRIMARY KEY REFERENCES concurrency.queue (name) ON DELETE CASCADE,
     shard_keys     integer[]   NOT NULL CHECK (pg_catalog.cardinality(shard_keys) BETWEEN 1 AND 1024),
+    dedupe_holder  text        NOT NULL,  -- the predicate of the dedupe index: a task that holds its key
     distributed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
 );
 COMMENT ON TABLE concurrency.distributed_queue IS
@@ -31,7 +32,8 @@ GRANT SELECT ON concurrency.distributed_queue TO PUBLIC;
 -- The settings and shard keys of a distributed queue; 42704 when the queue is
 -- not distributed (or does not exist).
 CREATE FUNCTION concurrency.distributed_queue_settings(queue text,
-        OUT relation text, OUT lease interval, OUT max_attempts integer, OUT shard_keys integer[])
+        OUT relation text, OUT lease interval, OUT max_attempts integer, OUT shard_keys integer[],
+        OUT dedupe_holder text, OUT retain interval)
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
     AS $fn$
@@ -39,8 +41,8 @@ BEGIN
     IF queue IS NULL THEN
         RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
     END IF;
-    SELECT format('concurrency.%I', 'q_' || q.name), q.lease, q.max_attempts, d.shard_keys
-      INTO relation, lease, max_attempts, shard_keys
+    SELECT format('concurrency.%I', 'q_' || q.name), q.lease, q.max_attempts, d.shard_keys, d.dedupe_holder, q.retain
+      INTO relation, lease, max_attempts, shard_keys, dedupe_holder, retain
       FROM concurrency.queue q JOIN concurrency.distributed_queue d ON d.queue = q.name
      WHERE q.name = distributed_queue_settings.queue;
     IF NOT FOUND THEN
@@ -87,6 +89,7 @@ DECLARE
     nonempty boolean;
     keys integer[];
     shards bigint[];
+    holder text;
     filled integer := 0;
     v integer := 0;
     idx integer;
@@ -126,10 +129,11 @@ BEGIN
                         DROP CONSTRAINT %2$I,
                         ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, id)',
                    rel, 'q_' || queue || '_pkey');
+    SELECT pg_get_expr(i.indpred, i.indrelid) INTO holder
+      FROM pg_index i WHERE i.indexrelid = format('concurrency.%I', 'q_' || queue || '_dedupe')::regclass;
     EXECUTE format('DROP INDEX concurrency.%1$I', 'q_' || queue || '_dedupe');
-    EXECUTE format($q$CREATE UNIQUE INDEX %1$I ON %2$s (shard_key, dedupe_key)
-                        WHERE dedupe_key IS NOT NULL AND state <> 'dead'$q$,
-                   'q_' || queue || '_dedupe', rel);
+    EXECUTE format('CREATE UNIQUE INDEX %1$I ON %2$s (shard_key, dedupe_key) WHERE %3$s',
+                   'q_' || queue || '_dedupe', rel, holder);
     PERFORM create_distributed_table(rel, 'shard_key', shard_count => n, colocate_with => 'none');
     -- one shard_key value per shard, in shard order: the smallest value
     -- that hashes into each shard
@@ -148,7 +152,8 @@ BEGIN
         RAISE EXCEPTION 'could not find a shard key value for each of the % shards of queue "%"', n, queue
             USING ERRCODE = 'XX000';
     END IF;
-    INSERT INTO concurrency.distributed_queue (queue, shard_keys) VALUES (distribute_queue.queue, keys);
+    INSERT INTO concurrency.distributed_queue (queue, shard_keys, dedupe_holder)
+    VALUES (distribute_queue.queue, keys, holder);
 END
 $fn$;
 COMMENT ON FUNCTION concurrency.distribute_queue(text, integer) IS
@@ -190,7 +195,8 @@ COMMENT ON FUNCTION concurrency.distributed_lease_lost(text, integer, bigint) IS
     'raises CE001 for a task of a distributed queue whose lease was lost';
 
 CREATE FUNCTION concurrency.distributed_enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
-                                                priority integer DEFAULT 0, dedupe_key text DEFAULT NULL)
+                                                priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
+                                                concurrency_key text DEFAULT NULL)
     RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -209,19 +215,22 @@ BEGIN
     ELSIF NOT isfinite(run_at) THEN
         RAISE EXCEPTION 'run_at must be a finite time' USING ERRCODE = '22023', HINT = 'Use NULL to run the task now.';
     END IF;
-    pos := CASE WHEN dedupe_key IS NULL THEN concurrency.distributed_next_position(n)
-                ELSE ((hashtext(dedupe_key)::bigint + 2147483648) % n)::integer END;
+    -- a key's tasks on one shard: the concurrency_key's shard, else the
+    -- dedupe_key's, else the next shard of this backend
+    pos := CASE WHEN coalesce(concurrency_key, dedupe_key) IS NULL THEN concurrency.distributed_next_position(n)
+                ELSE ((hashtext(coalesce(concurrency_key, dedupe_key))::bigint + 2147483648) % n)::integer END;
     FOR attempt IN 1..5 LOOP
         new_id := nextval('concurrency.lease_token') * 1024 + pos;
-        EXECUTE format($q$INSERT INTO %s (id, shard_key, state, priority, run_at, payload, dedupe_key, enqueued_at)
+        EXECUTE format($q$INSERT INTO %s (id, shard_key, state, priority, run_at, payload, dedupe_key,
+                                          concurrency_key, enqueued_at)
                           VALUES ($1, $2, CASE WHEN $3 > $4 THEN 'scheduled' ELSE 'ready' END, $5,
-                                  coalesce($3, $4), $6, $7, $4)
-                          ON CONFLICT (shard_key, dedupe_key) WHERE dedupe_key IS NOT NULL AND state <> 'dead'
-                          DO NOTHING RETURNING id$q$, s.relation)
-          INTO new_id USING new_id, s.shard_keys[pos + 1], run_at, now, priority, payload, dedupe_key;
-        IF new_id IS NULL THEN -- the live task holding dedupe_key
-            EXECUTE format($q$SELECT id FROM %s WHERE shard_key = $1 AND dedupe_key = $2 AND state <> 'dead'$q$,
-                           s.relation)
+                                  coalesce($3, $4), $6, $7, $8, $4)
+                          ON CONFLICT (shard_key, dedupe_key) WHERE %s
+                          DO NOTHING RETURNING id$q$, s.relation, s.dedupe_holder)
+          INTO new_id USING new_id, s.shard_keys[pos + 1], run_at, now, priority, payload, dedupe_key, concurrency_key;
+        IF new_id IS NULL THEN -- the task holding dedupe_key
+            EXECUTE format($q$SELECT id FROM %s WHERE shard_key = $1 AND dedupe_key = $2 AND %s$q$,
+                           s.relation, s.dedupe_holder)
               INTO new_id USING s.shard_keys[pos + 1], dedupe_key;
         END IF;
         IF new_id IS NOT NULL THEN
@@ -233,29 +242,31 @@ BEGIN
         HINT = 'Retry the transaction.';
 END
 $fn$;
-COMMENT ON FUNCTION concurrency.distributed_enqueue(text, jsonb, timestamptz, integer, text) IS
+COMMENT ON FUNCTION concurrency.distributed_enqueue(text, jsonb, timestamptz, integer, text, text) IS
     'enqueue on a distributed queue (called by concurrency.enqueue)';
 
 CREATE FUNCTION concurrency.distributed_enqueue_batch(queue text, payloads jsonb[], run_at timestamptz DEFAULT NULL,
-                                                      priority integer DEFAULT 0)
+                                                      priority integer DEFAULT 0, dedupe_keys text[] DEFAULT NULL,
+                                                      concurrency_keys text[] DEFAULT NULL)
     RETURNS SETOF bigint
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $fn$
-DECLARE
-    p jsonb;
 BEGIN
     IF payloads IS NULL THEN
         RAISE EXCEPTION 'payloads must not be null' USING ERRCODE = '22004';
     ELSIF array_position(payloads, NULL) IS NOT NULL THEN
         RAISE EXCEPTION 'payloads must not contain null' USING ERRCODE = '22004';
+    ELSIF cardinality(dedupe_keys) <> cardinality(payloads) OR cardinality(concurrency_keys) <> cardinality(payloads) THEN
+        RAISE EXCEPTION 'dedupe_keys and concurrency_keys must have one element per payload' USING ERRCODE = '22023';
     END IF;
-    FOREACH p IN ARRAY payloads LOOP
-        RETURN NEXT concurrency.distributed_enqueue(queue, p, run_at, priority, NULL);
+    FOR i IN 1 .. coalesce(array_length(payloads, 1), 0) LOOP
+        RETURN NEXT concurrency.distributed_enqueue(queue, payloads[i], run_at, priority, dedupe_keys[i],
+                                                    concurrency_keys[i]);
     END LOOP;
 END
 $fn$;
-COMMENT ON FUNCTION concurrency.distributed_enqueue_batch(text, jsonb[], timestamptz, integer) IS
+COMMENT ON FUNCTION concurrency.distributed_enqueue_batch(text, jsonb[], timestamptz, integer, text[], text[]) IS
     'enqueue_batch on a distributed queue (called by concurrency.enqueue_batch)';
 
 -- Expired leases and due scheduled tasks of one shard back to ready (or
@@ -380,7 +391,7 @@ $fn$;
 COMMENT ON FUNCTION concurrency.distributed_heartbeat(text, bigint, bigint, interval) IS
     'heartbeat on a distributed queue (called by concurrency.heartbeat)';
 
-CREATE FUNCTION concurrency.distributed_complete(queue text, task_id bigint, lease_token bigint)
+CREATE FUNCTION concurrency.distributed_complete(queue text, task_id bigint, lease_token bigint, result jsonb DEFAULT NULL)
     RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -395,8 +406,15 @@ BEGIN
     END IF;
     key := s.shard_keys[(task_id % 1024) + 1];
     IF key IS NOT NULL THEN
-        EXECUTE format('DELETE FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3', s.relation)
-          USING key, task_id, lease_token;
+        IF s.retain IS NULL THEN
+            EXECUTE format('DELETE FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3', s.relation)
+              USING key, task_id, lease_token;
+        ELSE -- kept as done, with its result, until purged
+            EXECUTE format($q$UPDATE %s SET state = 'done', finished_at = $4, result = $5, lease_token = NULL,
+                                            lease_expires_at = NULL, lease_extended_to = NULL
+                               WHERE shard_key = $1 AND id = $2 AND lease_token = $3$q$, s.relation)
+              USING key, task_id, lease_token, clock_timestamp(), result;
+        END IF;
         GET DIAGNOSTICS done = ROW_COUNT;
     END IF;
     IF done = 0 THEN
@@ -404,7 +422,7 @@ BEGIN
     END IF;
 END
 $fn$;
-COMMENT ON FUNCTION concurrency.distributed_complete(text, bigint, bigint) IS
+COMMENT ON FUNCTION concurrency.distributed_complete(text, bigint, bigint, jsonb) IS
     'complete on a distributed queue (called by concurrency.complete)';
 
 CREATE FUNCTION concurrency.distributed_fail(queue text, task_id bigint, lease_token bigint, error text DEFAULT NULL,
@@ -469,7 +487,7 @@ BEGIN
                          AND (t.dedupe_key IS NULL
                               OR NOT EXISTS (SELECT FROM %1$s AS o
                                               WHERE o.shard_key = t.shard_key AND o.dedupe_key = t.dedupe_key
-                                                AND o.state <> 'dead'))$q$, s.relation)
+                                                AND o.state NOT IN ('dead', 'cancelled')))$q$, s.relation)
       USING clock_timestamp(), task_ids;
     GET DIAGNOSTICS revived = ROW_COUNT;
     IF revived > 0 THEN
@@ -484,7 +502,7 @@ COMMENT ON FUNCTION concurrency.distributed_retry_dead(text, bigint[]) IS
 -- queue_stats' counts for a distributed queue (a query over every shard).
 CREATE FUNCTION concurrency.distributed_stats(queue text, now timestamptz,
         OUT ready bigint, OUT scheduled bigint, OUT leased bigint, OUT expired bigint, OUT dead bigint,
-        OUT oldest_ready_age interval)
+        OUT oldest_ready_age interval, OUT done bigint, OUT cancelled bigint)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $fn$
@@ -496,9 +514,11 @@ BEGIN
                              count(*) FILTER (WHERE state = 'leased' AND coalesce(lease_extended_to, lease_expires_at) > $1),
                              count(*) FILTER (WHERE state = 'leased' AND coalesce(lease_extended_to, lease_expires_at) <= $1),
                              count(*) FILTER (WHERE state = 'dead'),
-                             $1 - min(run_at) FILTER (WHERE state = 'ready' OR (state = 'scheduled' AND run_at <= $1))
+                             $1 - min(run_at) FILTER (WHERE state = 'ready' OR (state = 'scheduled' AND run_at <= $1)),
+                             count(*) FILTER (WHERE state = 'done'),
+                             count(*) FILTER (WHERE state = 'cancelled')
                         FROM %s$q$, s.relation)
-      INTO ready, scheduled, leased, expired, dead, oldest_ready_age USING now;
+      INTO ready, scheduled, leased, expired, dead, oldest_ready_age, done, cancelled USING now;
 END
 $fn$;
 COMMENT ON FUNCTION concurrency.distributed_stats(text, timestamptz) IS

@@ -1,8 +1,10 @@
+// The attempt loop shared by run_transaction and run_ddl (see engine.hpp).
 #include <fmt/format.h>
 
 #include "transactions/engine.hpp"
 
 extern "C" {
+#include "nodes/parsenodes.h"
 #include "parser/parser.h"
 }
 
@@ -10,17 +12,18 @@ namespace concurrency::transactions {
 
 namespace {
 
+[[noreturn]] void transaction_control() {
+	throw Error(sqlstate::invalid_transaction_termination, "statements must not control the transaction",
+	            "Each attempt runs in a transaction of its own, committed when it succeeds.",
+	            "Remove BEGIN, COMMIT, ROLLBACK and SAVEPOINT from the statements.");
+}
+
 // Runs the caller's statements in the current (sub)transaction, with the
 // caller's search_path and privileges, discarding their results.
 void execute(const std::string &statements) {
 	pg::guard([&] {
 		int rc = SPI_execute(statements.c_str(), false, 0);
-		if (rc == SPI_ERROR_TRANSACTION)
-			ereport(ERROR, (errcode(ERRCODE_INVALID_TRANSACTION_TERMINATION),
-			                errmsg("statements must not control the transaction"),
-			                errdetail("Each attempt runs in a transaction of its own, committed when it succeeds."),
-			                errhint("Remove BEGIN, COMMIT, ROLLBACK and SAVEPOINT from the statements.")));
-		if (rc < 0)
+		if (rc < 0) // SPI_ERROR_TRANSACTION cannot happen: parse_statements refused those
 			ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
 			                errmsg_internal("SPI_execute failed: %s", SPI_result_code_string(rc))));
 	});
@@ -68,6 +71,10 @@ List *parse_statements(const std::string &statements) {
 	});
 	if (parsed == NIL)
 		throw Error(sqlstate::invalid_parameter_value, "statements must contain at least one statement");
+	ListCell *lc;
+	foreach (lc, parsed)
+		if (IsA(castNode(RawStmt, lfirst(lc))->stmt, TransactionStmt))
+			transaction_control();
 	return parsed;
 }
 
@@ -111,9 +118,9 @@ void run_attempts(FunctionCallInfo fcinfo, const char *procedure, const std::str
 		}
 		std::optional<std::int64_t> wait = policy.after_failure(attempt, error);
 		if (!wait) {
-			ErrorData *final_error = policy.finish(Outcome::gave_up, attempt, error);
+			policy.finish(Outcome::gave_up, attempt, error);
 			commit_or_raise();
-			throw pg::PgException(final_error);
+			policy.give_up(attempt, error);
 		}
 		commit_or_raise();
 		if (error)

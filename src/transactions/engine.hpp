@@ -36,10 +36,13 @@ public:
 	// the wait before the next attempt, or nothing to give up.
 	virtual std::optional<std::int64_t> after_failure(int attempt, const ErrorData *error) = 0;
 
-	// The end of the run, in a transaction that the engine commits before
-	// it returns or raises. For gave_up, returns the error to raise (it may
-	// be `error` itself, amended); otherwise the result is ignored.
-	virtual ErrorData *finish(Outcome outcome, int attempts, ErrorData *error) = 0;
+	// The end of the run (error: the attempt's error, null when done), in a
+	// transaction that the engine commits before it returns or raises.
+	virtual void finish(Outcome outcome, int attempts, const ErrorData *error) = 0;
+
+	// Raises the error that ends a run the policy gave up on (after finish
+	// and its commit); `error` is the last attempt's, if it had one.
+	[[noreturn]] virtual void give_up(int attempts, ErrorData *error) = 0;
 };
 
 // Runs `statements` (one or several, parsed beforehand by the caller) under

@@ -48,12 +48,13 @@ public:
 		return wait;
 	}
 
-	ErrorData *finish(Outcome outcome, int attempts, ErrorData *error) override {
-		if (outcome == Outcome::gave_up)
-			prepend_detail(error, fmt::format("run_transaction gave up after {} attempt{}, each failed with a "
-			                                  "serialization failure or a deadlock; this is the last one's error.",
-			                                  attempts, attempts == 1 ? "" : "s"));
-		return error;
+	void finish(Outcome, int, const ErrorData *) override {}
+
+	[[noreturn]] void give_up(int attempts, ErrorData *error) override {
+		prepend_detail(error, fmt::format("run_transaction gave up after {} attempt{}, each failed with a "
+		                                  "serialization failure or a deadlock; this is the last one's error.",
+		                                  attempts, attempts == 1 ? "" : "s"));
+		throw pg::PgException(error);
 	}
 
 private:

@@ -4,6 +4,11 @@
 #include <vector>
 
 #include "pg/datum.hpp"
+#include "pg/subtransaction.hpp"
+
+extern "C" {
+#include "utils/resowner.h"
+}
 
 extern "C" {
 PG_MODULE_MAGIC;
@@ -38,19 +43,47 @@ CONCURRENCY_FUNCTION(border_test_cpp_exception) {
 	return concurrency::pg::text_datum("no exception");
 }
 
-// guard() restores the caller's memory context and error state, so C++ code
-// can catch a side-effect-free PostgreSQL error and carry on.
-CONCURRENCY_FUNCTION(border_test_guard_recovers) {
-	MemoryContext before = CurrentMemoryContext;
-	int caught = 0;
+// Surviving a PostgreSQL error the way PostgreSQL allows it: inside a
+// subtransaction (pg::in_subtransaction), which is rolled back. Returns how
+// many of `count` failing calls were survived with the caller's memory
+// context and resource owner back in place.
+CONCURRENCY_FUNCTION(border_test_subtransaction) {
+	MemoryContext context = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	int survived = 0;
 	int count = PG_GETARG_INT32(0);
 	for (int i = 0; i < count; ++i) {
 		try {
-			guard([] { return DirectFunctionCall1(int4in, CStringGetDatum("x")); });
+			concurrency::pg::in_subtransaction(
+			    [] { return guard([] { return DirectFunctionCall1(int4in, CStringGetDatum("x")); }); });
 		} catch (const PgException &e) {
-			if (e.sqlerrcode() == ERRCODE_INVALID_TEXT_REPRESENTATION && CurrentMemoryContext == before)
-				++caught;
+			if (e.sqlerrcode() == ERRCODE_INVALID_TEXT_REPRESENTATION && CurrentMemoryContext == context &&
+			    CurrentResourceOwner == owner)
+				++survived;
 		}
 	}
-	PG_RETURN_INT32(caught);
+	PG_RETURN_INT32(survived);
+}
+
+// A C++ exception thrown inside guard() leaves PostgreSQL's error handler as
+// it was: true when PG_exception_stack is restored. Then a PostgreSQL error
+// (22P02) is raised through the same handler, which would jump into a dead
+// frame if it were not.
+CONCURRENCY_FUNCTION(border_test_guard_cpp_throw) {
+	sigjmp_buf *before = PG_exception_stack;
+	bool restored = false;
+	try {
+		guard([]() -> int { throw std::runtime_error("thrown inside guard"); });
+	} catch (const std::runtime_error &) {
+		restored = PG_exception_stack == before;
+	}
+	if (!PG_ARGISNULL(0) && PG_GETARG_BOOL(0))
+		guard([] { return DirectFunctionCall1(int4in, CStringGetDatum("after the throw")); });
+	PG_RETURN_BOOL(restored);
+}
+
+// An Error's LOCATION is where it was thrown (this file and function), not
+// the wrapper that reports it.
+CONCURRENCY_FUNCTION(border_test_location) {
+	throw concurrency::Error(concurrency::sqlstate::invalid_parameter_value, "raised at a known place");
 }

@@ -15,7 +15,8 @@ TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
 	std::string longest(max_queue_name_bytes, 'x');
 	EXPECT_LE(queue_table_name(longest).size(), 63u);
 	EXPECT_LE(queue_channel(longest).size(), 63u);
-	for (const char *suffix : {"pkey", "ready", "scheduled", "leased", "dedupe", "state_check", "id_seq"})
+	for (const char *suffix : {"pkey", "ready", "scheduled", "leased", "dedupe", "finished", "state_check", "id_seq",
+	                           "dedupe_new"})
 		EXPECT_LE(queue_index_name(longest, suffix).size(), 63u) << suffix;
 	EXPECT_EQ(queue_table_name("jobs"), "q_jobs");
 	EXPECT_EQ(queue_channel("jobs"), "concurrency_jobs");
@@ -25,9 +26,11 @@ TEST(QueueSql, QuotesTheTableEverywhere) {
 	QueueSql sql("jobs");
 	EXPECT_EQ(sql.table(), "concurrency.\"q_jobs\"");
 	for (const std::string &statement :
-	     {sql.enqueue(), sql.dedupe_lookup(), sql.enqueue_batch(), sql.wake(), sql.claim(), sql.heartbeat(),
-	      sql.complete(), sql.fail_lock(), sql.fail_update(), sql.inspect(), sql.retry_dead(), sql.stats(),
-	      sql.create_table(), sql.drop_table()}) {
+	     {sql.enqueue(), sql.dedupe_lookup(), sql.dedupe_lookup_many(), sql.enqueue_batch(false),
+	      sql.enqueue_batch(true), sql.wake(), sql.claim(), sql.heartbeat(), sql.heartbeat_many(), sql.complete(),
+	      sql.complete_retained(), sql.complete_many(), sql.complete_many_retained(), sql.fail_lock(),
+	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(), sql.purge(),
+	      sql.task_status(), sql.inspect(), sql.retry_dead(), sql.stats(), sql.create_table(), sql.drop_table()}) {
 		EXPECT_NE(statement.find("concurrency.\"q_jobs\""), std::string::npos) << statement;
 		EXPECT_EQ(statement.find("concurrency.q_jobs"), std::string::npos) << statement;
 	}
@@ -73,8 +76,11 @@ TEST(QueueSql, StatementsQualifyEveryOperator) {
 	// an operator written bare would resolve through any path it ran under.
 	QueueSql sql("jobs");
 	for (const std::string &statement :
-	     {sql.enqueue(), sql.dedupe_lookup(), sql.enqueue_batch(), sql.wake(), sql.claim(), sql.heartbeat(),
-	      sql.complete(), sql.fail_lock(), sql.fail_update(), sql.inspect(), sql.retry_dead(), sql.stats()}) {
+	     {sql.enqueue(), sql.dedupe_lookup(), sql.dedupe_lookup_many(), sql.enqueue_batch(false),
+	      sql.enqueue_batch(true), sql.wake(), sql.claim(), sql.heartbeat(), sql.heartbeat_many(), sql.complete(),
+	      sql.complete_retained(), sql.complete_many(), sql.complete_many_retained(), sql.fail_lock(),
+	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(), sql.purge(),
+	      sql.task_status(), sql.inspect(), sql.retry_dead(), sql.stats()}) {
 		std::string stripped = statement;
 		for (std::size_t at; (at = stripped.find("OPERATOR(pg_catalog.")) != std::string::npos;)
 			stripped.erase(at, stripped.find(')', at) - at + 1);
@@ -89,4 +95,28 @@ TEST(QueueSql, StatementsQualifyEveryOperator) {
 		EXPECT_EQ(stripped.find(" count("), std::string::npos) << statement;
 		EXPECT_EQ(stripped.find(" min("), std::string::npos) << statement;
 	}
+}
+
+TEST(QueueSql, DedupeConflictsInferTheUniqueIndex) {
+	// ON CONFLICT infers the dedupe index only when its WHERE implies the
+	// index's predicate: both are written from one constant
+	QueueSql sql("jobs");
+	std::string ddl = sql.create_table();
+	std::size_t at = ddl.find("(dedupe_key) WHERE ");
+	ASSERT_NE(at, std::string::npos) << ddl;
+	std::string predicate = ddl.substr(at + 19, ddl.find(';', at) - at - 19);
+	EXPECT_NE(predicate.find("'cancelled'"), std::string::npos) << predicate;
+	for (const std::string &statement : {sql.enqueue(), sql.enqueue_batch(true)})
+		EXPECT_NE(statement.find("ON CONFLICT (dedupe_key) WHERE " + predicate + " DO NOTHING"), std::string::npos)
+		    << statement;
+	EXPECT_NE(sql.dedupe_lookup().find(predicate), std::string::npos);
+	EXPECT_NE(sql.dedupe_lookup_many().find(predicate), std::string::npos);
+}
+
+TEST(QueueSql, PurgeWalksTheFinishedIndex) {
+	QueueSql sql("jobs");
+	const std::string states = "state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[])";
+	EXPECT_NE(sql.create_table().find("(finished_at) WHERE " + states), std::string::npos) << sql.create_table();
+	EXPECT_NE(sql.purge().find("WHERE " + states), std::string::npos) << sql.purge();
+	EXPECT_NE(sql.purge().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
 }

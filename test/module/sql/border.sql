@@ -4,8 +4,12 @@ CREATE FUNCTION pg_temp.border_pg_error(text) RETURNS int
     LANGUAGE c AS 'concurrency_ext_test', 'border_test_pg_error';
 CREATE FUNCTION pg_temp.border_cpp_exception(text) RETURNS text
     LANGUAGE c AS 'concurrency_ext_test', 'border_test_cpp_exception';
-CREATE FUNCTION pg_temp.border_guard_recovers(int) RETURNS int
-    LANGUAGE c STRICT AS 'concurrency_ext_test', 'border_test_guard_recovers';
+CREATE FUNCTION pg_temp.border_subtransaction(int) RETURNS int
+    LANGUAGE c STRICT AS 'concurrency_ext_test', 'border_test_subtransaction';
+CREATE FUNCTION pg_temp.border_guard_cpp_throw(boolean) RETURNS boolean
+    LANGUAGE c AS 'concurrency_ext_test', 'border_test_guard_cpp_throw';
+CREATE FUNCTION pg_temp.border_location() RETURNS void
+    LANGUAGE c AS 'concurrency_ext_test', 'border_test_location';
 
 -- guarded code returns normally when PostgreSQL raises nothing
 SELECT pg_temp.border_pg_error('42');
@@ -26,8 +30,26 @@ SELECT pg_temp.border_cpp_exception(NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT pg_temp.border_cpp_exception('none');
 
--- guard() restores memory context and error state: C++ can catch and go on
-SELECT pg_temp.border_guard_recovers(1000);
+-- an error is survived only inside a subtransaction, which is rolled back:
+-- every one of them, with memory context and resource owner restored
+SELECT pg_temp.border_subtransaction(1000);
+-- and the transaction goes on: a subtransaction that failed left nothing
+BEGIN;
+SELECT pg_temp.border_subtransaction(3);
+SELECT 1 AS still_usable;
+COMMIT;
+
+-- a C++ exception inside guard() restores PostgreSQL's error handler ...
+SELECT pg_temp.border_guard_cpp_throw(false);
+-- ... so that a PostgreSQL error afterwards is reported, not a crash
+SELECT pg_temp.border_guard_cpp_throw(true);
+\echo :LAST_ERROR_SQLSTATE
+
+-- an error's LOCATION is the place that threw it (border_test.cpp), not the
+-- wrapper that reported it (guard.cpp)
+\set VERBOSITY verbose
+SELECT pg_temp.border_location();
+\set VERBOSITY default
 
 -- the backend survives all of it, and thousands of round trips do not grow
 -- its memory: compare the total of all contexts before and after

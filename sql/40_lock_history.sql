@@ -1,0 +1,42 @@
+-- Lock-wait history without shared_preload_libraries (how the regress suite
+-- runs): the view and functions exist, say how to enable them (55000 with a
+-- HINT), and the settings are validated. With the preload: test/t/040_history.pl.
+
+-- the view's columns, in order
+SELECT attname, format_type(atttypid, atttypmod)
+  FROM pg_attribute WHERE attrelid = 'concurrency.lock_history'::regclass AND attnum > 0 ORDER BY attnum;
+
+SELECT * FROM concurrency.lock_history;
+SELECT concurrency.lock_history_reset();
+SELECT * FROM concurrency.lock_history_status();
+DO $$
+BEGIN
+    PERFORM * FROM concurrency.lock_history;
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    RAISE NOTICE 'lock_history: SQLSTATE %', SQLSTATE;
+END $$;
+
+-- the settings: defaults, units, ranges (out of range: the server's usual error)
+SELECT name, boot_val, unit, context, min_val, max_val
+  FROM pg_settings WHERE name LIKE 'concurrency.history%' ORDER BY name;
+ALTER SYSTEM SET concurrency.history_interval = '5ms';
+ALTER SYSTEM SET concurrency.history_interval = '2h';
+ALTER SYSTEM SET concurrency.history_interval = -1;
+ALTER SYSTEM SET concurrency.history_log_min_duration = -2;
+ALTER SYSTEM SET concurrency.history_log_min_duration = 'soon';
+-- changed by reload, not per session
+SET concurrency.history_interval = '100ms';
+SET concurrency.history_log_min_duration = '1s';
+
+-- only administrators may reset (REVOKEd from PUBLIC)
+CREATE ROLE history_reader;
+SET ROLE history_reader;
+SELECT concurrency.lock_history_reset();
+RESET ROLE;
+DROP ROLE history_reader;
+SELECT has_function_privilege('public', 'concurrency.lock_history_reset()', 'EXECUTE') AS public_may_reset,
+       has_table_privilege('public', 'concurrency.lock_history', 'SELECT') AS public_may_read;
+
+-- every 0.1.0 capability works without the preload
+SELECT concurrency.version() IS NOT NULL AS loaded;
+SELECT count(*) >= 0 AS diagnostics_work FROM concurrency.lock_tree;

@@ -1,0 +1,1 @@
+../40_history.sql
