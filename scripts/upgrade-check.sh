@@ -9,7 +9,10 @@
 # updated with ALTER EXTENSION … UPDATE along the installed
 # concurrency_ext--A--B.sql scripts (built by make from src/sql/concurrency_ext--A--B/),
 # and its catalog (every member object, with definitions) compared with a
-# fresh CREATE EXTENSION. Needs a running server (PG* variables) whose
+# fresh CREATE EXTENSION. Data made under a released version survives too:
+# test/upgrade/<version>/*before.sql run before the update, *after.sql after
+# it (see below; they may create roles: run against a server of your own).
+# Needs a running server (PG* variables) whose
 # extension directory is PG_CONFIG's, and the current version installed.
 # Ends with "N passed, M failed".
 set -uo pipefail
@@ -70,23 +73,40 @@ for release in "${releases[@]}"; do
   { printf '%s\n' "\\echo Use \"CREATE EXTENSION concurrency_ext\" to load this file. \\quit"
     cat "$old/$parts"/[0-9][0-9]_*.sql; } >"$extdir/concurrency_ext--$version.sql"
   "${psql[@]}" -d postgres -c "DROP DATABASE IF EXISTS upgrade_from" -c "CREATE DATABASE upgrade_from"
-  # test/upgrade/<version>/before.sql puts live data (queues, tasks, leases,
-  # grants) into the old version; after.sql checks, after the update, that
-  # nothing was lost and everything works (it raises an error otherwise).
+  # test/upgrade/<version>/*before.sql put live data (queues, tasks, leases,
+  # grants) into the old version, in name order; after the update each
+  # *after.sql checks that nothing was lost and everything works: it raises
+  # an error otherwise, or, when NAME.after.out exists, its output (errors
+  # included) must equal that file.
   live=test/upgrade/$version
-  if "${psql[@]}" -d upgrade_from -c "CREATE EXTENSION concurrency_ext VERSION '$version'" \
-       && { [ ! -f "$live/before.sql" ] || "${psql[@]}" -d upgrade_from -f "$live/before.sql"; } \
-       && "${psql[@]}" -d upgrade_from -c "ALTER EXTENSION concurrency_ext UPDATE" \
+  if "${psql[@]}" -d upgrade_from -c "CREATE EXTENSION concurrency_ext VERSION '$version'"; then
+    for before in "$live"/*before.sql; do
+      [ -e "$before" ] || continue
+      "${psql[@]}" -d upgrade_from -o /dev/null -f "$before" || { echo "FAIL $before"; failed=$((failed + 1)); }
+    done
+  fi
+  if "${psql[@]}" -d upgrade_from -c "ALTER EXTENSION concurrency_ext UPDATE" \
        && [ "$(catalog_of upgrade_from)" = "$fresh" ]; then
     echo "ok   $version -> $current gives the objects of a fresh install"; passed=$((passed + 1))
-    if [ -f "$live/after.sql" ]; then
-      if "${psql[@]}" -d upgrade_from -f "$live/after.sql" >/dev/null; then
-        echo "ok   $version -> $current keeps the live data of $live/before.sql ($live/after.sql)"
-        passed=$((passed + 1))
+    for after in "$live"/*after.sql; do
+      [ -e "$after" ] || continue
+      expected=${after%.sql}.out
+      if [ -f "$expected" ]; then
+        actual=$(psql -X -q -a -d upgrade_from -f "$after" 2>&1 | sed -E 's/^psql:[^:]*:[0-9]+: //')
+        if [ "$actual" = "$(cat "$expected")" ]; then
+          echo "ok   $version -> $current: $after gives $expected"; passed=$((passed + 1))
+        else
+          saved=$(mktemp --suffix=.out); echo "$actual" >"$saved"
+          echo "FAIL $version -> $current: $after (output in $saved differs from $expected)"
+          diff "$expected" "$saved" | head -40
+          failed=$((failed + 1))
+        fi
+      elif "${psql[@]}" -d upgrade_from -f "$after" >/dev/null; then
+        echo "ok   $version -> $current keeps the live data ($after)"; passed=$((passed + 1))
       else
-        echo "FAIL $version -> $current: $live/after.sql"; failed=$((failed + 1))
+        echo "FAIL $version -> $current: $after"; failed=$((failed + 1))
       fi
-    fi
+    done
   else
     echo "FAIL $version -> $current differs from a fresh install:"
     diff <(catalog_of upgrade_from) <(echo "$fresh") | head -40

@@ -1,53 +1,166 @@
--- Task queue: who may do what (GRANTs on each queue's table), hostile queue
+-- Task queue: who may do what (permissions enqueue, work, read and manage,
+-- given with grant_queue; the queue's owner holds them all), hostile queue
 -- names, and what DROP EXTENSION does to queues.
 CREATE ROLE regress_queue_admin;
 CREATE ROLE regress_queue_producer;
 CREATE ROLE regress_queue_worker;
+CREATE ROLE regress_queue_reader;
+CREATE ROLE regress_queue_operator;
 CREATE ROLE regress_queue_outsider;
 
 SELECT concurrency.create_queue('orders');
 SELECT concurrency.enqueue('orders', '{"order": 1}');
-GRANT SELECT, INSERT ON concurrency."q_orders" TO regress_queue_producer;
-GRANT SELECT, UPDATE, DELETE ON concurrency."q_orders" TO regress_queue_worker;
+SELECT concurrency.grant_queue('orders', 'regress_queue_producer', '{enqueue}');
+SELECT concurrency.grant_queue('orders', 'regress_queue_worker', '{work}');
+SELECT concurrency.grant_queue('orders', 'regress_queue_reader', '{read}');
+SELECT concurrency.grant_queue('orders', 'regress_queue_operator', ARRAY['manage']);
+SELECT concurrency.grant_queue('orders', 'regress_queue_worker', '{work}');   -- again: no error, no new row
+SELECT queue, grantee, permission FROM concurrency.queue_permission ORDER BY grantee::text, permission;
+-- no permission is a table privilege, except read, which is SELECT on the table
+SELECT r AS role, string_agg(p, ',' ORDER BY p) AS table_privileges
+  FROM unnest(ARRAY['regress_queue_producer', 'regress_queue_worker', 'regress_queue_reader',
+                    'regress_queue_operator']) AS r
+  LEFT JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) AS p
+    ON has_table_privilege(r, 'concurrency."q_orders"', p)
+ GROUP BY r ORDER BY r;
 
--- a producer may enqueue, not claim
+-- a producer may enqueue; it may not claim, nor read a payload in any way
 SET ROLE regress_queue_producer;
 SELECT concurrency.enqueue('orders', '{"order": 2}');
 SELECT * FROM concurrency.enqueue_batch('orders', ARRAY['{"order": 3}']::jsonb[]);
 SELECT task_id FROM concurrency.dequeue('orders');
 \echo :LAST_ERROR_SQLSTATE
+SELECT payload FROM concurrency."q_orders";
+\echo :LAST_ERROR_SQLSTATE
+SELECT queue, ready, leased FROM concurrency.queue_stats WHERE queue = 'orders';
+SELECT concurrency.retry_dead('orders');
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
--- a worker may claim, heartbeat, complete, fail and retry, not enqueue
+-- a worker may claim (and sees the payloads it claims), heartbeat, complete
+-- and fail; it may not enqueue, retry dead tasks, or touch the table itself
 SET ROLE regress_queue_worker;
 SELECT concurrency.enqueue('orders', '{"order": 4}');
 \echo :LAST_ERROR_SQLSTATE
-SELECT task_id AS t1, lease_token AS k1 FROM concurrency.dequeue('orders', worker => 'w') \gset
-SELECT :t1 AS claimed;
+SELECT task_id AS t1, lease_token AS k1, payload FROM concurrency.dequeue('orders', worker => 'w') \gset
+SELECT :t1 AS claimed, :'payload' AS payload;
 SELECT concurrency.heartbeat('orders', :t1, :k1) IS NOT NULL AS heartbeat;
 SELECT concurrency.complete('orders', :t1, :k1);
 SELECT task_id AS t2, lease_token AS k2 FROM concurrency.dequeue('orders') \gset
 SELECT concurrency.fail('orders', :t2, :k2, 'no stock', '0 seconds');
 SELECT concurrency.retry_dead('orders');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM concurrency."q_orders";
+\echo :LAST_ERROR_SQLSTATE
+UPDATE concurrency."q_orders" SET lease_token = 1, state = 'leased';
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM concurrency."q_orders";
+\echo :LAST_ERROR_SQLSTATE
 SELECT queue, ready, leased FROM concurrency.queue_stats WHERE queue = 'orders';
+-- a lost lease is still CE001 for a worker (not a privilege error), and the
+-- role is the worker again after the error
+SELECT concurrency.complete('orders', :t1, :k1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT current_user;
 RESET ROLE;
 
--- an outsider may do nothing, and sees the queue in queue_stats without counts
-SET ROLE regress_queue_outsider;
-SELECT concurrency.enqueue('orders', '{}');
-\echo :LAST_ERROR_SQLSTATE
+-- a reader sees the counts and may SELECT the table; it may not claim or write
+SET ROLE regress_queue_reader;
+SELECT queue, ready, leased FROM concurrency.queue_stats WHERE queue = 'orders';
+SELECT count(*) AS tasks FROM concurrency."q_orders";
 SELECT task_id FROM concurrency.dequeue('orders');
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency.complete('orders', :t2, :k2);
+UPDATE concurrency."q_orders" SET priority = 9;
 \echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- an operator (manage) may retry dead tasks and grant and revoke on the
+-- queue; manage is not work
+SET ROLE regress_queue_operator;
+SELECT task_id AS t3, lease_token AS k3 FROM concurrency.dequeue('orders');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.grant_queue('orders', 'regress_queue_outsider', '{read,enqueue}');
+SELECT concurrency.revoke_queue('orders', 'regress_queue_outsider', '{read,enqueue}');
 SELECT concurrency.retry_dead('orders');
+RESET ROLE;
+
+-- the message names the permission and the queue, the hint the call that grants it
+
+SET ROLE regress_queue_outsider;
+SELECT concurrency.enqueue('orders', '{}');
+SELECT task_id FROM concurrency.dequeue('orders');
+SELECT concurrency.complete('orders', :t2, :k2);
+SELECT concurrency.grant_queue('orders', 'regress_queue_outsider', '{work}');
+
+SELECT concurrency.revoke_queue('orders', 'regress_queue_worker', '{work}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM concurrency.queue_stats WHERE queue = 'orders';
 SELECT count(*) FROM concurrency."q_orders";
 \echo :LAST_ERROR_SQLSTATE
--- creating and dropping queues is not for everyone
+INSERT INTO concurrency.queue_permission VALUES ('orders', 'regress_queue_outsider', 'work');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- a revoke counts at the next call, in the same session too; revoking read
+-- revokes SELECT on the table
+SELECT concurrency.revoke_queue('orders', 'regress_queue_worker', '{work}');
+SELECT concurrency.revoke_queue('orders', 'regress_queue_reader', '{read}');
+SELECT concurrency.revoke_queue('orders', 'regress_queue_reader', '{read}');   -- again: no error
+SET ROLE regress_queue_worker;
+SELECT task_id FROM concurrency.dequeue('orders');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE regress_queue_reader;
+SELECT count(*) FROM concurrency."q_orders";
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+
+-- bad arguments: nothing changes
+SELECT concurrency.grant_queue('orders', 'regress_queue_no_such_role', '{work}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.grant_queue('orders', 'regress_queue_worker', '{work,steal}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.grant_queue('orders', 'regress_queue_worker', '{Work}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.grant_queue('orders', 'regress_queue_worker', '{}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.grant_queue('orders', 'regress_queue_worker', '{work,NULL}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.grant_queue('orders', 'regress_queue_worker', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.grant_queue('orders', NULL, '{work}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.grant_queue('no_such_queue', 'regress_queue_worker', '{work}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.grant_queue('bad name', 'regress_queue_worker', '{work}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS worker_rows FROM concurrency.queue_permission WHERE grantee = 'regress_queue_worker'::regrole;
+
+-- 'public' is everyone (stored as grantee 0, shown as -)
+SELECT concurrency.grant_queue('orders', 'public', '{enqueue}');
+SELECT queue, grantee, permission FROM concurrency.queue_permission WHERE grantee = 0;
+SET ROLE regress_queue_outsider;
+SELECT concurrency.enqueue('orders', '{"from": "anyone"}') > 0 AS enqueued;
+RESET ROLE;
+SELECT concurrency.revoke_queue('orders', 'public', '{enqueue}');
+
+-- table GRANTs (the 0.1.0 way) give direct table access and nothing else:
+-- the functions ask for permissions (the upgrade from 0.1.0 converts the
+-- GRANTs it finds, see test/upgrade)
+GRANT SELECT, INSERT ON concurrency."q_orders" TO regress_queue_outsider;
+SET ROLE regress_queue_outsider;
+SELECT concurrency.enqueue('orders', '{}');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+REVOKE SELECT, INSERT ON concurrency."q_orders" FROM regress_queue_outsider;
+
+-- creating and dropping queues is not for everyone (not for a manager either)
+SET ROLE regress_queue_outsider;
 SELECT concurrency.create_queue('mine');
 \echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.drop_queue('orders');
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE regress_queue_operator;
 SELECT concurrency.drop_queue('orders');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
@@ -77,7 +190,8 @@ SELECT p.proname, p.prosecdef AS security_definer,
   FROM pg_proc p
  WHERE p.pronamespace = 'concurrency'::regnamespace
    AND p.proname IN ('create_queue', 'drop_queue', 'enqueue', 'enqueue_batch', 'dequeue', 'heartbeat',
-                     'complete', 'fail', 'retry_dead', 'queue_stats_rows')
+                     'complete', 'fail', 'retry_dead', 'queue_stats_rows', 'grant_queue', 'revoke_queue',
+                     'alter_queue', 'cancel', 'purge', 'task_status', 'complete_batch', 'fail_batch', 'heartbeat_batch')
  ORDER BY p.proname;
 
 -- the task functions do not pin search_path, so everything in their SQL is
@@ -150,3 +264,5 @@ DROP ROLE regress_queue_admin;
 DROP ROLE regress_queue_producer;
 DROP ROLE regress_queue_worker;
 DROP ROLE regress_queue_outsider;
+DROP ROLE regress_queue_reader;
+DROP ROLE regress_queue_operator;

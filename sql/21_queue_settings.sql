@@ -74,23 +74,19 @@ SELECT concurrency.enqueue('s2', '{}') AS t2 \gset
 SELECT lease_expires_at < clock_timestamp() + interval '11 seconds' AS ten_second_lease
   FROM concurrency.dequeue('s2');
 
--- only the owner of the queue's table may alter it; not granted to PUBLIC
+-- only the owner of the queue's table, or a role holding manage on the queue
+-- (see 20_queue_grants), may alter it
 CREATE ROLE regress_queue_settings;
-GRANT USAGE ON SCHEMA concurrency TO regress_queue_settings;
 SET ROLE regress_queue_settings;
 SELECT concurrency.alter_queue('s1', lease => '1 minute');
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
-GRANT EXECUTE ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer)
-    TO regress_queue_settings;
+SELECT concurrency.grant_queue('s1', 'regress_queue_settings', '{manage}');
 SET ROLE regress_queue_settings;
 SELECT concurrency.alter_queue('s1', lease => '1 minute');
-\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 SELECT lease FROM concurrency.queue WHERE name = 's1';
-REVOKE ALL ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer)
-    FROM regress_queue_settings;
-REVOKE USAGE ON SCHEMA concurrency FROM regress_queue_settings;
+SELECT concurrency.revoke_queue('s1', 'regress_queue_settings', '{manage}');
 DROP ROLE regress_queue_settings;
 
 -- the queue table: finished tasks and concurrency keys, and the partial

@@ -12,6 +12,7 @@
 #include "common/sql_text.hpp"
 #include "pg/srf.hpp"
 #include "queue/distributed.hpp"
+#include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
@@ -49,12 +50,6 @@ std::string interval_text(const Interval &value) {
 	return pg::guard([&] {
 		return DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(const_cast<Interval *>(&value))));
 	});
-}
-
-// Uniform in [0, 1), for the jitter of retry delays; seeded once per backend.
-double unit_random() {
-	static std::mt19937_64 engine{std::random_device{}()};
-	return std::uniform_real_distribution<double>(0.0, 1.0)(engine);
 }
 
 bool owns_relation(Oid relid, Oid role) {
@@ -207,6 +202,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		}
 	}
 	execute(sql.create_table());
+	clear_permissions(name);
 	if (caller != pg::guard([] { return GetUserId(); }))
 		execute(sql.alter_owner(caller_name));
 	queue::forget_queue(name);
@@ -215,7 +211,8 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 }
 
 // concurrency.alter_queue(queue, lease, max_attempts, retain, key_limit,
-// max_leased) — SECURITY DEFINER; the caller must own the queue's table.
+// max_leased) — SECURITY DEFINER; the caller (GetOuterUserId: the current
+// role outside the function) needs permission manage on the queue.
 // NULL keeps a setting. Every backend reloads the settings at its next
 // transaction (the catalog's statement trigger invalidates the queue caches
 // when the update commits).
@@ -230,9 +227,10 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	if (!OidIsValid(relid))
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name), "",
 		            "Create it with concurrency.create_queue().");
-	if (!owns_relation(relid, caller))
-		throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
-		            fmt::format("Only the owner of table {} may change the queue's settings.", sql.table()));
+	{
+		Queue q(name);
+		queue::require(q, caller, Permission::manage, "alter_queue");
+	}
 	SettingsParams params(settings);
 	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID, INT4OID,
 	                             BOOLOID, BOOLOID,     BOOLOID};
@@ -385,7 +383,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
+	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
 	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
 		return queue::forward_distributed(fcinfo, "distributed_enqueue");
 	bool inserted = false;
@@ -450,7 +448,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	pg::ResultSet out = pg::materialize(fcinfo, INT8OID);
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_INSERT | ACL_SELECT, "enqueue into");
+	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
 	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
 		return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
 	bool any_dedupe = std::any_of(keys.begin(), keys.end(), [](const auto &k) { return k.has_value(); });
@@ -548,7 +546,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_UPDATE, "dequeue from");
+	AsRole as_owner = authorize(q, Permission::work, "dequeue");
 	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
 		return queue::forward_distributed(fcinfo, "distributed_dequeue", &out);
 	Interval lease = lease_arg ? *lease_arg : q.info().lease;
@@ -645,7 +643,7 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_UPDATE, "heartbeat tasks of");
+	AsRole as_owner = authorize(q, Permission::work, "heartbeat");
 	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
 		return queue::forward_distributed(fcinfo, "distributed_heartbeat");
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
@@ -673,21 +671,18 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 
 	pg::spi_connect();
 	Queue q(name.view());
-	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
-		q.require(ACL_SELECT | ACL_UPDATE | ACL_DELETE, "complete tasks of");
+	AsRole as_owner = authorize(q, Permission::work, "complete");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
 		return queue::forward_distributed(fcinfo, "distributed_complete");
-	}
 	bool retain = q.info().has_retain;
 	uint64 n = 0;
 	if (retain) {
-		q.require(ACL_SELECT | ACL_UPDATE, "complete tasks of");
 		static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, JSONBOID};
 		Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
 		                   has_result ? PG_GETARG_DATUM(3) : Datum(0)};
 		char nulls[4] = {' ', ' ', ' ', has_result ? ' ' : 'n'};
 		n = q.run(QueueStatement::complete_retained, 4, types, values, nulls);
 	} else {
-		q.require(ACL_SELECT | ACL_DELETE, "complete tasks of");
 		static const Oid types[2] = {INT8OID, INT8OID};
 		Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 		n = q.run(QueueStatement::complete, 2, types, values);
@@ -704,22 +699,12 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	queue::QueueName name = queue::queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
 	int64 token = int64_arg(fcinfo, 2, "lease_token");
-	std::optional<Interval> retry_in;
-	if (!PG_ARGISNULL(4)) {
-		Interval value = *PG_GETARG_INTERVAL_P(4);
-		Interval zero{};
-		bool negative = pg::guard([&] {
-			return DatumGetBool(DirectFunctionCall2(interval_lt, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
-		});
-		if (negative)
-			throw Error(sqlstate::invalid_parameter_value, "retry_in must not be negative");
-		retry_in = value;
-	}
+	std::optional<Interval> retry_in = queue::retry_in_arg(fcinfo, 4);
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
 	Queue q(name.view());
-	q.require(ACL_SELECT | ACL_UPDATE, "fail tasks of");
+	AsRole as_owner = authorize(q, Permission::work, "fail");
 	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
 		return queue::forward_distributed(fcinfo, "distributed_fail");
 	static const Oid lock_types[2] = {INT8OID, INT8OID};
@@ -729,20 +714,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	bool isnull = false;
 	int32 attempt = DatumGetInt32(queue::column(0, 1, &isnull));
 
-	const char *state = "dead";
-	TimestampTz run_at = now;
-	if (attempt < q.info().max_attempts) {
-		if (retry_in) {
-			Interval delay = *retry_in;
-			run_at = pg::guard([&] {
-				return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
-				                                               IntervalPGetDatum(&delay)));
-			});
-		} else {
-			run_at = now + backoff_delay_us(attempt, unit_random());
-		}
-		state = run_at > now ? "scheduled" : "ready";
-	}
+	auto [state, run_at] = queue::after_failure(attempt, q.info().max_attempts, retry_in, now);
 	static const Oid types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
 	Datum values[4] = {Int64GetDatum(task_id), pg::text_datum(state), TimestampTzGetDatum(run_at),
 	                   PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
@@ -761,7 +733,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 
 	pg::spi_connect();
 	Queue q(name);
-	q.require(ACL_SELECT | ACL_UPDATE, "retry dead tasks of");
+	AsRole as_owner = authorize(q, Permission::manage, "retry_dead");
 	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
 		return queue::forward_distributed(fcinfo, "distributed_retry_dead");
 	static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
@@ -779,7 +751,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 // of its cached queues again.
 CONCURRENCY_FUNCTION(concurrency_queue_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		throw Error(sqlstate::trigger_protocol_violated, "concurrency.queue_changed() is a trigger function");
+		throw Error("39P01", "concurrency.queue_changed() is a trigger function");
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
 	return PointerGetDatum(nullptr);
@@ -799,23 +771,21 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 		Datum d = queue::column(static_cast<int>(i), 1, &isnull);
 		names.emplace_back(pg::guard([&] { return TextDatumGetCString(d); }));
 	}
-	Oid user = pg::guard([] { return GetUserId(); });
 	for (const std::string &name : names) {
 		Datum cols[9];
 		bool isnull[9] = {false, true, true, true, true, true, true, true, true};
 		cols[0] = pg::text_datum(name);
-		Oid relid = queue::queue_relid(name);
-		bool readable = OidIsValid(relid) &&
-		                pg::guard([&] { return pg_class_aclcheck(relid, user, ACL_SELECT) == ACLCHECK_OK; });
-		if (readable && queue::is_distributed(relid)) { // Citus: src/queue/distributed.hpp
-			queue::distributed_stats(name, now);
-			for (int c = 1; c < 7; ++c)
-				cols[c] = queue::column(0, c, &isnull[c]);
-		} else if (readable) {
-			Queue q(name);
+		std::optional<Queue> q;
+		if (OidIsValid(queue::queue_relid(name)))
+			q.emplace(name);
+		if (q && holds(*q, Permission::read)) {
+			AsRole as_owner(queue_owner(*q));
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
-			q.run(QueueStatement::stats, 1, types, values);
+			if (queue::is_distributed(q->info().relid)) // Citus: src/queue/distributed.hpp
+				queue::distributed_stats(name, now);
+			else
+				q->run(QueueStatement::stats, 1, types, values);
 			for (int c = 1; c < 9; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 		}

@@ -1,9 +1,13 @@
 // Backend start-up for the task-queue capability.
 #include "queue/init.hpp"
+#include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 
 namespace concurrency::queue {
 
-void init() { cache_init(); }
+void init() {
+	cache_init();
+	permissions_init();
+}
 
 } // namespace concurrency::queue

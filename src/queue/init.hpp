@@ -4,7 +4,8 @@
 namespace concurrency::queue {
 
 // Registers the invalidation callbacks of the per-backend queue cache
-// (see QueueInfo in queue/queue.hpp).
+// (see QueueInfo in queue/queue.hpp) and of the permission caches
+// (queue/permissions.hpp).
 void init();
 
 } // namespace concurrency::queue

@@ -2,11 +2,13 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "common/backoff.hpp"
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
 #include "queue/queue.hpp"
@@ -209,6 +211,38 @@ Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argna
 	return value;
 }
 
+std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n) {
+	if (PG_NARGS() <= n || PG_ARGISNULL(n))
+		return std::nullopt;
+	Interval value = *PG_GETARG_INTERVAL_P(n);
+	Interval zero{};
+	bool negative = pg::guard([&] {
+		return DatumGetBool(DirectFunctionCall2(interval_lt, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
+	});
+	if (negative)
+		throw Error(sqlstate::invalid_parameter_value, "retry_in must not be negative");
+	return value;
+}
+
+AfterFailure after_failure(int32 attempt, int32 max_attempts, const std::optional<Interval> &retry_in,
+                           TimestampTz now) {
+	if (attempt >= max_attempts)
+		return {"dead", now};
+	TimestampTz run_at;
+	if (retry_in) {
+		Interval delay = *retry_in;
+		run_at = pg::guard([&] {
+			return DatumGetTimestampTz(
+			    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(&delay)));
+		});
+	} else {
+		// uniform in [0, 1), for the jitter; seeded once per backend
+		static std::mt19937_64 engine{std::random_device{}()};
+		run_at = now + backoff_delay_us(attempt, std::uniform_real_distribution<double>(0.0, 1.0)(engine));
+	}
+	return {run_at > now ? "scheduled" : "ready", run_at};
+}
+
 uint32 horizon_lag() {
 	return pg::guard([] {
 		TransactionId next = XidFromFullTransactionId(ReadNextFullTransactionId());
@@ -340,39 +374,8 @@ uint64 Queue::purge(TimestampTz now, int32 chunk) {
 void Queue::maybe_purge(TimestampTz now) {
 	if (now < info_->next_purge)
 		return;
-	Oid relid = info_->relid;
-	bool may_delete =
-	    pg::guard([&] { return pg_class_aclcheck(relid, GetUserId(), ACL_DELETE) == ACLCHECK_OK; });
-	uint64 purged = may_delete ? purge(now, purge_chunk) : 0;
+	uint64 purged = purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
-}
-
-void Queue::require(AclMode modes, const char *action) {
-	Oid relid = info_->relid;
-	Oid user = GetUserId();
-	if (info_->acl_role != user) {
-		info_->acl_role = user;
-		info_->acl_checked = info_->acl_granted = 0;
-	}
-	if (AclMode unknown = modes & ~info_->acl_checked) {
-		AclMode granted = pg::guard([&] { return pg_class_aclmask(relid, user, unknown, ACLMASK_ALL); });
-		info_->acl_granted |= granted;
-		info_->acl_checked |= unknown;
-	}
-	AclMode missing = modes & ~info_->acl_granted;
-	if (missing == 0)
-		return;
-	std::vector<std::string> words;
-	for (auto [mode, word] : {std::pair{ACL_SELECT, "SELECT"}, std::pair{ACL_INSERT, "INSERT"},
-	                          std::pair{ACL_UPDATE, "UPDATE"}, std::pair{ACL_DELETE, "DELETE"}})
-		if (missing & mode)
-			words.emplace_back(word);
-	std::string names = words.front();
-	for (std::size_t i = 1; i < words.size(); ++i)
-		names += (i + 1 == words.size() ? " and " : ", ") + words[i];
-	throw Error(sqlstate::insufficient_privilege, fmt::format("permission denied to {} queue \"{}\"", action, name()),
-	            fmt::format("The current role lacks {} on table {}.", names, sql().table()),
-	            "Producers need SELECT and INSERT on the queue's table; workers need SELECT, UPDATE and DELETE.");
 }
 
 void Queue::notify() {

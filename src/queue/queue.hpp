@@ -86,12 +86,6 @@ public:
 	// found nothing, with what became of the task.
 	[[noreturn]] void lease_lost(int64 task_id);
 
-	// Raises 42501 unless the current user has every privilege in `modes`
-	// on the queue's table (the statements would refuse too, but with their
-	// own text as context). `action` says what was refused ("dequeue from").
-	// The answer is cached per role until an invalidation.
-	void require(AclMode modes, const char *action);
-
 	// NOTIFY concurrency_<queue> (delivered at commit; one per transaction).
 	void notify();
 
@@ -101,8 +95,8 @@ public:
 	uint64 purge(TimestampTz now, int32 chunk);
 
 	// The piggy-backed purge of the queue calls: a chunk when this backend's
-	// last one was long enough ago, or came back full (more to do). Skipped
-	// when the current role may not DELETE from the queue's table.
+	// last one was long enough ago, or came back full (more to do). Runs
+	// as the queue's owner, like every statement of the queue functions.
 	void maybe_purge(TimestampTz now);
 
 private:
@@ -127,6 +121,19 @@ void cache_init();
 
 // Positive interval from argument n (22023 otherwise); n must not be NULL.
 Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname);
+
+// retry_in from argument n: NULL (nullopt) or not negative (22023 otherwise).
+std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n);
+
+// What becomes of a task that failed at `attempt`: "dead" when its attempts
+// are used up, else "scheduled" or "ready" with the run_at of its retry
+// (after retry_in, or the jittered exponential backoff).
+struct AfterFailure {
+	const char *state;
+	TimestampTz run_at;
+};
+AfterFailure after_failure(int32 attempt, int32 max_attempts, const std::optional<Interval> &retry_in,
+                           TimestampTz now);
 
 // How many transaction ids the xmin horizon (the oldest one that some
 // snapshot may still need, server-wide) trails the next one by. Scans the

@@ -276,7 +276,7 @@ std::string QueueSql::heartbeat_many() const {
                                 THEN $3 )" PLUS R"( $4 END
   FROM {leases}
  WHERE {held}
-RETURNING t.id)",
+RETURNING t.id, $3 )" PLUS R"( $4)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
 }
 
@@ -320,6 +320,16 @@ std::string QueueSql::cancel() const {
  WHERE t.id )" EQ R"( ANY ($2)
    AND t.state )" NE R"( 'done' AND t.state )" NE R"( 'cancelled'
 RETURNING t.id)",
+	    fmt::arg("t", table_));
+}
+
+// After cancel on a queue that retains nothing: the cancelled tasks that no
+// holder needs to learn about go at once. $1 now, $2 int8[] task ids.
+std::string QueueSql::cancel_drop() const {
+	return fmt::format(
+	    R"(DELETE FROM {t}
+ WHERE id )" EQ R"( ANY ($2) AND state )" EQ R"( 'cancelled'
+   AND (lease_expires_at IS NULL OR lease_expires_at )" LE R"( $1))",
 	    fmt::arg("t", table_));
 }
 

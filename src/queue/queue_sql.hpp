@@ -104,7 +104,7 @@ public:
 	std::string complete_many() const;
 	std::string complete_many_retained() const;
 	// $1 int8[] task ids, $2 int8[] lease tokens, $3 timestamptz now,
-	// $4 interval extend -> id of each task whose lease was extended
+	// $4 interval extend -> id, new deadline of each task whose lease was extended
 	std::string heartbeat_many() const;
 	// $1 int8 task_id, $2 int8 lease_token -> attempt (row locked)
 	std::string fail_lock() const;
@@ -116,6 +116,9 @@ public:
 	std::string fail_update_many() const;
 	// $1 timestamptz now, $2 int8[] task ids -> id of each task cancelled
 	std::string cancel() const;
+	// $1 timestamptz now, $2 int8[] task ids: deletes those cancelled tasks
+	// whose holder's lease has ended (a queue that retains nothing)
+	std::string cancel_drop() const;
 	// $1 timestamptz cutoff, $2 timestamptz now, $3 int4 chunk: deletes up to
 	// $3 done or cancelled tasks finished before the cutoff
 	std::string purge() const;

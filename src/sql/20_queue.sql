@@ -47,8 +47,9 @@ CREATE SEQUENCE concurrency.lease_token AS bigint;
 COMMENT ON SEQUENCE concurrency.lease_token IS
     'source of concurrency_ext lease tokens (one value per claim)';
 SELECT pg_catalog.pg_extension_config_dump('concurrency.lease_token', '');
--- Claiming is decided by the privileges on the queue's table; the sequence
--- must not add a condition of its own.
+-- The queue functions run their statements as the queue's owner (see
+-- 22_queue_permissions.sql), whoever that is: the sequence must not add a
+-- condition of its own.
 GRANT USAGE ON SEQUENCE concurrency.lease_token TO PUBLIC;
 
 -- Creating and dropping queues is for the extension owner and superusers,
@@ -87,12 +88,13 @@ COMMENT ON FUNCTION concurrency.drop_queue(text) IS
     'drops the task queue with all its tasks';
 REVOKE ALL ON FUNCTION concurrency.drop_queue(text) FROM PUBLIC;
 
--- The task functions run with the caller's privileges (SECURITY INVOKER): the
--- GRANTs on a queue's table decide who may do what. Enqueue: INSERT and
--- SELECT. Dequeue, heartbeat, complete, fail, retry_dead: SELECT, UPDATE and
--- DELETE. No SET search_path clause (it would cost a GUC save and restore per call
--- of these hot functions): the C code pins search_path around its SPI
--- statements (src/pg/spi.cpp), and those statements are schema-qualified
+-- The task functions are SECURITY INVOKER: each checks that the caller holds
+-- its permission on the queue (enqueue, work, read or manage; see
+-- 22_queue_permissions.sql and src/queue/permissions.hpp), then runs its
+-- statements as the queue table's owner. The caller needs no privilege on
+-- the table. No SET search_path clause (it would cost a GUC save and restore
+-- per call of these hot functions): the C code pins search_path around its
+-- SPI statements (src/pg/spi.cpp), and those statements are schema-qualified
 -- throughout as well (src/queue/queue_sql.cpp).
 CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
                                     priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
@@ -144,6 +146,58 @@ CREATE FUNCTION concurrency.fail(queue text, task_id bigint, lease_token bigint,
 COMMENT ON FUNCTION concurrency.fail(text, bigint, bigint, text, interval) IS
     'records a failed attempt of a task held with lease_token; retries it after retry_in (or an exponential backoff) or marks it dead; returns ''ready'' or ''dead''';
 
+-- Batch forms of complete, heartbeat and fail: all or nothing (one lease
+-- lost: CE001 naming that task, and the call changes nothing). Their own
+-- names, not overloads of complete, heartbeat and fail: an overload taking
+-- bigint[] where the 0.1.0 function takes bigint would make every call with
+-- untyped parameters ambiguous (42725) - the way pgx, asyncpg and
+-- node-postgres send them - and so break the workers written for 0.1.0.
+CREATE FUNCTION concurrency.complete_batch(queue text, task_ids bigint[], lease_tokens bigint[])
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_complete_many';
+COMMENT ON FUNCTION concurrency.complete_batch(text, bigint[], bigint[]) IS
+    'finishes the tasks held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns how many';
+
+CREATE FUNCTION concurrency.heartbeat_batch(queue text, task_ids bigint[], lease_tokens bigint[],
+                                            extend interval DEFAULT NULL)
+    RETURNS timestamptz
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_heartbeat_many';
+COMMENT ON FUNCTION concurrency.heartbeat_batch(text, bigint[], bigint[], interval) IS
+    'extends the leases of the tasks held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns the new deadline';
+
+CREATE FUNCTION concurrency.fail_batch(queue text, task_ids bigint[], lease_tokens bigint[], error text DEFAULT NULL,
+                                       retry_in interval DEFAULT NULL)
+    RETURNS TABLE (task_id bigint, state text)
+    LANGUAGE c VOLATILE ROWS 10
+    AS 'MODULE_PATHNAME', 'concurrency_fail_many';
+COMMENT ON FUNCTION concurrency.fail_batch(text, bigint[], bigint[], text, interval) IS
+    'records a failed attempt of each task held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns each task''s new state, ''ready'' or ''dead''';
+
+CREATE FUNCTION concurrency.cancel(queue text, task_ids bigint[])
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_cancel';
+COMMENT ON FUNCTION concurrency.cancel(text, bigint[]) IS
+    'cancels tasks in any state but done: a holder of a cancelled lease gets SQLSTATE CE001 at its next heartbeat, complete or fail; returns how many were cancelled';
+
+CREATE FUNCTION concurrency.purge(queue text)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_purge';
+COMMENT ON FUNCTION concurrency.purge(text) IS
+    'deletes the done and cancelled tasks whose retention has passed (queue calls do it too, in bounded chunks); returns how many';
+
+CREATE FUNCTION concurrency.task_status(queue text, id bigint)
+    RETURNS TABLE (task_id bigint, state text, attempt integer, priority integer, run_at timestamptz,
+                   enqueued_at timestamptz, lease_expires_at timestamptz, worker text, last_error text,
+                   finished_at timestamptz, result jsonb, dedupe_key text, concurrency_key text)
+    LANGUAGE c VOLATILE ROWS 1
+    AS 'MODULE_PATHNAME', 'concurrency_task_status';
+COMMENT ON FUNCTION concurrency.task_status(text, bigint) IS
+    'what became of a task: one row (state, attempt, times, worker, last error, result, keys), or none if it does not exist (any more)';
+
 CREATE FUNCTION concurrency.retry_dead(queue text, task_ids bigint[] DEFAULT NULL)
     RETURNS bigint
     LANGUAGE c VOLATILE
@@ -163,5 +217,5 @@ CREATE VIEW concurrency.queue_stats AS
     SELECT queue, ready, scheduled, leased, expired, dead, done, cancelled, oldest_ready_age
       FROM concurrency.queue_stats_rows();
 COMMENT ON VIEW concurrency.queue_stats IS
-    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), and the age of the oldest ready task; counts are NULL for queues whose table you may not read';
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), and the age of the oldest ready task; counts are NULL for queues on which you lack permission read';
 GRANT SELECT ON concurrency.queue_stats TO PUBLIC;

@@ -41,7 +41,7 @@ DOCUMENTED = {
     "25000",  # a named lock during a parallel operation
     "39P01",  # the registry trigger function called directly
     "0A000",  # a set-returning function where no set is accepted; a named lock on a Citus worker node
-    "55000",  # object not in prerequisite state (lock history without the preload)
+    "55000",  # lock history without the preload; a queue function under a module newer than the database's extension; queue permissions while the extension's objects are older than the module
 }
 
 # A function without arguments has no bad input, so any error from one is a
@@ -69,6 +69,12 @@ INTERVALS = [None, "0", "-1 second", "1 microsecond", "10 milliseconds", "1 seco
              "1 day", "100 years", "-100 years", "178000000 years", "-178000000 years", "1 mon -30 days"]
 TIMESTAMPS = [None, "now", "infinity", "-infinity", "4713-01-01 00:00:00+00 BC", "294276-12-31 00:00:00+00",
               "2000-01-01 00:00:00+00", "2100-01-01 00:00:00+00"]
+# Role names for the `role name` of grant_queue / revoke_queue: real roles,
+# 'public', missing ones, and names that look like SQL.
+ROLES = ["fuzz_user", "fuzz_worker", "public", "postgres"] * 3 + [
+    None, "PUBLIC", "-", "", "no_such_role", "x'); DROP TABLE concurrency.queue; --", 'r"; DROP ROLE fuzz_user; --',
+    "n" * 100]
+PERMISSIONS = ["enqueue", "work", "read", "manage"] * 4 + ["Work", "all", "", None]
 JSONS = [None, "{}", "[]", "null", '"x"', '{"a": [1, 2, {"b": null}]}', "[" * 200 + "]" * 200,
          '{"k": "' + "v" * 5000 + '"}']
 
@@ -120,8 +126,11 @@ def sql_literal(v):
 def value_for(type_name, rng, names):
     """A random hostile value for a parameter of the given SQL type, with its SQL cast."""
     if type_name == "text":
-        pool = HOSTILE_TEXT + names
-        return rng.choice(pool)
+        # often a real subsystem or queue, so that calls get past the lookup
+        # to the checks and statements behind it
+        if names and rng.random() < 0.3:
+            return rng.choice(names)
+        return rng.choice(HOSTILE_TEXT + names)
     if type_name == "bigint":
         return rng.choice(BIGINTS + [rng.randint(-2**63, 2**63 - 1)])
     if type_name == "integer":
@@ -134,10 +143,14 @@ def value_for(type_name, rng, names):
         return rng.choice(TIMESTAMPS)
     if type_name == "jsonb":
         return rng.choice(JSONS)
+    if type_name == "name":
+        return rng.choice(ROLES if rng.random() < 0.7 else HOSTILE_TEXT)
     if type_name == "text[]":
         if rng.random() < 0.1:
             return None
-        return [rng.choice(HOSTILE_TEXT + names) for _ in range(rng.randint(0, 5))]
+        # half of the arrays are permission words (grant_queue, revoke_queue)
+        pool = PERMISSIONS if rng.random() < 0.5 else HOSTILE_TEXT + names
+        return [rng.choice(pool) for _ in range(rng.randint(0, 5))]
     if type_name == "bigint[]":
         if rng.random() < 0.1:
             return None
@@ -148,6 +161,10 @@ def value_for(type_name, rng, names):
         return [rng.choice(JSONS[1:]) for _ in range(rng.randint(0, 60))]
     if type_name == "pg_locks":
         return crafted_lock_row(rng)
+    if type_name == "oid":
+        return rng.choice([None, 0, 1, 1259, 16384, 4294967295])
+    if type_name == "smallint":
+        return rng.choice([None, 0, 1, 2, 16, -1, 32767, -32768])
     raise ValueError(f"no generator for type {type_name}")
 
 
@@ -188,6 +205,13 @@ def consistency_problems(conn):
                AND c.relname LIKE 'q\\_%'
                AND NOT EXISTS (SELECT FROM concurrency.queue q WHERE 'q_' || q.name = c.relname)""").fetchall()
         problems += [f"queue table without its catalog row: {r[0]!r}" for r in rows]
+    if conn.execute("SELECT to_regclass('concurrency.queue_permission') IS NOT NULL").fetchone()[0]:
+        rows = conn.execute("""
+            SELECT p.queue, p.grantee::text FROM concurrency.queue_permission p
+             WHERE p.permission = 'read' AND p.grantee <> 0
+               AND EXISTS (SELECT FROM pg_roles r WHERE r.oid = p.grantee)
+               AND NOT has_table_privilege(p.grantee, format('concurrency.%I', 'q_' || p.queue), 'SELECT')""").fetchall()
+        problems += [f"read without SELECT on the table: {r[0]!r} for {r[1]!r}" for r in rows]
     return problems
 
 
@@ -198,6 +222,8 @@ SEED = [
     "SELECT concurrency.create_queue('fuzz_b', '1 second', 2)",
     "SELECT count(concurrency.enqueue('fuzz_a', '{}')) FROM generate_series(1, 20)",
     "SELECT count(*) FROM concurrency.dequeue('fuzz_a', 5)",
+    "SELECT concurrency.grant_queue('fuzz_a', 'fuzz_worker', '{work}')",
+    "SELECT concurrency.grant_queue('fuzz_b', 'fuzz_worker', '{enqueue}')",
 ]
 
 
@@ -208,6 +234,12 @@ def reseed(conn):
             conn.execute(stmt)
         except psycopg.errors.Error:
             pass  # a capability not present in this build, or the object is there already
+
+
+def without_permissions(conn):
+    """fuzz_user holds no queue permission: the superuser pass may have granted it some, or to PUBLIC."""
+    if conn.execute("SELECT to_regclass('concurrency.queue_permission') IS NOT NULL").fetchone()[0]:
+        conn.execute("DELETE FROM concurrency.queue_permission WHERE grantee IN (0, 'fuzz_user'::regrole)")
 
 
 def fuzz_function(conn, rng, name, argtypes, calls, role):
@@ -227,10 +259,12 @@ def fuzz_function(conn, rng, name, argtypes, calls, role):
         try:
             conn.execute(call).fetchall()
             codes["ok"] = codes.get("ok", 0) + 1
-        except psycopg.OperationalError as e:
-            print(f"FAIL {name}: connection lost: {e}")
-            return None, n
         except psycopg.errors.Error as e:
+            # psycopg raises OperationalError for class 55 too (e.g. 55000):
+            # only a broken connection is a lost one
+            if conn.closed or conn.broken:
+                print(f"FAIL {name}: connection lost: {e}")
+                return None, n
             code = e.sqlstate or "?"
             codes[code] = codes.get(code, 0) + 1
             # A function without arguments has no bad input: any error is a bug
@@ -260,15 +294,23 @@ def main():
     conn.execute("SET statement_timeout = '5s'")
     conn.execute("SET lock_timeout = '2s'")
     started = conn.execute("SELECT pg_postmaster_start_time()").fetchone()[0]
-    conn.execute("DROP ROLE IF EXISTS fuzz_user")
-    conn.execute("CREATE ROLE fuzz_user")
+    for role in ("fuzz_user", "fuzz_worker"):
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+            conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
     passed = failed = 0
     total_calls = 0
     # A pass as superuser reaches every path; a shorter one as a role with no
-    # grants must end in errors just as clean (42501 and friends).
-    for role, calls in ((None, args.calls_per_function), ("fuzz_user", max(1, args.calls_per_function // 3))):
+    # permissions must end in errors just as clean (42501 and friends), and
+    # one as a role with some (work on fuzz_a, enqueue on fuzz_b) reaches the
+    # paths behind the checks without being the queues' owner.
+    short = max(1, args.calls_per_function // 3)
+    for role, calls in ((None, args.calls_per_function), ("fuzz_user", short), ("fuzz_worker", short)):
         for oid, name, nargs, argtypes in functions(conn):
             reseed(conn)
+            if role == "fuzz_user":
+                without_permissions(conn)
             if role:
                 conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
             ok, n = fuzz_function(conn, rng, name, argtypes, calls, role)

@@ -2,7 +2,9 @@
 # ordinary tables in the extension's schema (not extension members), so they
 # are dumped with their rows, owner, GRANTs and storage settings, and the
 # queue catalog and the lease token sequence are extension configuration
-# (pg_extension_config_dump). After a restore the queues work, a lease taken
+# (pg_extension_config_dump). Retained tasks (done with their results,
+# cancelled) and every queue setting (retain, key_limit, max_leased) come
+# back too. After a restore the queues work, a lease taken
 # before the dump can still be completed with its token, new tokens never
 # repeat old ones, and DROP EXTENSION still refuses to take the tasks along.
 use strict;
@@ -31,6 +33,15 @@ $node->safe_psql('postgres', q{
   SELECT concurrency.enqueue('emails', '{"to": "d@example.org"}');
   SELECT concurrency.enqueue('emails', '{"to": "e@example.org"}');
   SELECT concurrency.enqueue('x";odd/**/name', '{"odd": true}');
+
+  -- a queue that retains finished tasks, with every setting
+  SELECT concurrency.create_queue('kept', '1 minute', 3, retain => '7 days', key_limit => 2, max_leased => 5);
+  SELECT concurrency.enqueue('kept', '{"order": 1}', dedupe_key => 'order-1', concurrency_key => 'customer-1');
+  SELECT concurrency.enqueue('kept', '{"order": 2}', dedupe_key => 'order-2');
+  SELECT concurrency.enqueue('kept', '{"order": 3}', concurrency_key => 'customer-3');
+  SELECT concurrency.complete('kept', task_id, lease_token, '{"receipt": "r-1"}')
+    FROM concurrency.dequeue('kept', worker => 'kept-worker');
+  SELECT concurrency.cancel('kept', ARRAY[2]::bigint[]);
 });
 # one claimed and kept (its holder will complete it after the restore), one failed for good
 my ($held_id, $held_token) = split /\|/, $node->safe_psql('postgres',
@@ -47,8 +58,13 @@ my $tasks_sql = q{
     FROM concurrency."q_emails"};
 my $odd_sql = q{SELECT string_agg(format('%s|%s|%s', id, state, payload), E'\n' ORDER BY id)
                   FROM concurrency."q_x"";odd/**/name"};
-my $catalog_sql = q{SELECT string_agg(format('%s|%s|%s|%s', name, lease, max_attempts, created_by), E'\n' ORDER BY name)
+my $catalog_sql = q{SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s', name, lease, max_attempts, created_by, retain,
+                                             key_limit, max_leased), E'\n' ORDER BY name)
                       FROM concurrency.queue};
+my $kept_sql = q{
+  SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s|%s', id, state, attempt, worker, result, dedupe_key,
+                           concurrency_key, finished_at), E'\n' ORDER BY id)
+    FROM concurrency."q_kept"};
 my $grants_sql = q{
   SELECT string_agg(format('%s:%s', r, string_agg), ' ' ORDER BY r) FROM (
     SELECT r, string_agg(p, ',' ORDER BY p) FROM unnest(ARRAY['app_producer', 'app_worker']) AS r,
@@ -62,7 +78,11 @@ my $storage_sql = q{
 
 my %before = map { $_->[0] => $node->safe_psql('postgres', $_->[1]) }
   (['tasks', $tasks_sql], ['odd', $odd_sql], ['catalog', $catalog_sql], ['grants', $grants_sql],
-	['storage', $storage_sql]);
+	['storage', $storage_sql], ['kept', $kept_sql]);
+like($before{kept}, qr/\|done\|1\|kept-worker\|\{"receipt": "r-1"\}\|order-1\|customer-1\|/,
+	'before: a retained done task with its result');
+like($before{kept}, qr/\|cancelled\|/, 'before: a retained cancelled task');
+like($before{catalog}, qr/^kept\|00:01:00\|3\|\w+\|7 days\|2\|5$/m, 'before: the settings of queue kept');
 like($before{tasks}, qr/\|leased\|/, 'before: a leased task');
 like($before{tasks}, qr/\|dead\|.*mailbox full/, 'before: a dead task with its error');
 like($before{tasks}, qr/\|scheduled\|/, 'before: a scheduled task');
@@ -92,6 +112,14 @@ for my $format ('custom', 'plain')
 	is($node->safe_psql($db, $catalog_sql), $before{catalog}, "$format: the queue catalog came back");
 	is($node->safe_psql($db, $grants_sql),  $before{grants},  "$format: the per-queue GRANTs came back");
 	is($node->safe_psql($db, $storage_sql), $before{storage}, "$format: storage settings and indexes came back");
+	is($node->safe_psql($db, $kept_sql),    $before{kept},    "$format: retained tasks came back with their results");
+	is($node->safe_psql($db, q{SELECT concurrency.enqueue('kept', '{}', dedupe_key => 'order-1')}), '1',
+		"$format: a retained done task still holds its dedupe key");
+	is($node->safe_psql($db, q{SELECT state || ' ' || result::text FROM concurrency.task_status('kept', 1)}),
+		'done {"receipt": "r-1"}', "$format: task_status reads the restored task");
+	$node->safe_psql($db, q{SELECT concurrency.alter_queue('kept', retain => '0')});
+	is($node->safe_psql($db, q{SELECT concurrency.purge('kept')}), '2',
+		"$format: the restored finished tasks purge once retention is off");
 	is($node->safe_psql($db, q{SELECT count(*) FROM pg_depend WHERE deptype = 'e'
 	                             AND objid = 'concurrency."q_emails"'::regclass}),
 		'0', "$format: the queue table is not an extension member");

@@ -1,0 +1,276 @@
+// SQL-callable functions that finish tasks in bulk or look them up
+// (src/sql/20_queue.sql): batch complete, fail and heartbeat, cancel, purge,
+// task_status.
+//
+// The batch forms are all or nothing: the statement acts on every named
+// lease it finds; if one is missing, the call raises CE001 naming that task
+// (the first one in argument order) and the error takes the statement's
+// changes with it, like any error in the caller's transaction or savepoint.
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "pg/srf.hpp"
+#include "queue/permissions.hpp"
+#include "queue/queue.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+}
+
+using namespace concurrency;
+using namespace concurrency::queue;
+
+namespace {
+
+TimestampTz clock_now() {
+	return pg::guard([] { return GetCurrentTimestamp(); });
+}
+
+// The int8[] argument n as values; NULL array or element: 22004.
+std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+	pg::require_arg(fcinfo, n, argname);
+	ArrayType *array = pg::guard([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(n)); });
+	if (ARR_NDIM(array) > 1)
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must be a one-dimensional array", argname));
+	Datum *elems = nullptr;
+	bool *nulls = nullptr;
+	int count = 0;
+	pg::guard([&] { deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &count); });
+	std::vector<int64> out;
+	out.reserve(static_cast<std::size_t>(count));
+	for (int i = 0; i < count; ++i) {
+		if (nulls[i])
+			throw Error(sqlstate::null_value_not_allowed, fmt::format("{} must not contain null", argname),
+			            fmt::format("Element {} is null.", i + 1));
+		out.push_back(DatumGetInt64(elems[i]));
+	}
+	return out;
+}
+
+// task_ids and lease_tokens (arguments 1 and 2) of a batch: same length,
+// no NULL, no task twice.
+struct Leases {
+	std::vector<int64> ids;
+	std::vector<int64> tokens;
+	Datum ids_array;
+	Datum tokens_array;
+};
+
+Leases leases_args(FunctionCallInfo fcinfo) {
+	Leases l;
+	l.ids = int8_array_arg(fcinfo, 1, "task_ids");
+	l.tokens = int8_array_arg(fcinfo, 2, "lease_tokens");
+	if (l.ids.size() != l.tokens.size())
+		throw Error(sqlstate::invalid_parameter_value, "task_ids and lease_tokens must have the same length",
+		            fmt::format("There are {} task ids and {} lease tokens.", l.ids.size(), l.tokens.size()),
+		            "Pass the lease_token of each task at the same position.");
+	std::unordered_set<int64> seen;
+	for (int64 id : l.ids)
+		if (!seen.insert(id).second)
+			throw Error(sqlstate::invalid_parameter_value, "task_ids must not contain duplicates",
+			            fmt::format("Task {} appears more than once.", id));
+	l.ids_array = PG_GETARG_DATUM(1);
+	l.tokens_array = PG_GETARG_DATUM(2);
+	return l;
+}
+
+// After a batch statement acted on the rows whose ids are in column 1 of
+// SPI_tuptable: CE001 for the first task of the batch it did not find.
+void require_all(Queue &q, const Leases &l, uint64 found) {
+	if (found == l.ids.size())
+		return;
+	std::unordered_set<int64> done;
+	for (uint64 i = 0; i < found; ++i)
+		done.insert(int64_column(static_cast<int>(i), 1));
+	for (int64 id : l.ids)
+		if (!done.count(id))
+			q.lease_lost(id);
+}
+
+} // namespace
+
+// concurrency.complete(queue, task_ids, lease_tokens) -> how many (all)
+CONCURRENCY_FUNCTION(concurrency_complete_many) {
+	QueueName name = queue_name(fcinfo);
+	Leases l = leases_args(fcinfo);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	bool retain = q.info().has_retain;
+	AsRole as_owner = authorize(q, Permission::work, "complete_batch");
+	uint64 n = 0;
+	if (!l.ids.empty()) {
+		static const Oid types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
+		Datum values[3] = {l.ids_array, l.tokens_array, TimestampTzGetDatum(now)};
+		n = retain ? q.run(QueueStatement::complete_many_retained, 3, types, values)
+		           : q.run(QueueStatement::complete_many, 2, types, values);
+		require_all(q, l, n);
+	}
+	q.maybe_purge(now);
+	pg::spi_finish();
+	PG_RETURN_INT64(static_cast<int64>(n));
+}
+
+// concurrency.heartbeat(queue, task_ids, lease_tokens, extend) -> new deadline
+// (NULL for empty arrays)
+CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
+	QueueName name = queue_name(fcinfo);
+	Leases l = leases_args(fcinfo);
+	std::optional<Interval> extend_arg;
+	if (!PG_ARGISNULL(3))
+		extend_arg = positive_interval_arg(fcinfo, 3, "extend");
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "heartbeat_batch");
+	if (l.ids.empty()) {
+		pg::spi_finish();
+		PG_RETURN_NULL();
+	}
+	Interval extend = extend_arg ? *extend_arg : q.info().lease;
+	static const Oid types[4] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INTERVALOID};
+	Datum values[4] = {l.ids_array, l.tokens_array, TimestampTzGetDatum(now), IntervalPGetDatum(&extend)};
+	uint64 n = q.run(QueueStatement::heartbeat_many, 4, types, values);
+	require_all(q, l, n);
+	bool isnull = false;
+	TimestampTz deadline = DatumGetTimestampTz(column(0, 2, &isnull));
+	pg::spi_finish();
+	PG_RETURN_TIMESTAMPTZ(deadline);
+}
+
+// concurrency.fail(queue, task_ids, lease_tokens, error, retry_in)
+//   -> (task_id, state) per task, in argument order
+CONCURRENCY_FUNCTION(concurrency_fail_many) {
+	QueueName name = queue_name(fcinfo);
+	Leases l = leases_args(fcinfo);
+	std::optional<Interval> retry_in = retry_in_arg(fcinfo, 4);
+	TimestampTz now = clock_now();
+
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "fail_batch");
+	if (!l.ids.empty()) {
+		// lock every task (in id order, so that two batches cannot deadlock)
+		static const Oid lock_types[2] = {INT8ARRAYOID, INT8ARRAYOID};
+		Datum lock_values[2] = {l.ids_array, l.tokens_array};
+		uint64 n = q.run(QueueStatement::fail_lock_many, 2, lock_types, lock_values);
+		require_all(q, l, n);
+		std::unordered_map<int64, int32> attempts;
+		for (uint64 i = 0; i < n; ++i) {
+			bool isnull = false;
+			attempts[int64_column(static_cast<int>(i), 1)] =
+			    DatumGetInt32(column(static_cast<int>(i), 2, &isnull));
+		}
+		std::vector<Datum> states, run_ats;
+		std::vector<bool> dead;
+		for (int64 id : l.ids) {
+			AfterFailure next = after_failure(attempts.at(id), q.info().max_attempts, retry_in, now);
+			states.push_back(pg::text_datum(next.state));
+			run_ats.push_back(TimestampTzGetDatum(next.run_at));
+			dead.push_back(std::string_view(next.state) == "dead");
+		}
+		Datum *state_data = states.data();
+		Datum *run_at_data = run_ats.data();
+		int count = static_cast<int>(l.ids.size());
+		Datum state_array = pg::guard(
+		    [&] { return PointerGetDatum(construct_array(state_data, count, TEXTOID, -1, false, TYPALIGN_INT)); });
+		Datum run_at_array = pg::guard([&] {
+			return PointerGetDatum(
+			    construct_array(run_at_data, count, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		});
+		static const Oid types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, TEXTOID};
+		Datum values[4] = {l.ids_array, state_array, run_at_array, PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
+		char nulls[4] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' '};
+		q.run(QueueStatement::fail_update_many, 4, types, values, nulls);
+		for (std::size_t i = 0; i < l.ids.size(); ++i) {
+			// a retry waiting for its run_at is 'ready' to the caller, as
+			// with the single fail
+			Datum row[2] = {Int64GetDatum(l.ids[i]), pg::text_datum(dead[i] ? "dead" : "ready")};
+			bool isnull[2] = {false, false};
+			pg::add_row(out, row, isnull);
+		}
+	}
+	pg::spi_finish();
+	return Datum(0);
+}
+
+// concurrency.cancel(queue, task_ids) -> how many tasks were cancelled.
+// Tasks in any live state (ready, scheduled, leased, dead) become cancelled;
+// done and cancelled tasks and unknown ids are left alone (not counted).
+CONCURRENCY_FUNCTION(concurrency_cancel) {
+	QueueName name = queue_name(fcinfo);
+	std::vector<int64> ids = int8_array_arg(fcinfo, 1, "task_ids");
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::manage, "cancel");
+	uint64 n = 0;
+	if (!ids.empty()) {
+		static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
+		Datum values[2] = {TimestampTzGetDatum(now), PG_GETARG_DATUM(1)};
+		n = q.run("cancel", q.sql().cancel(), 2, types, values);
+		// a queue that retains nothing keeps a cancelled task only while its
+		// holder's lease runs (so that the holder learns it was cancelled)
+		if (!q.info().has_retain && n > 0)
+			q.run("cancel_drop", q.sql().cancel_drop(), 2, types, values);
+	}
+	pg::spi_finish();
+	PG_RETURN_INT64(static_cast<int64>(n));
+}
+
+// concurrency.purge(queue) -> how many finished tasks were deleted (every
+// one whose retention has passed, in chunks)
+CONCURRENCY_FUNCTION(concurrency_purge) {
+	QueueName name = queue_name(fcinfo);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::manage, "purge");
+	constexpr int32 chunk = 10'000;
+	uint64 total = 0;
+	for (;;) {
+		uint64 n = q.purge(now, chunk);
+		total += n;
+		if (n < static_cast<uint64>(chunk))
+			break;
+	}
+	pg::spi_finish();
+	PG_RETURN_INT64(static_cast<int64>(total));
+}
+
+// concurrency.task_status(queue, id) -> one row, or none
+CONCURRENCY_FUNCTION(concurrency_task_status) {
+	QueueName name = queue_name(fcinfo);
+	pg::require_arg(fcinfo, 1, "id");
+	int64 id = PG_GETARG_INT64(1);
+	TimestampTz now = clock_now();
+
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::read, "task_status");
+	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum values[2] = {Int64GetDatum(id), TimestampTzGetDatum(now)};
+	if (q.run("task_status", q.sql().task_status(), 2, types, values) == 1) {
+		constexpr int ncols = 13;
+		Datum cols[ncols];
+		bool isnull[ncols];
+		for (int c = 0; c < ncols; ++c)
+			cols[c] = column(0, c + 1, &isnull[c]);
+		pg::add_row(out, cols, isnull);
+	}
+	pg::spi_finish();
+	return Datum(0);
+}
