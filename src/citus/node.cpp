@@ -2,6 +2,7 @@
 #include "citus/init.hpp"
 
 #include "pg/guard.hpp"
+#include "pg/invalidation.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
@@ -26,16 +27,11 @@ bool role_valid = false;
 NodeRole cached_role;
 Oid local_group_relid = InvalidOid;
 
-void (*listeners[4])(Oid) = {};
-
 void role_changed(Datum, Oid relid) {
 	// While no Citus catalog is known (none in this database yet), any
 	// relcache reset may be CREATE EXTENSION citus: read again next time.
 	if (relid == InvalidOid || relid == local_group_relid || local_group_relid == InvalidOid)
 		role_valid = false;
-	for (auto *listener : listeners)
-		if (listener)
-			listener(relid);
 }
 
 // Reads pg_dist_local_group's one row in plain C (no C++ object alive).
@@ -64,19 +60,7 @@ NodeRole read_role() {
 
 } // namespace
 
-void init() { CacheRegisterRelcacheCallback(role_changed, (Datum)0); }
-
-void on_relcache_invalidation(void (*listener)(Oid relid)) {
-	for (auto *&slot : listeners) {
-		if (slot == listener)
-			return;
-		if (!slot) {
-			slot = listener;
-			return;
-		}
-	}
-	throw Error(sqlstate::internal_error, "too many relcache listeners in the Citus awareness");
-}
+void init() { pg::register_relcache_callback(role_changed, (Datum)0); }
 
 NodeRole local_role() {
 	if (citus_loaded == Loaded::unknown)

@@ -26,12 +26,6 @@ struct NodeRole {
 // The role of this server in the current database. Cached per backend.
 NodeRole local_role();
 
-// Calls `listener` on every relcache invalidation (relid, or InvalidOid for
-// all), through the one relcache callback slot of the Citus awareness: a
-// server has only a few slots, and Citus itself takes several. At most four
-// listeners; registering one twice is a no-op.
-void on_relcache_invalidation(void (*listener)(Oid relid));
-
 // "host:port" of the coordinator from pg_dist_node, or "" when unknown. Reads
 // the catalog on every call: for error messages only.
 std::string coordinator_address();

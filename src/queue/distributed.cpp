@@ -7,6 +7,7 @@
 
 #include "citus/node.hpp"
 #include "pg/datum.hpp"
+#include "pg/invalidation.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
@@ -23,7 +24,7 @@ namespace {
 // distributes it), all of them by a full reset.
 std::unordered_map<Oid, bool> *known = nullptr;
 
-void forget(Oid relid) {
+void forget(Datum, Oid relid) {
 	if (!known)
 		return;
 	if (relid == InvalidOid)
@@ -39,7 +40,7 @@ bool is_distributed(Oid relid) {
 		return false;
 	if (!known) {
 		known = new std::unordered_map<Oid, bool>();
-		citus::on_relcache_invalidation(forget);
+		pg::register_relcache_callback(forget, (Datum)0);
 	}
 	if (auto it = known->find(relid); it != known->end())
 		return it->second;

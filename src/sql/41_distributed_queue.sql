@@ -33,7 +33,7 @@ GRANT SELECT ON concurrency.distributed_queue TO PUBLIC;
 -- not distributed (or does not exist).
 CREATE FUNCTION concurrency.distributed_queue_settings(queue text,
         OUT relation text, OUT lease interval, OUT max_attempts integer, OUT shard_keys integer[],
-        OUT dedupe_holder text, OUT retain interval)
+        OUT dedupe_holder text, OUT retain interval, OUT key_limit integer, OUT max_leased integer)
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
     AS $fn$
@@ -41,8 +41,9 @@ BEGIN
     IF queue IS NULL THEN
         RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
     END IF;
-    SELECT format('concurrency.%I', 'q_' || q.name), q.lease, q.max_attempts, d.shard_keys, d.dedupe_holder, q.retain
-      INTO relation, lease, max_attempts, shard_keys, dedupe_holder, retain
+    SELECT format('concurrency.%I', 'q_' || q.name), q.lease, q.max_attempts, d.shard_keys, d.dedupe_holder, q.retain,
+           q.key_limit, q.max_leased
+      INTO relation, lease, max_attempts, shard_keys, dedupe_holder, retain, key_limit, max_leased
       FROM concurrency.queue q JOIN concurrency.distributed_queue d ON d.queue = q.name
      WHERE q.name = distributed_queue_settings.queue;
     IF NOT FOUND THEN
@@ -112,6 +113,11 @@ BEGIN
     n := coalesce(shard_count, current_setting('citus.shard_count')::integer);
     IF n < 1 OR n > 1024 THEN
         RAISE EXCEPTION 'shard_count must be between 1 and 1024' USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT FROM concurrency.queue q WHERE q.name = distribute_queue.queue
+                AND (q.key_limit IS NOT NULL OR q.max_leased IS NOT NULL)) THEN
+        RAISE EXCEPTION 'cannot distribute queue "%": it has key_limit or max_leased', queue USING ERRCODE = '0A000',
+            DETAIL = 'Claims on a distributed queue do not enforce these limits yet.';
     END IF;
     rel := format('concurrency.%I', 'q_' || queue);
     EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', rel);
@@ -325,6 +331,13 @@ BEGIN
         RAISE EXCEPTION 'batch must be at least 1' USING ERRCODE = '22023';
     ELSIF lease <= interval '0' THEN
         RAISE EXCEPTION 'lease must be positive' USING ERRCODE = '22023';
+    END IF;
+    -- claims here do not count leased tasks per key or per queue: refuse
+    -- rather than exceed a limit
+    IF s.key_limit IS NOT NULL OR s.max_leased IS NOT NULL THEN
+        RAISE EXCEPTION 'queue "%" is distributed and has key_limit or max_leased', queue USING ERRCODE = '0A000',
+            DETAIL = 'Claims on a distributed queue do not enforce these limits yet.',
+            HINT = format('Remove them with concurrency.alter_queue(%L, key_limit => 0, max_leased => 0).', queue);
     END IF;
     claim := format($q$UPDATE %1$s AS t
                           SET state = 'leased', attempt = t.attempt + 1, lease_token = $3,

@@ -167,6 +167,45 @@ def test_fencing_leases_retries():
     drain(c)
 
 
+def test_keys_limits_retention():
+    c = connect(COORDINATOR)
+    for q in ("kq", "rq", "lq"):
+        c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (q, q))
+    c.execute("SELECT concurrency.create_queue('kq')")
+    c.execute("SELECT concurrency.distribute_queue('kq', %s)", (SHARDS,))
+    a = [scalar(c, "SELECT concurrency.enqueue('kq', '{}', concurrency_key => 'tenant-a')") for _ in range(6)]
+    check("every task of a concurrency_key is on one shard", len(positions(a)) == 1, repr(a))
+    keyed = [scalar(c, "SELECT concurrency.enqueue('kq', '{}', concurrency_key => %s)", (f"t{i}",)) for i in range(40)]
+    check("different keys spread over the shards", len(positions(keyed)) == SHARDS, repr(positions(keyed)))
+    c.execute("SELECT concurrency.alter_queue('kq', key_limit => 1)")
+    e = error_of(lambda: c.execute("SELECT * FROM concurrency.dequeue('kq')"))
+    check("a key_limit given to a distributed queue: dequeue refuses (0A000) instead of exceeding it",
+          e is not None and e.sqlstate == "0A000", repr(e))
+    c.execute("SELECT concurrency.alter_queue('kq', key_limit => 0)")
+    check("without the limit, claims work again", scalar(c, "SELECT count(*) FROM concurrency.dequeue('kq')") >= 1)
+    c.execute("SELECT concurrency.create_queue('lq', key_limit => 2)")
+    check("distribute_queue refuses a queue with key_limit (0A000)",
+          sqlstate_of(lambda: c.execute("SELECT concurrency.distribute_queue('lq')")) == "0A000")
+    c.execute("SELECT concurrency.create_queue('rq', retain => '1 hour')")
+    c.execute("SELECT concurrency.distribute_queue('rq', %s)", (SHARDS,))
+    tid = scalar(c, "SELECT concurrency.enqueue('rq', '{}', dedupe_key => 'once')")
+    got = None
+    for _ in range(SHARDS):
+        got = c.execute("SELECT task_id, lease_token FROM concurrency.dequeue('rq')").fetchone()
+        if got:
+            break
+    c.execute("SELECT concurrency.complete('rq', %s, %s, '{\"ok\": true}')", got)
+    row = c.execute("SELECT state, result FROM concurrency.q_rq WHERE id = %s", (tid,)).fetchone()
+    check("complete on a retaining distributed queue keeps the task done with its result",
+          row == ("done", {"ok": True}), repr(row))
+    check("the retained done task keeps its dedupe_key",
+          scalar(c, "SELECT concurrency.enqueue('rq', '{}', dedupe_key => 'once')") == tid)
+    done = c.execute("SELECT done FROM concurrency.queue_stats WHERE queue = 'rq'").fetchone()
+    check("queue_stats counts done tasks of a distributed queue", done == (1,), repr(done))
+    for q in ("kq", "rq", "lq"):
+        c.execute("SELECT concurrency.drop_queue(%s)", (q,))
+
+
 # --- chaos: exactly-once effects while backends die and a worker restarts ---
 
 TASKS = 300
@@ -241,4 +280,4 @@ def test_chaos_exactly_once():
 if __name__ == "__main__":
     setup()
     run([test_shape, test_refusals, test_enqueue_places_tasks, test_router_claims_rotate,
-         test_fencing_leases_retries, test_chaos_exactly_once])
+         test_fencing_leases_retries, test_keys_limits_retention, test_chaos_exactly_once])
