@@ -11,7 +11,9 @@
 #    variant is the one least disturbed).
 # 2. The same calls without the network, in the backend (DO loops,
 #    alternating, best of the repetitions):
-#      per transaction: lock + COMMIT;
+#      per transaction: try lock + COMMIT, and the waiting lock + COMMIT
+#        (xact_lock: uncontended, it asks without waiting first, and only a
+#        lock somebody holds costs it a subtransaction for the wait);
 #      per call: session lock + unlock pairs (the name lookup and the hold
 #      counting twice per pair, no commit to hide them).
 #
@@ -83,6 +85,9 @@ echo "in the backend: $loop_count iterations per loop, $loop_repeats alternating
 server_side "per transaction (try lock + COMMIT):" \
 	"PERFORM pg_try_advisory_xact_lock($key); COMMIT;" \
 	"PERFORM concurrency.try_xact_lock('bench_locks'); COMMIT;"
+server_side "per transaction (waiting lock + COMMIT):" \
+	"PERFORM pg_advisory_xact_lock($key); COMMIT;" \
+	"PERFORM concurrency.xact_lock('bench_locks'); COMMIT;"
 server_side "per lock/unlock pair (session level):" \
 	"PERFORM pg_advisory_lock($key); PERFORM pg_advisory_unlock($key);" \
 	"PERFORM concurrency.session_lock('bench_locks'); PERFORM concurrency.session_unlock('bench_locks');"

@@ -5,9 +5,9 @@
 # membership test, the switch to the queue's owner) and as the queue's owner
 # (who holds every permission: one ownership test).
 #
-# 1. In one statement, no commit per call: microseconds per call of the
-#    cheapest calls (dequeue from an empty queue, enqueue), where the check
-#    weighs most. Ratio granted / owner.
+# 1. In one session, no commit per call, the two sides interleaved:
+#    microseconds per call of the cheapest calls (dequeue from an empty
+#    queue, enqueue), where the check weighs most. Ratio granted / owner.
 # 2. pgbench, a transaction per call as workers run them: tps. Ratio
 #    granted / owner; 1.00 means the check costs nothing measurable.
 #
@@ -19,13 +19,13 @@
 #   BENCH_SECONDS  length of one pgbench run (default 3)
 #   BENCH_ROUNDS   rounds, each side first in every other one (default 4)
 #   BENCH_CLIENTS  client counts of part 2 (default "1 4")
-#   BENCH_CALLS    calls per statement in part 1 (default 3000)
+#   BENCH_CALLS    calls per side and turn in part 1 (default 200)
 set -euo pipefail
 cd "$(dirname "$0")"
 T=${BENCH_SECONDS:-3}
 ROUNDS=${BENCH_ROUNDS:-4}
 CLIENTS=${BENCH_CLIENTS:-"1 4"}
-CALLS=${BENCH_CALLS:-3000}
+CALLS=${BENCH_CALLS:-200}
 work=$(mktemp -d)
 sql() { psql -X -q -v ON_ERROR_STOP=1 -o /dev/null "$@"; }
 cleanup() {
@@ -68,40 +68,45 @@ run() { # script clients role(or empty) -> tps
 }
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 
-# ---- 1. in one statement ------------------------------------------------------
-per_call() { # role(or empty) what -> microseconds per call
-	local body
-	case $2 in
-	enqueue) body="SELECT count(concurrency.enqueue('bench_perm', '{\"n\": 1}')) FROM generate_series(1, $CALLS)" ;;
-	poll) body="SELECT count(d.task_id) FROM generate_series(1, $CALLS) AS g,
-	              LATERAL concurrency.dequeue('bench_perm', 1 + 0 * g) AS d" ;;
+# ---- 1. in one session, interleaved ---------------------------------------------
+# One backend alternates between the granted role and the owner every $CALLS
+# calls, BENCH_ROUNDS × 10 times, so that the machine's other load falls on
+# both sides alike; the sums give microseconds per call.
+interleaved() { # what role -> "granted_us owner_us"
+	local call
+	case $1 in
+	poll) call="PERFORM count(*) FROM concurrency.dequeue('bench_perm', 1 + 0 * i)" ;;
+	enqueue) call="PERFORM concurrency.enqueue('bench_perm', '{\"n\": 1}')" ;;
 	esac
 	psql -X -q -At -v ON_ERROR_STOP=1 <<SQL
-${1:+SET ROLE $1;}
-SELECT clock_timestamp() AS t0 \gset
-$body \g /dev/null
-SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1e6 / $CALLS, 1);
+DO \$\$
+DECLARE
+  t timestamptz; granted float8 := 0; owner float8 := 0;
+BEGIN
+  FOR r IN 1 .. $((ROUNDS * 10)) LOOP
+    EXECUTE 'SET ROLE $2';
+    t := clock_timestamp();
+    FOR i IN 1 .. $CALLS LOOP $call; END LOOP;
+    granted := granted + extract(epoch FROM clock_timestamp() - t);
+    RESET ROLE;
+    t := clock_timestamp();
+    FOR i IN 1 .. $CALLS LOOP $call; END LOOP;
+    owner := owner + extract(epoch FROM clock_timestamp() - t);
+  END LOOP;
+  RAISE NOTICE '% %', round((granted * 1e6 / ($CALLS * $ROUNDS * 10))::numeric, 2),
+                      round((owner * 1e6 / ($CALLS * $ROUNDS * 10))::numeric, 2);
+END
+\$\$;
 SQL
 }
-printf '%-44s %10s %10s %8s\n' "1. µs per call, median of $ROUNDS rounds" "granted" "owner" "ratio"
-in_statement() { # label what role rows
-	: >"$work/ratios" >"$work/granted" >"$work/owner"
-	for ((r = 0; r < ROUNDS; r++)); do
-		local g o
-		if ((r % 2 == 0)); then
-			load "$4"; g=$(per_call "$3" "$2"); load "$4"; o=$(per_call "" "$2")
-		else
-			load "$4"; o=$(per_call "" "$2"); load "$4"; g=$(per_call "$3" "$2")
-		fi
-		echo "$g" >>"$work/granted"; echo "$o" >>"$work/owner"
-		awk -v g="$g" -v o="$o" 'BEGIN { printf "%.3f\n", g / o }' >>"$work/ratios"
-	done
-	printf '%-44s %10s %10s %8.2f\n' "$1" "$(median <"$work/granted")" "$(median <"$work/owner")" "$(median <"$work/ratios")"
-}
-# the cheapest calls, where the check weighs most: a worker polling an empty
-# queue, a producer adding a task
-in_statement "dequeue from an empty queue (work)" poll bench_perm_worker 0
-in_statement "enqueue (enqueue)" enqueue bench_perm_producer 0
+printf '%-44s %10s %10s %8s\n' "1. µs per call, one session, interleaved" "granted" "owner" "ratio"
+for what in poll enqueue; do
+	load 0
+	role=$([ "$what" = poll ] && echo bench_perm_worker || echo bench_perm_producer)
+	read -r g o < <(interleaved "$what" "$role" 2>&1 | sed -n 's/^NOTICE: *//p')
+	label=$([ "$what" = poll ] && echo "dequeue from an empty queue (work)" || echo "enqueue (enqueue)")
+	printf '%-44s %10s %10s %8.2f\n' "$label" "$g" "$o" "$(awk -v g="$g" -v o="$o" 'BEGIN { print g / o }')"
+done
 
 # ---- 2. pgbench ----------------------------------------------------------------
 printf '\n%-44s %10s %10s %8s\n' "2. tps, median of $ROUNDS rounds of ${T} s" "granted" "owner" "ratio"

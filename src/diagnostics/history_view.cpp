@@ -117,10 +117,10 @@ CONCURRENCY_FUNCTION(concurrency_lock_history_episodes) {
 		Datum longest_wait = interval_us(e.longest_wait);
 		Datum objects_array = text_array(objects);
 		Datum queries_array = text_array(queries);
+		constexpr int columns = 20;
+		Datum values[columns];
+		bool nulls[columns] = {};
 		pg::guard([&] {
-			constexpr int columns = 20;
-			Datum values[columns];
-			bool nulls[columns] = {};
 			values[0] = Int64GetDatum(static_cast<int64>(e.id));
 			char *database = e.database != InvalidOid ? get_database_name(e.database) : nullptr;
 			nulls[1] = database == nullptr;
@@ -153,8 +153,8 @@ CONCURRENCY_FUNCTION(concurrency_lock_history_episodes) {
 			nulls[18] = ended_by == nullptr;
 			values[18] = ended_by ? CStringGetTextDatum(ended_by) : 0;
 			values[19] = BoolGetDatum(e.in_cycle);
-			tuplestore_putvalues(out.store, out.desc, values, nulls);
 		});
+		pg::add_row(out, values, nulls);
 	}
 	return (Datum)0;
 }
@@ -180,19 +180,17 @@ CONCURRENCY_FUNCTION(concurrency_lock_history_status) {
 	const auto last = static_cast<TimestampTz>(pg_atomic_read_u64(&ring.last_sample_at));
 	const uint64 next = pg_atomic_read_u64(&ring.next_id);
 	const uint64 floor = pg_atomic_read_u64(&ring.floor);
-	pg::guard([&] {
-		Datum values[7];
-		bool nulls[7] = {};
-		values[0] = Int32GetDatum(static_cast<int32>(pid));
-		nulls[0] = pid == 0;
-		values[1] = Int32GetDatum(history_interval_ms);
-		values[2] = Int64GetDatum(static_cast<int64>(samples));
-		values[3] = Float8GetDatum(static_cast<double>(cpu_ns) / 1e9);
-		values[4] = TimestampTzGetDatum(last);
-		nulls[4] = last == 0;
-		values[5] = Int64GetDatum(static_cast<int64>(next > floor ? next - floor : 0));
-		values[6] = Int32GetDatum(static_cast<int32>(ring.capacity));
-		tuplestore_putvalues(out.store, out.desc, values, nulls);
-	});
+	Datum values[7];
+	bool nulls[7] = {};
+	values[0] = Int32GetDatum(static_cast<int32>(pid));
+	nulls[0] = pid == 0;
+	values[1] = Int32GetDatum(history_interval_ms);
+	values[2] = Int64GetDatum(static_cast<int64>(samples));
+	values[3] = Float8GetDatum(static_cast<double>(cpu_ns) / 1e9);
+	values[4] = TimestampTzGetDatum(last);
+	nulls[4] = last == 0;
+	values[5] = Int64GetDatum(static_cast<int64>(next > floor ? next - floor : 0));
+	values[6] = Int32GetDatum(static_cast<int32>(ring.capacity));
+	pg::add_row(out, values, nulls);
 	return (Datum)0;
 }

@@ -9,7 +9,7 @@
 //
 // A lock is first asked for without waiting: the uncontended path costs what
 // pg_advisory_lock costs. Only when somebody holds it does the call wait, and
-// it waits inside an internal subtransaction (pg/subtransaction.hpp): when the
+// it waits inside an internal subtransaction (pg::in_subtransaction): when the
 // timeout ends the wait with 55P03, rolling the subtransaction back is what
 // cleans up after the error (wait queue, resource owner, error state), and
 // the call can then raise its own 55P03 that names the holder.
@@ -29,7 +29,7 @@
 #include "locks/tracking.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
-#include "pg/subtransaction.hpp"
+#include "pg/xact.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -253,17 +253,19 @@ void take(const Target &t, Level level, const std::optional<Deadline> &deadline)
 	LOCKTAG tag = t.locktag();
 	LOCKMODE mode = t.mode();
 	bool session = level == Level::session;
-	LockAcquireResult result;
-	try {
+	LockAcquireResult result = LOCKACQUIRE_NOT_AVAIL;
+	ErrorData *error = nullptr;
+	{
 		LockTimeoutOverride timeout(wait_ms);
 		// The wait may end in an ERROR (the timeout, a deadlock, a cancel):
 		// the subtransaction's rollback leaves the lock manager clean. When
 		// it commits, a transaction-level lock passes to the caller's
 		// (sub)transaction, exactly as if taken there.
-		result = pg::in_subtransaction([&] { return pg::guard([&] { return LockAcquire(&tag, mode, session, false); }); });
-	} catch (const pg::PgException &e) {
-		if (e.sqlerrcode() != ERRCODE_LOCK_NOT_AVAILABLE)
-			throw; // deadlock, cancel, statement_timeout: as they are
+		error = pg::in_subtransaction([&] { result = pg::guard([&] { return LockAcquire(&tag, mode, session, false); }); });
+	}
+	if (error) {
+		if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+			throw pg::PgException(error); // deadlock, cancel, statement_timeout: as they are
 		// The timer ended the wait. If the lock was granted at that very
 		// moment, the rollback gave it back: one last look, without waiting.
 		LockAcquireResult again = lock_acquire(t, level, true);
@@ -275,6 +277,24 @@ void take(const Target &t, Level level, const std::optional<Deadline> &deadline)
 	track_acquired(t.tag, t.shared, level, result == LOCKACQUIRE_OK, t.name, t.resource);
 }
 
+// The single-lock functions at either level: (name, resource, timeout,
+// shared), waiting, and (name, resource, shared), trying.
+void lock_one(FunctionCallInfo fcinfo, Level level) {
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
+	bool shared = pg::bool_arg(fcinfo, 3, "shared");
+	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
+	check_can_lock(t, level);
+	take(t, level, deadline_arg(fcinfo, 2));
+}
+
+bool try_lock_one(FunctionCallInfo fcinfo, Level level) {
+	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
+	bool shared = pg::bool_arg(fcinfo, 2, "shared");
+	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
+	check_can_lock(t, level);
+	return try_take(t, level);
+}
+
 } // namespace
 
 } // namespace concurrency::locks
@@ -284,21 +304,13 @@ using namespace concurrency::locks;
 
 // concurrency.xact_lock(name, resource, timeout, shared)
 CONCURRENCY_FUNCTION(concurrency_xact_lock) {
-	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
-	bool shared = pg::bool_arg(fcinfo, 3, "shared");
-	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
-	check_can_lock(t, Level::transaction);
-	take(t, Level::transaction, deadline_arg(fcinfo, 2));
+	lock_one(fcinfo, Level::transaction);
 	PG_RETURN_VOID();
 }
 
 // concurrency.try_xact_lock(name, resource, shared)
 CONCURRENCY_FUNCTION(concurrency_try_xact_lock) {
-	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
-	bool shared = pg::bool_arg(fcinfo, 2, "shared");
-	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
-	check_can_lock(t, Level::transaction);
-	PG_RETURN_BOOL(try_take(t, Level::transaction));
+	PG_RETURN_BOOL(try_lock_one(fcinfo, Level::transaction));
 }
 
 // concurrency.xact_lock(names text[], timeout): every name resolved first,
@@ -336,21 +348,13 @@ CONCURRENCY_FUNCTION(concurrency_xact_lock_many) {
 
 // concurrency.session_lock(name, resource, timeout, shared)
 CONCURRENCY_FUNCTION(concurrency_session_lock) {
-	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
-	bool shared = pg::bool_arg(fcinfo, 3, "shared");
-	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
-	check_can_lock(t, Level::session);
-	take(t, Level::session, deadline_arg(fcinfo, 2));
+	lock_one(fcinfo, Level::session);
 	PG_RETURN_VOID();
 }
 
 // concurrency.try_session_lock(name, resource, shared)
 CONCURRENCY_FUNCTION(concurrency_try_session_lock) {
-	std::string_view name = pg::text_view_arg(fcinfo, 0, "name");
-	bool shared = pg::bool_arg(fcinfo, 2, "shared");
-	Target t = resolve(name, pg::nullable_int64_arg(fcinfo, 1), shared);
-	check_can_lock(t, Level::session);
-	PG_RETURN_BOOL(try_take(t, Level::session));
+	PG_RETURN_BOOL(try_lock_one(fcinfo, Level::session));
 }
 
 // concurrency.session_unlock(name, resource, shared): one hold fewer; false,

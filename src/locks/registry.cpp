@@ -34,6 +34,15 @@ namespace {
 // The cache. Flipped to invalid by the relcache callback; reloaded on the next
 // lookup. Plain globals: the callback may run at any invalidation point and
 // only touches these two.
+//
+// Why C++ containers on the C++ heap, outside any memory context (so that
+// pg_backend_memory_contexts does not show them): a container in a memory
+// context needs an allocator that turns palloc's ERROR (a longjmp through the
+// container's frames) into std::bad_alloc, and so would every std::string in
+// it. The cache is small and bounded instead: at most one entry per
+// registered subsystem (65,520 slots, 63-byte names), replaced whole on
+// reload, never grown per call (bench/soak.sh measures a backend's memory
+// under sustained load).
 bool cache_valid = false;
 Oid registry_relid = InvalidOid;
 std::unordered_map<std::string, Subsystem> cache;

@@ -49,6 +49,9 @@ struct Held {
 	}
 };
 
+// On the C++ heap, not in a memory context, for the reason given at the
+// registry's cache (src/locks/registry.cpp); bounded by what the backend
+// holds, plus at most keep_entries released entries kept for reuse.
 std::unordered_map<HeldKey, Held, HeldKeyHash> held;
 // Entries that got transaction-level holds in the current transaction, so that
 // the callbacks visit only those (unordered_map keeps element addresses

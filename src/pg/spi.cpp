@@ -30,8 +30,12 @@ HTAB *plans() {
 		std::memset(&ctl, 0, sizeof ctl);
 		ctl.keysize = plan_key_bytes;
 		ctl.entrysize = sizeof(PlanEntry);
-		ctl.hcxt = TopMemoryContext;
-		plan_table = guard([&] { return hash_create("concurrency_ext plans", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT); });
+		// A context of its own, so that pg_backend_memory_contexts shows the
+		// table (the kept plans are CachedPlan contexts of their own).
+		plan_table = guard([&] {
+			ctl.hcxt = AllocSetContextCreate(TopMemoryContext, "concurrency_ext plans", ALLOCSET_SMALL_SIZES);
+			return hash_create("concurrency_ext plans", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+		});
 	}
 	return plan_table;
 }

@@ -22,7 +22,6 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
-#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
 
@@ -104,16 +103,12 @@ void load_grants(const std::string &queue, Oid relid, QueueGrants &entry) {
 	    "SELECT grantee::pg_catalog.oid, permission FROM concurrency.queue_permission WHERE queue OPERATOR(pg_catalog.=) $1",
 	    1, types, CURSOR_OPT_GENERIC_PLAN);
 	Datum values[1] = {pg::text_datum(queue)};
-	int rc = pg::guard([&] {
-		return SPI_execute_snapshot(plan, values, nullptr, GetLatestSnapshot(), InvalidSnapshot, true, false, 0);
-	});
-	if (rc != SPI_OK_SELECT)
-		throw Error(sqlstate::internal_error, fmt::format("reading queue permissions failed: {}", SPI_result_code_string(rc)));
+	uint64 rows = pg::execute(plan, values, nullptr, true, 0, pg::Visibility::latest);
 	std::vector<Grant> grants;
-	for (uint64 i = 0; i < SPI_processed; ++i) {
+	for (uint64 i = 0; i < rows; ++i) {
 		bool isnull = false;
-		Oid grantee = DatumGetObjectId(column(static_cast<int>(i), 1, &isnull));
-		Datum word_datum = column(static_cast<int>(i), 2, &isnull);
+		Oid grantee = DatumGetObjectId(pg::column(i, 1, &isnull));
+		Datum word_datum = pg::column(i, 2, &isnull);
 		std::string word = pg::guard([&] { return TextDatumGetCString(word_datum); });
 		auto p = parse_permission(word);
 		if (!p)
@@ -246,13 +241,6 @@ PermissionMask permissions_arg(FunctionCallInfo fcinfo) {
 	return parsed.mask;
 }
 
-// Runs a utility statement (GRANT, REVOKE) built with quoted identifiers.
-void run_utility(const std::string &sql) {
-	int rc = pg::guard([&] { return SPI_execute(sql.c_str(), false, 0); });
-	if (rc < 0)
-		throw Error(sqlstate::internal_error, fmt::format("SPI_execute failed: {}", SPI_result_code_string(rc)), sql);
-}
-
 // grant_queue and revoke_queue: (queue text, role name, permissions text[]).
 // The caller needs manage on the queue (its owner and superusers have it).
 // The rows are written as the extension's owner (who owns the permission
@@ -302,7 +290,7 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 	// read is SELECT on the table too; the owner's own privileges are left alone
 	if ((mask & queue::mask_of(Permission::read)) && grantee != queue::queue_owner(q)) {
 		std::string who = is_public ? "PUBLIC" : quote_ident(role);
-		run_utility(grant ? fmt::format("GRANT SELECT ON TABLE {} TO {}", q.sql().table(), who)
+		pg::execute(grant ? fmt::format("GRANT SELECT ON TABLE {} TO {}", q.sql().table(), who)
 		                  : fmt::format("REVOKE SELECT ON TABLE {} FROM {}", q.sql().table(), who));
 	}
 	pg::spi_finish();

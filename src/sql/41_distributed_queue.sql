@@ -515,7 +515,7 @@ COMMENT ON FUNCTION concurrency.distributed_retry_dead(text, bigint[]) IS
 -- queue_stats' counts for a distributed queue (a query over every shard).
 CREATE FUNCTION concurrency.distributed_stats(queue text, now timestamptz,
         OUT ready bigint, OUT scheduled bigint, OUT leased bigint, OUT expired bigint, OUT dead bigint,
-        OUT oldest_ready_age interval, OUT done bigint, OUT cancelled bigint)
+        OUT oldest_ready_age interval, OUT done bigint, OUT cancelled bigint, OUT blocked bigint)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $fn$
@@ -529,9 +529,10 @@ BEGIN
                              count(*) FILTER (WHERE state = 'dead'),
                              $1 - min(run_at) FILTER (WHERE state = 'ready' OR (state = 'scheduled' AND run_at <= $1)),
                              count(*) FILTER (WHERE state = 'done'),
-                             count(*) FILTER (WHERE state = 'cancelled')
+                             count(*) FILTER (WHERE state = 'cancelled'),
+                             count(*) FILTER (WHERE state = 'blocked')
                         FROM %s$q$, s.relation)
-      INTO ready, scheduled, leased, expired, dead, oldest_ready_age, done, cancelled USING now;
+      INTO ready, scheduled, leased, expired, dead, oldest_ready_age, done, cancelled, blocked USING now;
 END
 $fn$;
 COMMENT ON FUNCTION concurrency.distributed_stats(text, timestamptz) IS

@@ -182,8 +182,11 @@ public:
 			return std::nullopt;
 		std::int64_t wait = wait_before_next(backoff_delay_us(attempt, pg::random_unit(), ddl_backoff(lock_timeout_us_)),
 		                                     now, deadline_);
-		if (!due.empty())
+		if (!due.empty() || (blockers.empty() && now - last_unnamed_notice_ >= notice_interval_us)) {
+			if (blockers.empty())
+				last_unnamed_notice_ = now;
 			report_attempt(attempt, tried, on, error, blockers, due, wait);
+		}
 		return wait;
 	}
 
@@ -258,6 +261,12 @@ private:
 				detail += "\n";
 			detail += "In the way: " + describe_blocker(blockers[i]) + ".";
 		}
+		if (blockers.empty())
+			detail = on ? "Nobody holds a conflicting lock on it any more: they finished while it looked."
+			            : "Nobody holds a conflicting lock on the relations named in the statements: the lock it waited "
+			              "for was one that could not be known in advance.";
+		if (error && error->message)
+			detail += fmt::format("\nThe error was: {}", error->message);
 		pg::guard([&] {
 			ereport(NOTICE, (errmsg_internal("%s", message.c_str()), errdetail_internal("%s", detail.c_str())));
 		});
@@ -369,6 +378,7 @@ private:
 	std::int64_t max_duration_us_;
 	std::optional<std::int64_t> terminate_after_us_;
 	TimestampTz start_ = 0, deadline_ = 0, attempt_start_ = 0;
+	TimestampTz last_unnamed_notice_ = 0;
 	Approach approach_ = Approach::conditional;
 	int losses_ = 0;
 	BlockerLog log_;
