@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "pg/invalidation.hpp"
 #include "common/backoff.hpp"
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
@@ -168,7 +169,7 @@ void revalidate(QueueInfo &info) {
 } // namespace
 
 void cache_init() {
-	CacheRegisterRelcacheCallback(relation_changed, (Datum)0);
+	pg::register_relcache_callback(relation_changed, (Datum)0);
 	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum)0);
 	CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum)0);
 }

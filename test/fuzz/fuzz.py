@@ -159,12 +159,12 @@ def value_for(type_name, rng, names):
         if rng.random() < 0.1:
             return None
         return [rng.choice(JSONS[1:]) for _ in range(rng.randint(0, 60))]
-    if type_name == "smallint":
-        return rng.choice([None, 0, 1, -1, 32767, -32768])
-    if type_name == "oid":
-        return rng.choice([None, 0, 1, 1259, 16384, 4294967295])
     if type_name == "pg_locks":
         return crafted_lock_row(rng)
+    if type_name == "oid":
+        return rng.choice([None, 0, 1, 1259, 16384, 4294967295])
+    if type_name == "smallint":
+        return rng.choice([None, 0, 1, 2, 16, -1, 32767, -32768])
     raise ValueError(f"no generator for type {type_name}")
 
 
@@ -259,19 +259,21 @@ def fuzz_function(conn, rng, name, argtypes, calls, role):
         try:
             conn.execute(call).fetchall()
             codes["ok"] = codes.get("ok", 0) + 1
-        except psycopg.Error as e:
-            # an error class alone says nothing of the connection (psycopg
-            # maps SQLSTATE class 55, e.g. 55000, to OperationalError): only a
-            # broken connection is a lost one
-            if conn.closed or conn.broken or not e.sqlstate:
+        except psycopg.errors.Error as e:
+            # psycopg raises OperationalError for class 55 too (e.g. 55000):
+            # only a broken connection is a lost one
+            if conn.closed or conn.broken:
                 print(f"FAIL {name}: connection lost: {e}")
                 return None, n
-            code = e.sqlstate
+            code = e.sqlstate or "?"
             codes[code] = codes.get(code, 0) + 1
             # A function without arguments has no bad input: any error is a bug
             # (but for the preconditions above).
             if code not in DOCUMENTED or (not argtypes and code not in ARGLESS_PRECONDITIONS.get(name, ())):
                 bad.setdefault(code, (str(e).splitlines()[0], values))
+            if conn.closed or conn.broken:
+                print(f"FAIL {name}: connection lost: {e}")
+                return None, n
     label = f"{name}({', '.join(argtypes)})" + (f" as {role}" if role else "")
     if bad:
         for code, (msg, values) in bad.items():
