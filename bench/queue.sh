@@ -15,6 +15,8 @@
 #   BENCH_PAIRS    A/B pairs per comparison (default 5)
 #   BENCH_CLIENTS  client counts of benchmark 1 (default "1 8 32")
 #   BENCH_ONLY     run only these benchmarks, e.g. "1 3" (default: all)
+#   BENCH_SYNC     synchronous_commit of every session (default on; "off"
+#                  takes the WAL flush out of the figures: CPU-bound)
 #
 # 1. dequeue + complete, two autocommit calls per task (as a worker without
 #    the combined loop does), against the seed's raw SQL: UPDATE … WHERE id =
@@ -31,12 +33,18 @@
 #    claimable one, against an empty backlog.
 # 6. throughput while another session holds an old snapshot (pinned xmin
 #    horizon) for the whole run, against none, 4 clients.
+# 7. keyed concurrency: the latency of a claim that finds the one claimable
+#    task behind 100,000 ready tasks of one busy serial key, against a claim
+#    of the one task of an otherwise empty queue (BEGIN; dequeue; ROLLBACK).
+# 8. keyed concurrency: dequeue + complete on a queue of 1,000 serial keys
+#    (key_limit 1) against the same queue without keys, 8 clients.
 set -euo pipefail
 cd "$(dirname "$0")"
 T=${BENCH_SECONDS:-3}
 PAIRS=${BENCH_PAIRS:-5}
 CLIENTS=${BENCH_CLIENTS:-"1 8 32"}
-ONLY=${BENCH_ONLY:-"1 2 3 4 5 6"}
+ONLY=${BENCH_ONLY:-"1 2 3 4 5 6 7 8"}
+export PGOPTIONS="${PGOPTIONS:-} -c synchronous_commit=${BENCH_SYNC:-on}"
 work=$(mktemp -d)
 bg_pids=()
 cleanup() {
@@ -57,6 +65,8 @@ SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name LIKE 'benc
 DROP TABLE IF EXISTS bench_raw_jobs;
 SELECT concurrency.create_queue('bench_q');
 SELECT concurrency.create_queue('bench_ahead');
+SELECT concurrency.create_queue('bench_keys', key_limit => 1);
+SELECT concurrency.create_queue('bench_one');
 -- the seed's job table: what teams write by hand
 CREATE TABLE bench_raw_jobs (
     id       bigserial PRIMARY KEY,
@@ -99,6 +109,11 @@ RETURNING id, payload \gset
 COMMIT;
 EOF2
 echo '\sleep 600 s' >"$work/idle.sql"
+for q in bench_keys bench_one; do
+	printf 'BEGIN;\nSELECT task_id FROM concurrency.dequeue(%s);\nROLLBACK;\n' "'$q'" >"$work/peek_$q.sql"
+	printf 'SELECT task_id, lease_token FROM concurrency.dequeue(%s) \\gset\nSELECT concurrency.complete(%s, :task_id, :lease_token);\n' \
+		"'$q'" "'$q'" >"$work/work_$q.sql"
+done
 
 # ---- data ---------------------------------------------------------------------
 # Fresh rows before every run, so that each side starts from the same state.
@@ -218,7 +233,7 @@ if wanted 4; then
 			echo "SELECT pg_backend_pid() AS pid \\gset"
 			echo "\\setenv BENCH_PID :pid"
 			echo "\\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat >$work/cpu_start"
-			for ((i = 0; i < N; i++)); do cat "$work/$1.sql"; done
+			awk -v n=$N '{ s = s $0 "\n" } END { for (i = 0; i < n; i++) printf "%s", s }' "$work/$1.sql"
 			echo "\\! awk '{print \$14 + \$15}' /proc/\$BENCH_PID/stat >$work/cpu_end"
 		} >"$f"
 		if [ "$1" = ours ]; then load queue $((N + 1000)); else load raw $((N + 1000)); fi
@@ -281,6 +296,54 @@ if wanted 6; then
 	line "dequeue + complete" "$b" "$a" "$r" "$range" ">= 0.8"
 	read -r a b r range <<<"$(pairs "pinned_side raw pinned" "pinned_side raw free")"
 	line "raw SQL (contrast)" "$b" "$a" "$r" "$range" "-"
+fi
+
+# ---- 7. a claim behind a busy serial key ------------------------------------------
+if wanted 7; then
+	header "7. claim latency: 1 claimable task behind 100k of a busy serial key vs alone (ms)" "alone" "behind"
+	sql <<'SQL'
+TRUNCATE concurrency."q_bench_one", concurrency."q_bench_keys";
+SELECT concurrency.enqueue('bench_one', '{}');
+-- the busy key: its head is leased, 100,000 tasks wait behind it
+SELECT concurrency.enqueue('bench_keys', '{}', concurrency_key => 'busy');
+SELECT count(*) FROM concurrency.dequeue('bench_keys', lease => '1 day');
+-- (inserted as enqueue would: behind the leased head, blocked)
+INSERT INTO concurrency."q_bench_keys" (state, concurrency_key, payload)
+  SELECT 'blocked', 'busy', '{}' FROM generate_series(1, 100000);
+SELECT concurrency.enqueue('bench_keys', '{}', concurrency_key => 'other');
+VACUUM ANALYZE concurrency."q_bench_one";
+VACUUM ANALYZE concurrency."q_bench_keys";
+SQL
+	# the latency of the dequeue statement (the second of the script)
+	peek_side() {
+		local out
+		out=$(pgbench -n -r -f "$work/peek_$1.sql" -c 1 -T "$T" 2>&1)
+		sed -n '/statement latencies/,$p' <<<"$out" | grep -m1 'dequeue' | awk '{print $1}'
+	}
+	read -r a b r range <<<"$(pairs "peek_side bench_keys" "peek_side bench_one")"
+	line "dequeue statement" "$b" "$a" "$r" "$range" "<= 2.0"
+fi
+
+# ---- 8. 1,000 serial keys ---------------------------------------------------------
+if wanted 8; then
+	header "8. dequeue + complete, 1,000 serial keys vs no keys (tps, 8 clients)" "keys" "no keys"
+	keys_side() { # bench_keys|bench_one -> tps
+		local tps key="NULL"
+		[ "$1" = bench_keys ] && key="'k' || (i % 1000)"
+		# the tasks as enqueue leaves them: with keys, the first task of each
+		# key ready and the others blocked behind it
+		sql -c "TRUNCATE concurrency.\"q_$1\"" \
+			-c "INSERT INTO concurrency.\"q_$1\" (state, concurrency_key, payload)
+			    SELECT CASE WHEN $key IS NULL OR i <= 1000 THEN 'ready' ELSE 'blocked' END, $key, jsonb_build_object('n', i)
+			      FROM generate_series(1, $(rows_for 8)) AS i" \
+			-c "INSERT INTO concurrency.\"k_$1\" SELECT DISTINCT concurrency_key FROM concurrency.\"q_$1\"
+			    WHERE concurrency_key IS NOT NULL ON CONFLICT DO NOTHING" \
+			-c "VACUUM ANALYZE concurrency.\"q_$1\""
+		read -r tps _ <<<"$(run "work_$1.sql" 8)"
+		echo "$tps"
+	}
+	read -r a b r range <<<"$(pairs "keys_side bench_keys" "keys_side bench_one")"
+	line "two autocommit calls per task" "$a" "$b" "$r" "$range" ">= 0.7"
 fi
 
 printf '\n==== summary (%s, load average at the end: %s)\n' "$(psql -X -At -c 'SELECT version()' | cut -d' ' -f1-2)" \

@@ -4,8 +4,9 @@
 // writes them into the shared ring (history_shared).
 //
 // It connects to no database: sessions' details come from the backend status
-// array in shared memory (what pg_stat_activity reads), copied once per
-// sample and only when somebody waits or an episode is open. Nothing escapes
+// array in shared memory (what pg_stat_activity reads), copied only when
+// somebody waits or an episode is open, and then at most once a second unless
+// a new blocker appears or an episode ends (see Backends). Nothing escapes
 // it: a failed sample is logged (at most once a minute) and the next one is
 // taken; SIGTERM ends it at the next wake-up, SIGHUP rereads the settings.
 #include <netdb.h>
@@ -46,11 +47,18 @@ namespace concurrency::diagnostics {
 
 namespace {
 
-// The backend status array, copied (pgstat's local snapshot), by pid.
+// The backend status array, copied (pgstat's local snapshot), by pid. The
+// copy covers every backend (with its query text): with a thousand sessions
+// it is most of a sample's cost, so the sampler keeps it for up to a second
+// and copies again sooner only when it meets a blocker it does not know or
+// must tell whether a root has exited.
 class Backends {
 public:
-	void load() {
+	static constexpr TimestampTz max_age = USECS_PER_SEC;
+
+	void load(TimestampTz now) {
 		by_pid_.clear();
+		loaded_at_ = now;
 		int n = pg::guard([] {
 			pgstat_clear_backend_activity_snapshot();
 			return pgstat_fetch_stat_numbackends();
@@ -70,7 +78,13 @@ public:
 		std::sort(by_pid_.begin(), by_pid_.end(),
 		          [](const auto &a, const auto &b) { return a.first < b.first; });
 	}
-	static void release() { pg::guard([] { pgstat_clear_backend_activity_snapshot(); }); }
+	void release() {
+		by_pid_.clear();
+		loaded_at_ = 0;
+		pg::guard([] { pgstat_clear_backend_activity_snapshot(); });
+	}
+	bool loaded_at(TimestampTz now) const { return loaded_at_ == now; }
+	bool stale(TimestampTz now) const { return loaded_at_ == 0 || now - loaded_at_ >= max_age; }
 
 	const PgBackendStatus *find(int pid) const {
 		auto it = std::lower_bound(by_pid_.begin(), by_pid_.end(), pid,
@@ -80,6 +94,7 @@ public:
 
 private:
 	std::vector<std::pair<int, PgBackendStatus *>> by_pid_;
+	TimestampTz loaded_at_ = 0;
 };
 
 const char *state_text(BackendState state) {
@@ -228,7 +243,17 @@ public:
 		if (picture.edges.empty() && tracker_.active() == 0)
 			return; // the common case: nobody waits, nothing open
 
-		backends_.load();
+		const TimestampTz now = picture.taken_at;
+		bool unknown_blocker = false;
+		for (const auto &e : picture.edges) {
+			const Session &blocker = picture.sessions[e.blocker];
+			if (!blocker.prepared() && backends_.find(blocker.pid) == nullptr) {
+				unknown_blocker = true;
+				break;
+			}
+		}
+		if (unknown_blocker || backends_.stale(now))
+			backends_.load(now);
 		Sample sample;
 		sample.at = picture.taken_at;
 		sample.period = std::min(period, 2 * interval_us); // a late wake-up does not count as waiting
@@ -256,6 +281,8 @@ public:
 		auto alive = [&](const RootKey &root) {
 			if (root.pid == 0)
 				return true; // a prepared transaction ends by COMMIT or ROLLBACK PREPARED
+			if (!backends_.loaded_at(now))
+				backends_.load(now);
 			const PgBackendStatus *b = backends_.find(root.pid);
 			return b != nullptr && (root.identity == 0 || b->st_proc_start_timestamp == root.identity);
 		};
@@ -265,8 +292,10 @@ public:
 			publish(*e, sample);
 		for (Episode &e : changes.ended)
 			finish(e);
-		Backends::release();
 	}
+
+	// After a failed sample: the status copy may be half made.
+	void forget_backends() { backends_.release(); }
 
 private:
 	HistoryEpisode &record_of(const Episode &e) {
@@ -313,7 +342,10 @@ private:
 			if (r.n_objects > 0 && tag_has_database(r.objects[0]))
 				r.database = r.objects[0].locktag_field1;
 		}
-		for (std::uint32_t v : e.waiter_sessions) {
+		// a few distinct queries among the longest waiting (many waiters often run the same one)
+		constexpr std::size_t waiters_looked_at = 32;
+		for (std::size_t k = 0; k < e.waiter_sessions.size() && k < waiters_looked_at; ++k) {
+			const std::uint32_t v = e.waiter_sessions[k];
 			if (r.n_queries >= history_max_queries)
 				break;
 			const PgBackendStatus *b = backends_.find(sample.sessions[v].key.pid);
@@ -427,12 +459,13 @@ void run(HistoryShared &ring, MemoryContext sample_context) noexcept {
 						sampler.sample(static_cast<std::int64_t>(interval_ms) * 1000);
 					} catch (const std::exception &e) {
 						report(e.what());
+						sampler.forget_backends();
 					} catch (...) {
 						report("unknown error");
+						sampler.forget_backends();
 					}
-					// after a failure: locks, the status copy, memory
+					// after a failure: locks; after every sample: memory
 					pg::guard([] { LWLockReleaseAll(); });
-					Backends::release();
 					MemoryContextSwitchTo(caller);
 					MemoryContextReset(sample_context);
 					pg_atomic_fetch_add_u64(&ring.sample_cpu_ns, static_cast<uint64>(process_cpu_ns() - cpu));

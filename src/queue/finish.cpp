@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "pg/srf.hpp"
+#include "queue/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 
@@ -113,6 +114,7 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 		n = retain ? q.run(QueueStatement::complete_many_retained, 3, types, values)
 		           : q.run(QueueStatement::complete_many, 2, types, values);
 		require_all(q, l, n);
+		release_keys(q, keys_of_rows(q, n, 2), now);
 	}
 	q.maybe_purge(now);
 	pg::spi_finish();
@@ -166,10 +168,14 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 		uint64 n = q.run(QueueStatement::fail_lock_many, 2, lock_types, lock_values);
 		require_all(q, l, n);
 		std::unordered_map<int64, int32> attempts;
+		std::unordered_map<int64, std::string> keys; // of limited keys
 		for (uint64 i = 0; i < n; ++i) {
 			bool isnull = false;
-			attempts[int64_column(static_cast<int>(i), 1)] =
-			    DatumGetInt32(column(static_cast<int>(i), 2, &isnull));
+			int row = static_cast<int>(i);
+			attempts[int64_column(row, 1)] = DatumGetInt32(column(row, 2, &isnull));
+			if (q.info().key_limit > 0)
+				if (auto key = key_column(row, 3))
+					keys[int64_column(row, 1)] = *key;
 		}
 		std::vector<Datum> states, run_ats;
 		std::vector<bool> dead;
@@ -192,6 +198,12 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 		Datum values[4] = {l.ids_array, state_array, run_at_array, PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
 		char nulls[4] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' '};
 		q.run(QueueStatement::fail_update_many, 4, types, values, nulls);
+		// tasks that will be retried keep their keys; dead ones release them
+		std::vector<std::string> released;
+		for (std::size_t i = 0; i < l.ids.size(); ++i)
+			if (dead[i] && keys.count(l.ids[i]))
+				released.push_back(keys.at(l.ids[i]));
+		release_keys(q, std::move(released), now);
 		for (std::size_t i = 0; i < l.ids.size(); ++i) {
 			// a retry waiting for its run_at is 'ready' to the caller, as
 			// with the single fail
@@ -220,6 +232,9 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 		static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
 		Datum values[2] = {TimestampTzGetDatum(now), PG_GETARG_DATUM(1)};
 		n = q.run("cancel", q.sql().cancel(), 2, types, values);
+		// a cancelled task leaves its key's place (a blocked one had none:
+		// admitting again is harmless)
+		release_keys(q, keys_of_rows(q, n, 2), now);
 		// a queue that retains nothing keeps a cancelled task only while its
 		// holder's lease runs (so that the holder learns it was cancelled)
 		if (!q.info().has_retain && n > 0)

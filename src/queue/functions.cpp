@@ -11,10 +11,14 @@
 #include "common/backoff.hpp"
 #include "common/sql_text.hpp"
 #include "pg/srf.hpp"
+#include "queue/distributed.hpp"
+#include "queue/keys.hpp"
+#include "queue/keys_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
+#include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "access/detoast.h"
@@ -201,10 +205,26 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 			PG_RETURN_VOID();
 		}
 	}
+	KeySql keys(name);
 	execute(sql.create_table());
+	// side tables left by a queue table dropped by hand go with it
+	std::string key_table = key_table_name(name);
+	bool leftovers = pg::guard([&] {
+		return OidIsValid(get_relname_relid(key_table.c_str(), get_namespace_oid("concurrency", false)));
+	});
+	if (leftovers)
+		execute(keys.drop_tables());
+	execute(keys.create_tables());
 	clear_permissions(name);
-	if (caller != pg::guard([] { return GetUserId(); }))
+	if (caller != pg::guard([] { return GetUserId(); })) {
 		execute(sql.alter_owner(caller_name));
+		execute(keys.alter_owner(caller_name));
+	}
+	if (settings.max_leased && *settings.max_leased) {
+		static const Oid slot_types[1] = {INT4OID};
+		Datum slots[1] = {Int32GetDatum(**settings.max_leased)};
+		execute(keys.resize_slots(), 1, slot_types, slots);
+	}
 	queue::forget_queue(name);
 	pg::spi_finish();
 	PG_RETURN_VOID();
@@ -255,6 +275,14 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	if (updated == 0)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
 		            fmt::format("Table {} exists, but the queue is not in concurrency.queue.", sql.table()));
+	if (settings.key_limit || settings.max_leased) {
+		// the catalog's trigger has invalidated the cache: this sees the new settings
+		Queue q(name);
+		std::optional<int32> slots;
+		if (settings.max_leased)
+			slots = settings.max_leased->value_or(0);
+		queue::apply_limits(q, clock_now(), settings.key_limit.has_value(), slots);
+	}
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }
@@ -273,6 +301,7 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 			throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
 			            fmt::format("Only the owner of table {} may drop the queue.", sql.table()));
 		execute(sql.drop_table());
+		execute(KeySql(name).drop_tables());
 	}
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {pg::text_datum(name)};
@@ -295,8 +324,13 @@ const Oid enqueue_types[6] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID,
 // cancelled, dead), insert again.
 std::optional<int64> enqueue_one(Queue &q, const Datum *values, const char *nulls, bool *inserted) {
 	bool has_dedupe = nulls[4] != 'n';
+	// a task of a key, on a queue that limits its keys: admitted or blocked
+	// under the key's lock
+	bool keyed = q.info().key_limit > 0 && nulls[5] != 'n';
 	for (int round = 0; round < 100; ++round) {
-		if (q.run(QueueStatement::enqueue, 6, enqueue_types, values, nulls) == 1) {
+		uint64 n = keyed ? queue::enqueue_keyed(q, values, nulls)
+		                 : q.run(QueueStatement::enqueue, 6, enqueue_types, values, nulls);
+		if (n == 1) {
 			*inserted = true;
 			return queue::int64_column(0, 1);
 		}
@@ -384,6 +418,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_enqueue");
 	bool inserted = false;
 	std::optional<int64> id = enqueue_one(q, values, nulls, &inserted);
 	if (!id)
@@ -447,6 +483,40 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
+	if (q.info().key_limit > 0 && has_keys &&
+	    std::any_of(concurrency_keys.nulls, concurrency_keys.nulls + concurrency_keys.n, [](bool n) { return !n; })) {
+		// Tasks of keys on a queue that limits its keys: each is admitted or
+		// blocked under its key's lock, so they are added one by one, in
+		// payload order, after locking all their keys in sorted order.
+		std::vector<std::string> key_names;
+		for (int i = 0; i < concurrency_keys.n; ++i)
+			if (!concurrency_keys.nulls[i]) {
+				Datum d = concurrency_keys.elems[i];
+				key_names.push_back(std::string(pg::guard([&] { return TextDatumGetCString(d); })));
+			}
+		queue::lock_keys(q, key_names);
+		bool inserted_any = false;
+		for (int i = 0; i < payloads.n; ++i) {
+			Datum one[6] = {values[0], payloads.elems[i], values[2], values[3],
+			                has_dedupe ? dedupe_keys.elems[i] : Datum(0), concurrency_keys.elems[i]};
+			char one_nulls[6] = {' ', ' ', nulls[2], ' ', has_dedupe && !dedupe_keys.nulls[i] ? ' ' : 'n',
+			                     concurrency_keys.nulls[i] ? 'n' : ' '};
+			bool inserted = false;
+			std::optional<int64> id = enqueue_one(q, one, one_nulls, &inserted);
+			if (!id)
+				dedupe_holder_vanished(name);
+			inserted_any = inserted_any || inserted;
+			Datum cols[1] = {Int64GetDatum(*id)};
+			bool isnull[1] = {false};
+			pg::add_row(out, cols, isnull);
+		}
+		if (inserted_any)
+			q.notify();
+		pg::spi_finish();
+		return Datum(0);
+	}
 	bool any_dedupe = std::any_of(keys.begin(), keys.end(), [](const auto &k) { return k.has_value(); });
 	uint64 n = q.run(any_dedupe ? QueueStatement::enqueue_batch_dedupe : QueueStatement::enqueue_batch, 6, types,
 	                 values, nulls);
@@ -532,6 +602,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	int32 batch = int32_arg(fcinfo, 1, "batch");
 	if (batch < 1)
 		throw Error(sqlstate::invalid_parameter_value, "batch must be at least 1");
+	const int32 requested = batch;
 	std::optional<Interval> lease_arg;
 	if (!PG_ARGISNULL(2))
 		lease_arg = queue::positive_interval_arg(fcinfo, 2, "lease");
@@ -543,6 +614,8 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "dequeue");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_dequeue", &out);
 	Interval lease = lease_arg ? *lease_arg : q.info().lease;
 	ClaimCursor &cursor = q.info().cursor;
 	// the horizon matters to the cursor only to tell whether it is pinned:
@@ -553,6 +626,15 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	                                   TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID};
 	std::optional<ClaimKey> last;
 	std::size_t claimed = 0;
+	// max_leased: this call claims at most as many tasks as it holds free
+	// lease slots, and writes its leases into them
+	bool slotted = q.info().max_leased > 0;
+	std::vector<int32> slots;
+	std::vector<int64> slot_ids, slot_tokens;
+	if (slotted) {
+		slots = queue::take_slots(q, batch);
+		batch = static_cast<int32>(slots.size());
+	}
 	auto claim_from = [&](ClaimKey start, int32 wanted, bool even_if_tasks_wait) {
 		Datum values[9] = {TimestampTzGetDatum(now),
 		                   Int32GetDatum(wanted),
@@ -571,6 +653,10 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 			for (int c = 0; c < 6; ++c)
 				cols[c] = queue::column(row, c + 1, &isnull[c]);
 			pg::add_row(out, cols, isnull);
+			if (slotted) {
+				slot_ids.push_back(DatumGetInt64(cols[0]));
+				slot_tokens.push_back(DatumGetInt64(cols[1]));
+			}
 		};
 		auto key_of = [](int row) {
 			return ClaimKey{queue::int64_column(row, 7), queue::int64_column(row, 8), queue::int64_column(row, 1)};
@@ -597,8 +683,9 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 
 	// 1. The claim, unless due scheduled tasks or expired leases wait to be
 	// woken up (two index probes): the common case is this one statement.
-	claim_from(cursor.ready_floor(), batch, false);
-	if (claimed < static_cast<std::size_t>(batch)) {
+	if (batch > 0)
+		claim_from(cursor.ready_floor(), batch, false);
+	if (claimed < static_cast<std::size_t>(batch) || (slotted && batch == 0)) {
 		// 2. Wake-up: due scheduled tasks become ready, expired leases are
 		// reclaimed (ready again, or dead when their attempts are used up).
 		static const Oid wake_types[4] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT4OID};
@@ -606,20 +693,35 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		                        TimestampTzGetDatum(cursor.wake_floor()), Int32GetDatum(q.info().max_attempts)};
 		uint64 woken = q.run(QueueStatement::wake, 4, wake_types, wake_values);
 		bool made_ready = false;
-		for (uint64 i = 0; i < woken && !made_ready; ++i) {
+		std::vector<std::string> released; // keys of tasks whose lease expired for good
+		for (uint64 i = 0; i < woken; ++i) {
 			bool isnull = false;
-			made_ready = DatumGetBool(queue::column(static_cast<int>(i), 1, &isnull));
+			int row = static_cast<int>(i);
+			made_ready = made_ready || DatumGetBool(queue::column(row, 1, &isnull));
+			if (q.info().key_limit > 0 && DatumGetBool(queue::column(row, 2, &isnull)))
+				if (auto key = queue::key_column(row, 3))
+					released.push_back(*key);
 		}
+		queue::release_keys(q, std::move(released), now);
 		cursor.woke(made_ready);
+		if (slotted && batch == 0) {
+			// every slot was taken: the wake-up may have freed some (expired leases)
+			slots = queue::take_slots(q, requested);
+			batch = static_cast<int32>(slots.size());
+		}
 		// 3. The rest of the batch, now whatever waits (tasks locked by
 		// another worker's wake-up must not stop this one), from the front
 		// if tasks were made ready or a resumed scan came back short.
 		bool from_front = cursor.rescan_from_front(claimed, static_cast<std::size_t>(batch));
-		claim_from(from_front ? ClaimKey::front() : cursor.ready_floor(), batch - static_cast<int32>(claimed), true);
+		if (claimed < static_cast<std::size_t>(batch))
+			claim_from(from_front ? ClaimKey::front() : cursor.ready_floor(), batch - static_cast<int32>(claimed),
+			           true);
 	} else {
 		cursor.woke(false);
 	}
 	cursor.finish(last);
+	if (slotted)
+		queue::fill_slots(q, slots, slot_ids, slot_tokens);
 	q.maybe_purge(now);
 	pg::spi_finish();
 	return Datum(0);
@@ -638,6 +740,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "heartbeat");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_heartbeat");
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
 	static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID};
 	Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
@@ -664,6 +768,8 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "complete");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_complete");
 	bool retain = q.info().has_retain;
 	uint64 n = 0;
 	if (retain) {
@@ -679,6 +785,9 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	}
 	if (n == 0)
 		q.lease_lost(task_id);
+	if (q.info().key_limit > 0)
+		if (auto key = queue::key_column(0, 1))
+			queue::release_keys(q, {*key}, now);
 	q.maybe_purge(now);
 	pg::spi_finish();
 	PG_RETURN_VOID();
@@ -695,12 +804,15 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "fail");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_fail");
 	static const Oid lock_types[2] = {INT8OID, INT8OID};
 	Datum lock_values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 	if (q.run(QueueStatement::fail_lock, 2, lock_types, lock_values) == 0)
 		q.lease_lost(task_id);
 	bool isnull = false;
 	int32 attempt = DatumGetInt32(queue::column(0, 1, &isnull));
+	std::optional<std::string> key = q.info().key_limit > 0 ? queue::key_column(0, 2) : std::nullopt;
 
 	auto [state, run_at] = queue::after_failure(attempt, q.info().max_attempts, retry_in, now);
 	static const Oid types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
@@ -708,6 +820,9 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	                   PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
 	char nulls[4] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' '};
 	q.run(QueueStatement::fail_update, 4, types, values, nulls);
+	// a task that will be retried keeps its key; a dead one releases it
+	if (key && std::string_view(state) == "dead")
+		queue::release_keys(q, {*key}, now);
 	pg::spi_finish();
 	// a retry waiting for its run_at is 'ready' to the caller (queue_stats
 	// counts it as scheduled until then)
@@ -722,10 +837,22 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::manage, "retry_dead");
-	static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
-	Datum values[2] = {TimestampTzGetDatum(now), PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1)};
-	char nulls[2] = {' ', PG_ARGISNULL(1) ? 'n' : ' '};
-	uint64 n = q.run(QueueStatement::retry_dead, 2, types, values, nulls);
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_retry_dead");
+	static const Oid types[3] = {TIMESTAMPTZOID, INT8ARRAYOID, BOOLOID};
+	bool limited = q.info().key_limit > 0;
+	Datum values[3] = {TimestampTzGetDatum(now), PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1),
+	                   BoolGetDatum(limited)};
+	char nulls[3] = {' ', PG_ARGISNULL(1) ? 'n' : ' ', ' '};
+	uint64 n = q.run(QueueStatement::retry_dead, 3, types, values, nulls);
+	if (limited) {
+		// revived tasks of keys came back blocked: admit them as their keys allow
+		std::vector<std::string> keys;
+		for (uint64 i = 0; i < n; ++i)
+			if (auto key = queue::key_column(static_cast<int>(i), 2))
+				keys.push_back(*key);
+		queue::release_keys(q, std::move(keys), now);
+	}
 	if (n > 0)
 		q.notify();
 	pg::spi_finish();
@@ -758,8 +885,8 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 		names.emplace_back(pg::guard([&] { return TextDatumGetCString(d); }));
 	}
 	for (const std::string &name : names) {
-		Datum cols[9];
-		bool isnull[9] = {false, true, true, true, true, true, true, true, true};
+		Datum cols[10];
+		bool isnull[10] = {false, true, true, true, true, true, true, true, true, true};
 		cols[0] = pg::text_datum(name);
 		std::optional<Queue> q;
 		if (OidIsValid(queue::queue_relid(name)))
@@ -768,10 +895,43 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 			AsRole as_owner(queue_owner(*q));
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
-			q->run(QueueStatement::stats, 1, types, values);
-			for (int c = 1; c < 9; ++c)
+			if (queue::is_distributed(q->info().relid)) // Citus: src/queue/distributed.hpp
+				queue::distributed_stats(name, now);
+			else
+				q->run(QueueStatement::stats, 1, types, values);
+			for (int c = 1; c < 10; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
+			// blocked: behind their key, and while the queue has max_leased
+			// leases, every ready task
+			int64 leased = DatumGetInt64(cols[3]) + DatumGetInt64(cols[4]);
+			int64 blocked = DatumGetInt64(cols[9]);
+			if (q->info().max_leased > 0 && leased >= q->info().max_leased)
+				blocked += DatumGetInt64(cols[1]);
+			cols[9] = Int64GetDatum(blocked);
 		}
+		pg::add_row(out, cols, isnull);
+	}
+	pg::spi_finish();
+	return Datum(0);
+}
+
+// concurrency.queue_keys(queue) -> per key with live tasks: concurrency_key,
+// leased, waiting, oldest_waiting_age
+CONCURRENCY_FUNCTION(concurrency_queue_keys) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	TimestampTz now = clock_now();
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	Queue q(name);
+	AsRole as_owner = authorize(q, Permission::read, "queue_keys");
+	static const Oid types[1] = {TIMESTAMPTZOID};
+	Datum values[1] = {TimestampTzGetDatum(now)};
+	uint64 n = q.run("queue_keys", KeySql(name).queue_keys(), 1, types, values);
+	for (uint64 i = 0; i < n; ++i) {
+		Datum cols[4];
+		bool isnull[4];
+		for (int c = 0; c < 4; ++c)
+			cols[c] = queue::column(static_cast<int>(i), c + 1, &isnull[c]);
 		pg::add_row(out, cols, isnull);
 	}
 	pg::spi_finish();

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "pg/invalidation.hpp"
 #include "common/backoff.hpp"
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
@@ -16,12 +17,14 @@
 extern "C" {
 #include "access/transam.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
 #include "storage/procarray.h"
 #include "utils/acl.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
 
@@ -139,6 +142,14 @@ void revalidate(QueueInfo &info) {
 		if (!OidIsValid(relid))
 			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name), "",
 			            "Create it with concurrency.create_queue().");
+		info.owner = pg::guard([&] {
+			HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+			if (!HeapTupleIsValid(tuple))
+				elog(ERROR, "cache lookup failed for relation %u", relid);
+			Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+			ReleaseSysCache(tuple);
+			return owner;
+		});
 		if (relid != info.relid) {
 			free_plans(info);
 			std::string prefix = plan_prefix(info.name);
@@ -158,7 +169,7 @@ void revalidate(QueueInfo &info) {
 } // namespace
 
 void cache_init() {
-	CacheRegisterRelcacheCallback(relation_changed, (Datum)0);
+	pg::register_relcache_callback(relation_changed, (Datum)0);
 	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum)0);
 	CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum)0);
 }
@@ -321,9 +332,48 @@ uint64 Queue::run(QueueStatement s, int nargs, const Oid *types, const Datum *va
 
 uint64 Queue::run(const char *op, const std::string &sql, int nargs, const Oid *types, const Datum *values,
                   const char *nulls) {
+	return run_internal(op, sql, nargs, types, values, nulls, Access::caller);
+}
+
+uint64 Queue::run_internal(const char *op, const std::string &sql, int nargs, const Oid *types, const Datum *values,
+                           const char *nulls, Access access) {
 	std::string key = plan_prefix(name()) + op;
 	SPIPlanPtr plan = pg::prepared_plan(key.c_str(), sql.c_str(), nargs, types, CURSOR_OPT_GENERIC_PLAN);
-	return execute(plan, values, nulls);
+	bool latest = access == Access::latest || access == Access::owner_latest;
+	bool as_owner = access == Access::owner || access == Access::owner_latest;
+	if (!latest && !as_owner)
+		return execute(plan, values, nulls);
+	Oid saved_user = InvalidOid;
+	int saved_context = 0;
+	if (as_owner) {
+		// the side tables are the queue's internals: reached as its owner,
+		// with SECURITY_LOCAL_USERID_CHANGE (no SET ROLE meanwhile); the
+		// caller's privileges were checked on the queue's table already
+		GetUserIdAndSecContext(&saved_user, &saved_context);
+		SetUserIdAndSecContext(info_->owner, saved_context | SECURITY_LOCAL_USERID_CHANGE);
+	}
+	try {
+		uint64 n = 0;
+		if (latest) {
+			int rc = pg::guard([&] {
+				return SPI_execute_snapshot(plan, const_cast<Datum *>(values), nulls, GetLatestSnapshot(),
+				                            InvalidSnapshot, false, true, 0);
+			});
+			if (rc < 0)
+				throw Error(sqlstate::internal_error,
+				            fmt::format("SPI_execute_snapshot failed: {}", SPI_result_code_string(rc)));
+			n = SPI_processed;
+		} else {
+			n = execute(plan, values, nulls);
+		}
+		if (as_owner)
+			SetUserIdAndSecContext(saved_user, saved_context);
+		return n;
+	} catch (...) {
+		if (as_owner)
+			SetUserIdAndSecContext(saved_user, saved_context);
+		throw;
+	}
 }
 
 void Queue::lease_lost(int64 task_id) {

@@ -40,6 +40,7 @@ struct QueueInfo {
 	char name[max_queue_name_bytes + 1]; // hash key: must come first
 	bool valid;
 	Oid relid;
+	Oid owner; // of the queue's table
 	Interval lease;
 	int32 max_attempts;
 	// settings that may be absent (NULL in concurrency.queue: false / 0)
@@ -59,6 +60,11 @@ struct QueueInfo {
 	AclMode acl_checked;
 	AclMode acl_granted;
 };
+
+// How run_internal runs a statement: on the statement's own snapshot or the
+// latest committed state (whatever the isolation level), and as the calling
+// role or as the owner of the queue's table (for its internal side tables).
+enum class Access { caller, latest, owner, owner_latest };
 
 // An open queue for the duration of one function call (SPI connected).
 class Queue {
@@ -81,6 +87,10 @@ public:
 	// backend and kept under a string key (for statements off the hot path).
 	uint64 run(const char *op, const std::string &sql, int nargs, const Oid *types, const Datum *values,
 	           const char *nulls = nullptr);
+
+	// Runs statement `op` (kept by string key) with `access`.
+	uint64 run_internal(const char *op, const std::string &sql, int nargs, const Oid *types, const Datum *values,
+	                    const char *nulls, Access access);
 
 	// Raises CE001 for task `task_id` after a statement under a lease token
 	// found nothing, with what became of the task.

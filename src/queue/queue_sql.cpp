@@ -25,14 +25,7 @@ std::string QueueSql::name(std::string_view suffix) const { return quote_ident(q
 // clause would cost more per call). The operators, functions and types are
 // schema-qualified as well, so that a statement means the same if it is ever
 // run outside that pin (unit test QueueSql.StatementsQualifyEveryOperator).
-#define EQ "OPERATOR(pg_catalog.=)"
-#define NE "OPERATOR(pg_catalog.<>)"
-#define LT "OPERATOR(pg_catalog.<)"
-#define LE "OPERATOR(pg_catalog.<=)"
-#define GT "OPERATOR(pg_catalog.>)"
-#define GE "OPERATOR(pg_catalog.>=)"
-#define PLUS "OPERATOR(pg_catalog.+)"
-#define MINUS "OPERATOR(pg_catalog.-)"
+#include "queue/sql_operators.hpp"
 
 // The claim order, as the ready index stores it: ascending (-priority, run_at, id).
 // The priority is widened before negation, so that INT_MIN has a negation.
@@ -41,13 +34,15 @@ static constexpr const char *claim_order = "(" MINUS " (priority::pg_catalog.int
 // The tasks that hold their dedupe_key: every task but a dead or cancelled
 // one (a retained done task keeps it). The predicate of the unique index and
 // of every ON CONFLICT clause that infers it.
-static constexpr const char *dedupe_holder =
+static constexpr const char *dedupe_holder_predicate =
     "dedupe_key IS NOT NULL AND state " NE " 'dead' AND state " NE " 'cancelled'";
 
 // Finished tasks (kept while the queue retains them): the predicate of the
 // partial index that purge walks, and of purge itself. Claims never see them:
 // every claim and wake-up scan is on an index of live states.
 static constexpr const char *finished_states = "state " EQ " ANY ('{done,cancelled}'::pg_catalog.text[])";
+
+std::string QueueSql::dedupe_holder() { return dedupe_holder_predicate; }
 
 std::string QueueSql::create_table() const {
 	// Column order keeps 8-byte fields together (no alignment padding).
@@ -75,7 +70,7 @@ std::string QueueSql::create_table() const {
     concurrency_key   text,
     result            jsonb,
     CONSTRAINT {pkey} PRIMARY KEY (id),
-    CONSTRAINT {state_check} CHECK (state IN ('ready', 'scheduled', 'leased', 'dead', 'done', 'cancelled'))
+    CONSTRAINT {state_check} CHECK (state IN ('ready', 'scheduled', 'leased', 'dead', 'done', 'cancelled', 'blocked'))
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
         autovacuum_vacuum_insert_scale_factor = 0.0, autovacuum_vacuum_insert_threshold = 10000,
@@ -88,7 +83,7 @@ CREATE INDEX {finished} ON {t} (finished_at) WHERE {finished_states};
 COMMENT ON TABLE {t} IS {comment};)",
 	    fmt::arg("t", table_), fmt::arg("pkey", name("pkey")), fmt::arg("state_check", name("state_check")),
 	    fmt::arg("ready", name("ready")), fmt::arg("scheduled", name("scheduled")), fmt::arg("leased", name("leased")),
-	    fmt::arg("dedupe", name("dedupe")), fmt::arg("dedupe_holder", dedupe_holder),
+	    fmt::arg("dedupe", name("dedupe")), fmt::arg("dedupe_holder", dedupe_holder_predicate),
 	    fmt::arg("finished", name("finished")), fmt::arg("finished_states", finished_states),
 	    fmt::arg("order", claim_order),
 	    fmt::arg("comment", quote_literal(fmt::format("tasks of the concurrency_ext queue {}", queue_))));
@@ -106,16 +101,16 @@ std::string QueueSql::enqueue() const {
 VALUES (CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), $2, $5, $6, $1)
 ON CONFLICT (dedupe_key) WHERE {holder} DO NOTHING
 RETURNING id)",
-	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder));
+	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder_predicate));
 }
 
 std::string QueueSql::dedupe_lookup() const {
-	return fmt::format("SELECT id FROM {} WHERE dedupe_key " EQ " $1 AND {}", table_, dedupe_holder);
+	return fmt::format("SELECT id FROM {} WHERE dedupe_key " EQ " $1 AND {}", table_, dedupe_holder_predicate);
 }
 
 std::string QueueSql::dedupe_lookup_many() const {
 	return fmt::format("SELECT dedupe_key, id FROM {} WHERE dedupe_key " EQ " ANY ($1) AND {}", table_,
-	                   dedupe_holder);
+	                   dedupe_holder_predicate);
 }
 
 // $5 holds the dedupe keys, $6 the concurrency keys (NULL arrays: none).
@@ -144,7 +139,7 @@ SELECT CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE
  ORDER BY u.n
 ON CONFLICT (dedupe_key) WHERE {holder} DO NOTHING
 RETURNING id, dedupe_key)",
-	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder));
+	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder_predicate));
 }
 
 // Both steps of dequeue lock their rows in a sub-select with FOR UPDATE SKIP
@@ -171,7 +166,7 @@ std::string QueueSql::wake() const {
          SELECT l.id FROM (SELECT id FROM {t}
                             WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE R"( $1 AND lease_expires_at )" GE R"( $3
                             ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS l))
-RETURNING t.state )" EQ R"( 'ready')",
+RETURNING t.state )" EQ R"( 'ready', t.state )" EQ R"( 'dead', t.concurrency_key)",
 	    fmt::arg("t", table_));
 }
 
@@ -219,7 +214,8 @@ RETURNING $3 )" PLUS R"( $4)",
 }
 
 std::string QueueSql::complete() const {
-	return fmt::format("DELETE FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2", table_);
+	return fmt::format("DELETE FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2 RETURNING concurrency_key",
+	                   table_);
 }
 
 // A retained done task gives up its lease token: the holder's next call finds
@@ -235,7 +231,8 @@ std::string QueueSql::complete_retained() const {
 	    R"(UPDATE {t}
    SET {done},
        result = $4
- WHERE id )" EQ R"( $1 AND lease_token )" EQ R"( $2)",
+ WHERE id )" EQ R"( $1 AND lease_token )" EQ R"( $2
+RETURNING concurrency_key)",
 	    fmt::arg("t", table_), fmt::arg("done", finish_done));
 }
 
@@ -251,7 +248,7 @@ std::string QueueSql::complete_many() const {
 	    R"(DELETE FROM {t} AS t
  USING {leases}
  WHERE {held}
-RETURNING t.id)",
+RETURNING t.id, t.concurrency_key)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
 }
 
@@ -262,7 +259,7 @@ std::string QueueSql::complete_many_retained() const {
        result = NULL
   FROM {leases}
  WHERE {held}
-RETURNING t.id)",
+RETURNING t.id, t.concurrency_key)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease), fmt::arg("done", finish_done));
 }
 
@@ -282,7 +279,7 @@ RETURNING t.id, $3 )" PLUS R"( $4)",
 
 std::string QueueSql::fail_lock_many() const {
 	return fmt::format(
-	    R"(SELECT t.id, t.attempt
+	    R"(SELECT t.id, t.attempt, t.concurrency_key
   FROM {t} AS t, {leases}
  WHERE {held}
  ORDER BY t.id
@@ -319,7 +316,7 @@ std::string QueueSql::cancel() const {
        lease_extended_to = NULL
  WHERE t.id )" EQ R"( ANY ($2)
    AND t.state )" NE R"( 'done' AND t.state )" NE R"( 'cancelled'
-RETURNING t.id)",
+RETURNING t.id, t.concurrency_key)",
 	    fmt::arg("t", table_));
 }
 
@@ -362,7 +359,8 @@ std::string QueueSql::task_status() const {
 }
 
 std::string QueueSql::fail_lock() const {
-	return fmt::format("SELECT attempt FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2 FOR UPDATE", table_);
+	return fmt::format(
+	    "SELECT attempt, concurrency_key FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2 FOR UPDATE", table_);
 }
 
 std::string QueueSql::fail_update() const {
@@ -387,11 +385,13 @@ std::string QueueSql::inspect() const {
 
 // A dead task whose dedupe_key has been taken by another task since (live,
 // or retained as done) is left dead: reviving it would make two holders of
-// one key.
+// one key. With $3 (the queue has a key_limit), a keyed task comes back
+// 'blocked', behind its key's tasks, to be admitted under its key's lock.
 std::string QueueSql::retry_dead() const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
-   SET state = 'ready', attempt = 0, run_at = $1,
+   SET state = CASE WHEN $3 AND t.concurrency_key IS NOT NULL THEN 'blocked' ELSE 'ready' END,
+       attempt = 0, run_at = $1,
        lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL
  WHERE t.state )" EQ R"( 'dead'
    AND ($2 IS NULL OR t.id )" EQ R"( ANY ($2))
@@ -399,7 +399,7 @@ std::string QueueSql::retry_dead() const {
         OR NOT EXISTS (SELECT FROM {t} AS o
                         WHERE o.dedupe_key )" EQ R"( t.dedupe_key AND o.state )" NE R"( 'dead'
                           AND o.state )" NE R"( 'cancelled'))
-RETURNING t.id)",
+RETURNING t.id, t.concurrency_key)",
 	    fmt::arg("t", table_));
 }
 
@@ -412,7 +412,8 @@ std::string QueueSql::stats() const {
        pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'dead'),
        $1 )" MINUS R"( pg_catalog.min(run_at) FILTER (WHERE state )" EQ R"( 'ready' OR (state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1)),
        pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'done'),
-       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'cancelled')
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'cancelled'),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'blocked')
   FROM {t})",
 	    fmt::arg("t", table_));
 }

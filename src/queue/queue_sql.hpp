@@ -51,6 +51,10 @@ class QueueSql {
 public:
 	explicit QueueSql(std::string_view queue);
 
+	// The condition under which a task holds its dedupe_key (the predicate of
+	// the unique index and of every ON CONFLICT that infers it).
+	static std::string dedupe_holder();
+
 	// concurrency."q_<queue>", quoted.
 	const std::string &table() const { return table_; }
 
@@ -80,7 +84,8 @@ public:
 	// leases become ready (or dead when their attempts are used up); a lease
 	// extended by a heartbeat gets its new deadline into the index.
 	// $1 timestamptz now, $2 int4 limit per kind, $3 timestamptz floor,
-	// $4 int4 max_attempts -> made ready (bool), one row per task changed
+	// $4 int4 max_attempts -> made ready (bool), made dead (bool),
+	// concurrency_key: one row per task changed
 	std::string wake() const;
 	// The claim: $1 timestamptz now, $2 int4 batch, $3 interval lease, $4 text worker,
 	// $5 int8, $6 timestamptz, $7 int8: the claim key to start from,
@@ -94,7 +99,8 @@ public:
 	std::string claim() const;
 	// $1 int8 task_id, $2 int8 lease_token, $3 timestamptz now, $4 interval extend -> new deadline
 	std::string heartbeat() const;
-	// $1 int8 task_id, $2 int8 lease_token (deletes the task: SPI_processed 1 or 0)
+	// $1 int8 task_id, $2 int8 lease_token (deletes the task: SPI_processed 1
+	// or 0) -> concurrency_key
 	std::string complete() const;
 	// the same on a queue that retains tasks: the task becomes done;
 	// $3 timestamptz now, $4 jsonb result
@@ -106,7 +112,7 @@ public:
 	// $1 int8[] task ids, $2 int8[] lease tokens, $3 timestamptz now,
 	// $4 interval extend -> id, new deadline of each task whose lease was extended
 	std::string heartbeat_many() const;
-	// $1 int8 task_id, $2 int8 lease_token -> attempt (row locked)
+	// $1 int8 task_id, $2 int8 lease_token -> attempt, concurrency_key (row locked)
 	std::string fail_lock() const;
 	// $1 int8 task_id, $2 text new state, $3 timestamptz run_at, $4 text error
 	std::string fail_update() const;
@@ -126,9 +132,11 @@ public:
 	std::string task_status() const;
 	// $1 int8 task_id -> state, attempt, worker, lease held (bool), finished_at (text)
 	std::string inspect() const;
-	// $1 timestamptz now, $2 int8[] task ids (NULL: all dead tasks) -> id…
+	// $1 timestamptz now, $2 int8[] task ids (NULL: all dead tasks), $3 bool
+	// the queue has a key_limit -> id, concurrency_key of each task revived
 	std::string retry_dead() const;
-	// $1 timestamptz now -> ready, scheduled, leased, expired, dead, oldest_ready_age, done, cancelled
+	// $1 timestamptz now -> ready, scheduled, leased, expired, dead,
+	// oldest_ready_age, done, cancelled, blocked
 	std::string stats() const;
 
 	// The text of statement `s` (one of the above).

@@ -16,7 +16,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $tasks   = 800;
+my $tasks   = 2000;
 my $workers = 4;
 
 my $node = PostgreSQL::Test::Cluster->new('queue_faults');
@@ -47,7 +47,7 @@ $node->safe_psql('postgres', q{
       END IF;
       PERFORM set_config('application_name', w || ':busy', false);
       INSERT INTO effects VALUES (t.task_id, (t.payload ->> 'n')::int, t.attempt, w);
-      PERFORM pg_sleep(0.01 + random() * 0.02); -- the work takes a while: faults land here
+      PERFORM pg_sleep(0.02 + random() * 0.03); -- the work takes a while: faults land here
       PERFORM concurrency.complete('faults', t.task_id, t.lease_token);
       COMMIT;                                   -- the effect and the completion, together
       PERFORM set_config('application_name', w, false);

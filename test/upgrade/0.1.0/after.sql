@@ -86,3 +86,17 @@ REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interva
     FROM concurrency_upgrade_check;
 REVOKE ALL ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text) FROM concurrency_upgrade_check;
 DROP ROLE concurrency_upgrade_check;
+
+-- keyed concurrency on an upgraded queue: its side tables are there (not
+-- members of the extension), a serial key holds back its second task
+SELECT concurrency.alter_queue('live', key_limit => 1, max_leased => 10);
+SELECT concurrency.enqueue('live', jsonb_build_object('n', 100), concurrency_key => 'upgraded');
+SELECT concurrency.enqueue('live', jsonb_build_object('n', 101), concurrency_key => 'upgraded');
+SELECT pg_temp.check((SELECT array_agg(state ORDER BY id) FROM concurrency."q_live" WHERE concurrency_key = 'upgraded')
+                     = '{ready,blocked}', 'a serial key on an upgraded queue');
+SELECT pg_temp.check((SELECT waiting FROM concurrency.queue_keys('live') WHERE concurrency_key = 'upgraded') = 2,
+                     'queue_keys on an upgraded queue');
+SELECT pg_temp.check((SELECT count(*) FROM pg_catalog.pg_depend
+                       WHERE refclassid = 'pg_extension'::pg_catalog.regclass AND deptype = 'e'
+                         AND objid IN ('concurrency.k_live'::pg_catalog.regclass, 'concurrency.s_live'::pg_catalog.regclass)) = 0,
+                     'side tables are not members of the extension');

@@ -1,0 +1,83 @@
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/names.hpp"
+#include "queue/keys_sql.hpp"
+
+using concurrency::max_queue_name_bytes;
+using concurrency::queue::key_table_name;
+using concurrency::queue::KeySql;
+using concurrency::queue::slot_table_name;
+
+namespace {
+std::vector<std::string> statements(const KeySql &sql) {
+	return {sql.lock_key(),        sql.add_key(),        sql.enqueue("dedupe_key IS NOT NULL"),
+	        sql.admit(),           sql.rebalance(),      sql.lock_free_slots(),
+	        sql.recheck_slots(),   sql.fill_slots(),     sql.resize_slots(),
+	        sql.queue_keys()};
+}
+} // namespace
+
+TEST(KeySql, SideTablesNeverCollideWithAQueueTable) {
+	std::string longest(max_queue_name_bytes, 'x');
+	EXPECT_LE((key_table_name(longest) + "_pkey").size(), 63u);
+	EXPECT_LE((slot_table_name(longest) + "_pkey").size(), 63u);
+	// queue tables are q_<name>: a queue named "k_x" has table q_k_x
+	EXPECT_EQ(key_table_name("jobs"), "k_jobs");
+	EXPECT_EQ(slot_table_name("jobs"), "s_jobs");
+}
+
+TEST(KeySql, HostileNameStaysInsideItsQuotes) {
+	const std::string hostile = "x\";DROP/**/TABLE/**/t;--";
+	KeySql sql(hostile);
+	EXPECT_NE(sql.create_tables().find("CREATE TABLE concurrency.\"k_x\"\";DROP/**/TABLE/**/t;--\""),
+	          std::string::npos)
+	    << sql.create_tables();
+	for (const std::string &statement : statements(sql)) {
+		std::size_t quotes = 0;
+		for (char c : statement)
+			quotes += c == '"';
+		EXPECT_EQ(quotes % 2, 0u) << statement;
+	}
+	EXPECT_EQ(KeySql("a").drop_tables(), "DROP TABLE IF EXISTS concurrency.\"k_a\", concurrency.\"s_a\"");
+}
+
+TEST(KeySql, SlotsAreTakenWithoutWaiting) {
+	KeySql sql("jobs");
+	EXPECT_NE(sql.lock_free_slots().find("FOR UPDATE OF s SKIP LOCKED"), std::string::npos);
+	// a slot is free when the lease written in it is over
+	for (const std::string &s : {sql.lock_free_slots(), sql.recheck_slots()})
+		EXPECT_NE(s.find("t.lease_token OPERATOR(pg_catalog.=) s.lease_token AND t.state OPERATOR(pg_catalog.=) "
+		                 "'leased'"),
+		          std::string::npos)
+		    << s;
+}
+
+TEST(KeySql, AdmissionIsInEnqueueOrderAndReadsTheLimitFromTheCatalog) {
+	KeySql sql("jobs");
+	std::string admit = sql.admit();
+	EXPECT_NE(admit.find("ORDER BY id"), std::string::npos) << admit;
+	EXPECT_NE(admit.find("FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $2"), std::string::npos) << admit;
+	// a blocked task cancelled meanwhile is not admitted
+	EXPECT_NE(admit.find("WHERE t.state OPERATOR(pg_catalog.=) 'blocked'"), std::string::npos) << admit;
+	EXPECT_NE(sql.enqueue("h").find("THEN 'blocked'"), std::string::npos);
+}
+
+TEST(KeySql, StatementsQualifyEveryOperator) {
+	KeySql sql("jobs");
+	for (const std::string &statement : statements(sql)) {
+		std::string stripped = statement;
+		for (std::size_t at; (at = stripped.find("OPERATOR(pg_catalog.")) != std::string::npos;)
+			stripped.erase(at, stripped.find(')', at) - at + 1);
+		for (const char *bare : {" < ", " > ", " <= ", " >= ", " <> ", " != ", " + ", " - ", " || "})
+			EXPECT_EQ(stripped.find(bare), std::string::npos) << "bare" << bare << "in:\n" << statement;
+		for (std::size_t at = 0; (at = stripped.find(" = ", at)) != std::string::npos; ++at) {
+			std::size_t line = stripped.rfind('\n', at);
+			std::string before = stripped.substr(line == std::string::npos ? 0 : line + 1, at - line);
+			EXPECT_EQ(before.find("WHERE"), std::string::npos) << "bare = in:\n" << statement;
+		}
+		EXPECT_EQ(stripped.find(" count("), std::string::npos) << statement;
+		EXPECT_EQ(stripped.find(" min("), std::string::npos) << statement;
+	}
+}
