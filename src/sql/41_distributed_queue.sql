@@ -187,12 +187,12 @@ BEGIN
             DETAIL = 'It was completed already, or it never existed.', HINT = hint;
     ELSIF t.held THEN
         RAISE EXCEPTION 'lease on task % of queue "%" was lost', task_id, queue USING ERRCODE = 'CE001',
-            DETAIL = format('Another lease was issued for the task since: it is %s at attempt %s%s.',
+            DETAIL = format('The lease token does not match the task''s current lease: it is %s at attempt %s%s.',
                             t.state, t.attempt, coalesce(format(', worker "%s"', t.worker), '')),
             HINT = hint;
     ELSE
         RAISE EXCEPTION 'lease on task % of queue "%" was lost', task_id, queue USING ERRCODE = 'CE001',
-            DETAIL = format('The lease was released since: the task is %s at attempt %s.', t.state, t.attempt),
+            DETAIL = format('The task has no lease now: it is %s at attempt %s.', t.state, t.attempt),
             HINT = hint;
     END IF;
 END
