@@ -1,7 +1,18 @@
 #!/usr/bin/env python3
-"""A worker for a concurrency_ext task queue, with psycopg 3 (Debian: python3-psycopg).
+"""A worker for a concurrency_ext task queue, with psycopg 3.
+
+Needs Python 3.8 or later and psycopg 3.1 or later (Debian 12: the python3
+and python3-psycopg packages; elsewhere: pip install "psycopg[binary]").
 
     python3 examples/worker.py --queue emails --name w1        # PG* env vars say where
+
+Behind PgBouncer in transaction mode (before 1.21, or without
+max_prepared_statements) add --no-prepare: psycopg prepares a statement on
+the server after five executions, and the next client of that server
+connection then fails with DuplicatePreparedStatement "_pg3_0". LISTEN does
+not work through a transaction-mode pooler either: give the listener a
+direct (or session-mode) connection with --listen-conninfo, or poll only
+with --listen-conninfo none.
 
 What it shows:
   * the claim is its own short transaction: once committed, the lease is
@@ -20,12 +31,10 @@ What it shows:
     claimed but did not start, and exits 0.
 
 The work itself is `do_work`: here it sleeps for payload["sleep"] seconds (or
-fails if payload["fail"] is set) and records the task in a table:
-
-    CREATE TABLE worker_results (task_id bigint, attempt int, worker text, payload jsonb,
-                                 done_at timestamptz DEFAULT now());
-
-Replace it with yours. A lost connection ends the process with an error: run
+fails if payload["fail"] is set) and records the task in the table
+worker_results, which it creates at start if it is missing (RESULTS_TABLE).
+At start it also checks that the extension and the queue exist, and stops
+with a clear message otherwise. Replace the work with yours. A lost connection ends the process with an error: run
 it under a supervisor (systemd, a container runtime) that starts it again.
 """
 import argparse
@@ -37,10 +46,20 @@ import signal
 import sys
 import threading
 
-import psycopg
-from psycopg import rows, sql
+if sys.version_info < (3, 8):
+    sys.exit("worker.py needs Python 3.8 or later")
+try:
+    import psycopg
+    from psycopg import rows, sql
+except ImportError:
+    sys.exit('worker.py needs psycopg 3: apt-get install python3-psycopg (Debian 12), or pip install "psycopg[binary]"')
 
 LEASE_LOST = "CE001"  # concurrency_ext: another worker holds the task now, or it is gone
+
+# What do_work writes to; created at start when missing.
+RESULTS_TABLE = """
+    CREATE TABLE IF NOT EXISTS worker_results (task_id bigint, attempt int, worker text, payload jsonb,
+                                               done_at timestamptz DEFAULT now())"""
 
 log = logging.getLogger("worker")
 
@@ -61,8 +80,8 @@ def do_work(conn, task, name):
 class Heartbeat:
     """Extends the lease of the task in hand, from a connection of its own, while the work runs."""
 
-    def __init__(self, conninfo, queue):
-        self.conn = psycopg.connect(conninfo, autocommit=True)
+    def __init__(self, connect, queue):
+        self.conn = connect()
         self.queue = queue
         self.lock = threading.Lock()
         self.task, self.every, self.lost = None, None, None
@@ -114,10 +133,37 @@ class Worker:
         self.conninfo = args.conninfo
         self.stopping = False
         self.wake_r, self.wake_w = os.pipe()
-        self.conn = psycopg.connect(self.conninfo, autocommit=True, application_name=args.name)
-        self.listener = psycopg.connect(self.conninfo, autocommit=True)
-        self.listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier("concurrency_" + args.queue)))
-        self.heartbeat = Heartbeat(self.conninfo, args.queue)
+        # prepare_threshold=None: no server-side prepared statements (for
+        # PgBouncer in transaction mode); psycopg's default prepares after 5 runs
+        options = {"autocommit": True, "application_name": args.name}
+        if args.no_prepare:
+            options["prepare_threshold"] = None
+        self.connect = lambda conninfo=self.conninfo: psycopg.connect(conninfo, **options)
+        self.conn = self.connect()
+        self.check_setup()
+        self.listener = None
+        if args.listen_conninfo != "none":
+            self.listener = self.connect(self.conninfo if args.listen_conninfo is None else args.listen_conninfo)
+            # the channel is an identifier: quoted, so that its case is kept
+            self.listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier("concurrency_" + args.queue)))
+        self.heartbeat = Heartbeat(self.connect, args.queue)
+
+    def check_setup(self):
+        """Fails at start, with what to do, rather than burning retries later."""
+        has_extension = self.conn.execute(
+            "SELECT EXISTS (SELECT FROM pg_extension WHERE extname = 'concurrency_ext')"
+        ).fetchone()[0]
+        if not has_extension:
+            sys.exit("worker.py: the extension is not installed in this database: CREATE EXTENSION concurrency_ext")
+        if self.conn.execute("SELECT FROM concurrency.queue_stats WHERE queue = %s", (self.args.queue,)).fetchone() is None:
+            sys.exit(
+                f"worker.py: queue {self.args.queue!r} does not exist: "
+                "SELECT concurrency.create_queue('{}')".format(self.args.queue.replace("'", "''"))
+            )
+        try:
+            self.conn.execute(RESULTS_TABLE)
+        except psycopg.Error as e:
+            sys.exit(f"worker.py: cannot create worker_results, which do_work writes to: {e.diag.message_primary}")
 
     def say(self, text):
         print(f"{self.args.name}: {text}", flush=True)
@@ -128,8 +174,9 @@ class Worker:
 
     def wait_for_work(self):
         """Sleeps until a notification, a signal, or the poll interval."""
-        ready, _, _ = select.select([self.listener.fileno(), self.wake_r], [], [], self.args.poll)
-        if self.listener.fileno() in ready:
+        watched = [self.wake_r] + ([self.listener.fileno()] if self.listener else [])
+        ready, _, _ = select.select(watched, [], [], self.args.poll)
+        if self.listener and self.listener.fileno() in ready:
             self.listener.execute("SELECT 1")  # reads (and discards) the pending notifications
 
     def claim(self):
@@ -223,6 +270,18 @@ def main():
     p.add_argument("--poll", type=float, default=1.0, help="longest sleep between claims (seconds)")
     p.add_argument("--drain", action="store_true", help="exit when the queue has no task left")
     p.add_argument("--conninfo", default="", help="libpq connection string (default: PG* environment)")
+    p.add_argument(
+        "--no-prepare",
+        action="store_true",
+        help="no server-side prepared statements (psycopg prepare_threshold=None): "
+        "needed behind PgBouncer in transaction mode",
+    )
+    p.add_argument(
+        "--listen-conninfo",
+        default=None,
+        help="connection for LISTEN (default: --conninfo); behind a transaction-mode pooler give a direct "
+        "or session-mode one, or 'none' to poll every --poll seconds instead",
+    )
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO)
     worker = Worker(args)

@@ -1,45 +1,69 @@
 #!/usr/bin/env bash
 # Builds PostgreSQL 18 from Debian's postgresql-18 source package (suite sid)
-# into PREFIX (default /opt/concurrency_ext/pg18), reusing a finished build of
-# the same version. Prints the prefix's pg_config on its last line; exits 3
-# with "PostgreSQL 18: skipped, source unavailable" when the source cannot be
-# fetched. Needs root (apt).
+# into PREFIX (default /opt/concurrency_ext/pg18) with what the tests need
+# (pg_isolation_regress, contrib, the TAP modules), and reuses a finished
+# build: a second run prints the same pg_config at once, and a run started
+# while another builds waits for it instead of building twice.
+# Prints the prefix's pg_config on its last line. When the source (or what it
+# needs to build) cannot be fetched it prints "PostgreSQL 18: skipped, source
+# unavailable" and exits 3, so that callers report a skip, not a failure.
+# Needs root (apt). About 7 minutes on two cores.
 set -uo pipefail
 prefix=${PG18_PREFIX:-/opt/concurrency_ext/pg18}
 work=${PG18_WORK:-/var/tmp/concurrency_ext-pg18}
-if [ -x "$prefix/bin/pg_config" ] && [ -f "$prefix/.complete" ] \
-   && [ -x "$("$prefix/bin/pg_config" --pkglibdir)/pgxs/src/test/isolation/pg_isolation_regress" ]; then
+jobs=$(( $(nproc) < 2 ? $(nproc) : 2 ))
+skip() { echo "PostgreSQL 18: skipped, source unavailable${1:+ ($1)}"; exit 3; }
+
+mkdir -p "$(dirname "$prefix")" "$work" || exit 1
+exec 9>"$prefix.lock"
+flock 9                                   # one build at a time; later callers reuse it
+
+pgxs_dir() { [ -x "$prefix/bin/pg_config" ] && dirname "$(dirname "$(dirname "$("$prefix/bin/pg_config" --pgxs)")")"; }
+# The TAP modules are installed only by a tree configured with
+# --enable-tap-tests; install them into a build made without it.
+tap_modules() { # source tree
+  local pgxs; pgxs=$(pgxs_dir) || return 1
+  [ -f "$pgxs/src/test/perl/PostgreSQL/Test/Cluster.pm" ] && return 0
+  [ -d "$1/src/test/perl" ] && make -s -C "$1/src/test/perl" install enable_tap_tests=yes >/dev/null
+}
+complete() {
+  local pgxs; pgxs=$(pgxs_dir) || return 1
+  [ -f "$prefix/.complete" ] && [ -x "$pgxs/src/test/isolation/pg_isolation_regress" ]
+}
+
+if complete; then
+  src=$(ls -d "$work"/postgresql-18*/ 2>/dev/null | head -1)
+  [ -n "$src" ] && tap_modules "$src"
   echo "$prefix/bin/pg_config"; exit 0
 fi
+
 export DEBIAN_FRONTEND=noninteractive
-apt-get install -y -qq --no-install-recommends bison flex libreadline-dev zlib1g-dev dpkg-dev xz-utils >/dev/null || exit 1
-list=/etc/apt/sources.list.d/concurrency-ext-sid-src.sources
-if [ ! -f "$list" ]; then
-  cat >"$list" <<SRC
+cd "$work" || exit 1
+src=$(ls -d postgresql-18*/ 2>/dev/null | head -1)
+if [ -z "$src" ]; then
+  list=/etc/apt/sources.list.d/concurrency-ext-sid-src.sources
+  [ -f "$list" ] || cat >"$list" <<SRC
 Types: deb-src
 URIs: http://deb.debian.org/debian
 Suites: sid
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
-fi
-apt-get update -qq >/dev/null 2>&1
-mkdir -p "$work" && cd "$work" || exit 1
-if ! ls -d postgresql-18-*/ >/dev/null 2>&1 && ! ls -d postgresql-18*/ >/dev/null 2>&1; then
-  apt-get source -qq --download-only postgresql-18 >/dev/null 2>&1 || { echo "PostgreSQL 18: skipped, source unavailable"; exit 3; }
+  apt-get update -qq >/dev/null 2>&1
+  apt-get source -qq --download-only postgresql-18 >apt-source.log 2>&1 || skip "apt-get source postgresql-18 failed"
   tarball=$(ls postgresql-18_*.orig.tar.* 2>/dev/null | head -1)
-  [ -n "$tarball" ] || { echo "PostgreSQL 18: skipped, source unavailable"; exit 3; }
+  [ -n "$tarball" ] || skip "no orig tarball"
   tar xf "$tarball" || exit 1
+  src=$(ls -d postgresql-18*/ | head -1)
 fi
-src=$(ls -d postgresql-18*/ | head -1)
+apt-get install -y -qq --no-install-recommends bison flex libreadline-dev zlib1g-dev libipc-run-perl >/dev/null 2>&1 \
+  || skip "build dependencies could not be installed"
 cd "$src" || exit 1
-[ -f config.status ] || ./configure --prefix="$prefix" --without-icu --enable-debug >configure.log 2>&1 || { tail configure.log; exit 1; }
-make -j"$(nproc)" -s >build.log 2>&1 && make -s install >>build.log 2>&1 \
+[ -f config.status ] || ./configure --prefix="$prefix" --without-icu --enable-debug --enable-tap-tests >configure.log 2>&1 \
+  || { tail configure.log; exit 1; }
+make -j"$jobs" -s >build.log 2>&1 && make -s install >>build.log 2>&1 \
   && make -s -C src/test/isolation install >>build.log 2>&1 \
-  && make -s -C contrib install >>build.log 2>&1 || { tail -30 build.log; exit 1; }
-# TAP modules (PostgreSQL::Test::Cluster) for prove against this build; the
-# server was configured without --enable-tap-tests, so say it here, and give
-# `make installcheck-tap` enable_tap_tests=yes PROVE=prove against this prefix.
-make -s -C src/test/perl install enable_tap_tests=yes >>build.log 2>&1 || exit 1
+  && make -s -j"$jobs" -C contrib install >>build.log 2>&1 || { tail -30 build.log; exit 1; }
+tap_modules . || { echo "could not install the TAP modules"; exit 1; }
 touch "$prefix/.complete"
 echo "$prefix/bin/pg_config"

@@ -3,9 +3,16 @@
 # (PostgreSQL 15 from Debian). Idempotent; needs root.
 set -euo pipefail
 packages=(
-  postgresql-15 postgresql-server-dev-15 postgresql-contrib postgresql-common
-  g++ make cmake clang-14 llvm-14 libfmt-dev googletest libgtest-dev valgrind
-  libipc-run-perl python3 python3-psycopg
+  # building the module into an existing server (README "From source")
+  g++ make libfmt-dev postgresql-server-dev-15
+  # the server the tests run against, and its client tools
+  postgresql-15 postgresql-contrib postgresql-common
+  # unit tests, sanitizer run, TAP tests, fuzz suite and examples
+  cmake clang-14 llvm-14 googletest libgtest-dev valgrind libipc-run-perl python3 python3-psycopg
+  # the Debian package (debian/, pg_buildext)
+  dpkg-dev debhelper fakeroot postgresql-server-dev-all
+  # a real pooler and the monitoring exporter, for their TAP tests
+  pgbouncer prometheus-postgres-exporter
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -16,4 +23,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-# Debian creates a default cluster that nothing here uses; keep it stopped.
+# Debian starts the packages' own services (the default cluster, pgbouncer,
+# postgres_exporter) where an init system runs; the tests use none of them:
+# they start private instances on free ports.

@@ -9,6 +9,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "run as root: sudo $0" >&2; exit 2; }
 name=sanitize port=${SANITIZE_PORT:-5690}
+# One run at a time: the private server copy (/work/pg-sanitize) is shared.
+exec 8>/var/tmp/concurrency_ext-sanitize.lock
+flock 8
 eval "$(bash scripts/dev-cluster.sh "$name" "$port")"
 root=$PGHOST
 bin=$(dirname "$PG_CONFIG")

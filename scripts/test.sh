@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
-# Runs every suite of concurrency_ext and ends with one line "N passed, M failed":
-#   pg_regress suites and isolation specs (a throw-away cluster, pg_virtualenv),
-#   GoogleTest unit tests (CTest), TAP tests (PostgreSQL::Test::Cluster, run as
-#   the postgres user because initdb refuses root).
-# Usage: sudo scripts/test.sh        (installs missing packages first)
+# Runs every suite of concurrency_ext against each tested PostgreSQL version
+# (15 from Debian, 18 built from Debian's source package by
+# scripts/build-pg18.sh) and ends with one line "N passed, M failed" summing
+# them all, after one such line per version:
+#   per version: pg_regress suites and isolation specs, the fuzz suite and the
+#     upgrade check (each on a throw-away cluster of its own, scripts/cluster.sh),
+#     TAP tests (PostgreSQL::Test::Cluster, run as the postgres user because
+#     initdb refuses root; they include PgBouncer and postgres_exporter);
+#     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
+#   once: the memory-safety run (PostgreSQL 15), GoogleTest unit tests (CTest),
+#     the Debian package (built, installed, smoke-tested) and the check that the
+#     module needs no shared library beyond the server and the C/C++ runtime.
+# Usage: sudo scripts/test.sh
+#   PG_VERSIONS="15" to test one version only; PG18 is built on first use
+#   (about 7 minutes) and reused afterwards.
+#   SKIP="sanitize package" to leave out steps (sanitize, unit, package, and
+#   citus: the Citus suite on PostgreSQL 18); CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 [ "$(id -u)" = 0 ] || { echo "run as root (it installs packages and the extension): sudo $0" >&2; exit 2; }
+. scripts/cluster.sh
 
 bash scripts/deps.sh || exit 1
-logs=$(mktemp -d)
-passed=0 failed=0
-count() { passed=$((passed + $1)); failed=$((failed + $2)); echo "== $3: $1 passed, $2 failed"; }
+logs=$(mktemp -d /tmp/concurrency_ext-test.XXXXXX); chmod 755 "$logs"
+trap 'cluster_stop; rm -rf "$logs"' EXIT
+passed=0 failed=0        # everything
+vpassed=0 vfailed=0      # the current version
+count() { # passed failed name
+  passed=$((passed + $1)); failed=$((failed + $2)); vpassed=$((vpassed + $1)); vfailed=$((vfailed + $2))
+  echo "== $3: $1 passed, $2 failed"
+}
 # Adds the closing "N passed, M failed" line of a suite's log; a log without
 # one (the suite died) counts as one failure and shows its tail.
 count_summary() { # name log
@@ -21,77 +39,163 @@ count_summary() { # name log
   if [ -n "$line" ]; then count "$(echo "$line" | cut -d' ' -f1)" "$(echo "$line" | cut -d' ' -f3)" "$1"
   else tail -n 30 "$2"; count 0 1 "$1"; fi
 }
+skipped() { case " ${SKIP:-} " in *" $1 "*) echo "== $1: skipped (SKIP)"; return 0;; esac; return 1; }
 
-echo "== build and install (PGXS)"
-# The test-only border module (test/module) is installed for its suites and
-# removed again however this script ends: it must not stay in the server.
-trap 'make -s uninstall-test-module >/dev/null 2>&1' EXIT
-make -s -j2 >"$logs/build.log" 2>&1 && make -s install >>"$logs/build.log" 2>&1 \
-  && make -s test-module >>"$logs/build.log" 2>&1 && make -s install-test-module >>"$logs/build.log" 2>&1 \
-  || { cat "$logs/build.log"; echo "0 passed, 1 failed"; exit 1; }
+# A copy of the source tree (tracked and new files, no build products), so
+# that each version builds in a tree of its own and the postgres user can run
+# the TAP tests in it.
+copy_tree() { # destination
+  mkdir -p "$1"
+  git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$1"
+  chmod -R a+rX "$1"
+}
 
-echo "== regression and isolation suites"
-rm -rf results output_iso regression.diffs test/module/results test/module/output_iso test/module/regression.diffs
-pg_virtualenv -v 15 sh -c 'make -s installcheck ISOLATION=; make -s installcheck REGRESS=; make -s installcheck-border' >"$logs/installcheck.log" 2>&1
-make -s uninstall-test-module >/dev/null 2>&1
-grep -E '\.\.\. |tests? (passed|failed)' "$logs/installcheck.log"
-started=$(grep -cE '^(test |     )\S+ +\.\.\. ' "$logs/installcheck.log")
-ok=$(grep -cE '^(test |     )\S+ +\.\.\. +ok ' "$logs/installcheck.log")
-bad=$((started - ok))
-# each of the four runs (regress, isolation, the border's regress and
-# isolation) must end with its summary; a run that died early fails
-summaries=$(grep -cE 'tests? (passed|failed)' "$logs/installcheck.log")
-[ "$summaries" -lt 4 ] && bad=$((bad + 4 - summaries))
-for d in regression.diffs output_iso/regression.diffs test/module/regression.diffs test/module/output_iso/regression.diffs; do [ -s "$d" ] && { echo "---- $d"; cat "$d"; }; done
-count "$ok" "$bad" "pg_regress + isolation"
+# pg_regress and isolation output: "test name ... ok" lines, then a summary per run.
+count_installcheck() { # name log dir
+  local started ok bad summaries d
+  grep -E '\.\.\. |^(not )?ok +[0-9]+ |tests? (passed|failed)' "$2"
+  started=$(grep -cE '^(test |     |ok +[0-9]+ +[-+] |not ok +[0-9]+ +[-+] )' "$2")
+  ok=$(grep -cE '^((test |     )\S+ +\.\.\. +ok |ok +[0-9]+ +[-+] )' "$2")
+  bad=$((started - ok))
+  # each of the four runs (regress, isolation, the border's regress and
+  # isolation) must end with its summary; a run that died early fails
+  summaries=$(grep -cE 'tests? (passed|failed)|^# All [0-9]+ tests passed|^# [0-9]+ of [0-9]+ tests failed' "$2")
+  [ "$summaries" -lt 4 ] && bad=$((bad + 4 - summaries))
+  for d in "$3/regression.diffs" "$3/output_iso/regression.diffs" "$3/test/module/regression.diffs" \
+           "$3/test/module/output_iso/regression.diffs"; do
+    [ -s "$d" ] && { echo "---- $d"; head -n 200 "$d"; }
+  done
+  count "$ok" "$bad" "$1"
+}
 
-echo "== hostile-input fuzzing (test/fuzz)"
-pg_virtualenv -v 15 sh -c 'psql -Xqc "CREATE EXTENSION concurrency_ext" && /usr/bin/python3 test/fuzz/fuzz.py' >"$logs/fuzz.log" 2>&1
-grep -E '^(ok|FAIL) ' "$logs/fuzz.log"
-count_summary fuzz "$logs/fuzz.log"
+test_version() { # version pg_config
+  local v=$1 pg_config=$2 tree=$logs/pg$1 extra=()
+  # this version's psql, pg_ctl and pgbench first
+  local -x PATH="$("$pg_config" --bindir):$PATH"
+  echo; echo "######## PostgreSQL $v ($pg_config)"
+  vpassed=0 vfailed=0
+  copy_tree "$tree"
+  # A PostgreSQL built without --enable-tap-tests still has the TAP modules
+  # (scripts/build-pg18.sh installs them); tell its PGXS to use them.
+  grep -q '^enable_tap_tests.*yes' "$("$pg_config" --pgxs | sed 's|src/makefiles/pgxs.mk|src/Makefile.global|')" \
+    || extra=(enable_tap_tests=yes PROVE=prove)
 
-echo "== upgrades from every released version (scripts/upgrade-check.sh)"
-pg_virtualenv -v 15 bash scripts/upgrade-check.sh >"$logs/upgrade.log" 2>&1
-grep -E '^(ok|FAIL) ' "$logs/upgrade.log"
-count_summary upgrade "$logs/upgrade.log"
+  echo "== $v: build and install (PGXS)"
+  if ! (cd "$tree" && make -s -j2 PG_CONFIG="$pg_config" && make -s install PG_CONFIG="$pg_config" \
+        && make -s test-module PG_CONFIG="$pg_config" && make -s install-test-module PG_CONFIG="$pg_config") >"$logs/build-$v.log" 2>&1; then
+    tail -n 40 "$logs/build-$v.log"; count 0 1 "$v build"
+    echo "PostgreSQL $v: $vpassed passed, $vfailed failed"; return
+  fi
+  # The module must load on a server that has nothing but PostgreSQL and the
+  # C/C++ runtime: no libfmt.so (fmt is header-only) or anything else.
+  local deps
+  deps=$(ldd "$("$pg_config" --pkglibdir)/concurrency_ext.so" | awk '{print $1}' \
+         | grep -vE '^(linux-vdso|/lib64/ld-linux|libstdc\+\+|libgcc_s|libc|libm)\.so' | grep -vE '^/lib64/ld-linux')
+  if [ -z "$deps" ]; then count 1 0 "$v module links only the C/C++ runtime (ldd)"
+  else echo "unexpected shared libraries: $deps"; count 0 1 "$v module links only the C/C++ runtime (ldd)"; fi
 
-echo "== memory safety: suites under valgrind with a UBSan build (scripts/sanitize.sh)"
-bash scripts/sanitize.sh >"$logs/sanitize.log" 2>&1
-grep -E 'valgrind errors|Invalid|runtime error|\.\.\. +FAILED|\.\.\. +failed' "$logs/sanitize.log" | head -20
-grep -q -E '\.\.\. +(FAILED|failed)' "$logs/sanitize.log" && sed -n '/^diff /,$p' "$logs/sanitize.log" | head -80
-count_summary sanitize "$logs/sanitize.log"
+  echo "== $v: regression and isolation suites (and the border module's)"
+  if cluster_start "$pg_config"; then
+    (cd "$tree" && make -s installcheck PG_CONFIG="$pg_config" ISOLATION=; make -s installcheck PG_CONFIG="$pg_config" REGRESS=
+     make -s installcheck-border PG_CONFIG="$pg_config") >"$logs/installcheck-$v.log" 2>&1
+    # the test-only border module must not stay in the server
+    (cd "$tree" && make -s uninstall-test-module PG_CONFIG="$pg_config") >/dev/null 2>&1
+    count_installcheck "$v pg_regress + isolation" "$logs/installcheck-$v.log" "$tree"
 
-echo "== unit tests (CMake + CTest)"
-if cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug >"$logs/cmake.log" 2>&1 && cmake --build build -j2 >>"$logs/cmake.log" 2>&1; then
-  (cd build && ctest --output-on-failure) >"$logs/ctest.log" 2>&1
-  tail -n 20 "$logs/ctest.log"
-  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of' "$logs/ctest.log")
-  total=$(echo "$line" | sed -E 's/.*out of ([0-9]+).*/\1/')
-  nfail=$(echo "$line" | sed -E 's/.* ([0-9]+) tests? failed.*/\1/')
-  [ -n "$total" ] && count $((total - nfail)) "$nfail" "unit" || count 0 1 "unit"
-else
-  cat "$logs/cmake.log"; count 0 1 "unit (build)"
+    echo "== $v: hostile-input fuzzing (test/fuzz)"
+    psql -Xqc "CREATE EXTENSION concurrency_ext" >"$logs/fuzz-$v.log" 2>&1 \
+      && /usr/bin/python3 test/fuzz/fuzz.py >>"$logs/fuzz-$v.log" 2>&1
+    grep -E '^(ok|FAIL) ' "$logs/fuzz-$v.log"
+    count_summary "$v fuzz" "$logs/fuzz-$v.log"
+
+    echo "== $v: upgrades from every released version (scripts/upgrade-check.sh)"
+    PG_CONFIG=$pg_config bash scripts/upgrade-check.sh >"$logs/upgrade-$v.log" 2>&1
+    grep -E '^(ok|FAIL) ' "$logs/upgrade-$v.log"
+    count_summary "$v upgrade" "$logs/upgrade-$v.log"
+    cluster_stop
+  else
+    count 0 1 "$v cluster start"
+  fi
+
+  echo "== $v: TAP tests"
+  chown -R postgres "$tree"
+  (cd "$tree" && runuser -u postgres -- make -s installcheck-tap PG_CONFIG="$pg_config" "${extra[@]}") >"$logs/tap-$v.log" 2>&1
+  grep -vE '^(echo|\+\+\+)' "$logs/tap-$v.log" | tail -n 40
+  # failed subtests, plus one for each test file that died after passing all
+  # the subtests it ran ("Dubious" ... "All N subtests passed")
+  local total nfail died
+  total=$(grep -oE 'Tests=[0-9]+' "$logs/tap-$v.log" | tail -1 | cut -d= -f2)
+  nfail=$(grep -oE 'Failed [0-9]+/[0-9]+ subtests' "$logs/tap-$v.log" | awk '{split($2,a,"/"); s+=a[1]} END {print s+0}')
+  died=$(grep -A1 'Dubious' "$logs/tap-$v.log" | grep -cE 'All [0-9]+ subtests passed|No subtests run')
+  if [ -z "$total" ]; then count 0 1 "$v TAP"; else
+    count $((total - nfail)) $((nfail + died)) "$v TAP"
+    [ $((nfail + died)) = 0 ] && ! grep -q 'Result: PASS' "$logs/tap-$v.log" && count 0 1 "$v TAP (result)"
+  fi
+  [ "${KEEP_TAP_LOGS:-}" ] && cp -r "$tree/tmp_check" "/tmp/concurrency_ext-tap-$v.$$" 2>/dev/null
+
+  if [ "$v" = 18 ] && ! skipped citus; then
+    echo "== 18: Citus: named locks, diagnostics and distributed queues on a coordinator and two workers (scripts/citus-check.sh)"
+    local ports=() p
+    while [ ${#ports[@]} -lt 3 ]; do
+      p=$(free_port) || break
+      case " ${ports[*]} " in *" $p "*) ;; *) ports+=("$p") ;; esac
+    done
+    CITUS_PORTS="${ports[*]}" bash scripts/citus-check.sh >"$logs/citus.log" 2>&1
+    grep -E '^(ok|FAIL|skip) |^Citus' "$logs/citus.log"
+    count_summary "18 Citus" "$logs/citus.log"
+  fi
+  echo "PostgreSQL $v: $vpassed passed, $vfailed failed"
+  version_lines+=("PostgreSQL $v: $vpassed passed, $vfailed failed")
+}
+
+version_lines=()
+for v in ${PG_VERSIONS:-15 18}; do
+  case $v in
+    18) pg18=$(bash scripts/build-pg18.sh 2>&1 | tee "$logs/build-pg18.log" | tail -1)
+        if [ -x "$pg18" ]; then test_version 18 "$pg18"
+        elif grep -q 'skipped, source unavailable' "$logs/build-pg18.log"; then
+          echo "PostgreSQL 18: skipped, source unavailable"; version_lines+=("PostgreSQL 18: skipped, source unavailable")
+        else
+          tail -n 30 "$logs/build-pg18.log"; vpassed=0 vfailed=0; count 0 1 "building PostgreSQL 18"
+          version_lines+=("PostgreSQL 18: 0 passed, 1 failed (build)")
+        fi ;;
+    *) test_version "$v" "/usr/lib/postgresql/$v/bin/pg_config" ;;
+  esac
+done
+
+echo; echo "######## once"
+vpassed=0 vfailed=0
+if ! skipped sanitize; then
+  echo "== memory safety: suites under valgrind with a UBSan build (scripts/sanitize.sh, PostgreSQL 15)"
+  bash scripts/sanitize.sh >"$logs/sanitize.log" 2>&1
+  grep -E 'valgrind errors|Invalid|runtime error|\.\.\. +FAILED|\.\.\. +failed' "$logs/sanitize.log" | head -20
+  grep -q -E '\.\.\. +(FAILED|failed)' "$logs/sanitize.log" && sed -n '/^diff /,$p' "$logs/sanitize.log" | head -80
+  count_summary sanitize "$logs/sanitize.log"
 fi
 
-echo "== TAP tests"
-tap=$(mktemp -d); chmod 755 "$tap"
-cp -r "$root" "$tap/src"; rm -rf "$tap/src/build"; chown -R postgres "$tap"
-(cd "$tap/src" && runuser -u postgres -- make -s installcheck-tap) >"$logs/tap.log" 2>&1
-cat "$logs/tap.log" | grep -vE '^(echo|\+\+\+)' | tail -n 40
-total=$(grep -oE 'Tests=[0-9]+' "$logs/tap.log" | tail -1 | cut -d= -f2)
-nfail=$(grep -oE 'Failed [0-9]+/[0-9]+ subtests' "$logs/tap.log" | awk '{split($2,a,"/"); s+=a[1]} END {print s+0}')
-dubious=$(grep -c 'Dubious' "$logs/tap.log")
-if [ -z "$total" ]; then count 0 1 "TAP"; else
-  [ "$nfail" = 0 ] && [ "$dubious" -gt 0 ] && nfail=$dubious
-  count $((total - nfail)) "$nfail" "TAP"
-  [ "$nfail" = 0 ] && ! grep -q 'Result: PASS' "$logs/tap.log" && count 0 1 "TAP (result)"
+if ! skipped unit; then
+  echo "== unit tests (CMake + CTest)"
+  if cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug >"$logs/cmake.log" 2>&1 && cmake --build build -j2 >>"$logs/cmake.log" 2>&1; then
+    (cd build && ctest --output-on-failure) >"$logs/ctest.log" 2>&1
+    tail -n 20 "$logs/ctest.log"
+    line=$(grep -E 'tests passed, [0-9]+ tests? failed out of' "$logs/ctest.log")
+    total=$(echo "$line" | sed -E 's/.*out of ([0-9]+).*/\1/')
+    nfail=$(echo "$line" | sed -E 's/.* ([0-9]+) tests? failed.*/\1/')
+    [ -n "$total" ] && count $((total - nfail)) "$nfail" "unit" || count 0 1 "unit"
+  else
+    cat "$logs/cmake.log"; count 0 1 "unit (build)"
+  fi
 fi
-[ "${KEEP_TAP_LOGS:-}" ] || rm -rf "$tap"
 
-echo "== Citus: named locks, diagnostics and distributed queues on a coordinator and two workers (scripts/citus-check.sh)"
-bash scripts/citus-check.sh >"$logs/citus.log" 2>&1
-grep -E '^(ok|FAIL|skip) |^Citus' "$logs/citus.log"
-count_summary Citus "$logs/citus.log"
+if ! skipped package; then
+  echo "== Debian package (scripts/package-check.sh)"
+  bash scripts/package-check.sh >"$logs/package.log" 2>&1
+  grep -E '^(ok|FAIL) ' "$logs/package.log"
+  count_summary package "$logs/package.log"
+fi
+version_lines+=("once: $vpassed passed, $vfailed failed")
 
+echo
+printf '%s\n' "${version_lines[@]}"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

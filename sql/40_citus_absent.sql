@@ -13,3 +13,20 @@ SELECT concurrency.xact_lock('citus_absent');
 SELECT name, level FROM concurrency.my_locks;
 COMMIT;
 SELECT concurrency.unregister_subsystem('citus_absent');
+-- distributed queues need a Citus coordinator; a local queue is not one
+SELECT concurrency.create_queue('citus_absent_q');
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SELECT concurrency.distribute_queue('citus_absent_q');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM concurrency.distributed_dequeue('citus_absent_q');
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.distribute_queue('no_such_queue');
+\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY terse
+SELECT count(*) FROM concurrency.distributed_queue;
+-- the queue functions work on it as on any local queue
+SELECT concurrency.enqueue('citus_absent_q', '{"a": 1}') > 0 AS enqueued;
+SELECT payload FROM concurrency.dequeue('citus_absent_q');
+SELECT ready, leased FROM concurrency.queue_stats WHERE queue = 'citus_absent_q';
+SELECT concurrency.drop_queue('citus_absent_q');

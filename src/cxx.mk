@@ -7,9 +7,11 @@
 CONCURRENCY_SRC := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 EXTVERSION   := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(CONCURRENCY_SRC)/../concurrency_ext.control)
 
-PG_CPPFLAGS  += -I$(CONCURRENCY_SRC) -DCONCURRENCY_EXT_VERSION=\"$(EXTVERSION)\"
+# fmt is used header-only (FMT_HEADER_ONLY): the module needs no libfmt.so at
+# run time, only the server and the C/C++ runtime (scripts/test.sh checks ldd).
+PG_CPPFLAGS  += -I$(CONCURRENCY_SRC) -DCONCURRENCY_EXT_VERSION=\"$(EXTVERSION)\" -DFMT_HEADER_ONLY
 PG_CXXFLAGS  += -std=c++17 -fno-strict-aliasing -Wno-register
-SHLIB_LINK   += -lfmt -lstdc++
+SHLIB_LINK   += -lstdc++
 # `make SANITIZE=undefined` (or address,undefined) builds with those sanitizers
 # (scripts/sanitize.sh runs the suites against such a build).
 ifdef SANITIZE
@@ -17,9 +19,18 @@ PG_CXXFLAGS += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-reco
 SHLIB_LINK  += -fsanitize=$(SANITIZE)
 endif
 
+# No LLVM bitcode: JIT inlining cannot use C++ functions that call into SPI,
+# and the bitcode pass (clang, with fmt header-only) doubled the build time
+# (pg_duckdb does the same).
+override with_llvm = no
+
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-# The LLVM bitcode (for JIT inlining) must see the same C++ dialect.
-BITCODE_CXXFLAGS += -std=c++17 -Wno-register
+# Bitcode installed by a build from before with_llvm = no would be stale: the
+# JIT could inline an old function body from it.
+.PHONY: remove-stale-bitcode
+install: remove-stale-bitcode
+remove-stale-bitcode:
+	rm -rf '$(DESTDIR)$(pkglibdir)/bitcode/$(MODULE_big)' '$(DESTDIR)$(pkglibdir)/bitcode/$(MODULE_big).index.bc'

@@ -2,6 +2,7 @@
 #include "citus/init.hpp"
 
 #include "pg/guard.hpp"
+#include "pg/invalidation.hpp"
 #include "pg/spi.hpp"
 
 extern "C" {
@@ -59,7 +60,7 @@ NodeRole read_role() {
 
 } // namespace
 
-void init() { CacheRegisterRelcacheCallback(role_changed, (Datum)0); }
+void init() { pg::register_relcache_callback(role_changed, (Datum)0); }
 
 NodeRole local_role() {
 	if (citus_loaded == Loaded::unknown)

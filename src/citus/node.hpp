@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <string>
 
+#include "pg/postgres.hpp"
+
 namespace concurrency::citus {
 
 enum class Role { none, coordinator, worker };

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "pg/invalidation.hpp"
 #include "locks/lock_keys.hpp"
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
@@ -130,7 +131,7 @@ const Subsystem *find_cached(std::string_view name) {
 
 } // namespace
 
-void registry_init() { CacheRegisterRelcacheCallback(registry_changed, (Datum)0); }
+void registry_init() { pg::register_relcache_callback(registry_changed, (Datum)0); }
 
 const std::vector<SubsystemKey> &registered_subsystems() {
 	if (!cache_valid)

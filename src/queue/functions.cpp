@@ -11,6 +11,7 @@
 #include "common/backoff.hpp"
 #include "common/sql_text.hpp"
 #include "pg/srf.hpp"
+#include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/keys_sql.hpp"
 #include "queue/permissions.hpp"
@@ -417,6 +418,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_enqueue");
 	bool inserted = false;
 	std::optional<int64> id = enqueue_one(q, values, nulls, &inserted);
 	if (!id)
@@ -480,6 +483,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
 	if (q.info().key_limit > 0 && has_keys &&
 	    std::any_of(concurrency_keys.nulls, concurrency_keys.nulls + concurrency_keys.n, [](bool n) { return !n; })) {
 		// Tasks of keys on a queue that limits its keys: each is admitted or
@@ -609,6 +614,8 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "dequeue");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_dequeue", &out);
 	Interval lease = lease_arg ? *lease_arg : q.info().lease;
 	ClaimCursor &cursor = q.info().cursor;
 	// the horizon matters to the cursor only to tell whether it is pinned:
@@ -733,6 +740,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "heartbeat");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_heartbeat");
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
 	static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID};
 	Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
@@ -759,6 +768,8 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "complete");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_complete");
 	bool retain = q.info().has_retain;
 	uint64 n = 0;
 	if (retain) {
@@ -793,6 +804,8 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "fail");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_fail");
 	static const Oid lock_types[2] = {INT8OID, INT8OID};
 	Datum lock_values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 	if (q.run(QueueStatement::fail_lock, 2, lock_types, lock_values) == 0)
@@ -824,6 +837,8 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::manage, "retry_dead");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_retry_dead");
 	static const Oid types[3] = {TIMESTAMPTZOID, INT8ARRAYOID, BOOLOID};
 	bool limited = q.info().key_limit > 0;
 	Datum values[3] = {TimestampTzGetDatum(now), PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1),
@@ -880,7 +895,10 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 			AsRole as_owner(queue_owner(*q));
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
-			q->run(QueueStatement::stats, 1, types, values);
+			if (queue::is_distributed(q->info().relid)) // Citus: src/queue/distributed.hpp
+				queue::distributed_stats(name, now);
+			else
+				q->run(QueueStatement::stats, 1, types, values);
 			for (int c = 1; c < 10; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 			// blocked: behind their key, and while the queue has max_leased

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "pg/invalidation.hpp"
 #include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "queue/permissions.hpp"
@@ -202,7 +203,7 @@ void clear_permissions(const std::string &queue) {
 	forget_dropped_roles();
 }
 
-void permissions_init() { CacheRegisterRelcacheCallback(permissions_changed, Datum(0)); }
+void permissions_init() { pg::register_relcache_callback(permissions_changed, Datum(0)); }
 
 } // namespace concurrency::queue
 

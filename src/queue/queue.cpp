@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "pg/invalidation.hpp"
 #include "common/backoff.hpp"
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
@@ -168,7 +169,7 @@ void revalidate(QueueInfo &info) {
 } // namespace
 
 void cache_init() {
-	CacheRegisterRelcacheCallback(relation_changed, (Datum)0);
+	pg::register_relcache_callback(relation_changed, (Datum)0);
 	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum)0);
 	CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum)0);
 }
@@ -395,11 +396,13 @@ void Queue::lease_lost(int64 task_id) {
 		detail = fmt::format("The task was cancelled at {}.", finished);
 	else if (state == "done")
 		detail = fmt::format("The task was completed at {}.", finished);
+	// The token given may be of an earlier lease of this task, of another task,
+	// or never issued at all: say only what is known.
 	else if (held)
-		detail = fmt::format("Another lease was issued for the task since: it is {} at attempt {}{}.", state, attempt,
-		                     worker.empty() ? "" : fmt::format(", worker \"{}\"", worker));
+		detail = fmt::format("The lease token does not match the task's current lease: it is {} at attempt {}{}.",
+		                     state, attempt, worker.empty() ? "" : fmt::format(", worker \"{}\"", worker));
 	else
-		detail = fmt::format("The lease was released since: the task is {} at attempt {}.", state, attempt);
+		detail = fmt::format("The task has no lease now: it is {} at attempt {}.", state, attempt);
 	throw Error(sqlstate::lease_lost, fmt::format("lease on task {} of queue \"{}\" was lost", task_id, name()), detail,
 	            hint);
 }

@@ -161,6 +161,10 @@ def value_for(type_name, rng, names):
         return [rng.choice(JSONS[1:]) for _ in range(rng.randint(0, 60))]
     if type_name == "pg_locks":
         return crafted_lock_row(rng)
+    if type_name == "oid":
+        return rng.choice([None, 0, 1, 1259, 16384, 4294967295])
+    if type_name == "smallint":
+        return rng.choice([None, 0, 1, 2, 16, -1, 32767, -32768])
     raise ValueError(f"no generator for type {type_name}")
 
 
@@ -255,10 +259,12 @@ def fuzz_function(conn, rng, name, argtypes, calls, role):
         try:
             conn.execute(call).fetchall()
             codes["ok"] = codes.get("ok", 0) + 1
-        except psycopg.OperationalError as e:
-            print(f"FAIL {name}: connection lost: {e}")
-            return None, n
         except psycopg.errors.Error as e:
+            # psycopg raises OperationalError for class 55 too (e.g. 55000):
+            # only a broken connection is a lost one
+            if conn.closed or conn.broken:
+                print(f"FAIL {name}: connection lost: {e}")
+                return None, n
             code = e.sqlstate or "?"
             codes[code] = codes.get(code, 0) + 1
             # A function without arguments has no bad input: any error is a bug

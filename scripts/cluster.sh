@@ -1,0 +1,56 @@
+# Throw-away PostgreSQL clusters for the test and demo scripts (source this
+# file). Each cluster is initdb'd by the postgres user into a fresh temporary
+# directory, listens only on a Unix socket in that directory, on a port chosen
+# free at run time (55xx), so that any number of them run side by side with
+# each other and with any other server or pg_virtualenv on the machine. Works
+# with any PG_CONFIG (Debian's 15, a PostgreSQL built from source).
+#
+#   cluster_start PG_CONFIG [postgresql.conf lines...]
+#       starts one and exports PGHOST PGPORT PGUSER PGDATABASE, CLUSTER_DIR
+#       (its directory) and CLUSTER_BIN (the server's bin directory)
+#   cluster_stop
+#       stops the current one and removes its directory
+# Needs root (it runs the server as postgres).
+
+# A TCP port that nothing listens on, from 5500-5599 (5611-5625 and 5432 stay
+# clear), starting at a random point so that parallel runs spread out.
+free_port() {
+  local start=$((RANDOM % 100)) i port
+  for i in $(seq 0 99); do
+    port=$((5500 + (start + i) % 100))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null \
+       && ! ls /tmp/.s.PGSQL."$port" /var/run/postgresql/.s.PGSQL."$port" >/dev/null 2>&1; then
+      echo "$port"; return 0
+    fi
+  done
+  return 1
+}
+
+cluster_start() { # pg_config [conf lines...]
+  local pg_config=$1; shift
+  local bin dir port line
+  bin=$("$pg_config" --bindir) || return 1
+  dir=$(mktemp -d /tmp/concurrency_ext-cluster.XXXXXX) || return 1
+  chmod 755 "$dir"; chown postgres "$dir"
+  port=$(free_port) || { echo "no free port in 5500-5599" >&2; return 1; }
+  runuser -u postgres -- "$bin/initdb" -D "$dir/data" -A trust -U postgres --no-sync >"$dir/initdb.log" 2>&1 \
+    || { cat "$dir/initdb.log" >&2; return 1; }
+  {
+    echo "port = $port"
+    echo "unix_socket_directories = '$dir'"
+    echo "listen_addresses = ''"
+    echo "fsync = off"
+    echo "max_prepared_transactions = 10"
+    for line in "$@"; do echo "$line"; done
+  } >>"$dir/data/postgresql.conf"
+  runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null \
+    || { tail -n 20 "$dir/server.log" >&2; return 1; }
+  export PGHOST=$dir PGPORT=$port PGUSER=postgres PGDATABASE=postgres CLUSTER_DIR=$dir CLUSTER_BIN=$bin
+}
+
+cluster_stop() {
+  [ -n "${CLUSTER_DIR:-}" ] && [ -d "$CLUSTER_DIR/data" ] || return 0
+  runuser -u postgres -- "$CLUSTER_BIN/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null 2>&1
+  rm -rf "$CLUSTER_DIR"
+  unset CLUSTER_DIR
+}

@@ -1,0 +1,33 @@
+// Distributed queues on Citus: the C++ side. A queue made distributed by
+// concurrency.distribute_queue (src/sql/41_distributed_queue.sql) keeps its
+// SQL functions; their entry points hand the call to the SQL function
+// concurrency.distributed_<op>, which sends each statement to one shard.
+#pragma once
+
+#include <string>
+
+#include "pg/srf.hpp"
+#include "pg/spi.hpp"
+
+extern "C" {
+#include "utils/timestamp.h"
+}
+
+namespace concurrency::queue {
+
+// Whether the queue whose table is `relid` is distributed. False at once
+// where Citus is not loaded; otherwise read from concurrency.distributed_queue
+// once per backend and table, until a relcache invalidation of the table.
+// Call while SPI is connected.
+bool is_distributed(Oid relid);
+
+// Runs concurrency.<function>(the caller's arguments) and returns its result
+// as the caller's: the scalar result, or the rows into `out` for a
+// set-returning caller. Ends the caller's SPI connection.
+Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out = nullptr);
+
+// Runs concurrency.distributed_stats(queue, now): its one row (the six counts
+// of queue_stats) is left in SPI_tuptable.
+void distributed_stats(const std::string &queue, TimestampTz now);
+
+} // namespace concurrency::queue

@@ -1,0 +1,1 @@
+../41_distributed_queue.sql

@@ -1,0 +1,281 @@
+#!/usr/bin/env python3
+"""Distributed queues on a Citus cluster (coordinator + 2 workers).
+
+distribute_queue makes a queue's table a Citus distributed table sharded by
+shard_key; the queue functions keep their names and send every task
+statement and every claim to one shard. Checked here: the table's shape and
+placement, router claims that rotate over the shards, fencing, leases,
+retries, dead letters, dedupe keys, stats, and exactly-once effects while
+backends on a worker are killed and a worker node is restarted.
+"""
+import re
+import threading
+import time
+
+import psycopg
+
+from citus_lib import (COORDINATOR, WORKER1, WORKER2, check, connect, error_of, restart_node, run, scalar,
+                       sqlstate_of, wait_until)
+
+SHARDS = 4
+
+
+def setup():
+    c = connect(COORDINATOR)
+    c.execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
+    for q in ("dq", "chaos", "busy"):
+        c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (q, q))
+    c.execute("SELECT concurrency.create_queue('dq', lease => '2 seconds', max_attempts => 2)")
+    c.execute("SELECT concurrency.distribute_queue('dq', %s)", (SHARDS,))
+
+
+def positions(ids):
+    return {i % 1024 for i in ids}
+
+
+def test_shape():
+    c = connect(COORDINATOR)
+    check("the queue's table is a distributed table sharded by shard_key",
+          scalar(c, "SELECT distribution_column FROM citus_tables WHERE table_name = 'concurrency.q_dq'::regclass")
+          == "shard_key")
+    check(f"{SHARDS} shards", scalar(c, "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'concurrency.q_dq'::regclass")
+          == SHARDS)
+    nodes = scalar(c, "SELECT count(DISTINCT nodeport) FROM citus_shards WHERE table_name = 'concurrency.q_dq'::regclass")
+    check("the shards are placed on both workers", nodes == 2, f"{nodes} nodes")
+    pk = scalar(c, "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'concurrency.q_dq'::regclass "
+                   "AND indisprimary")
+    check("the primary key includes the shard key", "(shard_key, id)" in pk, pk)
+    uniques = c.execute("SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = 'concurrency.q_dq'::regclass "
+                        "AND indisunique").fetchall()
+    check("every unique index includes the shard key", all("shard_key" in u[0] for u in uniques), repr(uniques))
+    keys = scalar(c, "SELECT shard_keys FROM concurrency.distributed_queue WHERE queue = 'dq'")
+    shard_of = [scalar(c, "SELECT get_shard_id_for_distribution_column('concurrency.q_dq', %s)", (k,)) for k in keys]
+    check("one shard key value per shard, in shard order", shard_of == sorted(shard_of) and len(set(shard_of)) == SHARDS,
+          repr(shard_of))
+    check("distribute_queue again is a no-op", sqlstate_of(lambda: c.execute("SELECT concurrency.distribute_queue('dq')")) is None)
+
+
+def test_refusals():
+    c = connect(COORDINATOR)
+    c.execute("SELECT concurrency.create_queue('busy')")
+    c.execute("SELECT concurrency.enqueue('busy', '{}')")
+    e = error_of(lambda: c.execute("SELECT concurrency.distribute_queue('busy')"))
+    check("distributing a queue with tasks: 55000", e is not None and e.sqlstate == "55000", repr(e))
+    check("and the queue stays a local queue",
+          scalar(c, "SELECT count(*) FROM citus_tables WHERE table_name::text = 'concurrency.q_busy'") == 0)
+    c.execute("SELECT concurrency.drop_queue('busy')")
+    check("shard_count above 1024: 22023", sqlstate_of(lambda: c.execute(
+        "SELECT concurrency.create_queue('busy'); SELECT concurrency.distribute_queue('busy', 2000)")) == "22023")
+    c.execute("SELECT concurrency.drop_queue('busy') FROM concurrency.queue WHERE name = 'busy'")
+    check("an unknown queue: 42704", sqlstate_of(lambda: c.execute("SELECT concurrency.distribute_queue('nope')")) == "42704")
+    w = connect(WORKER1)
+    check("on a worker node the queue is unknown (42704), nothing done there",
+          sqlstate_of(lambda: w.execute("SELECT * FROM concurrency.dequeue('dq')")) == "42704")
+
+
+def test_enqueue_places_tasks():
+    c = connect(COORDINATOR)
+    ids = [scalar(c, "SELECT concurrency.enqueue('dq', %s)", (psycopg.types.json.Jsonb({"n": i}),)) for i in range(8)]
+    check("round-robin enqueue spreads tasks over every shard", positions(ids) == set(range(SHARDS)), repr(ids))
+    keys = scalar(c, "SELECT shard_keys FROM concurrency.distributed_queue WHERE queue = 'dq'")
+    rows = c.execute("SELECT id, shard_key FROM concurrency.q_dq").fetchall()
+    check("each task lives on the shard its id names", all(keys[i % 1024] == k for i, k in rows), repr(rows))
+    a = scalar(c, "SELECT concurrency.enqueue('dq', '{}', dedupe_key => 'order-1')")
+    b = scalar(c, "SELECT concurrency.enqueue('dq', '{}', dedupe_key => 'order-1')")
+    check("a dedupe_key returns the live task's id", a == b, f"{a} {b}")
+    # one claim takes tasks from one shard: claim until every shard is empty
+    for _ in range(2 * SHARDS):
+        c.execute("SELECT concurrency.complete('dq', t.task_id, t.lease_token) FROM concurrency.dequeue('dq', 100) t")
+    check("claims and completes drain every shard", scalar(c, "SELECT count(*) FROM concurrency.q_dq") == 0)
+    check("a dedupe_key is free again once its task is done",
+          scalar(c, "SELECT concurrency.enqueue('dq', '{}', dedupe_key => 'order-1')") != a)
+    drain(c)
+
+
+def drain(c, queue="dq"):
+    for _ in range(20):
+        c.execute(f"SELECT concurrency.complete('{queue}', t.task_id, t.lease_token) FROM concurrency.dequeue('{queue}', 1000) t")
+    c.execute(f"DELETE FROM concurrency.q_{queue}")
+
+
+def test_router_claims_rotate():
+    c = connect(COORDINATOR)
+    for i in range(SHARDS * 3):
+        c.execute("SELECT concurrency.enqueue('dq', '{}')")
+    remote = []
+    c.add_notice_handler(lambda d: remote.append(d.message_primary or ""))
+    c.execute("SET citus.log_remote_commands = on")
+    c.execute("SET client_min_messages = log")
+    got = []
+    per_claim = []
+    for _ in range(SHARDS):
+        remote.clear()
+        got.append(scalar(c, "SELECT task_id FROM concurrency.dequeue('dq')"))
+        shard_tables = {t for m in remote for t in re.findall(r"q_dq_[0-9]+", m)}
+        per_claim.append(shard_tables)
+    c.execute("RESET citus.log_remote_commands")
+    c.execute("RESET client_min_messages")
+    check("every claim is sent to one shard only (router queries)", all(len(s) == 1 for s in per_claim), repr(per_claim))
+    check("successive claims visit the shards one at a time", len(set().union(*per_claim)) == SHARDS, repr(per_claim))
+    check("successive claims of one backend rotate over the shards", positions(got) == set(range(SHARDS)), repr(got))
+    # several backends: claims spread over the shards
+    conns = [connect(COORDINATOR) for _ in range(SHARDS)]
+    firsts = [scalar(k, "SELECT task_id FROM concurrency.dequeue('dq')") for k in conns]
+    check("backends start at different shards", len(positions([f for f in firsts if f])) >= 2, repr(firsts))
+    drain(c)
+
+
+def test_fencing_leases_retries():
+    c = connect(COORDINATOR)
+    tid = scalar(c, "SELECT concurrency.enqueue('dq', '{\"job\": 1}')")
+    t1 = c.execute("SELECT task_id, lease_token, attempt FROM concurrency.dequeue('dq', 1, worker => 'w1')").fetchone()
+    check("claim returns the task with attempt 1", t1 is not None and t1[0] == tid and t1[2] == 1, repr(t1))
+    deadline = scalar(c, "SELECT concurrency.heartbeat('dq', %s, %s, '3 seconds')", (tid, t1[1]))
+    check("heartbeat extends the lease", deadline is not None)
+    check("a wrong token is fenced: CE001", sqlstate_of(
+        lambda: c.execute("SELECT concurrency.complete('dq', %s, %s)", (tid, t1[1] + 999999))) == "CE001")
+    time.sleep(3.3)  # the lease expires
+    t2 = None
+    for _ in range(SHARDS + 1):
+        t2 = c.execute("SELECT task_id, lease_token, attempt FROM concurrency.dequeue('dq', 1, worker => 'w2')").fetchone()
+        if t2:
+            break
+    check("an expired lease is claimed again, attempt 2, new token",
+          t2 is not None and t2[0] == tid and t2[2] == 2 and t2[1] != t1[1], repr(t2))
+    e = error_of(lambda: c.execute("SELECT concurrency.complete('dq', %s, %s)", (tid, t1[1])))
+    check("the first holder's complete is refused (CE001) and names the new holder",
+          e is not None and e.sqlstate == "CE001" and "w2" in (e.diag.message_detail or ""), repr(e and e.diag.message_detail))
+    check("heartbeat of the old holder is refused too",
+          sqlstate_of(lambda: c.execute("SELECT concurrency.heartbeat('dq', %s, %s)", (tid, t1[1]))) == "CE001")
+    state = scalar(c, "SELECT concurrency.fail('dq', %s, %s, 'boom', '0 seconds')", (tid, t2[1]))
+    check("fail on the last attempt (max_attempts 2) makes the task dead", state == "dead", state)
+    check("the dead task keeps its error", scalar(c, "SELECT last_error FROM concurrency.q_dq WHERE id = %s", (tid,)) == "boom")
+    stats = c.execute("SELECT ready, leased, dead FROM concurrency.queue_stats WHERE queue = 'dq'").fetchone()
+    check("queue_stats counts over every shard", stats == (0, 0, 1), repr(stats))
+    check("retry_dead revives it", scalar(c, "SELECT concurrency.retry_dead('dq')") == 1)
+    t3 = None
+    for _ in range(SHARDS):
+        t3 = c.execute("SELECT task_id, lease_token, attempt FROM concurrency.dequeue('dq')").fetchone()
+        if t3:
+            break
+    check("a revived task starts its attempts again", t3 is not None and t3[2] == 1, repr(t3))
+    state = scalar(c, "SELECT concurrency.fail('dq', %s, %s, 'again', '1 hour')", (tid, t3[1]))
+    check("fail with attempts left: ready again (scheduled for later)", state == "ready" and scalar(
+        c, "SELECT state FROM concurrency.q_dq WHERE id = %s", (tid,)) == "scheduled")
+    check("complete of a task that is gone: CE001",
+          sqlstate_of(lambda: c.execute("SELECT concurrency.complete('dq', 12345678, 1)")) == "CE001")
+    drain(c)
+
+
+def test_keys_limits_retention():
+    c = connect(COORDINATOR)
+    for q in ("kq", "rq", "lq"):
+        c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (q, q))
+    c.execute("SELECT concurrency.create_queue('kq')")
+    c.execute("SELECT concurrency.distribute_queue('kq', %s)", (SHARDS,))
+    a = [scalar(c, "SELECT concurrency.enqueue('kq', '{}', concurrency_key => 'tenant-a')") for _ in range(6)]
+    check("every task of a concurrency_key is on one shard", len(positions(a)) == 1, repr(a))
+    keyed = [scalar(c, "SELECT concurrency.enqueue('kq', '{}', concurrency_key => %s)", (f"t{i}",)) for i in range(40)]
+    check("different keys spread over the shards", len(positions(keyed)) == SHARDS, repr(positions(keyed)))
+    e = error_of(lambda: c.execute("SELECT concurrency.alter_queue('kq', key_limit => 1)"))
+    check("a key_limit cannot be given to a distributed queue (an error, nothing changed)",
+          e is not None and scalar(c, "SELECT key_limit FROM concurrency.queue WHERE name = 'kq'") is None, repr(e))
+    check("claims work on it", scalar(c, "SELECT count(*) FROM concurrency.dequeue('kq')") >= 1)
+    c.execute("SELECT concurrency.create_queue('lq', key_limit => 2)")
+    check("distribute_queue refuses a queue with key_limit (0A000)",
+          sqlstate_of(lambda: c.execute("SELECT concurrency.distribute_queue('lq')")) == "0A000")
+    c.execute("SELECT concurrency.create_queue('rq', retain => '1 hour')")
+    c.execute("SELECT concurrency.distribute_queue('rq', %s)", (SHARDS,))
+    tid = scalar(c, "SELECT concurrency.enqueue('rq', '{}', dedupe_key => 'once')")
+    got = None
+    for _ in range(SHARDS):
+        got = c.execute("SELECT task_id, lease_token FROM concurrency.dequeue('rq')").fetchone()
+        if got:
+            break
+    c.execute("SELECT concurrency.complete('rq', %s, %s, '{\"ok\": true}')", got)
+    row = c.execute("SELECT state, result FROM concurrency.q_rq WHERE id = %s", (tid,)).fetchone()
+    check("complete on a retaining distributed queue keeps the task done with its result",
+          row == ("done", {"ok": True}), repr(row))
+    check("the retained done task keeps its dedupe_key",
+          scalar(c, "SELECT concurrency.enqueue('rq', '{}', dedupe_key => 'once')") == tid)
+    done = c.execute("SELECT done FROM concurrency.queue_stats WHERE queue = 'rq'").fetchone()
+    check("queue_stats counts done tasks of a distributed queue", done == (1,), repr(done))
+    for q in ("kq", "rq", "lq"):
+        c.execute("SELECT concurrency.drop_queue(%s)", (q,))
+
+
+# --- chaos: exactly-once effects while backends die and a worker restarts ---
+
+TASKS = 300
+
+
+def chaos_worker(stop, errors):
+    conn = None
+    while not stop.is_set():
+        try:
+            if conn is None or conn.closed:
+                conn = connect(COORDINATOR, autocommit=False)
+            with conn.transaction():
+                row = conn.execute("SELECT task_id, lease_token, payload FROM concurrency.dequeue('chaos')").fetchone()
+                if row is None:
+                    time.sleep(0.05)
+                    continue
+                conn.execute("INSERT INTO chaos_effects (task_id, n) VALUES (%s, %s)", (row[0], row[2]["n"]))
+                conn.execute("SELECT concurrency.complete('chaos', %s, %s)", (row[0], row[1]))
+        except psycopg.Error as e:
+            errors.append(e.sqlstate or type(e).__name__)
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+            conn = None
+            time.sleep(0.1)
+
+
+def kill_worker_backends(port):
+    w = connect(port)
+    return scalar(w, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                     "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
+                     "AND datname = current_database() AND application_name LIKE 'citus_internal%%'")
+
+
+def test_chaos_exactly_once():
+    c = connect(COORDINATOR)
+    c.execute("DROP TABLE IF EXISTS chaos_effects")
+    c.execute("CREATE TABLE chaos_effects (task_id bigint, n int)")
+    c.execute("SELECT concurrency.create_queue('chaos', lease => '3 seconds', max_attempts => 50)")
+    c.execute("SELECT concurrency.distribute_queue('chaos', %s)", (SHARDS,))
+    c.execute("SELECT concurrency.enqueue_batch('chaos', array_agg(jsonb_build_object('n', g))) "
+              "FROM generate_series(1, %s) g", (TASKS,))
+    stop = threading.Event()
+    errors = []
+    threads = [threading.Thread(target=chaos_worker, args=(stop, errors)) for _ in range(6)]
+    for t in threads:
+        t.start()
+    killed = 0
+    for _ in range(6):
+        time.sleep(0.4)
+        killed += kill_worker_backends(WORKER1)
+    time.sleep(0.5)
+    restart_node(2, down_seconds=1.0)  # the second worker node, while workers claim
+    restarted_at = time.monotonic()
+    done = wait_until(lambda: scalar(c, "SELECT count(*) FROM concurrency.q_chaos") == 0, timeout=120, step=0.5)
+    stop.set()
+    for t in threads:
+        t.join()
+    c.execute("SELECT recover_prepared_transactions()")
+    check(f"chaos: backends on a worker were killed ({killed}) and a worker restarted", killed > 0)
+    check("chaos: clients saw the faults as errors and went on", len(errors) > 0, "no error seen")
+    check("chaos: every task was completed (the queue drained after the faults)", done,
+          f"{scalar(c, 'SELECT count(*) FROM concurrency.q_chaos')} left, "
+          f"{time.monotonic() - restarted_at:.0f} s after the restart")
+    effects = c.execute("SELECT count(*), count(DISTINCT n) FROM chaos_effects").fetchone()
+    check("chaos: every task's effect committed exactly once", effects == (TASKS, TASKS), repr(effects))
+    dead = scalar(c, "SELECT dead FROM concurrency.queue_stats WHERE queue = 'chaos'")
+    check("chaos: no task dead", dead in (0, None), repr(dead))
+
+
+if __name__ == "__main__":
+    setup()
+    run([test_shape, test_refusals, test_enqueue_places_tasks, test_router_claims_rotate,
+         test_fencing_leases_retries, test_keys_limits_retention, test_chaos_exactly_once])
