@@ -6,6 +6,12 @@
 #error "PostgreSQL headers in a pure C++ file (one that includes common/pure.hpp)"
 #endif
 
+// fmt (header-only, so its implementation is compiled here too) and the C
+// stdio it uses come first: port.h turns fprintf, snprintf and friends into
+// macros that break them when they are included after it.
+#include <cstdio>
+#include <fmt/format.h>
+
 extern "C" {
 #include "postgres.h"
 
