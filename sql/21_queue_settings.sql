@@ -22,6 +22,11 @@ SELECT concurrency.create_queue('s3', key_limit => -1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT concurrency.create_queue('s3', max_leased => -5);
 \echo :LAST_ERROR_SQLSTATE
+-- one slot row per lease: at most 10000, in create_queue and alter_queue
+SELECT concurrency.create_queue('s3', max_leased => 2147483647);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.alter_queue('s1', max_leased => 10001);
+\echo :LAST_ERROR_SQLSTATE
 -- at most 100 years
 SELECT concurrency.create_queue('s3', retain => '101 years');
 \echo :LAST_ERROR_SQLSTATE

@@ -91,6 +91,9 @@ std::optional<std::optional<int32>> limit_arg(FunctionCallInfo fcinfo, int n, co
 }
 
 constexpr int max_retain_years = 100;
+// max_leased is enforced with one slot row per lease (keys.cpp): a bound keeps
+// create_queue and alter_queue from writing millions of them.
+constexpr int32 max_leased_limit = 10000;
 
 QueueSettings settings_args(FunctionCallInfo fcinfo) {
 	QueueSettings s;
@@ -124,6 +127,11 @@ QueueSettings settings_args(FunctionCallInfo fcinfo) {
 	}
 	s.key_limit = limit_arg(fcinfo, 4, "key_limit");
 	s.max_leased = limit_arg(fcinfo, 5, "max_leased");
+	if (s.max_leased && *s.max_leased && **s.max_leased > max_leased_limit)
+		throw Error(sqlstate::invalid_parameter_value, "max_leased is too large",
+		            fmt::format("It is {}; at most {} tasks of a queue can be leased at once under a limit.",
+		                        **s.max_leased, max_leased_limit),
+		            "Use max_leased => 0 for no limit.");
 	return s;
 }
 
