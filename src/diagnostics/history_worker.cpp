@@ -240,18 +240,30 @@ public:
 		const std::int64_t period = previous_ ? picture.taken_at - previous_ : interval_us;
 		previous_ = picture.taken_at;
 		pg_atomic_write_u64(&ring_.last_sample_at, static_cast<uint64>(picture.taken_at));
-		if (picture.edges.empty() && tracker_.active() == 0)
+		if (picture.edges.empty() && tracker_.active() == 0) {
+			blockers_.clear();
 			return; // the common case: nobody waits, nothing open
+		}
 
 		const TimestampTz now = picture.taken_at;
+		// A blocker the previous sample did not see may be a session whose
+		// status copy is from before its current transaction (the same pid,
+		// reused for another episode): its details must be read afresh.
+		std::vector<int> blockers;
 		bool unknown_blocker = false;
 		for (const auto &e : picture.edges) {
 			const Session &blocker = picture.sessions[e.blocker];
-			if (!blocker.prepared() && backends_.find(blocker.pid) == nullptr) {
+			if (blocker.prepared())
+				continue;
+			blockers.push_back(blocker.pid);
+			if (backends_.find(blocker.pid) == nullptr)
 				unknown_blocker = true;
-				break;
-			}
 		}
+		std::sort(blockers.begin(), blockers.end());
+		blockers.erase(std::unique(blockers.begin(), blockers.end()), blockers.end());
+		if (!std::includes(blockers_.begin(), blockers_.end(), blockers.begin(), blockers.end()))
+			unknown_blocker = true;
+		blockers_ = std::move(blockers);
 		if (unknown_blocker || backends_.stale(now))
 			backends_.load(now);
 		Sample sample;
@@ -418,6 +430,7 @@ private:
 	HistoryShared &ring_;
 	EpisodeTracker tracker_;
 	Backends backends_;
+	std::vector<int> blockers_; // the previous sample's blocker pids, sorted
 	std::unordered_map<uint64, HistoryEpisode> records_; // open episodes, as written to their slots
 	std::vector<uint64> owner_;                           // episode id in each slot
 	uint64 floor_seen_ = 0;
