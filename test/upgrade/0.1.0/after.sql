@@ -82,9 +82,9 @@ SELECT pg_temp.check(has_function_privilege('concurrency_upgrade_check',
                      'the privileges of enqueue');
 SELECT pg_temp.check(has_table_privilege('public', 'concurrency.queue_stats', 'SELECT'), 'queue_stats readable');
 
-REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer)
-    FROM concurrency_upgrade_check;
-REVOKE ALL ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text) FROM concurrency_upgrade_check;
+-- DROP OWNED BY, not REVOKE: from PostgreSQL 17 on, GRANTs carried over by
+-- the upgrade script are initial privileges, which only DROP OWNED removes
+DROP OWNED BY concurrency_upgrade_check;
 DROP ROLE concurrency_upgrade_check;
 
 -- keyed concurrency on an upgraded queue: its side tables are there (not
