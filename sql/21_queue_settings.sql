@@ -96,7 +96,6 @@ DROP ROLE regress_queue_settings;
 
 -- the queue table: finished tasks and concurrency keys, and the partial
 -- index purge walks (claims never see finished tasks)
-SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = 'q_s1_state_check';
 SELECT pg_get_indexdef('concurrency."q_s1_finished"'::regclass);
 SELECT pg_get_indexdef('concurrency."q_s1_dedupe"'::regclass);
 

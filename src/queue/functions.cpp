@@ -630,8 +630,8 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	// sampled at most every 100 ms, not read on every claim
 	cursor.begin(now, q.info().horizon.lag(now, queue::horizon_lag));
 
-	static const Oid claim_types[9] = {TIMESTAMPTZOID, INT4OID,        INTERVALOID, TEXTOID, INT8OID,
-	                                   TIMESTAMPTZOID, INT8OID, TIMESTAMPTZOID, BOOLOID};
+	static const Oid claim_types[7] = {TIMESTAMPTZOID, INT4OID, INTERVALOID, TEXTOID,
+	                                   INT8OID,        TIMESTAMPTZOID, INT8OID};
 	std::optional<ClaimKey> last;
 	std::size_t claimed = 0;
 	// max_leased: this call claims at most as many tasks as it holds free
@@ -643,18 +643,16 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		slots = queue::take_slots(q, batch);
 		batch = static_cast<int32>(slots.size());
 	}
-	auto claim_from = [&](ClaimKey start, int32 wanted, bool even_if_tasks_wait) {
-		Datum values[9] = {TimestampTzGetDatum(now),
+	auto claim_from = [&](ClaimKey start, int32 wanted) {
+		Datum values[7] = {TimestampTzGetDatum(now),
 		                   Int32GetDatum(wanted),
 		                   IntervalPGetDatum(&lease),
 		                   worker,
 		                   Int64GetDatum(start.neg_priority),
 		                   TimestampTzGetDatum(start.run_at),
-		                   Int64GetDatum(start.id),
-		                   TimestampTzGetDatum(cursor.wake_floor()),
-		                   BoolGetDatum(even_if_tasks_wait)};
-		char nulls[9] = {' ', ' ', ' ', worker_null, ' ', ' ', ' ', ' ', ' '};
-		uint64 n = q.run(QueueStatement::claim, 9, claim_types, values, nulls);
+		                   Int64GetDatum(start.id)};
+		char nulls[7] = {' ', ' ', ' ', worker_null, ' ', ' ', ' '};
+		uint64 n = q.run(QueueStatement::claim, 7, claim_types, values, nulls);
 		auto emit = [&](int row) {
 			Datum cols[6];
 			bool isnull[6];
@@ -691,8 +689,8 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 
 	// 1. The claim, unless due scheduled tasks or expired leases wait to be
 	// woken up (two index probes): the common case is this one statement.
-	if (batch > 0)
-		claim_from(cursor.ready_floor(), batch, false);
+	if (batch > 0 && !q.tasks_wait(now, cursor.wake_floor()))
+		claim_from(cursor.ready_floor(), batch);
 	if (claimed < static_cast<std::size_t>(batch) || (slotted && batch == 0)) {
 		// 2. Wake-up: due scheduled tasks become ready, expired leases are
 		// reclaimed (ready again, or dead when their attempts are used up).
@@ -722,8 +720,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		// if tasks were made ready or a resumed scan came back short.
 		bool from_front = cursor.rescan_from_front(claimed, static_cast<std::size_t>(batch));
 		if (claimed < static_cast<std::size_t>(batch))
-			claim_from(from_front ? ClaimKey::front() : cursor.ready_floor(), batch - static_cast<int32>(claimed),
-			           true);
+			claim_from(from_front ? ClaimKey::front() : cursor.ready_floor(), batch - static_cast<int32>(claimed));
 	} else {
 		cursor.woke(false);
 	}

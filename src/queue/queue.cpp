@@ -15,7 +15,15 @@
 #include "queue/queue.hpp"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/transam.h"
+#include "executor/tuptable.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -127,6 +135,42 @@ void load_settings(QueueInfo &info) {
 // Brings an invalid entry up to date: the table's OID (42704 when the queue
 // is gone), the settings, and, for a new incarnation of the queue, fresh
 // plans and cursor.
+// The OID of index q_<queue>_<suffix> (42704 when it is missing: the queue
+// table was changed by hand).
+Oid index_relid(std::string_view queue, std::string_view suffix) {
+	std::string index = queue_index_name(queue, suffix);
+	Oid relid = pg::guard([&] {
+		Oid nsp = get_namespace_oid("concurrency", true);
+		return OidIsValid(nsp) ? get_relname_relid(index.c_str(), nsp) : InvalidOid;
+	});
+	if (!OidIsValid(relid))
+		throw Error(sqlstate::undefined_object, fmt::format("index concurrency.{} does not exist", quote_ident(index)),
+		            fmt::format("Queue \"{}\" needs it to find due tasks.", queue),
+		            "Drop the queue and create it again, or re-create the index as create_queue does.");
+	return relid;
+}
+
+// Whether `index` (on run_at or lease_expires_at) has an entry between
+// `floor` and `now` whose row `snapshot` sees. Runs inside pg::guard.
+bool due_entry(Relation heap, Oid index, Snapshot snapshot, TimestampTz floor, TimestampTz now) {
+	Relation irel = index_open(index, AccessShareLock);
+	ScanKeyData keys[2];
+	ScanKeyInit(&keys[0], 1, BTGreaterEqualStrategyNumber, F_TIMESTAMPTZ_GE, TimestampTzGetDatum(floor));
+	ScanKeyInit(&keys[1], 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE, TimestampTzGetDatum(now));
+#if PG_VERSION_NUM >= 180000
+	IndexScanDesc scan = index_beginscan(heap, irel, snapshot, nullptr, 2, 0);
+#else
+	IndexScanDesc scan = index_beginscan(heap, irel, snapshot, 2, 0);
+#endif
+	index_rescan(scan, keys, 2, nullptr, 0);
+	TupleTableSlot *slot = table_slot_create(heap, nullptr);
+	bool found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+	index_close(irel, NoLock);
+	return found;
+}
+
 void revalidate(QueueInfo &info) {
 	// Valid from here on: an invalidation that arrives while we read (taking
 	// a lock processes pending ones) flips it back for the next call.
@@ -150,6 +194,8 @@ void revalidate(QueueInfo &info) {
 			ReleaseSysCache(tuple);
 			return owner;
 		});
+		info.scheduled_index = index_relid(info.name, "scheduled");
+		info.leased_index = index_relid(info.name, "leased");
 		if (relid != info.relid) {
 			free_plans(info);
 			std::string prefix = plan_prefix(info.name);
@@ -405,6 +451,19 @@ void Queue::lease_lost(int64 task_id) {
 		detail = fmt::format("The task has no lease now: it is {} at attempt {}.", state, attempt);
 	throw Error(sqlstate::lease_lost, fmt::format("lease on task {} of queue \"{}\" was lost", task_id, name()), detail,
 	            hint);
+}
+
+bool Queue::tasks_wait(TimestampTz now, TimestampTz floor) {
+	const QueueInfo &info = *info_;
+	return pg::guard([&] {
+		Snapshot snapshot = RegisterSnapshot(ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot());
+		Relation heap = table_open(info.relid, AccessShareLock);
+		bool found = due_entry(heap, info.scheduled_index, snapshot, floor, now) ||
+		             due_entry(heap, info.leased_index, snapshot, floor, now);
+		table_close(heap, NoLock);
+		UnregisterSnapshot(snapshot);
+		return found;
+	});
 }
 
 uint64 Queue::purge(TimestampTz now, int32 chunk) {

@@ -41,6 +41,10 @@ struct QueueInfo {
 	bool valid;
 	Oid relid;
 	Oid owner; // of the queue's table
+	// its partial indexes of scheduled tasks and of leases, probed by
+	// tasks_wait before each claim
+	Oid scheduled_index;
+	Oid leased_index;
 	Interval lease;
 	int32 max_attempts;
 	// settings that may be absent (NULL in concurrency.queue: false / 0)
@@ -96,6 +100,12 @@ public:
 	// found nothing, with what became of the task.
 	[[noreturn]] void lease_lost(int64 task_id);
 
+	// Whether a scheduled task due at `now` or a lease expired by `now`, at
+	// or after `floor`, waits for dequeue's wake-up step: the first entry of
+	// each partial index in that range that the active snapshot sees. Two
+	// index probes without the executor (a plan with these probes as
+	// subqueries cost more to start than the claim itself).
+	bool tasks_wait(TimestampTz now, TimestampTz floor);
 	// NOTIFY concurrency_<queue> (delivered at commit; one per transaction).
 	void notify();
 

@@ -69,8 +69,7 @@ std::string QueueSql::create_table() const {
     finished_at       timestamptz,
     concurrency_key   text,
     result            jsonb,
-    CONSTRAINT {pkey} PRIMARY KEY (id),
-    CONSTRAINT {state_check} CHECK (state IN ('ready', 'scheduled', 'leased', 'dead', 'done', 'cancelled', 'blocked'))
+    CONSTRAINT {pkey} PRIMARY KEY (id)
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
         autovacuum_vacuum_insert_scale_factor = 0.0, autovacuum_vacuum_insert_threshold = 10000,
@@ -81,7 +80,7 @@ CREATE INDEX {leased} ON {t} (lease_expires_at) WHERE state = 'leased';
 CREATE UNIQUE INDEX {dedupe} ON {t} (dedupe_key) WHERE {dedupe_holder};
 CREATE INDEX {finished} ON {t} (finished_at) WHERE {finished_states};
 COMMENT ON TABLE {t} IS {comment};)",
-	    fmt::arg("t", table_), fmt::arg("pkey", name("pkey")), fmt::arg("state_check", name("state_check")),
+	    fmt::arg("t", table_), fmt::arg("pkey", name("pkey")),
 	    fmt::arg("ready", name("ready")), fmt::arg("scheduled", name("scheduled")), fmt::arg("leased", name("leased")),
 	    fmt::arg("dedupe", name("dedupe")), fmt::arg("dedupe_holder", dedupe_holder_predicate),
 	    fmt::arg("finished", name("finished")), fmt::arg("finished_states", finished_states),
@@ -182,11 +181,6 @@ std::string QueueSql::claim() const {
  WHERE t.id )" EQ R"( ANY (ARRAY(
          SELECT id FROM {t}
           WHERE state )" EQ R"( 'ready' AND ({order}) )" GE R"( ($5, $6, $7)
-            AND ($9 OR NOT (EXISTS (SELECT FROM {t}
-                                     WHERE state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1 AND run_at )" GE R"( $8)
-                            OR EXISTS (SELECT FROM {t}
-                                        WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE R"( $1
-                                          AND lease_expires_at )" GE R"( $8)))
           ORDER BY {order}
           LIMIT $2
             FOR UPDATE SKIP LOCKED))

@@ -88,14 +88,12 @@ public:
 	// concurrency_key: one row per task changed
 	std::string wake() const;
 	// The claim: $1 timestamptz now, $2 int4 batch, $3 interval lease, $4 text worker,
-	// $5 int8, $6 timestamptz, $7 int8: the claim key to start from,
-	// $8 timestamptz: the wake-up floor, $9 bool: claim even if tasks wait
-	// for the wake-up step -> task_id, lease_token, attempt, payload,
-	// enqueued_at, lease_expires_at, neg_priority, run_at (in no particular
-	// order: the caller sorts by the claim key).
-	// With $9 false it claims nothing while a due scheduled task or an
-	// expired lease (at or above the floor) waits for the wake-up step: two
-	// index probes, so that the common case needs no wake-up statement.
+	// $5 int8, $6 timestamptz, $7 int8: the claim key to start from
+	// -> task_id, lease_token, attempt, payload, enqueued_at,
+	// lease_expires_at, neg_priority, run_at (in no particular order: the
+	// caller sorts by the claim key). Whether due scheduled tasks or expired
+	// leases wait for the wake-up step first is the caller's question
+	// (Queue::tasks_wait: two index probes without the executor).
 	std::string claim() const;
 	// $1 int8 task_id, $2 int8 lease_token, $3 timestamptz now, $4 interval extend -> new deadline
 	std::string heartbeat() const;

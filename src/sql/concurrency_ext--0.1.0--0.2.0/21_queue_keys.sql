@@ -21,10 +21,6 @@ BEGIN
               ORDER BY c.name LOOP
         t := pg_catalog.format('concurrency.%I', 'q_' || q.name);
         EXECUTE pg_catalog.format(
-            'ALTER TABLE %s DROP CONSTRAINT %I, '
-            'ADD CONSTRAINT %I CHECK (state IN (''ready'', ''scheduled'', ''leased'', ''dead'', ''done'', ''cancelled'', ''blocked''))',
-            t, 'q_' || q.name || '_state_check', 'q_' || q.name || '_state_check');
-        EXECUTE pg_catalog.format(
             'CREATE INDEX %I ON %s (concurrency_key, state, id) WHERE concurrency_key IS NOT NULL',
             'q_' || q.name || '_keyed', t);
         EXECUTE pg_catalog.format(
