@@ -51,3 +51,14 @@ SELECT count(*) AS kept_plans_after FROM pg_backend_memory_contexts
 SELECT concurrency.drop_queue('ahead');
 SELECT count(*) AS kept_plans_after_drop FROM pg_backend_memory_contexts
  WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_ahead"%';
+
+-- dequeue probes the scheduled and leased indexes itself: a queue whose index
+-- was dropped by hand gets a clear error (42704), and works again once the
+-- index is re-created as create_queue makes it (the cache sees both changes)
+SELECT concurrency.create_queue('probed');
+SELECT concurrency.enqueue('probed', '{}') IS NOT NULL AS enqueued;
+DROP INDEX concurrency."q_probed_leased";
+SELECT task_id FROM concurrency.dequeue('probed');
+CREATE INDEX "q_probed_leased" ON concurrency."q_probed" (lease_expires_at) WHERE state = 'leased';
+SELECT count(*) AS claimed FROM concurrency.dequeue('probed');
+SELECT concurrency.drop_queue('probed');
