@@ -7,7 +7,8 @@
 # parts (src/sql/, or sql/ before 0.2.0), installed as that version next to the
 # current module (as a package upgrade leaves them: old objects, new library),
 # updated with ALTER EXTENSION … UPDATE along the installed
-# concurrency_ext--A--B.sql scripts (built by make from src/sql/concurrency_ext--A--B/),
+# concurrency_ext--A--B.sql scripts (committed; an unreleased one generated
+# from src/sql/concurrency_ext--A--B/ by `make upgrade-scripts`),
 # and its catalog (every member object, with definitions) compared with a
 # fresh CREATE EXTENSION. Data made under a released version survives too:
 # test/upgrade/<version>/*before.sql run before the update, *after.sql after
@@ -53,12 +54,29 @@ fresh=$(catalog_of upgrade_fresh)
 if [ -z "$fresh" ]; then echo "FAIL no catalog for a fresh install"; failed=$((failed + 1))
 else echo "ok   a fresh install of $current has $(echo "$fresh" | wc -l) member objects"; passed=$((passed + 1)); fi
 
-# Every shipped upgrade script starts from a released version.
-for script in src/sql/concurrency_ext--*--*/; do
+# Every shipped update script starts from a released version. One whose
+# target is unreleased is what its parts give (src/sql/concurrency_ext--A--B/
+# and its INSTALL_PARTS: `make upgrade-scripts`); one whose target is released
+# is frozen: it has no parts any more and is the file of its release commit.
+if make -s --no-print-directory check-upgrade-scripts PG_CONFIG="$pg_config"; then passed=$((passed + 1))
+else echo "FAIL an update script is not what its parts give"; failed=$((failed + 1)); fi
+for script in concurrency_ext--*--*.sql; do
   [ -e "$script" ] || continue
-  from=$(basename "$script" | sed -E 's/^concurrency_ext--(.*)--(.*)$/\1/')
+  step=${script%.sql}
+  from=$(echo "$step" | sed -E 's/^concurrency_ext--(.*)--(.*)$/\1/')
+  to=$(echo "$step" | sed -E 's/^concurrency_ext--(.*)--(.*)$/\2/')
   if printf '%s\n' "${releases[@]}" | grep -q "^$from "; then passed=$((passed + 1))
   else echo "FAIL $script starts from $from, which src/sql/RELEASES does not list"; failed=$((failed + 1)); fi
+  released=$(printf '%s\n' "${releases[@]}" | sed -n "s/^$to //p")
+  [ -n "$released" ] || continue
+  if [ -e "src/sql/$step" ]; then
+    echo "FAIL $to is released: src/sql/$step/ must go (the committed $script is its only source)"; failed=$((failed + 1))
+  elif git show "$released:$script" 2>/dev/null | cmp -s - "$script"; then
+    echo "ok   $script is the one released with $to"; passed=$((passed + 1))
+  else
+    echo "FAIL $script differs from the one released with $to (commit $released): a released update never changes"
+    failed=$((failed + 1))
+  fi
 done
 
 for release in "${releases[@]}"; do
