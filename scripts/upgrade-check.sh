@@ -85,7 +85,7 @@ for release in "${releases[@]}"; do
   old=$(mktemp -d)
   parts=src/sql
   git cat-file -e "$commit:$parts/00_schema.sql" 2>/dev/null || parts=sql
-  if ! git archive "$commit" "$parts" | tar -x -C "$old"; then
+  if ! git archive "$commit" src $([ "$parts" = sql ] && echo sql) | tar -x -C "$old"; then
     echo "FAIL $version: commit $commit not found"; failed=$((failed + 1)); continue
   fi
   { printf '%s\n' "\\echo Use \"CREATE EXTENSION concurrency_ext\" to load this file. \\quit"
@@ -97,10 +97,26 @@ for release in "${releases[@]}"; do
   # an error otherwise, or, when NAME.after.out exists, its output (errors
   # included) must equal that file.
   live=test/upgrade/$version
+  # test/upgrade/<version>/NAME.cpp: a program built against the release
+  # commit's pure C++ sources (those on its "upgrade-check sources:" line), so
+  # that the *before.sql files can run that version's own code (e.g. the DDL
+  # its create_queue ran) instead of a copy of it: psql variable :NAME.
+  programs=()
+  for program in "$live"/*.cpp; do
+    [ -e "$program" ] || continue
+    name=$(basename "$program" .cpp)
+    sources=$(sed -n 's|^// upgrade-check sources: ||p' "$program")
+    # shellcheck disable=SC2086 # the sources are words
+    if (cd "$old" && ${CXX:-g++} -std=c++17 -DFMT_HEADER_ONLY -Isrc -o "$name" "$OLDPWD/$program" $sources); then
+      programs+=(-v "$name=$old/$name")
+    else
+      echo "FAIL $program does not build against $version ($commit)"; failed=$((failed + 1))
+    fi
+  done
   if "${psql[@]}" -d upgrade_from -c "CREATE EXTENSION concurrency_ext VERSION '$version'"; then
     for before in "$live"/*before.sql; do
       [ -e "$before" ] || continue
-      "${psql[@]}" -d upgrade_from -o /dev/null -f "$before" || { echo "FAIL $before"; failed=$((failed + 1)); }
+      "${psql[@]}" -d upgrade_from "${programs[@]}" -o /dev/null -f "$before" || { echo "FAIL $before"; failed=$((failed + 1)); }
     done
   fi
   if "${psql[@]}" -d upgrade_from -c "ALTER EXTENSION concurrency_ext UPDATE" \
