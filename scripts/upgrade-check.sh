@@ -39,6 +39,10 @@ SELECT pg_describe_object(classid, objid, objsubid) || ' :: ' || coalesce(
  WHERE refclassid = 'pg_extension'::regclass
    AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'concurrency_ext')
    AND deptype = 'e'
+ UNION ALL -- the tables and sequences whose contents pg_dump keeps
+SELECT 'dumped with condition ' || quote_literal(coalesce(e.extcondition[i], '')) || ' :: ' || e.extconfig[i]::regclass::text
+  FROM pg_extension e, generate_subscripts(e.extconfig, 1) AS i
+ WHERE e.extname = 'concurrency_ext'
  ORDER BY 1;
 SQL
 }
