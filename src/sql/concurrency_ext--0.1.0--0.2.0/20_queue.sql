@@ -59,13 +59,14 @@ ALTER VIEW concurrency.queue_stats RENAME TO queue_stats_0_1_0;
 
 CREATE FUNCTION concurrency.create_queue(queue text, lease interval DEFAULT '30 seconds',
                                          max_attempts integer DEFAULT 5, retain interval DEFAULT NULL,
-                                         key_limit integer DEFAULT NULL, max_leased integer DEFAULT NULL)
+                                         key_limit integer DEFAULT NULL, max_leased integer DEFAULT NULL,
+                                         distributed boolean DEFAULT false)
     RETURNS void
     LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'concurrency_create_queue';
-COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer) IS
-    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op, other settings are an error (see alter_queue)';
+COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean) IS
+    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op, other settings are an error (see alter_queue); distributed => true also makes it a Citus distributed queue (on a coordinator; see distribute_queue)';
 
 CREATE FUNCTION concurrency.alter_queue(queue text, lease interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
                                         retain interval DEFAULT NULL, key_limit integer DEFAULT NULL,
@@ -180,7 +181,7 @@ BEGIN
     FOR pair IN
         SELECT * FROM (VALUES
             ('FUNCTION', 'concurrency.create_queue(text,interval,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.create_queue(text,interval,integer,interval,integer,integer)'::pg_catalog.regprocedure::pg_catalog.oid),
+             'concurrency.create_queue(text,interval,integer,interval,integer,integer,boolean)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('FUNCTION', 'concurrency.enqueue(text,jsonb,timestamptz,integer,text)'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('FUNCTION', 'concurrency.enqueue_batch(text,jsonb[],timestamptz,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
