@@ -163,13 +163,22 @@ struct SettingsParams {
 } // namespace
 
 // concurrency.create_queue(queue, lease, max_attempts, retain, key_limit,
-// max_leased) — SECURITY DEFINER: runs as the extension owner; the table it
-// creates belongs to the caller.
+// max_leased, distributed) — SECURITY DEFINER: runs as the extension owner;
+// the table it creates belongs to the caller. distributed => true then makes
+// the queue distributed (distribute_queue, on a Citus coordinator only) in
+// the same statement; false leaves an existing queue as it is.
 CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "lease");
 	pg::require_arg(fcinfo, 2, "max_attempts");
 	QueueSettings settings = settings_args(fcinfo);
+	bool distributed = false; // a 0.1.0 declaration has no such argument
+	if (PG_NARGS() > 6) {
+		pg::require_arg(fcinfo, 6, "distributed");
+		distributed = PG_GETARG_BOOL(6);
+	}
+	if (distributed)
+		queue::require_coordinator(name);
 
 	Oid caller = pg::guard([] { return GetOuterUserId(); });
 	std::string caller_name = pg::guard([&] { return GetUserNameFromId(caller, false); });
@@ -210,6 +219,8 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		// Same settings. Only a queue whose table was dropped by hand is
 		// missing its table: create it again.
 		if (OidIsValid(queue::queue_relid(name))) {
+			if (distributed)
+				queue::distribute(name);
 			pg::spi_finish();
 			PG_RETURN_VOID();
 		}
@@ -236,6 +247,8 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		execute(keys.resize_slots(), 1, slot_types, slots);
 	}
 	queue::forget_queue(name);
+	if (distributed)
+		queue::distribute(name);
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }

@@ -21,14 +21,15 @@ CREATE TRIGGER queue_changed
 -- 20_queue.sql, works the same way).
 CREATE FUNCTION concurrency.create_queue(queue text, lease interval DEFAULT '30 seconds',
                                          max_attempts integer DEFAULT 5, retain interval DEFAULT NULL,
-                                         key_limit integer DEFAULT NULL, max_leased integer DEFAULT NULL)
+                                         key_limit integer DEFAULT NULL, max_leased integer DEFAULT NULL,
+                                         distributed boolean DEFAULT false)
     RETURNS void
     LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'concurrency_create_queue';
-COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer) IS
-    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op, other settings are an error (see alter_queue)';
-REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer) FROM PUBLIC;
+COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean) IS
+    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op, other settings are an error (see alter_queue); distributed => true also makes it a Citus distributed queue (on a coordinator; see distribute_queue)';
+REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean) FROM PUBLIC;
 
 -- Only the owner of a queue's table (or a superuser) may change its settings.
 CREATE FUNCTION concurrency.alter_queue(queue text, lease interval DEFAULT NULL, max_attempts integer DEFAULT NULL,

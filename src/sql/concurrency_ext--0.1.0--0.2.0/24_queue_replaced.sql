@@ -16,7 +16,7 @@ BEGIN
     FOR pair IN
         SELECT * FROM (VALUES
             ('FUNCTION', 'concurrency.create_queue(text,interval,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.create_queue(text,interval,integer,interval,integer,integer)'::pg_catalog.regprocedure::pg_catalog.oid),
+             'concurrency.create_queue(text,interval,integer,interval,integer,integer,boolean)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('FUNCTION', 'concurrency.enqueue(text,jsonb,timestamptz,integer,text)'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('FUNCTION', 'concurrency.enqueue_batch(text,jsonb[],timestamptz,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
