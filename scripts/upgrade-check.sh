@@ -7,7 +7,8 @@
 # parts (src/sql/, or sql/ before 0.2.0), installed as that version next to the
 # current module (as a package upgrade leaves them: old objects, new library),
 # updated with ALTER EXTENSION … UPDATE along the installed
-# concurrency_ext--A--B.sql scripts (built by make from src/sql/concurrency_ext--A--B/),
+# concurrency_ext--A--B.sql scripts (committed; an unreleased one generated
+# from src/sql/concurrency_ext--A--B/ by `make upgrade-scripts`),
 # and its catalog (every member object, with definitions) compared with a
 # fresh CREATE EXTENSION. Data made under a released version survives too:
 # test/upgrade/<version>/*before.sql run before the update, *after.sql after
@@ -38,6 +39,10 @@ SELECT pg_describe_object(classid, objid, objsubid) || ' :: ' || coalesce(
  WHERE refclassid = 'pg_extension'::regclass
    AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'concurrency_ext')
    AND deptype = 'e'
+ UNION ALL -- the tables and sequences whose contents pg_dump keeps
+SELECT 'dumped with condition ' || quote_literal(coalesce(e.extcondition[i], '')) || ' :: ' || e.extconfig[i]::regclass::text
+  FROM pg_extension e, generate_subscripts(e.extconfig, 1) AS i
+ WHERE e.extname = 'concurrency_ext'
  ORDER BY 1;
 SQL
 }
@@ -53,12 +58,29 @@ fresh=$(catalog_of upgrade_fresh)
 if [ -z "$fresh" ]; then echo "FAIL no catalog for a fresh install"; failed=$((failed + 1))
 else echo "ok   a fresh install of $current has $(echo "$fresh" | wc -l) member objects"; passed=$((passed + 1)); fi
 
-# Every shipped upgrade script starts from a released version.
-for script in src/sql/concurrency_ext--*--*/; do
+# Every shipped update script starts from a released version. One whose
+# target is unreleased is what its parts give (src/sql/concurrency_ext--A--B/
+# and its INSTALL_PARTS: `make upgrade-scripts`); one whose target is released
+# is frozen: it has no parts any more and is the file of its release commit.
+if make -s --no-print-directory check-upgrade-scripts PG_CONFIG="$pg_config"; then passed=$((passed + 1))
+else echo "FAIL an update script is not what its parts give"; failed=$((failed + 1)); fi
+for script in concurrency_ext--*--*.sql; do
   [ -e "$script" ] || continue
-  from=$(basename "$script" | sed -E 's/^concurrency_ext--(.*)--(.*)$/\1/')
+  step=${script%.sql}
+  from=$(echo "$step" | sed -E 's/^concurrency_ext--(.*)--(.*)$/\1/')
+  to=$(echo "$step" | sed -E 's/^concurrency_ext--(.*)--(.*)$/\2/')
   if printf '%s\n' "${releases[@]}" | grep -q "^$from "; then passed=$((passed + 1))
   else echo "FAIL $script starts from $from, which src/sql/RELEASES does not list"; failed=$((failed + 1)); fi
+  released=$(printf '%s\n' "${releases[@]}" | sed -n "s/^$to //p")
+  [ -n "$released" ] || continue
+  if [ -e "src/sql/$step" ]; then
+    echo "FAIL $to is released: src/sql/$step/ must go (the committed $script is its only source)"; failed=$((failed + 1))
+  elif git show "$released:$script" 2>/dev/null | cmp -s - "$script"; then
+    echo "ok   $script is the one released with $to"; passed=$((passed + 1))
+  else
+    echo "FAIL $script differs from the one released with $to (commit $released): a released update never changes"
+    failed=$((failed + 1))
+  fi
 done
 
 for release in "${releases[@]}"; do
@@ -67,7 +89,7 @@ for release in "${releases[@]}"; do
   old=$(mktemp -d)
   parts=src/sql
   git cat-file -e "$commit:$parts/00_schema.sql" 2>/dev/null || parts=sql
-  if ! git archive "$commit" "$parts" | tar -x -C "$old"; then
+  if ! git archive "$commit" src $([ "$parts" = sql ] && echo sql) | tar -x -C "$old"; then
     echo "FAIL $version: commit $commit not found"; failed=$((failed + 1)); continue
   fi
   { printf '%s\n' "\\echo Use \"CREATE EXTENSION concurrency_ext\" to load this file. \\quit"
@@ -79,10 +101,26 @@ for release in "${releases[@]}"; do
   # an error otherwise, or, when NAME.after.out exists, its output (errors
   # included) must equal that file.
   live=test/upgrade/$version
+  # test/upgrade/<version>/NAME.cpp: a program built against the release
+  # commit's pure C++ sources (those on its "upgrade-check sources:" line), so
+  # that the *before.sql files can run that version's own code (e.g. the DDL
+  # its create_queue ran) instead of a copy of it: psql variable :NAME.
+  programs=()
+  for program in "$live"/*.cpp; do
+    [ -e "$program" ] || continue
+    name=$(basename "$program" .cpp)
+    sources=$(sed -n 's|^// upgrade-check sources: ||p' "$program")
+    # shellcheck disable=SC2086 # the sources are words
+    if (cd "$old" && ${CXX:-g++} -std=c++17 -DFMT_HEADER_ONLY -Isrc -o "$name" "$OLDPWD/$program" $sources); then
+      programs+=(-v "$name=$old/$name")
+    else
+      echo "FAIL $program does not build against $version ($commit)"; failed=$((failed + 1))
+    fi
+  done
   if "${psql[@]}" -d upgrade_from -c "CREATE EXTENSION concurrency_ext VERSION '$version'"; then
     for before in "$live"/*before.sql; do
       [ -e "$before" ] || continue
-      "${psql[@]}" -d upgrade_from -o /dev/null -f "$before" || { echo "FAIL $before"; failed=$((failed + 1)); }
+      "${psql[@]}" -d upgrade_from "${programs[@]}" -o /dev/null -f "$before" || { echo "FAIL $before"; failed=$((failed + 1)); }
     done
   fi
   if "${psql[@]}" -d upgrade_from -c "ALTER EXTENSION concurrency_ext UPDATE" \

@@ -23,6 +23,18 @@ SELECT * FROM concurrency.distributed_dequeue('citus_absent_q');
 \echo :LAST_ERROR_SQLSTATE
 SELECT concurrency.distribute_queue('no_such_queue');
 \echo :LAST_ERROR_SQLSTATE
+-- create_queue(…, distributed => true) is refused before it creates anything,
+-- for a new queue and for an existing one; NULL is not a choice
+SELECT concurrency.create_queue('citus_absent_new', distributed => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.create_queue('citus_absent_q', distributed => true);
+\echo :LAST_ERROR_SQLSTATE
+SELECT concurrency.create_queue('citus_absent_new', distributed => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT name FROM concurrency.queue WHERE name LIKE 'citus_absent%' ORDER BY name;
+SELECT to_regclass('concurrency.q_citus_absent_new') AS new_table;
+-- distributed => false is the default: a local queue
+SELECT concurrency.create_queue('citus_absent_q', distributed => false);
 \set VERBOSITY terse
 SELECT count(*) FROM concurrency.distributed_queue;
 -- the queue functions work on it as on any local queue

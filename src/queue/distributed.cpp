@@ -104,6 +104,24 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 	return result;
 }
 
+void require_coordinator(const std::string &queue) {
+	citus::Role role = citus::local_role().role;
+	if (role == citus::Role::coordinator)
+		return;
+	throw Error(sqlstate::feature_not_supported,
+	            fmt::format("cannot create distributed queue \"{}\": this server is not a Citus coordinator", queue),
+	            fmt::format("Its Citus node role is {}.", role == citus::Role::worker ? "worker" : "none"),
+	            "Create distributed queues on the coordinator of a Citus cluster, or leave out distributed => true "
+	            "for a queue on this server.");
+}
+
+void distribute(const std::string &queue) {
+	static const Oid types[1] = {TEXTOID};
+	Datum values[1] = {pg::text_datum(queue)};
+	SPIPlanPtr plan = pg::prepared_plan("distributed:distribute", "SELECT concurrency.distribute_queue($1)", 1, types);
+	pg::execute(plan, values, nullptr, false);
+}
+
 void distributed_stats(const std::string &queue, TimestampTz now) {
 	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
 	Datum values[2] = {pg::text_datum(queue), TimestampTzGetDatum(now)};

@@ -26,6 +26,15 @@ bool is_distributed(Oid relid);
 // set-returning caller. Ends the caller's SPI connection.
 Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out = nullptr);
 
+// For create_queue(…, distributed => true), before it changes anything:
+// 0A000 unless this server is a Citus coordinator.
+void require_coordinator(const std::string &queue);
+
+// Makes the queue distributed: concurrency.distribute_queue(queue) with its
+// default shard count (a no-op for a queue that is distributed already).
+// Call while SPI is connected.
+void distribute(const std::string &queue);
+
 // Runs concurrency.distributed_stats(queue, now): its one row (the six counts
 // of queue_stats) is left in SPI_tuptable.
 void distributed_stats(const std::string &queue, TimestampTz now);

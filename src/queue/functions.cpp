@@ -16,6 +16,7 @@
 #include "queue/keys_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/stats_sql.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -162,13 +163,22 @@ struct SettingsParams {
 } // namespace
 
 // concurrency.create_queue(queue, lease, max_attempts, retain, key_limit,
-// max_leased) — SECURITY DEFINER: runs as the extension owner; the table it
-// creates belongs to the caller.
+// max_leased, distributed) — SECURITY DEFINER: runs as the extension owner;
+// the table it creates belongs to the caller. distributed => true then makes
+// the queue distributed (distribute_queue, on a Citus coordinator only) in
+// the same statement; false leaves an existing queue as it is.
 CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "lease");
 	pg::require_arg(fcinfo, 2, "max_attempts");
 	QueueSettings settings = settings_args(fcinfo);
+	bool distributed = false; // a 0.1.0 declaration has no such argument
+	if (PG_NARGS() > 6) {
+		pg::require_arg(fcinfo, 6, "distributed");
+		distributed = PG_GETARG_BOOL(6);
+	}
+	if (distributed)
+		queue::require_coordinator(name);
 
 	Oid caller = pg::guard([] { return GetOuterUserId(); });
 	std::string caller_name = pg::guard([&] { return GetUserNameFromId(caller, false); });
@@ -209,12 +219,15 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		// Same settings. Only a queue whose table was dropped by hand is
 		// missing its table: create it again.
 		if (OidIsValid(queue::queue_relid(name))) {
+			if (distributed)
+				queue::distribute(name);
 			pg::spi_finish();
 			PG_RETURN_VOID();
 		}
 	}
 	KeySql keys(name);
 	execute(sql.create_table());
+	execute(StatsSql(name).create_index());
 	// side tables left by a queue table dropped by hand go with it
 	std::string key_table = key_table_name(name);
 	bool leftovers = pg::guard([&] {
@@ -234,6 +247,8 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		execute(keys.resize_slots(), 1, slot_types, slots);
 	}
 	queue::forget_queue(name);
+	if (distributed)
+		queue::distribute(name);
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }
@@ -903,7 +918,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 			if (queue::is_distributed(q->info().relid)) // Citus: src/queue/distributed.hpp
 				queue::distributed_stats(name, now);
 			else
-				q->run(QueueStatement::stats, 1, types, values);
+				q->run("queue_stats", StatsSql(name).stats(), 1, types, values);
 			for (int c = 1; c < 10; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 			// blocked: behind their key, and while the queue has max_leased

@@ -74,22 +74,6 @@ CREATE FUNCTION concurrency.xact_lock(names text[], timeout interval DEFAULT NUL
 COMMENT ON FUNCTION concurrency.xact_lock(text[], interval) IS
     'takes several subsystem locks until the end of the transaction, in ascending key order (no deadlock between callers); timeout bounds the whole call';
 
--- Several resources of one subsystem (two accounts of a transfer): each taken
--- once, in ascending order, so that two callers over the same resources never
--- deadlock on them. NULL array or element: 22004; an empty array: nothing.
-CREATE FUNCTION concurrency.xact_lock_all(name text, resources bigint[], timeout interval DEFAULT NULL,
-                                          shared boolean DEFAULT false)
-    RETURNS void LANGUAGE c VOLATILE
-    AS 'MODULE_PATHNAME', 'concurrency_xact_lock_all';
-COMMENT ON FUNCTION concurrency.xact_lock_all(text, bigint[], interval, boolean) IS
-    'takes the locks on several resources of one subsystem until the end of the transaction, each once, in ascending order (no deadlock between callers); timeout bounds the whole call';
-
-CREATE FUNCTION concurrency.try_xact_lock_all(name text, resources bigint[], shared boolean DEFAULT false)
-    RETURNS boolean LANGUAGE c VOLATILE
-    AS 'MODULE_PATHNAME', 'concurrency_try_xact_lock_all';
-COMMENT ON FUNCTION concurrency.try_xact_lock_all(text, bigint[], boolean) IS
-    'takes the locks on all the given resources of one subsystem if every one is free, else none; never waits';
-
 CREATE FUNCTION concurrency.session_lock(name text, resource bigint DEFAULT NULL, timeout interval DEFAULT NULL,
                                          shared boolean DEFAULT false)
     RETURNS void LANGUAGE c VOLATILE
@@ -139,39 +123,3 @@ SELECT m.name, m.resource, m.level, m.mode, m.count
 COMMENT ON VIEW concurrency.my_locks IS
     'named locks held by the current backend: name, resource, level (session/transaction), mode and hold count';
 GRANT SELECT ON concurrency.my_locks TO PUBLIC;
-
--- Which named lock an advisory lock of pg_locks is: the subsystem, and the
--- resource for a resource lock; no row when it is no registered subsystem's.
--- The tag is decoded by the same C++ code that encodes it for the lock calls
--- (src/locks/lock_keys.hpp), against the same registry cache; pg_locks shows
--- objsubid as a signed smallint (slots above 32767 appear negative), which it
--- takes as the 16-bit field it is.
-CREATE FUNCTION concurrency.named_lock(classid oid, objid oid, objsubid smallint)
-    RETURNS TABLE (subsystem text, resource bigint) LANGUAGE c STABLE ROWS 1
-    AS 'MODULE_PATHNAME', 'concurrency_named_lock';
-COMMENT ON FUNCTION concurrency.named_lock(oid, oid, smallint) IS
-    'the registered subsystem (and resource) that an advisory lock of pg_locks belongs to; no row when none';
-
--- Every advisory lock of the current database that belongs to a registered
--- subsystem, held or awaited.
-CREATE VIEW concurrency.held_locks AS
-WITH advisory AS MATERIALIZED (
-    SELECT l.classid, l.objid, l.objsubid, l.mode, l.granted, l.pid
-      FROM pg_catalog.pg_locks l
-     WHERE l.locktype = 'advisory'
-       AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
-                          WHERE d.datname = pg_catalog.current_database())
-), named AS (
-    SELECT n.subsystem, n.resource, l.mode, l.granted, l.pid
-      FROM advisory l
-     CROSS JOIN LATERAL concurrency.named_lock(l.classid, l.objid, l.objsubid) n
-)
-SELECT n.subsystem, n.resource, n.mode, n.granted, n.pid,
-       a.state, a.application_name AS application,
-       CASE WHEN a.xact_start IS NOT NULL THEN a.xact_start ELSE a.state_change END AS since,
-       n.granted AND a.state = 'idle' AS suspect_leak
-  FROM named n
-  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = n.pid;
-COMMENT ON VIEW concurrency.held_locks IS
-    'every named lock of the current database, held or awaited, with its holder''s state; suspect_leak: held by a session idle outside any transaction';
-GRANT SELECT ON concurrency.held_locks TO PUBLIC;

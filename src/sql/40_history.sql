@@ -2,9 +2,8 @@
 -- Lock-wait history: episodes "one root blocker blocking at least one
 -- session", sampled by a background worker into a shared-memory ring. Needs
 -- concurrency_ext in shared_preload_libraries; without it these raise 55000.
--- New in 0.2.0: the upgrade part concurrency_ext--0.1.0--0.2.0/40_history.sql
--- is a link to this file (the upgrade creates these objects exactly as a fresh
--- install does). Once 0.2.0 is released, replace the link by a frozen copy.
+-- New in 0.2.0: the update from 0.1.0 takes this part as it is
+-- (src/sql/concurrency_ext--0.1.0--0.2.0/INSTALL_PARTS).
 -- ---------------------------------------------------------------------------
 
 -- The episodes in the ring, oldest first, masked for the current user.

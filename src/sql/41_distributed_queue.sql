@@ -200,6 +200,34 @@ $fn$;
 COMMENT ON FUNCTION concurrency.distributed_lease_lost(text, integer, bigint) IS
     'raises CE001 for a task of a distributed queue whose lease was lost';
 
+-- Where a statement about one leased task goes: the queue's table and
+-- settings, and the shard key of the shard its id names (the id's low 10
+-- bits are the shard's position), for heartbeat, complete and fail. An id
+-- that names no shard of the queue is no task of it: CE001.
+CREATE FUNCTION concurrency.distributed_task_route(queue text, task_id bigint, lease_token bigint,
+        OUT relation text, OUT shard_key integer, OUT lease interval, OUT max_attempts integer, OUT retain interval)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+BEGIN
+    IF task_id IS NULL OR lease_token IS NULL THEN
+        RAISE EXCEPTION 'task_id and lease_token must not be null' USING ERRCODE = '22004';
+    END IF;
+    shard_key := s.shard_keys[(task_id % 1024) + 1];
+    IF shard_key IS NULL THEN
+        PERFORM concurrency.distributed_lease_lost(queue, NULL, task_id);
+    END IF;
+    relation := s.relation;
+    lease := s.lease;
+    max_attempts := s.max_attempts;
+    retain := s.retain;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_task_route(text, bigint, bigint) IS
+    'table, shard key and settings for a statement about one task of a distributed queue (CE001 if its id names no shard)';
+
 CREATE FUNCTION concurrency.distributed_enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
                                                 priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
                                                 concurrency_key text DEFAULT NULL)
@@ -379,24 +407,18 @@ CREATE FUNCTION concurrency.distributed_heartbeat(queue text, task_id bigint, le
     SET search_path = pg_catalog, pg_temp
     AS $fn$
 DECLARE
-    s record := concurrency.distributed_queue_settings(queue);
-    key integer;
+    r record := concurrency.distributed_task_route(queue, task_id, lease_token);
     deadline timestamptz;
 BEGIN
-    IF task_id IS NULL OR lease_token IS NULL THEN
-        RAISE EXCEPTION 'task_id and lease_token must not be null' USING ERRCODE = '22004';
-    ELSIF extend <= interval '0' THEN
+    IF extend <= interval '0' THEN
         RAISE EXCEPTION 'extend must be positive' USING ERRCODE = '22023';
     END IF;
-    key := s.shard_keys[(task_id % 1024) + 1];
-    IF key IS NOT NULL THEN
-        EXECUTE format($q$UPDATE %s SET state = 'leased', lease_expires_at = $3, lease_extended_to = NULL
-                           WHERE shard_key = $1 AND id = $2 AND lease_token = $4
-                          RETURNING lease_expires_at$q$, s.relation)
-          INTO deadline USING key, task_id, clock_timestamp() + coalesce(extend, s.lease), lease_token;
-    END IF;
+    EXECUTE format($q$UPDATE %s SET state = 'leased', lease_expires_at = $3, lease_extended_to = NULL
+                       WHERE shard_key = $1 AND id = $2 AND lease_token = $4
+                      RETURNING lease_expires_at$q$, r.relation)
+      INTO deadline USING r.shard_key, task_id, clock_timestamp() + coalesce(extend, r.lease), lease_token;
     IF deadline IS NULL THEN
-        PERFORM concurrency.distributed_lease_lost(queue, key, task_id);
+        PERFORM concurrency.distributed_lease_lost(queue, r.shard_key, task_id);
     END IF;
     RETURN deadline;
 END
@@ -410,28 +432,21 @@ CREATE FUNCTION concurrency.distributed_complete(queue text, task_id bigint, lea
     SET search_path = pg_catalog, pg_temp
     AS $fn$
 DECLARE
-    s record := concurrency.distributed_queue_settings(queue);
-    key integer;
-    done integer := 0;
+    r record := concurrency.distributed_task_route(queue, task_id, lease_token);
+    done integer;
 BEGIN
-    IF task_id IS NULL OR lease_token IS NULL THEN
-        RAISE EXCEPTION 'task_id and lease_token must not be null' USING ERRCODE = '22004';
+    IF r.retain IS NULL THEN
+        EXECUTE format('DELETE FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3', r.relation)
+          USING r.shard_key, task_id, lease_token;
+    ELSE -- kept as done, with its result, until purged
+        EXECUTE format($q$UPDATE %s SET state = 'done', finished_at = $4, result = $5, lease_token = NULL,
+                                        lease_expires_at = NULL, lease_extended_to = NULL
+                           WHERE shard_key = $1 AND id = $2 AND lease_token = $3$q$, r.relation)
+          USING r.shard_key, task_id, lease_token, clock_timestamp(), result;
     END IF;
-    key := s.shard_keys[(task_id % 1024) + 1];
-    IF key IS NOT NULL THEN
-        IF s.retain IS NULL THEN
-            EXECUTE format('DELETE FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3', s.relation)
-              USING key, task_id, lease_token;
-        ELSE -- kept as done, with its result, until purged
-            EXECUTE format($q$UPDATE %s SET state = 'done', finished_at = $4, result = $5, lease_token = NULL,
-                                            lease_expires_at = NULL, lease_extended_to = NULL
-                               WHERE shard_key = $1 AND id = $2 AND lease_token = $3$q$, s.relation)
-              USING key, task_id, lease_token, clock_timestamp(), result;
-        END IF;
-        GET DIAGNOSTICS done = ROW_COUNT;
-    END IF;
+    GET DIAGNOSTICS done = ROW_COUNT;
     IF done = 0 THEN
-        PERFORM concurrency.distributed_lease_lost(queue, key, task_id);
+        PERFORM concurrency.distributed_lease_lost(queue, r.shard_key, task_id);
     END IF;
 END
 $fn$;
@@ -445,29 +460,23 @@ CREATE FUNCTION concurrency.distributed_fail(queue text, task_id bigint, lease_t
     SET search_path = pg_catalog, pg_temp
     AS $fn$
 DECLARE
-    s record := concurrency.distributed_queue_settings(queue);
-    key integer;
+    r record := concurrency.distributed_task_route(queue, task_id, lease_token);
     tries integer;
     now timestamptz := clock_timestamp();
     next_run timestamptz;
     new_state text := 'dead';
 BEGIN
-    IF task_id IS NULL OR lease_token IS NULL THEN
-        RAISE EXCEPTION 'task_id and lease_token must not be null' USING ERRCODE = '22004';
-    ELSIF retry_in < interval '0' THEN
+    IF retry_in < interval '0' THEN
         RAISE EXCEPTION 'retry_in must not be negative' USING ERRCODE = '22023';
     END IF;
-    key := s.shard_keys[(task_id % 1024) + 1];
-    IF key IS NOT NULL THEN
-        EXECUTE format('SELECT attempt FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3 FOR UPDATE',
-                       s.relation)
-          INTO tries USING key, task_id, lease_token;
-    END IF;
+    EXECUTE format('SELECT attempt FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3 FOR UPDATE',
+                   r.relation)
+      INTO tries USING r.shard_key, task_id, lease_token;
     IF tries IS NULL THEN
-        PERFORM concurrency.distributed_lease_lost(queue, key, task_id);
+        PERFORM concurrency.distributed_lease_lost(queue, r.shard_key, task_id);
     END IF;
     next_run := now;
-    IF tries < s.max_attempts THEN
+    IF tries < r.max_attempts THEN
         -- the queue's backoff: min(1 hour, 2^(attempt-1) s), less up to half at random
         next_run := now + coalesce(retry_in, (least(3600.0, 2.0 ^ (tries - 1))::float8 * (1 - 0.5 * random()))
                                               * interval '1 second');
@@ -476,8 +485,8 @@ BEGIN
     EXECUTE format($q$UPDATE %s SET state = $3, run_at = CASE WHEN $3 = 'dead' THEN run_at ELSE $4 END,
                                     lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL,
                                     last_error = $5
-                       WHERE shard_key = $1 AND id = $2$q$, s.relation)
-      USING key, task_id, new_state, next_run, error;
+                       WHERE shard_key = $1 AND id = $2$q$, r.relation)
+      USING r.shard_key, task_id, new_state, next_run, error;
     RETURN CASE WHEN new_state = 'dead' THEN 'dead' ELSE 'ready' END;
 END
 $fn$;

@@ -30,6 +30,11 @@ CREATE TABLE concurrency.ddl_log (
 );
 COMMENT ON TABLE concurrency.ddl_log IS
     'one row per run_ddl call: statements, started, finished, attempts, time waited, outcome, error, pids of the blockers it terminated or cancelled; each role sees its own rows';
+-- The log is the operators' record of what changed the schema and whom it
+-- stopped: user data, so pg_dump keeps its rows, and the position of its id
+-- sequence, so that a restored log goes on without reusing ids.
+SELECT pg_catalog.pg_extension_config_dump('concurrency.ddl_log', '');
+SELECT pg_catalog.pg_extension_config_dump('concurrency.ddl_log_id_seq', '');
 ALTER TABLE concurrency.ddl_log ENABLE ROW LEVEL SECURITY;
 CREATE POLICY ddl_log_own_rows ON concurrency.ddl_log FOR SELECT USING (run_by = current_user);
 GRANT SELECT ON concurrency.ddl_log TO PUBLIC;

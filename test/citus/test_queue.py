@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Distributed queues on a Citus cluster (coordinator + 2 workers).
 
-distribute_queue makes a queue's table a Citus distributed table sharded by
+create_queue(…, distributed => true) or distribute_queue makes a queue's table a Citus distributed table sharded by
 shard_key; the queue functions keep their names and send every task
 statement and every claim to one shard. Checked here: the table's shape and
 placement, router claims that rotate over the shards, fencing, leases,
@@ -31,6 +31,15 @@ def setup():
 
 def positions(ids):
     return {i % 1024 for i in ids}
+
+
+def first_claim(c, claim, tries=SHARDS):
+    """The first row `claim` (a dequeue) returns in up to `tries` calls, or None."""
+    for _ in range(tries):
+        row = c.execute(claim).fetchone()
+        if row:
+            return row
+    return None
 
 
 def test_shape():
@@ -135,11 +144,8 @@ def test_fencing_leases_retries():
     check("a wrong token is fenced: CE001", sqlstate_of(
         lambda: c.execute("SELECT concurrency.complete('dq', %s, %s)", (tid, t1[1] + 999999))) == "CE001")
     time.sleep(3.3)  # the lease expires
-    t2 = None
-    for _ in range(SHARDS + 1):
-        t2 = c.execute("SELECT task_id, lease_token, attempt FROM concurrency.dequeue('dq', 1, worker => 'w2')").fetchone()
-        if t2:
-            break
+    t2 = first_claim(c, "SELECT task_id, lease_token, attempt FROM concurrency.dequeue('dq', 1, worker => 'w2')",
+                     SHARDS + 1)
     check("an expired lease is claimed again, attempt 2, new token",
           t2 is not None and t2[0] == tid and t2[2] == 2 and t2[1] != t1[1], repr(t2))
     e = error_of(lambda: c.execute("SELECT concurrency.complete('dq', %s, %s)", (tid, t1[1])))
@@ -153,11 +159,7 @@ def test_fencing_leases_retries():
     stats = c.execute("SELECT ready, leased, dead FROM concurrency.queue_stats WHERE queue = 'dq'").fetchone()
     check("queue_stats counts over every shard", stats == (0, 0, 1), repr(stats))
     check("retry_dead revives it", scalar(c, "SELECT concurrency.retry_dead('dq')") == 1)
-    t3 = None
-    for _ in range(SHARDS):
-        t3 = c.execute("SELECT task_id, lease_token, attempt FROM concurrency.dequeue('dq')").fetchone()
-        if t3:
-            break
+    t3 = first_claim(c, "SELECT task_id, lease_token, attempt FROM concurrency.dequeue('dq')")
     check("a revived task starts its attempts again", t3 is not None and t3[2] == 1, repr(t3))
     state = scalar(c, "SELECT concurrency.fail('dq', %s, %s, 'again', '1 hour')", (tid, t3[1]))
     check("fail with attempts left: ready again (scheduled for later)", state == "ready" and scalar(
@@ -187,11 +189,7 @@ def test_keys_limits_retention():
     c.execute("SELECT concurrency.create_queue('rq', retain => '1 hour')")
     c.execute("SELECT concurrency.distribute_queue('rq', %s)", (SHARDS,))
     tid = scalar(c, "SELECT concurrency.enqueue('rq', '{}', dedupe_key => 'once')")
-    got = None
-    for _ in range(SHARDS):
-        got = c.execute("SELECT task_id, lease_token FROM concurrency.dequeue('rq')").fetchone()
-        if got:
-            break
+    got = first_claim(c, "SELECT task_id, lease_token FROM concurrency.dequeue('rq')")
     c.execute("SELECT concurrency.complete('rq', %s, %s, '{\"ok\": true}')", got)
     row = c.execute("SELECT state, result FROM concurrency.q_rq WHERE id = %s", (tid,)).fetchone()
     check("complete on a retaining distributed queue keeps the task done with its result",
@@ -201,6 +199,65 @@ def test_keys_limits_retention():
     done = c.execute("SELECT done FROM concurrency.queue_stats WHERE queue = 'rq'").fetchone()
     check("queue_stats counts done tasks of a distributed queue", done == (1,), repr(done))
     for q in ("kq", "rq", "lq"):
+        c.execute("SELECT concurrency.drop_queue(%s)", (q,))
+
+
+def test_create_queue_distributed():
+    c = connect(COORDINATOR)
+    for q in ("cq", "cq_lim", "cq_local", "cq_busy", "cq_tx"):
+        c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (q, q))
+    c.execute("SELECT concurrency.create_queue('cq', lease => '5 seconds', distributed => true)")
+    shard_count = int(scalar(c, "SHOW citus.shard_count"))
+    check("create_queue(distributed => true) makes the table a distributed table sharded by shard_key",
+          scalar(c, "SELECT distribution_column FROM citus_tables WHERE table_name = 'concurrency.q_cq'::regclass")
+          == "shard_key")
+    check("with citus.shard_count shards, one shard key each",
+          scalar(c, "SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'concurrency.q_cq'::regclass") == shard_count
+          and scalar(c, "SELECT cardinality(shard_keys) FROM concurrency.distributed_queue WHERE queue = 'cq'")
+          == shard_count)
+    tid = scalar(c, "SELECT concurrency.enqueue('cq', '{\"n\": 1}')")
+    got = first_claim(c, "SELECT task_id, lease_token FROM concurrency.dequeue('cq')", shard_count)
+    check("its tasks are enqueued, claimed and completed", got is not None and got[0] == tid
+          and sqlstate_of(lambda: c.execute("SELECT concurrency.complete('cq', %s, %s)", got)) is None, repr(got))
+    check("the same call again is a no-op", sqlstate_of(lambda: c.execute(
+        "SELECT concurrency.create_queue('cq', lease => '5 seconds', distributed => true)")) is None)
+    c.execute("SELECT concurrency.create_queue('cq', lease => '5 seconds')")
+    check("distributed => false (the default) leaves a distributed queue distributed",
+          scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'cq'") == 1)
+    e = error_of(lambda: c.execute("SELECT concurrency.create_queue('cq_lim', key_limit => 1, distributed => true)"))
+    check("with key_limit: 0A000, and no queue, table or distribution is left",
+          e is not None and e.sqlstate == "0A000"
+          and scalar(c, "SELECT count(*) FROM concurrency.queue WHERE name = 'cq_lim'") == 0
+          and scalar(c, "SELECT to_regclass('concurrency.q_cq_lim')") is None, repr(e))
+    check("distributed => NULL: 22004", sqlstate_of(lambda: c.execute(
+        "SELECT concurrency.create_queue('cq_lim', distributed => NULL)")) == "22004")
+    c.execute("SELECT concurrency.create_queue('cq_local')")
+    c.execute("SELECT concurrency.create_queue('cq_local', distributed => true)")
+    check("an existing empty local queue, asked again with distributed => true, is distributed",
+          scalar(c, "SELECT count(*) FROM citus_tables WHERE table_name::text = 'concurrency.q_cq_local'") == 1)
+    c.execute("SELECT concurrency.create_queue('cq_busy')")
+    c.execute("SELECT concurrency.enqueue('cq_busy', '{}')")
+    e = error_of(lambda: c.execute("SELECT concurrency.create_queue('cq_busy', distributed => true)"))
+    check("an existing local queue with tasks: 55000, it stays local with its task",
+          e is not None and e.sqlstate == "55000"
+          and scalar(c, "SELECT count(*) FROM citus_tables WHERE table_name::text = 'concurrency.q_cq_busy'") == 0
+          and scalar(c, "SELECT count(*) FROM concurrency.q_cq_busy") == 1, repr(e))
+    t = connect(COORDINATOR, autocommit=False)
+    t.execute("SELECT concurrency.create_queue('cq_tx', distributed => true)")
+    t.execute("SELECT concurrency.enqueue('cq_tx', '{}')")
+    t.rollback()
+    check("rolled back with its transaction: no queue, no distributed table",
+          scalar(c, "SELECT count(*) FROM concurrency.queue WHERE name = 'cq_tx'") == 0
+          and scalar(c, "SELECT count(*) FROM citus_tables WHERE table_name::text = 'concurrency.q_cq_tx'") == 0)
+    t.close()
+    for port in (WORKER1, WORKER2):
+        w = connect(port)
+        e = error_of(lambda: w.execute("SELECT concurrency.create_queue('cq_worker', distributed => true)"))
+        check(f"on worker node {port}: 0A000 naming the node role, nothing created there",
+              e is not None and e.sqlstate == "0A000" and "worker" in (e.diag.message_detail or "")
+              and scalar(w, "SELECT count(*) FROM concurrency.queue WHERE name = 'cq_worker'") == 0
+              and scalar(w, "SELECT to_regclass('concurrency.q_cq_worker')") is None, repr(e))
+    for q in ("cq", "cq_local", "cq_busy"):
         c.execute("SELECT concurrency.drop_queue(%s)", (q,))
 
 
@@ -278,4 +335,5 @@ def test_chaos_exactly_once():
 if __name__ == "__main__":
     setup()
     run([test_shape, test_refusals, test_enqueue_places_tasks, test_router_claims_rotate,
-         test_fencing_leases_retries, test_keys_limits_retention, test_chaos_exactly_once])
+         test_fencing_leases_retries, test_keys_limits_retention, test_create_queue_distributed,
+         test_chaos_exactly_once])

@@ -12,6 +12,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use DumpRestore;
 
 my $node = PostgreSQL::Test::Cluster->new('queue_dump');
 $node->init;
@@ -88,24 +91,10 @@ like($before{tasks}, qr/\|dead\|.*mailbox full/, 'before: a dead task with its e
 like($before{tasks}, qr/\|scheduled\|/, 'before: a scheduled task');
 my $max_token = $node->safe_psql('postgres', q{SELECT last_value FROM concurrency.lease_token});
 
-my $tempdir = PostgreSQL::Test::Utils::tempdir;
 for my $format ('custom', 'plain')
 {
-	my $db   = "restored_$format";
-	my $file = "$tempdir/queue.$format";
-	$node->command_ok([ 'pg_dump', '-d', $node->connstr('postgres'), "--format=$format", '-f', $file ],
-		"pg_dump --format=$format");
-	$node->safe_psql('postgres', "CREATE DATABASE $db");
-	if ($format eq 'custom')
-	{
-		$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr($db), $file ],
-			'pg_restore into a new database');
-	}
-	else
-	{
-		$node->command_ok([ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr($db), '-f', $file ],
-			'psql restores the plain dump');
-	}
+	my $db = "restored_$format";
+	dump_and_restore($node, $node, $format, $db);
 
 	is($node->safe_psql($db, $tasks_sql),   $before{tasks},   "$format: every task came back as it was");
 	is($node->safe_psql($db, $odd_sql),     $before{odd},     "$format: the oddly named queue came back");

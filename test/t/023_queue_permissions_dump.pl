@@ -9,6 +9,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib "$FindBin::RealBin/lib";
+use DumpRestore;
 
 my @roles = ('app_producer', 'app_worker', 'app_reader', 'app_ops', q{x'); DROP TABLE t; --}, '-');
 my $create_roles = join '', map { my $r = $_; $r =~ s/"/""/g; qq{CREATE ROLE "$r";\n} } @roles;
@@ -62,25 +65,10 @@ $target->safe_psql('postgres', join('', map { "CREATE ROLE filler_$_;\n" } 1 .. 
 isnt($target->safe_psql('postgres', q{SELECT 'app_worker'::regrole::oid}),
 	$node->safe_psql('postgres', q{SELECT 'app_worker'::regrole::oid}), 'the roles have other OIDs in the target');
 
-my $tempdir = PostgreSQL::Test::Utils::tempdir;
 for my $format ('custom', 'plain')
 {
-	my $db   = "restored_$format";
-	my $file = "$tempdir/perm.$format";
-	$node->command_ok([ 'pg_dump', '-d', $node->connstr('postgres'), "--format=$format", '-f', $file ],
-		"pg_dump --format=$format");
-	$target->safe_psql('postgres', "CREATE DATABASE $db");
-	if ($format eq 'custom')
-	{
-		$target->command_ok([ 'pg_restore', '--exit-on-error', '-d', $target->connstr($db), $file ],
-			'pg_restore into the other cluster');
-	}
-	else
-	{
-		$target->command_ok(
-			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $target->connstr($db), '-f', $file ],
-			'psql restores the plain dump into the other cluster');
-	}
+	my $db = "restored_$format";
+	dump_and_restore($node, $target, $format, $db);
 	is($target->safe_psql($db, $permissions_sql), $expected,
 		"$format: every permission came back for the role of the same name; the dropped role's did not");
 	is($target->safe_psql($db, $select_sql), $selects, "$format: read is SELECT on the table, as before");

@@ -1,44 +1,22 @@
 -- Live tasks of a 0.1.0 installation, run by scripts/upgrade-check.sh right
 -- after CREATE EXTENSION concurrency_ext VERSION '0.1.0' (the 0.1.0 objects,
--- under the current module). The queue tables are made exactly as 0.1.0's
--- create_queue made them (src/core/queue_sql.cpp at the 0.1.0 commit): the
--- 0.1.0 functions cannot run here, because the installed module is the
--- current one. Two queues, one with a name that needs quoting; tasks in every
--- 0.1.0 state, with dedupe keys, and lease tokens from the sequence, as
--- workers hold them when the package is upgraded.
+-- under the current module). The 0.1.0 functions cannot run here, because
+-- the installed module is the current one: the queue tables are made by
+-- 0.1.0's own code instead, the program :create_table that upgrade-check.sh
+-- builds from create_table.cpp and the release commit's QueueSql, which
+-- prints the DDL 0.1.0's create_queue ran. Two queues, one with a name that
+-- needs quoting; tasks in every 0.1.0 state, with dedupe keys, and lease
+-- tokens from the sequence, as workers hold them when the package is
+-- upgraded.
 INSERT INTO concurrency.queue (name, lease, max_attempts) VALUES ('live', '30 seconds', 5), ('Mixed"Q', '1 minute', 3);
+\set queue_tables `:create_table live 'Mixed"Q'`
+:queue_tables
 
 DO $$
 DECLARE
     q text;
 BEGIN
     FOREACH q IN ARRAY ARRAY['live', 'Mixed"Q'] LOOP
-        EXECUTE format($ddl$CREATE TABLE concurrency.%1$I (
-    id                bigint      GENERATED ALWAYS AS IDENTITY,
-    lease_token       bigint,
-    run_at            timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    lease_expires_at  timestamptz,
-    lease_extended_to timestamptz,
-    enqueued_at       timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
-    priority          integer     NOT NULL DEFAULT 0,
-    attempt           integer     NOT NULL DEFAULT 0,
-    state             text        NOT NULL DEFAULT 'ready',
-    worker            text,
-    dedupe_key        text,
-    last_error        text,
-    payload           jsonb       NOT NULL DEFAULT '{}',
-    CONSTRAINT %2$I PRIMARY KEY (id),
-    CONSTRAINT %3$I CHECK (state IN ('ready', 'scheduled', 'leased', 'dead'))
-) WITH (fillfactor = 70,
-        autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
-        autovacuum_vacuum_insert_scale_factor = 0.0, autovacuum_vacuum_insert_threshold = 10000,
-        autovacuum_analyze_scale_factor = 0.05, autovacuum_vacuum_cost_delay = 0);
-CREATE INDEX %4$I ON concurrency.%1$I ((OPERATOR(pg_catalog.-) (priority::pg_catalog.int8)), run_at, id) WHERE state = 'ready';
-CREATE INDEX %5$I ON concurrency.%1$I (run_at) WHERE state = 'scheduled';
-CREATE INDEX %6$I ON concurrency.%1$I (lease_expires_at) WHERE state = 'leased';
-CREATE UNIQUE INDEX %7$I ON concurrency.%1$I (dedupe_key) WHERE dedupe_key IS NOT NULL AND state <> 'dead';
-$ddl$, 'q_' || q, 'q_' || q || '_pkey', 'q_' || q || '_state_check', 'q_' || q || '_ready',
-       'q_' || q || '_scheduled', 'q_' || q || '_leased', 'q_' || q || '_dedupe');
         -- 1 ready, 2 scheduled, 3 leased (lease running), 4 leased (lease
         -- expired, not yet reclaimed), 5 dead
         EXECUTE format($rows$

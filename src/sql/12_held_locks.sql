@@ -1,8 +1,7 @@
 -- ---------------------------------------------------------------------------
--- Named locks: held_locks decodes advisory lock tags with the C++ code that
--- encodes them (concurrency.named_lock), instead of re-deriving the encoding
--- in SQL. Same columns as in 0.1.0.
+-- Which registered subsystem each advisory lock of pg_locks belongs to.
 -- ---------------------------------------------------------------------------
+
 -- Which named lock an advisory lock of pg_locks is: the subsystem, and the
 -- resource for a resource lock; no row when it is no registered subsystem's.
 -- The tag is decoded by the same C++ code that encodes it for the lock calls
@@ -16,7 +15,11 @@ COMMENT ON FUNCTION concurrency.named_lock(oid, oid, smallint) IS
     'the registered subsystem (and resource) that an advisory lock of pg_locks belongs to; no row when none';
 
 -- Every advisory lock of the current database that belongs to a registered
--- subsystem, held or awaited.
+-- subsystem, held or awaited. OR REPLACE because this part is also the
+-- 0.1.0 -> 0.2.0 update's (src/sql/concurrency_ext--0.1.0--0.2.0/INSTALL_PARTS),
+-- which replaces 0.1.0's view in place, with the same columns, keeping its
+-- grants and any view built on it. In a fresh install nothing can be there to
+-- replace: the schema was created by this script (00_schema.sql).
 CREATE OR REPLACE VIEW concurrency.held_locks AS
 WITH advisory AS MATERIALIZED (
     SELECT l.classid, l.objid, l.objsubid, l.mode, l.granted, l.pid
@@ -35,3 +38,6 @@ SELECT n.subsystem, n.resource, n.mode, n.granted, n.pid,
        n.granted AND a.state = 'idle' AS suspect_leak
   FROM named n
   LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = n.pid;
+COMMENT ON VIEW concurrency.held_locks IS
+    'every named lock of the current database, held or awaited, with its holder''s state; suspect_leak: held by a session idle outside any transaction';
+GRANT SELECT ON concurrency.held_locks TO PUBLIC;

@@ -1,6 +1,7 @@
 -- ---------------------------------------------------------------------------
--- Named locks 0.2.0: several resources of one subsystem in one ordered call.
+-- Named locks on several resources of one subsystem in one ordered call.
 -- ---------------------------------------------------------------------------
+
 -- Several resources of one subsystem (two accounts of a transfer): each taken
 -- once, in ascending order, so that two callers over the same resources never
 -- deadlock on them. NULL array or element: 22004; an empty array: nothing.

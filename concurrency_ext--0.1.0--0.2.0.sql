@@ -1,0 +1,1265 @@
+-- generated from src/sql/concurrency_ext--0.1.0--0.2.0/ by make upgrade-scripts: edit its parts and the install parts its INSTALL_PARTS names
+\echo Use "ALTER EXTENSION concurrency_ext UPDATE" to load this file. \quit
+-- ---------------------------------------------------------------------------
+-- concurrency_ext 0.1.0 -> 0.2.0: the parts of src/sql/concurrency_ext--0.1.0--0.2.0/
+-- (what turns 0.1.0's objects and data into 0.2.0's) and the install parts
+-- that its INSTALL_PARTS names (objects new in 0.2.0, defined once), applied
+-- in the order of their file names. Every part must keep the data of a live
+-- 0.1.0 installation (queues, tasks, GRANTs, registered subsystems), and the
+-- result must equal a fresh install (scripts/upgrade-check.sh).
+-- ---------------------------------------------------------------------------
+-- ---------------------------------------------------------------------------
+-- Named locks on several resources of one subsystem in one ordered call.
+-- ---------------------------------------------------------------------------
+
+-- Several resources of one subsystem (two accounts of a transfer): each taken
+-- once, in ascending order, so that two callers over the same resources never
+-- deadlock on them. NULL array or element: 22004; an empty array: nothing.
+CREATE FUNCTION concurrency.xact_lock_all(name text, resources bigint[], timeout interval DEFAULT NULL,
+                                          shared boolean DEFAULT false)
+    RETURNS void LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_xact_lock_all';
+COMMENT ON FUNCTION concurrency.xact_lock_all(text, bigint[], interval, boolean) IS
+    'takes the locks on several resources of one subsystem until the end of the transaction, each once, in ascending order (no deadlock between callers); timeout bounds the whole call';
+
+CREATE FUNCTION concurrency.try_xact_lock_all(name text, resources bigint[], shared boolean DEFAULT false)
+    RETURNS boolean LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_try_xact_lock_all';
+COMMENT ON FUNCTION concurrency.try_xact_lock_all(text, bigint[], boolean) IS
+    'takes the locks on all the given resources of one subsystem if every one is free, else none; never waits';
+-- ---------------------------------------------------------------------------
+-- Which registered subsystem each advisory lock of pg_locks belongs to.
+-- ---------------------------------------------------------------------------
+
+-- Which named lock an advisory lock of pg_locks is: the subsystem, and the
+-- resource for a resource lock; no row when it is no registered subsystem's.
+-- The tag is decoded by the same C++ code that encodes it for the lock calls
+-- (src/locks/lock_keys.hpp), against the same registry cache; pg_locks shows
+-- objsubid as a signed smallint (slots above 32767 appear negative), which it
+-- takes as the 16-bit field it is.
+CREATE FUNCTION concurrency.named_lock(classid oid, objid oid, objsubid smallint)
+    RETURNS TABLE (subsystem text, resource bigint) LANGUAGE c STABLE ROWS 1
+    AS 'MODULE_PATHNAME', 'concurrency_named_lock';
+COMMENT ON FUNCTION concurrency.named_lock(oid, oid, smallint) IS
+    'the registered subsystem (and resource) that an advisory lock of pg_locks belongs to; no row when none';
+
+-- Every advisory lock of the current database that belongs to a registered
+-- subsystem, held or awaited. OR REPLACE because this part is also the
+-- 0.1.0 -> 0.2.0 update's (src/sql/concurrency_ext--0.1.0--0.2.0/INSTALL_PARTS),
+-- which replaces 0.1.0's view in place, with the same columns, keeping its
+-- grants and any view built on it. In a fresh install nothing can be there to
+-- replace: the schema was created by this script (00_schema.sql).
+CREATE OR REPLACE VIEW concurrency.held_locks AS
+WITH advisory AS MATERIALIZED (
+    SELECT l.classid, l.objid, l.objsubid, l.mode, l.granted, l.pid
+      FROM pg_catalog.pg_locks l
+     WHERE l.locktype = 'advisory'
+       AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                          WHERE d.datname = pg_catalog.current_database())
+), named AS (
+    SELECT n.subsystem, n.resource, l.mode, l.granted, l.pid
+      FROM advisory l
+     CROSS JOIN LATERAL concurrency.named_lock(l.classid, l.objid, l.objsubid) n
+)
+SELECT n.subsystem, n.resource, n.mode, n.granted, n.pid,
+       a.state, a.application_name AS application,
+       CASE WHEN a.xact_start IS NOT NULL THEN a.xact_start ELSE a.state_change END AS since,
+       n.granted AND a.state = 'idle' AS suspect_leak
+  FROM named n
+  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = n.pid;
+COMMENT ON VIEW concurrency.held_locks IS
+    'every named lock of the current database, held or awaited, with its holder''s state; suspect_leak: held by a session idle outside any transaction';
+GRANT SELECT ON concurrency.held_locks TO PUBLIC;
+-- ---------------------------------------------------------------------------
+-- Task queue 0.1.0 -> 0.2.0: queue settings (retain, key_limit, max_leased),
+-- alter_queue, finished tasks (done, cancelled) with finished_at and result,
+-- concurrency keys, per-element keys of enqueue_batch.
+--
+-- Every queue's table gets the new columns and states in place: no row is
+-- rewritten or lost, lease tokens stay as they are (a worker holding a 0.1.0
+-- lease completes it as before). The dedupe index is rebuilt because a
+-- cancelled task releases its key. Each queue table is locked (ACCESS
+-- EXCLUSIVE) until the update commits; the update must be run by a role that
+-- owns every queue table (a superuser).
+--
+-- Functions whose argument list grew are created anew (by the install parts
+-- 21_queue_settings.sql, 22_queue_tasks.sql and 23_queue_stats.sql, see
+-- INSTALL_PARTS) and the old ones dropped; the new ones get the old ones'
+-- privileges (GRANT EXECUTE to a role survives the update):
+-- 24_queue_replaced.sql.
+-- ---------------------------------------------------------------------------
+
+ALTER TABLE concurrency.queue
+    ADD COLUMN retain     interval CHECK (retain > interval '0'),
+    ADD COLUMN key_limit  integer  CHECK (key_limit >= 1),
+    ADD COLUMN max_leased integer  CHECK (max_leased >= 1);
+
+-- The same columns, constraint and indexes as a 0.2.0 create_queue makes
+-- (src/queue/queue_sql.cpp, QueueSql::create_table).
+DO $upgrade$
+DECLARE
+    q record;
+    t text;
+BEGIN
+    FOR q IN SELECT name FROM concurrency.queue ORDER BY name LOOP
+        IF pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || q.name)) IS NULL THEN
+            CONTINUE;  -- its table was dropped by hand: create_queue makes it again
+        END IF;
+        t := pg_catalog.format('concurrency.%I', 'q_' || q.name);
+        EXECUTE pg_catalog.format(
+            'ALTER TABLE %s ADD COLUMN finished_at timestamptz, ADD COLUMN concurrency_key text, '
+            'ADD COLUMN result jsonb, DROP CONSTRAINT %I, '
+            'ADD CONSTRAINT %I CHECK (state IN (''ready'', ''scheduled'', ''leased'', ''dead'', ''done'', ''cancelled''))',
+            t, 'q_' || q.name || '_state_check', 'q_' || q.name || '_state_check');
+        EXECUTE pg_catalog.format(
+            'CREATE UNIQUE INDEX %I ON %s (dedupe_key) '
+            'WHERE dedupe_key IS NOT NULL AND state OPERATOR(pg_catalog.<>) ''dead'' '
+            'AND state OPERATOR(pg_catalog.<>) ''cancelled''',
+            'q_' || q.name || '_dedupe_new', t);
+        EXECUTE pg_catalog.format('DROP INDEX concurrency.%I', 'q_' || q.name || '_dedupe');
+        EXECUTE pg_catalog.format('ALTER INDEX concurrency.%I RENAME TO %I',
+                                  'q_' || q.name || '_dedupe_new', 'q_' || q.name || '_dedupe');
+        EXECUTE pg_catalog.format(
+            'CREATE INDEX %I ON %s (finished_at) '
+            'WHERE state OPERATOR(pg_catalog.=) ANY (''{done,cancelled}''::pg_catalog.text[])',
+            'q_' || q.name || '_finished', t);
+    END LOOP;
+END
+$upgrade$;
+
+-- Out of the way of the new definitions (same names), dropped by
+-- 24_queue_replaced.sql.
+ALTER FUNCTION concurrency.queue_stats_rows() RENAME TO queue_stats_rows_0_1_0;
+ALTER VIEW concurrency.queue_stats RENAME TO queue_stats_0_1_0;
+-- ---------------------------------------------------------------------------
+-- Task queue 0.1.0 -> 0.2.0: keyed concurrency and queue-wide limits.
+--
+-- Every queue gets what a 0.2.0 create_queue makes (src/queue/keys_sql.cpp,
+-- KeySql::create_tables): the state 'blocked', the keyed index, the key
+-- table k_<queue> and the slot table s_<queue>, owned by the owner of the
+-- queue's table. No 0.1.0 task has a key or a limit: nothing is blocked.
+-- queue_stats gains the column blocked; concurrency.queue_keys is new.
+-- ---------------------------------------------------------------------------
+
+DO $upgrade$
+DECLARE
+    q record;
+    t text;
+BEGIN
+    FOR q IN SELECT c.name, r.relowner::pg_catalog.regrole AS owner
+               FROM concurrency.queue AS c
+               JOIN pg_catalog.pg_class AS r
+                 ON r.relname OPERATOR(pg_catalog.=) ('q_' OPERATOR(pg_catalog.||) c.name)
+                AND r.relnamespace OPERATOR(pg_catalog.=) 'concurrency'::pg_catalog.regnamespace
+              ORDER BY c.name LOOP
+        t := pg_catalog.format('concurrency.%I', 'q_' || q.name);
+        EXECUTE pg_catalog.format(
+            'ALTER TABLE %s DROP CONSTRAINT %I, '
+            'ADD CONSTRAINT %I CHECK (state IN (''ready'', ''scheduled'', ''leased'', ''dead'', ''done'', ''cancelled'', ''blocked''))',
+            t, 'q_' || q.name || '_state_check', 'q_' || q.name || '_state_check');
+        EXECUTE pg_catalog.format(
+            'CREATE INDEX %I ON %s (concurrency_key, state, id) WHERE concurrency_key IS NOT NULL',
+            'q_' || q.name || '_keyed', t);
+        EXECUTE pg_catalog.format(
+            'CREATE TABLE concurrency.%I (concurrency_key text NOT NULL, CONSTRAINT %I PRIMARY KEY (concurrency_key)) '
+            'WITH (fillfactor = 90)', 'k_' || q.name, 'k_' || q.name || '_pkey');
+        EXECUTE pg_catalog.format('COMMENT ON TABLE concurrency.%I IS %L', 'k_' || q.name,
+            'concurrency keys of the concurrency_ext queue ' || q.name || ' (internal: locked to admit tasks)');
+        EXECUTE pg_catalog.format(
+            'CREATE TABLE concurrency.%I (slot integer NOT NULL, task_id bigint, lease_token bigint, '
+            'CONSTRAINT %I PRIMARY KEY (slot)) WITH (fillfactor = 50)', 's_' || q.name, 's_' || q.name || '_pkey');
+        EXECUTE pg_catalog.format('COMMENT ON TABLE concurrency.%I IS %L', 's_' || q.name,
+            'lease slots of the concurrency_ext queue ' || q.name || ' (internal: one per max_leased)');
+        EXECUTE pg_catalog.format('ALTER TABLE concurrency.%I OWNER TO %I', 'k_' || q.name, q.owner);
+        EXECUTE pg_catalog.format('ALTER TABLE concurrency.%I OWNER TO %I', 's_' || q.name, q.owner);
+        -- like the queue's table, not a member of the extension: pg_dump
+        -- dumps them, DROP EXTENSION does not silently drop them
+        EXECUTE pg_catalog.format('ALTER EXTENSION concurrency_ext DROP TABLE concurrency.%I', 'k_' || q.name);
+        EXECUTE pg_catalog.format('ALTER EXTENSION concurrency_ext DROP TABLE concurrency.%I', 's_' || q.name);
+    END LOOP;
+END
+$upgrade$;
+-- ---------------------------------------------------------------------------
+-- Task queue: creating a queue with its settings (retain, key_limit,
+-- max_leased), changing them in place, and the per-backend cache of them.
+-- ---------------------------------------------------------------------------
+
+-- Plain DML sends no relcache invalidation; this statement trigger sends one
+-- for the catalog, so that every backend's queue cache reads the settings
+-- again (see src/queue/queue.hpp). Also fires for COPY (pg_restore).
+CREATE FUNCTION concurrency.queue_changed() RETURNS trigger
+    LANGUAGE c AS 'MODULE_PATHNAME', 'concurrency_queue_changed';
+COMMENT ON FUNCTION concurrency.queue_changed() IS
+    'trigger: invalidates the backends'' queue caches after a change of concurrency.queue';
+REVOKE EXECUTE ON FUNCTION concurrency.queue_changed() FROM PUBLIC;
+CREATE TRIGGER queue_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON concurrency.queue
+    FOR EACH STATEMENT EXECUTE FUNCTION concurrency.queue_changed();
+
+-- Creating queues is for the extension owner and superusers, unless EXECUTE
+-- is granted. It runs as its owner (SECURITY DEFINER) so that such a grant is
+-- all a role needs: the queue table it creates belongs to it (drop_queue, in
+-- 20_queue.sql, works the same way).
+CREATE FUNCTION concurrency.create_queue(queue text, lease interval DEFAULT '30 seconds',
+                                         max_attempts integer DEFAULT 5, retain interval DEFAULT NULL,
+                                         key_limit integer DEFAULT NULL, max_leased integer DEFAULT NULL,
+                                         distributed boolean DEFAULT false)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_create_queue';
+COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean) IS
+    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op, other settings are an error (see alter_queue); distributed => true also makes it a Citus distributed queue (on a coordinator; see distribute_queue)';
+REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean) FROM PUBLIC;
+
+-- Only the owner of a queue's table (or a superuser) may change its settings.
+CREATE FUNCTION concurrency.alter_queue(queue text, lease interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
+                                        retain interval DEFAULT NULL, key_limit integer DEFAULT NULL,
+                                        max_leased integer DEFAULT NULL)
+    RETURNS void
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_alter_queue';
+COMMENT ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer) IS
+    'changes settings of a queue in place: NULL keeps a setting; retain => ''0'', key_limit => 0, max_leased => 0 remove it';
+REVOKE ALL ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer) FROM PUBLIC;
+-- ---------------------------------------------------------------------------
+-- Queue permissions (least privilege): who may enqueue, work, read or manage
+-- a queue, apart from any privilege on its table.
+--
+-- One row per role and permission. The role is a regrole: its OID, so that a
+-- role dropped and re-created under the same name does not inherit the old
+-- role's permissions, printed and read back as the role's name, so that
+-- pg_dump / pg_restore bring the rows back for the roles of the same names.
+-- Grantee 0 (shown as '-') is PUBLIC. Rows of dropped roles are left out of
+-- dumps (the filter below) and deleted by grant_queue, revoke_queue and
+-- create_queue; a queue dropped with drop_queue takes its rows along (the
+-- foreign key), and create_queue deletes any rows of the name it creates.
+-- ---------------------------------------------------------------------------
+CREATE TABLE concurrency.queue_permission (
+    queue      text    NOT NULL REFERENCES concurrency.queue (name) ON DELETE CASCADE,
+    grantee    regrole NOT NULL,
+    permission text    NOT NULL CHECK (permission IN ('enqueue', 'work', 'read', 'manage')),
+    PRIMARY KEY (queue, grantee, permission)
+);
+COMMENT ON TABLE concurrency.queue_permission IS
+    'permissions on concurrency_ext queues (grantee - is PUBLIC); change them with grant_queue and revoke_queue';
+SELECT pg_catalog.pg_extension_config_dump('concurrency.queue_permission',
+    'WHERE grantee OPERATOR(pg_catalog.=) 0 OR EXISTS (SELECT FROM pg_catalog.pg_roles AS r '
+    'WHERE r.oid OPERATOR(pg_catalog.=) grantee::pg_catalog.oid)');
+GRANT SELECT ON concurrency.queue_permission TO PUBLIC;
+
+-- Every change to the table (the functions below, a restore, a superuser's
+-- DML) tells every backend to read the permissions again at its next call.
+CREATE FUNCTION concurrency.queue_permission_changed()
+    RETURNS trigger
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'concurrency_queue_permission_changed';
+COMMENT ON FUNCTION concurrency.queue_permission_changed() IS
+    'trigger of concurrency.queue_permission: invalidates the permission caches of all backends';
+CREATE TRIGGER queue_permission_changed
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON concurrency.queue_permission
+    FOR EACH STATEMENT EXECUTE FUNCTION concurrency.queue_permission_changed();
+
+-- Callable by everyone: each checks that the caller holds manage on the
+-- queue (its owner and superusers do). They are SECURITY INVOKER and switch
+-- to the owner of the permission table, and of the queue's table, only for
+-- the statements they run; those run with search_path pinned
+-- (src/pg/spi.cpp) and are schema-qualified.
+CREATE FUNCTION concurrency.grant_queue(queue text, role name, permissions text[])
+    RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_grant_queue';
+COMMENT ON FUNCTION concurrency.grant_queue(text, name, text[]) IS
+    'grants permissions (enqueue, work, read, manage) on a queue to a role (''public'': everyone); needs manage on the queue';
+
+-- alter_queue is for the holders of manage (its owner included): it checks
+-- that itself (SECURITY DEFINER, search_path pinned), so everyone may call it.
+GRANT EXECUTE ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer) TO PUBLIC;
+
+CREATE FUNCTION concurrency.revoke_queue(queue text, role name, permissions text[])
+    RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_revoke_queue';
+COMMENT ON FUNCTION concurrency.revoke_queue(text, name, text[]) IS
+    'revokes permissions (enqueue, work, read, manage) on a queue from a role (''public'': everyone); needs manage on the queue';
+-- ---------------------------------------------------------------------------
+-- Task queue: adding tasks (with dedupe and concurrency keys), finishing them
+-- (kept as done with a result while the queue retains tasks), batch forms,
+-- cancel, purge and task_status. SECURITY INVOKER, without a SET search_path
+-- clause, like the other task functions (see 20_queue.sql).
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
+                                    priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
+                                    concurrency_key text DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue';
+COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text) IS
+    'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any); notifies channel concurrency_<queue> at commit';
+
+CREATE FUNCTION concurrency.enqueue_batch(queue text, payloads jsonb[], run_at timestamptz DEFAULT NULL,
+                                          priority integer DEFAULT 0, dedupe_keys text[] DEFAULT NULL,
+                                          concurrency_keys text[] DEFAULT NULL)
+    RETURNS SETOF bigint
+    LANGUAGE c VOLATILE ROWS 100
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue_batch';
+COMMENT ON FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer, text[], text[]) IS
+    'adds one task per payload in one statement and returns their ids in payload order (per-element dedupe and concurrency keys)';
+
+CREATE FUNCTION concurrency.complete(queue text, task_id bigint, lease_token bigint, result jsonb DEFAULT NULL)
+    RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_complete';
+COMMENT ON FUNCTION concurrency.complete(text, bigint, bigint, jsonb) IS
+    'finishes a task held with lease_token: kept as done with its result when the queue retains tasks, removed otherwise; SQLSTATE CE001 if the lease was lost or the task is gone';
+
+-- Batch forms of complete, heartbeat and fail: all or nothing (one lease
+-- lost: CE001 naming that task, and the call changes nothing). Their own
+-- names, not overloads of complete, heartbeat and fail: an overload taking
+-- bigint[] where the 0.1.0 function takes bigint would make every call with
+-- untyped parameters ambiguous (42725) - the way pgx, asyncpg and
+-- node-postgres send them - and so break the workers written for 0.1.0.
+CREATE FUNCTION concurrency.complete_batch(queue text, task_ids bigint[], lease_tokens bigint[])
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_complete_many';
+COMMENT ON FUNCTION concurrency.complete_batch(text, bigint[], bigint[]) IS
+    'finishes the tasks held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns how many';
+
+CREATE FUNCTION concurrency.heartbeat_batch(queue text, task_ids bigint[], lease_tokens bigint[],
+                                            extend interval DEFAULT NULL)
+    RETURNS timestamptz
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_heartbeat_many';
+COMMENT ON FUNCTION concurrency.heartbeat_batch(text, bigint[], bigint[], interval) IS
+    'extends the leases of the tasks held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns the new deadline';
+
+CREATE FUNCTION concurrency.fail_batch(queue text, task_ids bigint[], lease_tokens bigint[], error text DEFAULT NULL,
+                                       retry_in interval DEFAULT NULL)
+    RETURNS TABLE (task_id bigint, state text)
+    LANGUAGE c VOLATILE ROWS 10
+    AS 'MODULE_PATHNAME', 'concurrency_fail_many';
+COMMENT ON FUNCTION concurrency.fail_batch(text, bigint[], bigint[], text, interval) IS
+    'records a failed attempt of each task held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns each task''s new state, ''ready'' or ''dead''';
+
+CREATE FUNCTION concurrency.cancel(queue text, task_ids bigint[])
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_cancel';
+COMMENT ON FUNCTION concurrency.cancel(text, bigint[]) IS
+    'cancels tasks in any state but done: a holder of a cancelled lease gets SQLSTATE CE001 at its next heartbeat, complete or fail; returns how many were cancelled';
+
+CREATE FUNCTION concurrency.purge(queue text)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_purge';
+COMMENT ON FUNCTION concurrency.purge(text) IS
+    'deletes the done and cancelled tasks whose retention has passed (queue calls do it too, in bounded chunks); returns how many';
+
+CREATE FUNCTION concurrency.task_status(queue text, id bigint)
+    RETURNS TABLE (task_id bigint, state text, attempt integer, priority integer, run_at timestamptz,
+                   enqueued_at timestamptz, lease_expires_at timestamptz, worker text, last_error text,
+                   finished_at timestamptz, result jsonb, dedupe_key text, concurrency_key text)
+    LANGUAGE c VOLATILE ROWS 1
+    AS 'MODULE_PATHNAME', 'concurrency_task_status';
+COMMENT ON FUNCTION concurrency.task_status(text, bigint) IS
+    'what became of a task: one row (state, attempt, times, worker, last error, result, keys), or none if it does not exist (any more)';
+-- ---------------------------------------------------------------------------
+-- 0.1.0 -> 0.2.0: queue permissions. The objects (the table
+-- concurrency.queue_permission, grant_queue, revoke_queue) come from the
+-- install part 22_queue_permissions.sql, which runs before this part. Here the
+-- 0.1.0 table GRANTs are converted into permissions, so that every role keeps
+-- calling what it could call.
+-- ---------------------------------------------------------------------------
+
+-- In 0.1.0 the privileges on a queue's table decided which functions a role
+-- could call. Each role (or PUBLIC) that held a table privilege gets the
+-- permissions for the same calls:
+--   SELECT and INSERT -> enqueue (enqueue, enqueue_batch)
+--   SELECT and UPDATE -> work    (dequeue, heartbeat, fail; complete needed DELETE too)
+--   SELECT            -> read    (queue_stats counts; read is SELECT on the table)
+-- The table privileges themselves are left as they are: revoking them is the
+-- operator's decision (docs/queue.md, "Upgrading from 0.1.0"). The owner of
+-- the table holds every permission anyway. retry_dead needs manage in 0.2.0,
+-- which is not given here: in 0.1.0 every worker could call it, and manage
+-- also lets a role cancel, purge, alter the queue and grant on it; a role
+-- that called retry_dead gets 42501 with the grant_queue call in the HINT.
+INSERT INTO concurrency.queue_permission (queue, grantee, permission)
+SELECT q.name, a.grantee::pg_catalog.regrole, p.permission
+  FROM concurrency.queue AS q
+  JOIN pg_catalog.pg_class AS c
+    ON c.relnamespace = 'concurrency'::pg_catalog.regnamespace
+   AND c.relname OPERATOR(pg_catalog.=) ('q_' OPERATOR(pg_catalog.||) q.name)
+   AND c.relkind OPERATOR(pg_catalog.=) 'r'
+ CROSS JOIN LATERAL (
+       SELECT e.grantee, pg_catalog.array_agg(e.privilege_type) AS privileges
+         FROM pg_catalog.aclexplode(c.relacl) AS e
+        WHERE e.grantee OPERATOR(pg_catalog.<>) c.relowner
+        GROUP BY e.grantee) AS a
+ CROSS JOIN LATERAL (VALUES
+       ('enqueue', a.privileges OPERATOR(pg_catalog.@>) ARRAY['SELECT', 'INSERT']),
+       ('work', a.privileges OPERATOR(pg_catalog.@>) ARRAY['SELECT', 'UPDATE']),
+       ('read', a.privileges OPERATOR(pg_catalog.@>) ARRAY['SELECT'])) AS p(permission, held)
+ WHERE p.held
+   AND (a.grantee OPERATOR(pg_catalog.=) 0
+        OR EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) a.grantee));
+-- ---------------------------------------------------------------------------
+-- Task queue: counts per queue (the view concurrency.queue_stats) and per
+-- concurrency key (queue_keys).
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION concurrency.queue_stats_rows()
+    RETURNS TABLE (queue text, ready bigint, scheduled bigint, leased bigint, expired bigint, dead bigint,
+                   oldest_ready_age interval, done bigint, cancelled bigint, blocked bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_queue_stats';
+COMMENT ON FUNCTION concurrency.queue_stats_rows() IS
+    'rows of the view concurrency.queue_stats';
+
+CREATE VIEW concurrency.queue_stats AS
+    SELECT queue, ready, scheduled, leased, expired, dead, done, cancelled, blocked, oldest_ready_age
+      FROM concurrency.queue_stats_rows();
+COMMENT ON VIEW concurrency.queue_stats IS
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), and the age of the oldest ready task; counts are NULL for queues on which you lack permission read';
+GRANT SELECT ON concurrency.queue_stats TO PUBLIC;
+
+CREATE FUNCTION concurrency.queue_keys(queue text)
+    RETURNS TABLE (concurrency_key text, leased bigint, waiting bigint, oldest_waiting_age interval)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_queue_keys';
+COMMENT ON FUNCTION concurrency.queue_keys(text) IS
+    'per concurrency key with live tasks: how many are leased, how many wait (ready, scheduled or blocked) and since when the oldest waits';
+-- ---------------------------------------------------------------------------
+-- Task queue 0.1.0 -> 0.2.0: the 0.1.0 functions whose argument list grew,
+-- and queue_stats, are replaced by the install parts' definitions (created
+-- before this part). Their privileges go to their successors, and the old
+-- objects are dropped.
+-- ---------------------------------------------------------------------------
+
+-- The replaced objects' privileges go to their successors, as they are
+-- (0.1.0's defaults included: create_queue revoked from PUBLIC, the view
+-- readable by PUBLIC).
+DO $upgrade$
+DECLARE
+    pair record;
+    g record;
+BEGIN
+    FOR pair IN
+        SELECT * FROM (VALUES
+            ('FUNCTION', 'concurrency.create_queue(text,interval,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.create_queue(text,interval,integer,interval,integer,integer,boolean)'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('FUNCTION', 'concurrency.enqueue(text,jsonb,timestamptz,integer,text)'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text)'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('FUNCTION', 'concurrency.enqueue_batch(text,jsonb[],timestamptz,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.enqueue_batch(text,jsonb[],timestamptz,integer,text[],text[])'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('FUNCTION', 'concurrency.complete(text,bigint,bigint)'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.complete(text,bigint,bigint,jsonb)'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('FUNCTION', 'concurrency.queue_stats_rows_0_1_0()'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.queue_stats_rows()'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('TABLE', 'concurrency.queue_stats_0_1_0'::pg_catalog.regclass::pg_catalog.oid,
+             'concurrency.queue_stats'::pg_catalog.regclass::pg_catalog.oid)) AS p(kind, old, new)
+    LOOP
+        IF pair.kind = 'FUNCTION' THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
+        ELSE
+            EXECUTE pg_catalog.format('REVOKE ALL ON TABLE %s FROM PUBLIC', pair.new::pg_catalog.regclass);
+        END IF;
+        FOR g IN
+            SELECT a.grantee, a.privilege_type, a.is_grantable
+              FROM pg_catalog.pg_proc p,
+                   pg_catalog.aclexplode(COALESCE(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+             WHERE pair.kind = 'FUNCTION' AND p.oid OPERATOR(pg_catalog.=) pair.old
+            UNION ALL
+            SELECT a.grantee, a.privilege_type, a.is_grantable
+              FROM pg_catalog.pg_class c,
+                   pg_catalog.aclexplode(COALESCE(c.relacl, pg_catalog.acldefault('r', c.relowner))) a
+             WHERE pair.kind = 'TABLE' AND c.oid OPERATOR(pg_catalog.=) pair.old
+        LOOP
+            EXECUTE pg_catalog.format('GRANT %s ON %s %s TO %s%s', g.privilege_type, pair.kind,
+                CASE pair.kind WHEN 'FUNCTION' THEN pair.new::pg_catalog.regprocedure::pg_catalog.text
+                               ELSE pair.new::pg_catalog.regclass::pg_catalog.text END,
+                CASE WHEN g.grantee OPERATOR(pg_catalog.=) 0 THEN 'PUBLIC'
+                     ELSE pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(g.grantee)) END,
+                CASE WHEN g.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+        END LOOP;
+    END LOOP;
+END
+$upgrade$;
+
+DROP VIEW concurrency.queue_stats_0_1_0;
+DROP FUNCTION concurrency.queue_stats_rows_0_1_0();
+DROP FUNCTION concurrency.create_queue(text, interval, integer);
+DROP FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text);
+DROP FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer);
+DROP FUNCTION concurrency.complete(text, bigint, bigint);
+-- ---------------------------------------------------------------------------
+-- Task queue 0.1.0 -> 0.2.0: the partial index of dead tasks that a 0.2.0
+-- create_queue makes (src/queue/stats_sql.cpp, StatsSql::create_index), so
+-- that queue_stats counts them without reading the whole table.
+-- ---------------------------------------------------------------------------
+
+DO $upgrade$
+DECLARE
+    q record;
+BEGIN
+    FOR q IN SELECT name FROM concurrency.queue ORDER BY name LOOP
+        IF pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || q.name)) IS NOT NULL THEN
+            EXECUTE pg_catalog.format('CREATE INDEX %I ON concurrency.%I (id) WHERE state = ''dead''',
+                                      'q_' || q.name || '_dead', 'q_' || q.name);
+        END IF;
+    END LOOP;
+END
+$upgrade$;
+-- ---------------------------------------------------------------------------
+-- Citus: what this server is in a Citus cluster, what the diagnostics cover
+-- there, and waits across the cluster's nodes (docs/scaling-out.md).
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION concurrency.citus_node_role() RETURNS text
+    LANGUAGE c VOLATILE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'concurrency_citus_node_role';
+COMMENT ON FUNCTION concurrency.citus_node_role() IS
+    'this server in a Citus cluster: none (Citus not loaded or not created in this database), coordinator, or worker';
+
+-- One row per diagnostic: which part of the system it shows from here.
+CREATE VIEW concurrency.diagnostics_scope AS
+WITH here AS (SELECT concurrency.citus_node_role() AS role)
+SELECT d.diagnostic,
+       CASE WHEN d.diagnostic = 'cluster_lock_waits' AND here.role <> 'none'
+                THEN 'cluster'
+            ELSE 'this node' END AS covers,
+       CASE here.role
+           WHEN 'none' THEN d.standalone
+           WHEN 'coordinator' THEN d.coordinator
+           ELSE d.worker END AS note
+  FROM here, (VALUES
+    ('lock_tree',
+     'every wait chain of this server',
+     'the coordinator''s own lock manager: every named lock of the cluster (they are taken here only), but not the waits inside worker nodes; see cluster_lock_waits',
+     'this worker''s own lock manager only; see cluster_lock_waits'),
+    ('lock_waits',
+     'every wait of this server',
+     'the coordinator''s own lock manager: every named lock of the cluster (they are taken here only), but not the waits inside worker nodes; see cluster_lock_waits',
+     'this worker''s own lock manager only; see cluster_lock_waits'),
+    ('held_locks',
+     'every named lock of this server',
+     'every named lock of the cluster: named locks are taken on the coordinator only',
+     'none: named locks are refused on worker nodes'),
+    ('cluster_lock_waits',
+     'the waits of this server (no Citus here)',
+     'this node''s waits (lock_waits) and the waits between distributed transactions on every node (citus_lock_waits)',
+     'this node''s waits (lock_waits) and the waits between distributed transactions on every node (citus_lock_waits)')
+  ) AS d(diagnostic, standalone, coordinator, worker);
+COMMENT ON VIEW concurrency.diagnostics_scope IS
+    'per diagnostic view: whether it covers this node or the Citus cluster, and what that means here';
+GRANT SELECT ON concurrency.diagnostics_scope TO PUBLIC;
+
+-- This node's wait edges (concurrency.lock_waits, scope 'node') and, on a
+-- Citus node, citus_lock_waits' edges between distributed transactions on
+-- every node (scope 'cluster') that the first part does not show already.
+-- citus_lock_waits is read through EXECUTE: it exists only where Citus does.
+CREATE FUNCTION concurrency.cluster_lock_wait_rows(
+        OUT scope text, OUT waiting_node text, OUT waiting_pid integer, OUT waiting_gpid bigint,
+        OUT waiting_query text, OUT blocking_node text, OUT blocking_pid integer, OUT blocking_gpid bigint,
+        OUT blocking_query text, OUT locked_object text)
+    RETURNS SETOF record
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    citus boolean := concurrency.citus_node_role() <> 'none'
+                     AND to_regclass('pg_catalog.citus_lock_waits') IS NOT NULL;
+    here_id integer;
+    here text := 'this node';
+BEGIN
+    IF citus THEN
+        EXECUTE $q$SELECT (pg_catalog.citus_backend_gpid() / 10000000000)::integer$q$ INTO here_id;
+        EXECUTE $q$SELECT pg_catalog.format('%s:%s', nodename, nodeport) FROM pg_catalog.pg_dist_node
+                    WHERE nodeid = $1$q$ INTO here USING here_id;
+        here := coalesce(here, 'this node');
+    END IF;
+    RETURN QUERY
+        SELECT 'node', here, w.waiting_pid, NULL::bigint, w.waiting_query,
+               here, w.blocking_pid, NULL::bigint, w.blocking_query, w.locked_object
+          FROM concurrency.lock_waits w;
+    IF citus THEN
+        RETURN QUERY EXECUTE $q$
+            SELECT 'cluster',
+                   pg_catalog.format('%s:%s', wn.nodename, wn.nodeport),
+                   (c.waiting_gpid % 10000000000)::integer, c.waiting_gpid, c.blocked_statement,
+                   pg_catalog.format('%s:%s', bn.nodename, bn.nodeport),
+                   (c.blocking_gpid % 10000000000)::integer, c.blocking_gpid,
+                   c.current_statement_in_blocking_process, NULL::text
+              FROM pg_catalog.citus_lock_waits c
+              LEFT JOIN pg_catalog.pg_dist_node wn ON wn.nodeid = c.waiting_nodeid
+              LEFT JOIN pg_catalog.pg_dist_node bn ON bn.nodeid = c.blocking_nodeid
+             WHERE NOT (c.waiting_nodeid = $1 AND c.blocking_nodeid = $1
+                        AND EXISTS (SELECT FROM concurrency.lock_waits w
+                                     WHERE w.waiting_pid = (c.waiting_gpid % 10000000000)::integer
+                                       AND w.blocking_pid = (c.blocking_gpid % 10000000000)::integer))$q$
+            USING here_id;
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.cluster_lock_wait_rows() IS
+    'rows of the view concurrency.cluster_lock_waits';
+
+CREATE VIEW concurrency.cluster_lock_waits AS
+    SELECT scope, waiting_node, waiting_pid, waiting_gpid, waiting_query,
+           blocking_node, blocking_pid, blocking_gpid, blocking_query, locked_object
+      FROM concurrency.cluster_lock_wait_rows();
+COMMENT ON VIEW concurrency.cluster_lock_waits IS
+    'wait edges of this node (scope node) and, on Citus, between distributed transactions on every node from citus_lock_waits (scope cluster)';
+GRANT SELECT ON concurrency.cluster_lock_waits TO PUBLIC;
+-- ---------------------------------------------------------------------------
+-- Lock-wait history: episodes "one root blocker blocking at least one
+-- session", sampled by a background worker into a shared-memory ring. Needs
+-- concurrency_ext in shared_preload_libraries; without it these raise 55000.
+-- New in 0.2.0: the update from 0.1.0 takes this part as it is
+-- (src/sql/concurrency_ext--0.1.0--0.2.0/INSTALL_PARTS).
+-- ---------------------------------------------------------------------------
+
+-- The episodes in the ring, oldest first, masked for the current user.
+CREATE FUNCTION concurrency.lock_history_episodes(
+    OUT episode_id bigint, OUT database name,
+    OUT started_at timestamptz, OUT ended_at timestamptz, OUT duration interval,
+    OUT root_pid integer, OUT root_user name, OUT root_application text,
+    OUT root_client_addr inet, OUT root_state text, OUT root_query text,
+    OUT root_xact_start timestamptz,
+    OUT max_waiters integer, OUT max_depth integer, OUT longest_wait interval,
+    OUT waiter_seconds double precision,
+    OUT locked_objects text[], OUT waiting_queries text[],
+    OUT ended_by text, OUT in_cycle boolean)
+    RETURNS SETOF record
+    LANGUAGE c VOLATILE PARALLEL RESTRICTED
+    AS 'MODULE_PATHNAME', 'concurrency_lock_history_episodes';
+COMMENT ON FUNCTION concurrency.lock_history_episodes() IS
+    'the lock-wait episodes kept in shared memory, oldest first; query text masked as in pg_stat_activity';
+
+CREATE VIEW concurrency.lock_history AS
+SELECT h.episode_id, h.database, h.started_at, h.ended_at, h.duration,
+       h.root_pid, h.root_user, h.root_application, h.root_client_addr,
+       h.root_state, h.root_query, h.root_xact_start,
+       h.max_waiters, h.max_depth, h.longest_wait, h.waiter_seconds,
+       h.locked_objects, h.waiting_queries, h.ended_by, h.in_cycle
+  FROM concurrency.lock_history_episodes() h
+ ORDER BY h.episode_id;
+COMMENT ON VIEW concurrency.lock_history IS
+    'lock-wait episodes (one root blocker blocking others, from the first to the last sample that saw it), kept in memory; needs shared_preload_libraries';
+GRANT SELECT ON concurrency.lock_history TO PUBLIC;
+
+-- Clears the history (for administrators, as pg_stat_statements_reset).
+CREATE FUNCTION concurrency.lock_history_reset() RETURNS void
+    LANGUAGE c VOLATILE PARALLEL UNSAFE
+    AS 'MODULE_PATHNAME', 'concurrency_lock_history_reset';
+COMMENT ON FUNCTION concurrency.lock_history_reset() IS
+    'clears the lock-wait history; episodes still going on start again at the next sample';
+REVOKE ALL ON FUNCTION concurrency.lock_history_reset() FROM PUBLIC;
+
+-- The sampler: its pid, interval, samples taken and the CPU time they cost.
+CREATE FUNCTION concurrency.lock_history_status(
+    OUT sampler_pid integer, OUT interval_ms integer, OUT samples bigint,
+    OUT sampler_cpu_seconds double precision, OUT last_sample_at timestamptz,
+    OUT episodes_recorded bigint, OUT history_size integer)
+    RETURNS SETOF record
+    LANGUAGE c VOLATILE PARALLEL RESTRICTED
+    AS 'MODULE_PATHNAME', 'concurrency_lock_history_status';
+COMMENT ON FUNCTION concurrency.lock_history_status() IS
+    'the lock-history sampler: pid (NULL when not running), interval, samples taken, their CPU time, last sample, episodes recorded since the last reset, ring size';
+-- ---------------------------------------------------------------------------
+-- Distributed queues on Citus (docs/scaling-out.md).
+--
+-- distribute_queue(queue) makes an empty queue's table a Citus distributed
+-- table with a column shard_key as its distribution column. The queue
+-- functions (enqueue, dequeue, heartbeat, complete, fail, retry_dead) keep
+-- their names and meaning: on a distributed queue the C++ entry points hand
+-- the call to the distributed_* functions below, which send every statement
+-- about a task or a claim to one shard (a Citus router query).
+--
+-- Placement: shard_keys holds one shard_key value per shard (found with
+-- get_shard_id_for_distribution_column), in shard order. A task id carries
+-- its shard's position in its low 10 bits (id = n * 1024 + position), so
+-- that heartbeat, complete and fail find the shard from the id alone. A task
+-- with a dedupe_key goes to the shard chosen by a hash of the key, so that
+-- the key's uniqueness (an index on (shard_key, dedupe_key)) holds across the
+-- queue; other tasks go round-robin per backend. Ids and lease tokens come
+-- from concurrency.lease_token on the coordinator, where these calls run.
+-- ---------------------------------------------------------------------------
+
+CREATE TABLE concurrency.distributed_queue (
+    queue          text        PRIMARY KEY REFERENCES concurrency.queue (name) ON DELETE CASCADE,
+    shard_keys     integer[]   NOT NULL CHECK (pg_catalog.cardinality(shard_keys) BETWEEN 1 AND 1024),
+    dedupe_holder  text        NOT NULL,  -- the predicate of the dedupe index: a task that holds its key
+    distributed_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE concurrency.distributed_queue IS
+    'queues whose table is a Citus distributed table, with one shard_key value per shard (in shard order)';
+SELECT pg_catalog.pg_extension_config_dump('concurrency.distributed_queue', '');
+GRANT SELECT ON concurrency.distributed_queue TO PUBLIC;
+
+-- The settings and shard keys of a distributed queue; 42704 when the queue is
+-- not distributed (or does not exist).
+CREATE FUNCTION concurrency.distributed_queue_settings(queue text,
+        OUT relation text, OUT lease interval, OUT max_attempts integer, OUT shard_keys integer[],
+        OUT dedupe_holder text, OUT retain interval, OUT key_limit integer, OUT max_leased integer)
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+BEGIN
+    IF queue IS NULL THEN
+        RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
+    END IF;
+    SELECT format('concurrency.%I', 'q_' || q.name), q.lease, q.max_attempts, d.shard_keys, d.dedupe_holder, q.retain,
+           q.key_limit, q.max_leased
+      INTO relation, lease, max_attempts, shard_keys, dedupe_holder, retain, key_limit, max_leased
+      FROM concurrency.queue q JOIN concurrency.distributed_queue d ON d.queue = q.name
+     WHERE q.name = distributed_queue_settings.queue;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'distributed queue "%" does not exist', queue USING ERRCODE = '42704',
+            HINT = 'Create it with concurrency.create_queue, then concurrency.distribute_queue.';
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_queue_settings(text) IS
+    'table, lease, max_attempts and shard keys of a distributed queue (42704 if it is not one)';
+
+-- The next shard position of this backend, round-robin over n shards; the
+-- position is kept in a session setting (start: the backend's pid).
+CREATE FUNCTION concurrency.distributed_next_position(n integer) RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    cursor bigint := coalesce(nullif(current_setting('concurrency_ext.shard_cursor', true), '')::bigint,
+                              pg_backend_pid());
+BEGIN
+    IF n IS NULL OR n < 1 THEN
+        RAISE EXCEPTION 'n must be at least 1' USING ERRCODE = '22023';
+    END IF;
+    cursor := (cursor + 1) % 1073741824;
+    PERFORM set_config('concurrency_ext.shard_cursor', cursor::text, false);
+    RETURN (cursor % n)::integer;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_next_position(integer) IS
+    'round-robin shard position of this backend for distributed queues';
+
+
+-- Makes an empty queue distributed. The caller must own the queue's table
+-- (ALTER TABLE) and run it on the coordinator.
+CREATE FUNCTION concurrency.distribute_queue(queue text, shard_count integer DEFAULT NULL)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    rel text;
+    n integer;
+    nonempty boolean;
+    keys integer[];
+    shards bigint[];
+    holder text;
+    filled integer := 0;
+    v integer := 0;
+    idx integer;
+BEGIN
+    IF queue IS NULL THEN
+        RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT FROM concurrency.queue q WHERE q.name = distribute_queue.queue) THEN
+        RAISE EXCEPTION 'queue "%" does not exist', queue USING ERRCODE = '42704';
+    END IF;
+    IF concurrency.citus_node_role() <> 'coordinator' THEN
+        RAISE EXCEPTION 'cannot distribute queue "%": this server is not a Citus coordinator', queue
+            USING ERRCODE = '0A000',
+                  DETAIL = format('Its Citus node role is %s.', concurrency.citus_node_role()),
+                  HINT = 'Run distribute_queue on the coordinator of a Citus cluster.';
+    END IF;
+    IF EXISTS (SELECT FROM concurrency.distributed_queue d WHERE d.queue = distribute_queue.queue) THEN
+        RETURN; -- already distributed
+    END IF;
+    n := coalesce(shard_count, current_setting('citus.shard_count')::integer);
+    IF n < 1 OR n > 1024 THEN
+        RAISE EXCEPTION 'shard_count must be between 1 and 1024' USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT FROM concurrency.queue q WHERE q.name = distribute_queue.queue
+                AND (q.key_limit IS NOT NULL OR q.max_leased IS NOT NULL)) THEN
+        RAISE EXCEPTION 'cannot distribute queue "%": it has key_limit or max_leased', queue USING ERRCODE = '0A000',
+            DETAIL = 'Claims on a distributed queue do not enforce these limits yet.';
+    END IF;
+    rel := format('concurrency.%I', 'q_' || queue);
+    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', rel);
+    EXECUTE format('SELECT EXISTS (SELECT FROM %s)', rel) INTO nonempty;
+    IF nonempty THEN
+        RAISE EXCEPTION 'cannot distribute queue "%": it has tasks', queue USING ERRCODE = '55000',
+            DETAIL = 'A task id names its shard, and the ids of existing tasks do not.',
+            HINT = 'Distribute a queue right after create_queue, or drain it first.';
+    END IF;
+    -- every index and constraint includes the distribution column shard_key:
+    -- the primary key becomes (shard_key, id), the dedupe index (shard_key,
+    -- dedupe_key); ids are set by enqueue (they carry the shard position)
+    EXECUTE format('ALTER TABLE %1$s ADD COLUMN shard_key integer NOT NULL DEFAULT 0,
+                        ALTER COLUMN id DROP IDENTITY,
+                        DROP CONSTRAINT %2$I,
+                        ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, id)',
+                   rel, 'q_' || queue || '_pkey');
+    SELECT pg_get_expr(i.indpred, i.indrelid) INTO holder
+      FROM pg_index i WHERE i.indexrelid = format('concurrency.%I', 'q_' || queue || '_dedupe')::regclass;
+    EXECUTE format('DROP INDEX concurrency.%1$I', 'q_' || queue || '_dedupe');
+    EXECUTE format('CREATE UNIQUE INDEX %1$I ON %2$s (shard_key, dedupe_key) WHERE %3$s',
+                   'q_' || queue || '_dedupe', rel, holder);
+    PERFORM create_distributed_table(rel, 'shard_key', shard_count => n, colocate_with => 'none');
+    -- one shard_key value per shard, in shard order: the smallest value
+    -- that hashes into each shard
+    SELECT array_agg(shardid ORDER BY shardid) INTO shards
+      FROM pg_dist_shard WHERE logicalrelid = rel::regclass;
+    keys := array_fill(NULL::integer, ARRAY[n]);
+    WHILE filled < n AND v < 100000000 LOOP
+        idx := array_position(shards, get_shard_id_for_distribution_column(rel::regclass, v));
+        IF keys[idx] IS NULL THEN
+            keys[idx] := v;
+            filled := filled + 1;
+        END IF;
+        v := v + 1;
+    END LOOP;
+    IF filled < n OR cardinality(shards) IS DISTINCT FROM n THEN
+        RAISE EXCEPTION 'could not find a shard key value for each of the % shards of queue "%"', n, queue
+            USING ERRCODE = 'XX000';
+    END IF;
+    INSERT INTO concurrency.distributed_queue (queue, shard_keys, dedupe_holder)
+    VALUES (distribute_queue.queue, keys, holder);
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distribute_queue(text, integer) IS
+    'makes an empty queue a Citus distributed table (shard_count shards, default citus.shard_count); run on the coordinator';
+REVOKE ALL ON FUNCTION concurrency.distribute_queue(text, integer) FROM PUBLIC;
+
+-- CE001 for a task after a statement under its lease token found nothing.
+CREATE FUNCTION concurrency.distributed_lease_lost(queue text, shard_key integer, task_id bigint)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    relation text := (concurrency.distributed_queue_settings(queue)).relation;
+    t record;
+    hint text := 'Roll back the work done under this lease: the task is no longer yours.';
+BEGIN
+    IF shard_key IS NOT NULL THEN
+        EXECUTE format('SELECT state, attempt, worker, lease_token IS NOT NULL AS held FROM %s
+                         WHERE shard_key = $1 AND id = $2', relation)
+          INTO t USING shard_key, task_id;
+    END IF;
+    IF t IS NULL OR t.state IS NULL THEN
+        RAISE EXCEPTION 'task % of queue "%" does not exist', task_id, queue USING ERRCODE = 'CE001',
+            DETAIL = 'It was completed already, or it never existed.', HINT = hint;
+    ELSIF t.held THEN
+        RAISE EXCEPTION 'lease on task % of queue "%" was lost', task_id, queue USING ERRCODE = 'CE001',
+            DETAIL = format('The lease token does not match the task''s current lease: it is %s at attempt %s%s.',
+                            t.state, t.attempt, coalesce(format(', worker "%s"', t.worker), '')),
+            HINT = hint;
+    ELSE
+        RAISE EXCEPTION 'lease on task % of queue "%" was lost', task_id, queue USING ERRCODE = 'CE001',
+            DETAIL = format('The task has no lease now: it is %s at attempt %s.', t.state, t.attempt),
+            HINT = hint;
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_lease_lost(text, integer, bigint) IS
+    'raises CE001 for a task of a distributed queue whose lease was lost';
+
+-- Where a statement about one leased task goes: the queue's table and
+-- settings, and the shard key of the shard its id names (the id's low 10
+-- bits are the shard's position), for heartbeat, complete and fail. An id
+-- that names no shard of the queue is no task of it: CE001.
+CREATE FUNCTION concurrency.distributed_task_route(queue text, task_id bigint, lease_token bigint,
+        OUT relation text, OUT shard_key integer, OUT lease interval, OUT max_attempts integer, OUT retain interval)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+BEGIN
+    IF task_id IS NULL OR lease_token IS NULL THEN
+        RAISE EXCEPTION 'task_id and lease_token must not be null' USING ERRCODE = '22004';
+    END IF;
+    shard_key := s.shard_keys[(task_id % 1024) + 1];
+    IF shard_key IS NULL THEN
+        PERFORM concurrency.distributed_lease_lost(queue, NULL, task_id);
+    END IF;
+    relation := s.relation;
+    lease := s.lease;
+    max_attempts := s.max_attempts;
+    retain := s.retain;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_task_route(text, bigint, bigint) IS
+    'table, shard key and settings for a statement about one task of a distributed queue (CE001 if its id names no shard)';
+
+CREATE FUNCTION concurrency.distributed_enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
+                                                priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
+                                                concurrency_key text DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    n integer := cardinality(s.shard_keys);
+    pos integer;
+    now timestamptz := clock_timestamp();
+    new_id bigint;
+BEGIN
+    IF payload IS NULL THEN
+        RAISE EXCEPTION 'payload must not be null' USING ERRCODE = '22004';
+    ELSIF priority IS NULL THEN
+        RAISE EXCEPTION 'priority must not be null' USING ERRCODE = '22004';
+    ELSIF NOT isfinite(run_at) THEN
+        RAISE EXCEPTION 'run_at must be a finite time' USING ERRCODE = '22023', HINT = 'Use NULL to run the task now.';
+    END IF;
+    -- a key's tasks on one shard: the concurrency_key's shard, else the
+    -- dedupe_key's, else the next shard of this backend
+    pos := CASE WHEN coalesce(concurrency_key, dedupe_key) IS NULL THEN concurrency.distributed_next_position(n)
+                ELSE ((hashtext(coalesce(concurrency_key, dedupe_key))::bigint + 2147483648) % n)::integer END;
+    FOR attempt IN 1..5 LOOP
+        new_id := nextval('concurrency.lease_token') * 1024 + pos;
+        EXECUTE format($q$INSERT INTO %s (id, shard_key, state, priority, run_at, payload, dedupe_key,
+                                          concurrency_key, enqueued_at)
+                          VALUES ($1, $2, CASE WHEN $3 > $4 THEN 'scheduled' ELSE 'ready' END, $5,
+                                  coalesce($3, $4), $6, $7, $8, $4)
+                          ON CONFLICT (shard_key, dedupe_key) WHERE %s
+                          DO NOTHING RETURNING id$q$, s.relation, s.dedupe_holder)
+          INTO new_id USING new_id, s.shard_keys[pos + 1], run_at, now, priority, payload, dedupe_key, concurrency_key;
+        IF new_id IS NULL THEN -- the task holding dedupe_key
+            EXECUTE format($q$SELECT id FROM %s WHERE shard_key = $1 AND dedupe_key = $2 AND %s$q$,
+                           s.relation, s.dedupe_holder)
+              INTO new_id USING s.shard_keys[pos + 1], dedupe_key;
+        END IF;
+        IF new_id IS NOT NULL THEN
+            PERFORM pg_notify('concurrency_' || queue, '');
+            RETURN new_id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION 'the task holding dedupe_key "%" kept disappearing', dedupe_key USING ERRCODE = '40001',
+        HINT = 'Retry the transaction.';
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_enqueue(text, jsonb, timestamptz, integer, text, text) IS
+    'enqueue on a distributed queue (called by concurrency.enqueue)';
+
+CREATE FUNCTION concurrency.distributed_enqueue_batch(queue text, payloads jsonb[], run_at timestamptz DEFAULT NULL,
+                                                      priority integer DEFAULT 0, dedupe_keys text[] DEFAULT NULL,
+                                                      concurrency_keys text[] DEFAULT NULL)
+    RETURNS SETOF bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+BEGIN
+    IF payloads IS NULL THEN
+        RAISE EXCEPTION 'payloads must not be null' USING ERRCODE = '22004';
+    ELSIF array_position(payloads, NULL) IS NOT NULL THEN
+        RAISE EXCEPTION 'payloads must not contain null' USING ERRCODE = '22004';
+    ELSIF cardinality(dedupe_keys) <> cardinality(payloads) OR cardinality(concurrency_keys) <> cardinality(payloads) THEN
+        RAISE EXCEPTION 'dedupe_keys and concurrency_keys must have one element per payload' USING ERRCODE = '22023';
+    END IF;
+    FOR i IN 1 .. coalesce(array_length(payloads, 1), 0) LOOP
+        RETURN NEXT concurrency.distributed_enqueue(queue, payloads[i], run_at, priority, dedupe_keys[i],
+                                                    concurrency_keys[i]);
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_enqueue_batch(text, jsonb[], timestamptz, integer, text[], text[]) IS
+    'enqueue_batch on a distributed queue (called by concurrency.enqueue_batch)';
+
+-- Expired leases and due scheduled tasks of one shard back to ready (or
+-- dead after max_attempts), at most 100 per call; returns how many.
+CREATE FUNCTION concurrency.distributed_wake(queue text, shard_key integer, now timestamptz)
+    RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    woken integer;
+BEGIN
+    EXECUTE format($q$UPDATE %1$s AS t
+                         SET state = CASE WHEN t.state = 'scheduled' OR t.attempt < $3 THEN 'ready' ELSE 'dead' END,
+                             last_error = CASE WHEN t.state = 'leased' THEN 'lease expired' ELSE t.last_error END
+                       WHERE t.shard_key = $1 AND t.id = ANY (ARRAY(
+                             SELECT id FROM %1$s
+                              WHERE shard_key = $1
+                                AND ((state = 'scheduled' AND run_at <= $2) OR (state = 'leased' AND lease_expires_at <= $2))
+                              LIMIT 100 FOR UPDATE SKIP LOCKED))$q$, s.relation)
+      USING shard_key, now, s.max_attempts;
+    GET DIAGNOSTICS woken = ROW_COUNT;
+    RETURN woken;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_wake(text, integer, timestamptz) IS
+    'moves expired leases and due scheduled tasks of one shard of a distributed queue back to ready (or dead)';
+
+-- A claim visits one shard at a time (a router query each), starting after
+-- the shard this backend visited last, until it gets tasks or has visited
+-- every shard once. A visit wakes the shard's expired leases and due tasks
+-- first on every 16th call of the backend, and whenever the claim found
+-- fewer tasks than asked for.
+CREATE FUNCTION concurrency.distributed_dequeue(queue text, batch integer DEFAULT 1, lease interval DEFAULT NULL,
+                                                worker text DEFAULT NULL)
+    RETURNS TABLE (task_id bigint, lease_token bigint, attempt integer, payload jsonb,
+                   enqueued_at timestamptz, lease_expires_at timestamptz)
+    LANGUAGE plpgsql VOLATILE ROWS 1
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    n integer := cardinality(s.shard_keys);
+    start integer := concurrency.distributed_next_position(n);
+    pos integer;
+    key integer;
+    now timestamptz;
+    token bigint;
+    got bigint;
+    claim text;
+BEGIN
+    IF batch IS NULL THEN
+        RAISE EXCEPTION 'batch must not be null' USING ERRCODE = '22004';
+    ELSIF batch < 1 THEN
+        RAISE EXCEPTION 'batch must be at least 1' USING ERRCODE = '22023';
+    ELSIF lease <= interval '0' THEN
+        RAISE EXCEPTION 'lease must be positive' USING ERRCODE = '22023';
+    END IF;
+    -- claims here do not count leased tasks per key or per queue: refuse
+    -- rather than exceed a limit
+    IF s.key_limit IS NOT NULL OR s.max_leased IS NOT NULL THEN
+        RAISE EXCEPTION 'queue "%" is distributed and has key_limit or max_leased', queue USING ERRCODE = '0A000',
+            DETAIL = 'Claims on a distributed queue do not enforce these limits yet.',
+            HINT = format('Remove them with concurrency.alter_queue(%L, key_limit => 0, max_leased => 0).', queue);
+    END IF;
+    claim := format($q$UPDATE %1$s AS t
+                          SET state = 'leased', attempt = t.attempt + 1, lease_token = $3,
+                              lease_expires_at = $4 + $5, lease_extended_to = NULL, worker = $6
+                        WHERE t.shard_key = $1 AND t.id = ANY (ARRAY(
+                              SELECT id FROM %1$s
+                               WHERE shard_key = $1 AND state = 'ready'
+                               ORDER BY (-(priority::int8)), run_at, id
+                               LIMIT $2 FOR UPDATE SKIP LOCKED))
+                    RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at$q$,
+                    s.relation);
+    FOR k IN 0 .. n - 1 LOOP
+        pos := (start + k) % n;
+        key := s.shard_keys[pos + 1];
+        now := clock_timestamp();
+        IF k = 0 AND start % 16 = 0 THEN
+            PERFORM concurrency.distributed_wake(queue, key, now);
+        END IF;
+        token := nextval('concurrency.lease_token');
+        RETURN QUERY EXECUTE claim USING key, batch, token, now, coalesce(lease, s.lease), worker;
+        GET DIAGNOSTICS got = ROW_COUNT;
+        IF got < batch AND concurrency.distributed_wake(queue, key, now) > 0 THEN
+            RETURN QUERY EXECUTE claim USING key, batch - got, token, now, coalesce(lease, s.lease), worker;
+            GET DIAGNOSTICS got = ROW_COUNT;
+        END IF;
+        IF got > 0 THEN
+            RETURN;
+        END IF;
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_dequeue(text, integer, interval, text) IS
+    'dequeue on a distributed queue (called by concurrency.dequeue): one shard at a time, round-robin per backend';
+
+CREATE FUNCTION concurrency.distributed_heartbeat(queue text, task_id bigint, lease_token bigint,
+                                                  extend interval DEFAULT NULL)
+    RETURNS timestamptz
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    r record := concurrency.distributed_task_route(queue, task_id, lease_token);
+    deadline timestamptz;
+BEGIN
+    IF extend <= interval '0' THEN
+        RAISE EXCEPTION 'extend must be positive' USING ERRCODE = '22023';
+    END IF;
+    EXECUTE format($q$UPDATE %s SET state = 'leased', lease_expires_at = $3, lease_extended_to = NULL
+                       WHERE shard_key = $1 AND id = $2 AND lease_token = $4
+                      RETURNING lease_expires_at$q$, r.relation)
+      INTO deadline USING r.shard_key, task_id, clock_timestamp() + coalesce(extend, r.lease), lease_token;
+    IF deadline IS NULL THEN
+        PERFORM concurrency.distributed_lease_lost(queue, r.shard_key, task_id);
+    END IF;
+    RETURN deadline;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_heartbeat(text, bigint, bigint, interval) IS
+    'heartbeat on a distributed queue (called by concurrency.heartbeat)';
+
+CREATE FUNCTION concurrency.distributed_complete(queue text, task_id bigint, lease_token bigint, result jsonb DEFAULT NULL)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    r record := concurrency.distributed_task_route(queue, task_id, lease_token);
+    done integer;
+BEGIN
+    IF r.retain IS NULL THEN
+        EXECUTE format('DELETE FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3', r.relation)
+          USING r.shard_key, task_id, lease_token;
+    ELSE -- kept as done, with its result, until purged
+        EXECUTE format($q$UPDATE %s SET state = 'done', finished_at = $4, result = $5, lease_token = NULL,
+                                        lease_expires_at = NULL, lease_extended_to = NULL
+                           WHERE shard_key = $1 AND id = $2 AND lease_token = $3$q$, r.relation)
+          USING r.shard_key, task_id, lease_token, clock_timestamp(), result;
+    END IF;
+    GET DIAGNOSTICS done = ROW_COUNT;
+    IF done = 0 THEN
+        PERFORM concurrency.distributed_lease_lost(queue, r.shard_key, task_id);
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_complete(text, bigint, bigint, jsonb) IS
+    'complete on a distributed queue (called by concurrency.complete)';
+
+CREATE FUNCTION concurrency.distributed_fail(queue text, task_id bigint, lease_token bigint, error text DEFAULT NULL,
+                                             retry_in interval DEFAULT NULL)
+    RETURNS text
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    r record := concurrency.distributed_task_route(queue, task_id, lease_token);
+    tries integer;
+    now timestamptz := clock_timestamp();
+    next_run timestamptz;
+    new_state text := 'dead';
+BEGIN
+    IF retry_in < interval '0' THEN
+        RAISE EXCEPTION 'retry_in must not be negative' USING ERRCODE = '22023';
+    END IF;
+    EXECUTE format('SELECT attempt FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3 FOR UPDATE',
+                   r.relation)
+      INTO tries USING r.shard_key, task_id, lease_token;
+    IF tries IS NULL THEN
+        PERFORM concurrency.distributed_lease_lost(queue, r.shard_key, task_id);
+    END IF;
+    next_run := now;
+    IF tries < r.max_attempts THEN
+        -- the queue's backoff: min(1 hour, 2^(attempt-1) s), less up to half at random
+        next_run := now + coalesce(retry_in, (least(3600.0, 2.0 ^ (tries - 1))::float8 * (1 - 0.5 * random()))
+                                              * interval '1 second');
+        new_state := CASE WHEN next_run > now THEN 'scheduled' ELSE 'ready' END;
+    END IF;
+    EXECUTE format($q$UPDATE %s SET state = $3, run_at = CASE WHEN $3 = 'dead' THEN run_at ELSE $4 END,
+                                    lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL,
+                                    last_error = $5
+                       WHERE shard_key = $1 AND id = $2$q$, r.relation)
+      USING r.shard_key, task_id, new_state, next_run, error;
+    RETURN CASE WHEN new_state = 'dead' THEN 'dead' ELSE 'ready' END;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_fail(text, bigint, bigint, text, interval) IS
+    'fail on a distributed queue (called by concurrency.fail)';
+
+CREATE FUNCTION concurrency.distributed_retry_dead(queue text, task_ids bigint[] DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    revived bigint;
+BEGIN
+    EXECUTE format($q$UPDATE %1$s AS t
+                         SET state = 'ready', attempt = 0, run_at = $1,
+                             lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL
+                       WHERE t.state = 'dead' AND ($2 IS NULL OR t.id = ANY ($2))
+                         AND (t.dedupe_key IS NULL
+                              OR NOT EXISTS (SELECT FROM %1$s AS o
+                                              WHERE o.shard_key = t.shard_key AND o.dedupe_key = t.dedupe_key
+                                                AND o.state NOT IN ('dead', 'cancelled')))$q$, s.relation)
+      USING clock_timestamp(), task_ids;
+    GET DIAGNOSTICS revived = ROW_COUNT;
+    IF revived > 0 THEN
+        PERFORM pg_notify('concurrency_' || queue, '');
+    END IF;
+    RETURN revived;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_retry_dead(text, bigint[]) IS
+    'retry_dead on a distributed queue (called by concurrency.retry_dead)';
+
+-- queue_stats' counts for a distributed queue (a query over every shard).
+CREATE FUNCTION concurrency.distributed_stats(queue text, now timestamptz,
+        OUT ready bigint, OUT scheduled bigint, OUT leased bigint, OUT expired bigint, OUT dead bigint,
+        OUT oldest_ready_age interval, OUT done bigint, OUT cancelled bigint, OUT blocked bigint)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+BEGIN
+    EXECUTE format($q$SELECT count(*) FILTER (WHERE state = 'ready' OR (state = 'scheduled' AND run_at <= $1)),
+                             count(*) FILTER (WHERE state = 'scheduled' AND run_at > $1),
+                             count(*) FILTER (WHERE state = 'leased' AND coalesce(lease_extended_to, lease_expires_at) > $1),
+                             count(*) FILTER (WHERE state = 'leased' AND coalesce(lease_extended_to, lease_expires_at) <= $1),
+                             count(*) FILTER (WHERE state = 'dead'),
+                             $1 - min(run_at) FILTER (WHERE state = 'ready' OR (state = 'scheduled' AND run_at <= $1)),
+                             count(*) FILTER (WHERE state = 'done'),
+                             count(*) FILTER (WHERE state = 'cancelled'),
+                             count(*) FILTER (WHERE state = 'blocked')
+                        FROM %s$q$, s.relation)
+      INTO ready, scheduled, leased, expired, dead, oldest_ready_age, done, cancelled, blocked USING now;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_stats(text, timestamptz) IS
+    'the counts of concurrency.queue_stats for a distributed queue';
+-- ---------------------------------------------------------------------------
+-- Transactions that retry: run_transaction (serialization failures and
+-- deadlocks) and run_ddl (schema changes that never stall the application).
+-- Both are procedures: each attempt commits, so they refuse to run inside a
+-- transaction block (25001). No SET search_path clause: a procedure with SET
+-- clauses cannot commit, and the statements must run with the caller's
+-- search_path; the C code qualifies every name of its own SQL.
+-- ---------------------------------------------------------------------------
+
+CREATE PROCEDURE concurrency.run_transaction(statements text, isolation text DEFAULT 'read committed',
+                                             max_attempts integer DEFAULT 5)
+    LANGUAGE c AS 'MODULE_PATHNAME', 'concurrency_run_transaction';
+COMMENT ON PROCEDURE concurrency.run_transaction(text, text, integer) IS
+    'runs the statements in a transaction of their own at that isolation level and commits; retries serialization failures (40001) and deadlocks (40P01) with a jittered, growing wait, up to max_attempts';
+
+-- One row per run_ddl call: what ran, when, how many attempts, how long it
+-- waited, how it ended, and which sessions it terminated or cancelled. Written
+-- by run_ddl as the table's owner; each role reads its own rows (row security).
+CREATE TABLE concurrency.ddl_log (
+    id                  bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_by              name        NOT NULL,
+    statements          text        NOT NULL,
+    started             timestamptz NOT NULL,
+    finished            timestamptz NOT NULL,
+    attempts            integer     NOT NULL,
+    waited              interval    NOT NULL,
+    outcome             text        NOT NULL CHECK (outcome IN ('done', 'failed', 'gave up')),
+    error               text,
+    blockers_terminated integer[]   NOT NULL DEFAULT '{}'
+);
+COMMENT ON TABLE concurrency.ddl_log IS
+    'one row per run_ddl call: statements, started, finished, attempts, time waited, outcome, error, pids of the blockers it terminated or cancelled; each role sees its own rows';
+-- The log is the operators' record of what changed the schema and whom it
+-- stopped: user data, so pg_dump keeps its rows, and the position of its id
+-- sequence, so that a restored log goes on without reusing ids.
+SELECT pg_catalog.pg_extension_config_dump('concurrency.ddl_log', '');
+SELECT pg_catalog.pg_extension_config_dump('concurrency.ddl_log_id_seq', '');
+ALTER TABLE concurrency.ddl_log ENABLE ROW LEVEL SECURITY;
+CREATE POLICY ddl_log_own_rows ON concurrency.ddl_log FOR SELECT USING (run_by = current_user);
+GRANT SELECT ON concurrency.ddl_log TO PUBLIC;
+
+CREATE PROCEDURE concurrency.run_ddl(statements text, lock_timeout interval DEFAULT '1 s',
+                                     max_duration interval DEFAULT '10 min',
+                                     terminate_blockers_after interval DEFAULT NULL)
+    LANGUAGE c AS 'MODULE_PATHNAME', 'concurrency_run_ddl';
+COMMENT ON PROCEDURE concurrency.run_ddl(text, interval, interval, interval) IS
+    'runs schema changes in a transaction of their own, taking their locks without queueing behind (or stalling others behind) a conflicting holder: waits outside the lock queue, queues for at most lock_timeout per attempt, names who is in the way, gives up after max_duration (55P03)';

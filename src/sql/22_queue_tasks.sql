@@ -1,0 +1,83 @@
+-- ---------------------------------------------------------------------------
+-- Task queue: adding tasks (with dedupe and concurrency keys), finishing them
+-- (kept as done with a result while the queue retains tasks), batch forms,
+-- cancel, purge and task_status. SECURITY INVOKER, without a SET search_path
+-- clause, like the other task functions (see 20_queue.sql).
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
+                                    priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
+                                    concurrency_key text DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue';
+COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text) IS
+    'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any); notifies channel concurrency_<queue> at commit';
+
+CREATE FUNCTION concurrency.enqueue_batch(queue text, payloads jsonb[], run_at timestamptz DEFAULT NULL,
+                                          priority integer DEFAULT 0, dedupe_keys text[] DEFAULT NULL,
+                                          concurrency_keys text[] DEFAULT NULL)
+    RETURNS SETOF bigint
+    LANGUAGE c VOLATILE ROWS 100
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue_batch';
+COMMENT ON FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer, text[], text[]) IS
+    'adds one task per payload in one statement and returns their ids in payload order (per-element dedupe and concurrency keys)';
+
+CREATE FUNCTION concurrency.complete(queue text, task_id bigint, lease_token bigint, result jsonb DEFAULT NULL)
+    RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_complete';
+COMMENT ON FUNCTION concurrency.complete(text, bigint, bigint, jsonb) IS
+    'finishes a task held with lease_token: kept as done with its result when the queue retains tasks, removed otherwise; SQLSTATE CE001 if the lease was lost or the task is gone';
+
+-- Batch forms of complete, heartbeat and fail: all or nothing (one lease
+-- lost: CE001 naming that task, and the call changes nothing). Their own
+-- names, not overloads of complete, heartbeat and fail: an overload taking
+-- bigint[] where the 0.1.0 function takes bigint would make every call with
+-- untyped parameters ambiguous (42725) - the way pgx, asyncpg and
+-- node-postgres send them - and so break the workers written for 0.1.0.
+CREATE FUNCTION concurrency.complete_batch(queue text, task_ids bigint[], lease_tokens bigint[])
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_complete_many';
+COMMENT ON FUNCTION concurrency.complete_batch(text, bigint[], bigint[]) IS
+    'finishes the tasks held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns how many';
+
+CREATE FUNCTION concurrency.heartbeat_batch(queue text, task_ids bigint[], lease_tokens bigint[],
+                                            extend interval DEFAULT NULL)
+    RETURNS timestamptz
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_heartbeat_many';
+COMMENT ON FUNCTION concurrency.heartbeat_batch(text, bigint[], bigint[], interval) IS
+    'extends the leases of the tasks held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns the new deadline';
+
+CREATE FUNCTION concurrency.fail_batch(queue text, task_ids bigint[], lease_tokens bigint[], error text DEFAULT NULL,
+                                       retry_in interval DEFAULT NULL)
+    RETURNS TABLE (task_id bigint, state text)
+    LANGUAGE c VOLATILE ROWS 10
+    AS 'MODULE_PATHNAME', 'concurrency_fail_many';
+COMMENT ON FUNCTION concurrency.fail_batch(text, bigint[], bigint[], text, interval) IS
+    'records a failed attempt of each task held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns each task''s new state, ''ready'' or ''dead''';
+
+CREATE FUNCTION concurrency.cancel(queue text, task_ids bigint[])
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_cancel';
+COMMENT ON FUNCTION concurrency.cancel(text, bigint[]) IS
+    'cancels tasks in any state but done: a holder of a cancelled lease gets SQLSTATE CE001 at its next heartbeat, complete or fail; returns how many were cancelled';
+
+CREATE FUNCTION concurrency.purge(queue text)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_purge';
+COMMENT ON FUNCTION concurrency.purge(text) IS
+    'deletes the done and cancelled tasks whose retention has passed (queue calls do it too, in bounded chunks); returns how many';
+
+CREATE FUNCTION concurrency.task_status(queue text, id bigint)
+    RETURNS TABLE (task_id bigint, state text, attempt integer, priority integer, run_at timestamptz,
+                   enqueued_at timestamptz, lease_expires_at timestamptz, worker text, last_error text,
+                   finished_at timestamptz, result jsonb, dedupe_key text, concurrency_key text)
+    LANGUAGE c VOLATILE ROWS 1
+    AS 'MODULE_PATHNAME', 'concurrency_task_status';
+COMMENT ON FUNCTION concurrency.task_status(text, bigint) IS
+    'what became of a task: one row (state, attempt, times, worker, last error, result, keys), or none if it does not exist (any more)';

@@ -1,1 +1,0 @@
-../40_history.sql

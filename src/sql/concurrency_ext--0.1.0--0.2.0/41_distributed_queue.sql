@@ -1,1 +1,0 @@
-../41_distributed_queue.sql
