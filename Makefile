@@ -97,5 +97,5 @@ installcheck-tap:
 # Unit tests of the pure C++ parts (GoogleTest through CTest).
 unit:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug >/dev/null
-	cmake --build build -j2 --target unit_tests
+	cmake --build build -j2 --target unit_tests upgrade_scripts
 	cd build && ctest --output-on-failure

@@ -397,21 +397,6 @@ RETURNING t.id, t.concurrency_key)",
 	    fmt::arg("t", table_));
 }
 
-std::string QueueSql::stats() const {
-	return fmt::format(
-	    R"(SELECT pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'ready' OR (state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1)),
-       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'scheduled' AND run_at )" GT R"( $1),
-       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'leased' AND COALESCE(lease_extended_to, lease_expires_at) )" GT R"( $1),
-       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'leased' AND COALESCE(lease_extended_to, lease_expires_at) )" LE R"( $1),
-       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'dead'),
-       $1 )" MINUS R"( pg_catalog.min(run_at) FILTER (WHERE state )" EQ R"( 'ready' OR (state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1)),
-       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'done'),
-       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'cancelled'),
-       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'blocked')
-  FROM {t})",
-	    fmt::arg("t", table_));
-}
-
 std::string QueueSql::text(QueueStatement s) const {
 	switch (s) {
 	case QueueStatement::enqueue: return enqueue();
@@ -433,7 +418,6 @@ std::string QueueSql::text(QueueStatement s) const {
 	case QueueStatement::purge: return purge();
 	case QueueStatement::inspect: return inspect();
 	case QueueStatement::retry_dead: return retry_dead();
-	case QueueStatement::stats: return stats();
 	case QueueStatement::count_: break;
 	}
 	return {};

@@ -43,7 +43,6 @@ enum class QueueStatement {
 	purge,
 	inspect,
 	retry_dead,
-	stats,
 	count_ // not a statement: how many there are
 };
 
@@ -133,9 +132,6 @@ public:
 	// $1 timestamptz now, $2 int8[] task ids (NULL: all dead tasks), $3 bool
 	// the queue has a key_limit -> id, concurrency_key of each task revived
 	std::string retry_dead() const;
-	// $1 timestamptz now -> ready, scheduled, leased, expired, dead,
-	// oldest_ready_age, done, cancelled, blocked
-	std::string stats() const;
 
 	// The text of statement `s` (one of the above).
 	std::string text(QueueStatement s) const;
