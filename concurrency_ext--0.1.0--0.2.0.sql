@@ -495,6 +495,24 @@ DROP FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text);
 DROP FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer);
 DROP FUNCTION concurrency.complete(text, bigint, bigint);
 -- ---------------------------------------------------------------------------
+-- Task queue 0.1.0 -> 0.2.0: the partial index of dead tasks that a 0.2.0
+-- create_queue makes (src/queue/stats_sql.cpp, StatsSql::create_index), so
+-- that queue_stats counts them without reading the whole table.
+-- ---------------------------------------------------------------------------
+
+DO $upgrade$
+DECLARE
+    q record;
+BEGIN
+    FOR q IN SELECT name FROM concurrency.queue ORDER BY name LOOP
+        IF pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || q.name)) IS NOT NULL THEN
+            EXECUTE pg_catalog.format('CREATE INDEX %I ON concurrency.%I (id) WHERE state = ''dead''',
+                                      'q_' || q.name || '_dead', 'q_' || q.name);
+        END IF;
+    END LOOP;
+END
+$upgrade$;
+-- ---------------------------------------------------------------------------
 -- Citus: what this server is in a Citus cluster, what the diagnostics cover
 -- there, and waits across the cluster's nodes (docs/scaling-out.md).
 -- ---------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "queue/keys_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/stats_sql.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -226,6 +227,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	}
 	KeySql keys(name);
 	execute(sql.create_table());
+	execute(StatsSql(name).create_index());
 	// side tables left by a queue table dropped by hand go with it
 	std::string key_table = key_table_name(name);
 	bool leftovers = pg::guard([&] {
@@ -919,7 +921,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 			if (queue::is_distributed(q->info().relid)) // Citus: src/queue/distributed.hpp
 				queue::distributed_stats(name, now);
 			else
-				q->run(QueueStatement::stats, 1, types, values);
+				q->run("queue_stats", StatsSql(name).stats(), 1, types, values);
 			for (int c = 1; c < 10; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 			// blocked: behind their key, and while the queue has max_leased

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sql_checks.hpp"
+
 #include "common/names.hpp"
 #include "queue/queue_sql.hpp"
 
@@ -81,19 +83,7 @@ TEST(QueueSql, StatementsQualifyEveryOperator) {
 	      sql.complete_retained(), sql.complete_many(), sql.complete_many_retained(), sql.fail_lock(),
 	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(), sql.purge(),
 	      sql.task_status(), sql.inspect(), sql.retry_dead(), sql.stats()}) {
-		std::string stripped = statement;
-		for (std::size_t at; (at = stripped.find("OPERATOR(pg_catalog.")) != std::string::npos;)
-			stripped.erase(at, stripped.find(')', at) - at + 1);
-		for (const char *bare : {" < ", " > ", " <= ", " >= ", " <> ", " != ", " + ", " - ", " || "})
-			EXPECT_EQ(stripped.find(bare), std::string::npos) << "bare" << bare << "in:\n" << statement;
-		// "=" is left only as the assignment of SET and ON CONFLICT … WHERE
-		for (std::size_t at = 0; (at = stripped.find(" = ", at)) != std::string::npos; ++at) {
-			std::size_t line = stripped.rfind('\n', at);
-			std::string before = stripped.substr(line == std::string::npos ? 0 : line + 1, at - line);
-			EXPECT_EQ(before.find("WHERE"), std::string::npos) << "bare = in:\n" << statement;
-		}
-		EXPECT_EQ(stripped.find(" count("), std::string::npos) << statement;
-		EXPECT_EQ(stripped.find(" min("), std::string::npos) << statement;
+		expect_every_operator_qualified(statement);
 	}
 }
 

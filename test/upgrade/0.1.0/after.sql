@@ -29,6 +29,23 @@ SELECT pg_temp.check((SELECT retain IS NULL AND key_limit IS NULL AND max_leased
 SELECT pg_temp.check((SELECT done = 0 AND cancelled = 0 AND leased = 1 AND expired = 1 AND dead = 1
                         FROM concurrency.queue_stats WHERE queue = 'live'), 'queue_stats of queue live');
 
+-- the updated tables have the indexes and constraints of a table that 0.2.0's
+-- create_queue makes
+SELECT concurrency.create_queue('made_by_0_2_0');
+SELECT pg_temp.check((SELECT array_agg(replace(d, 'q_live', 'q_X') ORDER BY replace(d, 'q_live', 'q_X'))
+                        FROM (SELECT indexdef FROM pg_indexes WHERE schemaname = 'concurrency' AND tablename = 'q_live'
+                              UNION ALL
+                              SELECT pg_get_constraintdef(oid) FROM pg_constraint
+                               WHERE conrelid = 'concurrency."q_live"'::regclass) AS i(d))
+                     = (SELECT array_agg(replace(d, 'q_made_by_0_2_0', 'q_X') ORDER BY replace(d, 'q_made_by_0_2_0', 'q_X'))
+                          FROM (SELECT indexdef FROM pg_indexes
+                                 WHERE schemaname = 'concurrency' AND tablename = 'q_made_by_0_2_0'
+                                UNION ALL
+                                SELECT pg_get_constraintdef(oid) FROM pg_constraint
+                                 WHERE conrelid = 'concurrency."q_made_by_0_2_0"'::regclass) AS i(d)),
+                     'indexes and constraints of queue live');
+SELECT concurrency.drop_queue('made_by_0_2_0');
+
 -- the worker holding task 3 carries on with its 0.1.0 token: heartbeat, then
 -- complete; a wrong token is refused
 SELECT pg_temp.check(concurrency.heartbeat('live', 3, (SELECT lease_token FROM held WHERE queue = 'live' AND task_id = 3))

@@ -1,0 +1,49 @@
+#include "queue/stats_sql.hpp"
+
+#include <fmt/format.h>
+
+#include "common/sql_text.hpp"
+#include "queue/queue_sql.hpp"
+#include "queue/sql_operators.hpp"
+#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+
+namespace concurrency::queue {
+
+StatsSql::StatsSql(std::string_view queue)
+    : queue_(queue), table_("concurrency." + quote_ident(queue_table_name(queue))) {}
+
+std::string StatsSql::create_index() const {
+	return fmt::format("CREATE INDEX {} ON {} (id) WHERE state = 'dead'",
+	                   quote_ident(queue_index_name(queue_, "dead")), table_);
+}
+
+// Each subquery's WHERE is the predicate of one partial index of the table
+// (src/queue/queue_sql.cpp, keys_sql.cpp, create_index above), written as
+// the index has it, so that even the generic plan scans only that index's
+// tasks: ready -> q_<queue>_ready, scheduled -> _scheduled, leased ->
+// _leased, dead -> _dead, done and cancelled -> _finished, blocked ->
+// _keyed (only keyed tasks are ever blocked: admission and retry_dead give
+// that state to keyed tasks only). One statement: one snapshot for all.
+std::string StatsSql::stats() const {
+	return fmt::format(
+	    R"(SELECT r.n )" PLUS R"( d.n,
+       (SELECT pg_catalog.count(*) FROM {t} WHERE state )" EQ R"( 'scheduled' AND run_at )" GT R"( $1),
+       l.live, l.expired,
+       (SELECT pg_catalog.count(*) FROM {t} WHERE state )" EQ R"( 'dead'),
+       $1 )" MINUS R"( LEAST(r.oldest, d.oldest),
+       f.done, f.cancelled,
+       (SELECT pg_catalog.count(*) FROM {t} WHERE concurrency_key IS NOT NULL AND state )" EQ R"( 'blocked')
+  FROM (SELECT pg_catalog.count(*) AS n, pg_catalog.min(run_at) AS oldest
+          FROM {t} WHERE state )" EQ R"( 'ready') AS r,
+       (SELECT pg_catalog.count(*) AS n, pg_catalog.min(run_at) AS oldest
+          FROM {t} WHERE state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1) AS d,
+       (SELECT pg_catalog.count(*) FILTER (WHERE COALESCE(lease_extended_to, lease_expires_at) )" GT R"( $1) AS live,
+               pg_catalog.count(*) FILTER (WHERE COALESCE(lease_extended_to, lease_expires_at) )" LE R"( $1) AS expired
+          FROM {t} WHERE state )" EQ R"( 'leased') AS l,
+       (SELECT pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'done') AS done,
+               pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'cancelled') AS cancelled
+          FROM {t} WHERE state )" EQ R"( ANY ('{{done,cancelled}}'::pg_catalog.text[])) AS f)",
+	    fmt::arg("t", table_));
+}
+
+} // namespace concurrency::queue
