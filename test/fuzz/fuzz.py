@@ -40,7 +40,7 @@ DOCUMENTED = {
     "2D000",  # run_transaction / run_ddl statements with transaction control
     "25000",  # a named lock during a parallel operation
     "39P01",  # the registry trigger function called directly
-    "0A000",  # a set-returning function where no set is accepted; a named lock on a Citus worker node
+    "0A000",  # a set-returning function where no set is accepted; a named lock on a Citus worker node; a distributed queue where there is no Citus coordinator
     "55000",  # lock history without the preload; a queue function under a module newer than the database's extension; queue permissions while the extension's objects are older than the module
 }
 
