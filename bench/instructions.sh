@@ -22,7 +22,10 @@
 # 3. one transaction taking a named lock, concurrency.xact_lock(name), against
 #    pg_advisory_xact_lock(key) of the same key, as simple-protocol statements
 #    (each parsed and planned per call);
-# 4. the same as prepared statements.
+# 4. the same as prepared statements;
+# 5. of 1., what the queue functions' permission check costs (the function
+#    queue::authorize and what it calls: the grant lookup, the role test, the
+#    switch to the queue's owner), as a share of the task.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pg_config=${PG_CONFIG:-pg_config}
@@ -117,6 +120,7 @@ session() { # side n -> instructions of a backend that ran n operations
 	psql -X -q -o /dev/null -v ON_ERROR_STOP=1 -f "$f"
 	pid=$(cat "$dir/pid") out=$dir/cg.$pid.out
 	for _ in $(seq 1 120); do grep -qs '^totals:' "$out" && break; sleep 1; done
+	cp "$out" "$dir/$side.$n.out"
 	awk '/^totals:/ { print $2 }' "$out"
 }
 
@@ -127,14 +131,28 @@ per_op() { # side -> instructions per operation
 	echo $(((b - a) / (HIGH - LOW)))
 }
 
+inclusive() { # callgrind file, function name -> instructions in it and its callees
+	callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null |
+		awk -v f="$2" 'index($0, f) { gsub(",", "", $1); print $1; exit }'
+}
+
+part_per_op() { # side function -> instructions per operation spent in the function
+	local a b
+	a=$(inclusive "$dir/$1.$LOW.out" "$2")
+	b=$(inclusive "$dir/$1.$HIGH.out" "$2")
+	echo $(((${b:-0} - ${a:-0}) / (HIGH - LOW)))
+}
+
 line() { # label ours theirs goal
 	awk -v l="$1" -v a="$2" -v b="$3" -v g="$4" \
-		'BEGIN { printf "%-44s %10.0f %10.0f %7.2f   %s\n", l, a / 1000, b / 1000, a / b, g }'
+		'BEGIN { printf "%-48s %10.1f %10.1f %7.3f   %s\n", l, a / 1000, b / 1000, a / b, g }'
 }
 
 echo "instructions per operation (thousands), counted by callgrind; PostgreSQL $("$pg_config" --version | awk '{print $2}')"
-printf "%-44s %10s %10s %7s   %s\n" "" "extension" "compared" "ratio" "goal"
-line "1. dequeue + complete vs raw SQL" "$(per_op plain)" "$(per_op raw)" "<= 1.0"
-line "2. the same, 1,000 serial keys vs no keys" "$(per_op keyed)" "$(per_op plain)" "-"
+printf "%-48s %10s %10s %7s   %s\n" "" "extension" "compared" "ratio" "goal"
+plain=$(per_op plain)
+line "1. dequeue + complete vs raw SQL" "$plain" "$(per_op raw)" "<= 1.0"
+line "2. the same, 1,000 serial keys vs no keys" "$(per_op keyed)" "$plain" "-"
 line "3. xact_lock(name) vs pg_advisory_xact_lock" "$(per_op named_lock)" "$(per_op advisory_lock)" "-"
 line "4. the same, prepared statements" "$(per_op named_prepared)" "$(per_op advisory_prepared)" "<= 1.05"
+line "5. permission checks of 1. (2 calls) vs the task" "$(part_per_op plain 'queue::authorize(')" "$plain" "-"
