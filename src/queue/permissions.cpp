@@ -68,10 +68,7 @@ void permissions_changed(Datum, Oid relid) {
 // has not run yet).
 Oid resolve_permission_table() {
 	if (!OidIsValid(permission_table))
-		permission_table = pg::guard([] {
-			Oid nsp = get_namespace_oid("concurrency", true);
-			return OidIsValid(nsp) ? get_relname_relid(permission_table_name, nsp) : InvalidOid;
-		});
+		permission_table = concurrency_relid(permission_table_name);
 	if (!OidIsValid(permission_table))
 		throw Error(sqlstate::object_not_in_prerequisite_state,
 		            "queue permissions need concurrency_ext 0.2.0's objects",
@@ -80,16 +77,6 @@ Oid resolve_permission_table() {
 	return permission_table;
 }
 
-Oid relation_owner(Oid relid) {
-	return pg::guard([&] {
-		HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-		if (!HeapTupleIsValid(tuple))
-			elog(ERROR, "cache lookup failed for relation %u", relid);
-		Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
-		ReleaseSysCache(tuple);
-		return owner;
-	});
-}
 
 // Reads the permissions of a queue with the latest snapshot, not the
 // transaction's: a revoke committed after a REPEATABLE READ transaction

@@ -132,17 +132,11 @@ void load_settings(QueueInfo &info) {
 	info.max_leased = isnull ? 0 : DatumGetInt32(max_leased);
 }
 
-// Brings an invalid entry up to date: the table's OID (42704 when the queue
-// is gone), the settings, and, for a new incarnation of the queue, fresh
-// plans and cursor.
 // The OID of index q_<queue>_<suffix> (42704 when it is missing: the queue
 // table was changed by hand).
 Oid index_relid(std::string_view queue, std::string_view suffix) {
 	std::string index = queue_index_name(queue, suffix);
-	Oid relid = pg::guard([&] {
-		Oid nsp = get_namespace_oid("concurrency", true);
-		return OidIsValid(nsp) ? get_relname_relid(index.c_str(), nsp) : InvalidOid;
-	});
+	Oid relid = concurrency_relid(index);
 	if (!OidIsValid(relid))
 		throw Error(sqlstate::undefined_object, fmt::format("index concurrency.{} does not exist", quote_ident(index)),
 		            fmt::format("Queue \"{}\" needs it to find due tasks.", queue),
@@ -171,6 +165,9 @@ bool due_entry(Relation heap, Oid index, Snapshot snapshot, TimestampTz floor, T
 	return found;
 }
 
+// Brings an invalid entry up to date: the table's OID (42704 when the queue
+// is gone), the settings, and, for a new incarnation of the queue, fresh
+// plans and cursor.
 void revalidate(QueueInfo &info) {
 	// Valid from here on: an invalidation that arrives while we read (taking
 	// a lock processes pending ones) flips it back for the next call.
@@ -178,22 +175,12 @@ void revalidate(QueueInfo &info) {
 	info.acl_role = InvalidOid;
 	try {
 		if (!OidIsValid(catalog_relid))
-			catalog_relid = pg::guard([] {
-				Oid nsp = get_namespace_oid("concurrency", true);
-				return OidIsValid(nsp) ? get_relname_relid("queue", nsp) : InvalidOid;
-			});
+			catalog_relid = concurrency_relid("queue");
 		Oid relid = queue_relid(info.name);
 		if (!OidIsValid(relid))
 			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name), "",
 			            "Create it with concurrency.create_queue().");
-		info.owner = pg::guard([&] {
-			HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-			if (!HeapTupleIsValid(tuple))
-				elog(ERROR, "cache lookup failed for relation %u", relid);
-			Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
-			ReleaseSysCache(tuple);
-			return owner;
-		});
+		info.owner = relation_owner(relid);
 		info.scheduled_index = index_relid(info.name, "scheduled");
 		info.leased_index = index_relid(info.name, "leased");
 		if (relid != info.relid) {
@@ -236,11 +223,23 @@ QueueName queue_name(FunctionCallInfo fcinfo) {
 	return out;
 }
 
-Oid queue_relid(std::string_view queue) {
-	std::string table = queue_table_name(queue);
+Oid concurrency_relid(const std::string &relname) {
 	return pg::guard([&] {
 		Oid nsp = get_namespace_oid("concurrency", true);
-		return OidIsValid(nsp) ? get_relname_relid(table.c_str(), nsp) : InvalidOid;
+		return OidIsValid(nsp) ? get_relname_relid(relname.c_str(), nsp) : InvalidOid;
+	});
+}
+
+Oid queue_relid(std::string_view queue) { return concurrency_relid(queue_table_name(queue)); }
+
+Oid relation_owner(Oid relid) {
+	return pg::guard([&] {
+		HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+		if (!HeapTupleIsValid(tuple))
+			elog(ERROR, "cache lookup failed for relation %u", relid);
+		Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+		ReleaseSysCache(tuple);
+		return owner;
 	});
 }
 

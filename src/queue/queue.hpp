@@ -130,6 +130,10 @@ std::string queue_name_arg(FunctionCallInfo fcinfo);
 // The same into a fixed buffer (no allocation).
 QueueName queue_name(FunctionCallInfo fcinfo);
 
+// Oid of relation concurrency.<relname>, or InvalidOid.
+Oid concurrency_relid(const std::string &relname);
+// The owner of relation `relid` (from the syscache).
+Oid relation_owner(Oid relid);
 // Oid of concurrency."q_<queue>", or InvalidOid.
 Oid queue_relid(std::string_view queue);
 
