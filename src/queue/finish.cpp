@@ -30,10 +30,6 @@ using namespace concurrency::queue;
 
 namespace {
 
-TimestampTz clock_now() {
-	return pg::guard([] { return GetCurrentTimestamp(); });
-}
-
 // The int8[] argument n as values; NULL array or element: 22004.
 std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
 	pg::require_arg(fcinfo, n, argname);

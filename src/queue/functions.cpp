@@ -35,13 +35,6 @@ using namespace concurrency::queue;
 
 namespace {
 
-// The task functions take the clock once per call, here, and pass it to their
-// statements: a deadline computed from now() would be as old as the
-// transaction.
-TimestampTz clock_now() {
-	return pg::guard([] { return GetCurrentTimestamp(); });
-}
-
 // run_at may be NULL (now) or a finite time: 'infinity' would be a task that
 // never runs, and either infinity breaks every age computed from it.
 void check_run_at(FunctionCallInfo fcinfo, int n) {

@@ -232,6 +232,10 @@ Oid concurrency_relid(const std::string &relname) {
 
 Oid queue_relid(std::string_view queue) { return concurrency_relid(queue_table_name(queue)); }
 
+TimestampTz clock_now() {
+	return pg::guard([] { return GetCurrentTimestamp(); });
+}
+
 Oid relation_owner(Oid relid) {
 	return pg::guard([&] {
 		HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));

@@ -132,6 +132,10 @@ QueueName queue_name(FunctionCallInfo fcinfo);
 
 // Oid of relation concurrency.<relname>, or InvalidOid.
 Oid concurrency_relid(const std::string &relname);
+// The clock, read once per call of a task function and passed to its
+// statements: a deadline computed from now() would be as old as the
+// transaction.
+TimestampTz clock_now();
 // The owner of relation `relid` (from the syscache).
 Oid relation_owner(Oid relid);
 // Oid of concurrency."q_<queue>", or InvalidOid.
