@@ -795,35 +795,29 @@ CREATE FUNCTION concurrency.distributed_fail_batch(queue text, task_ids bigint[]
 DECLARE
     s record := concurrency.distributed_queue_settings(queue);
     now timestamptz := clock_timestamp();
-    g record;
     a record;
     held bigint[];
     attempts integer[];
     states text[] := '{}';
-    run_ats timestamptz[] := '{}';
 BEGIN
     IF retry_in < interval '0' THEN
         RAISE EXCEPTION 'retry_in must not be negative' USING ERRCODE = '22023';
     END IF;
     SELECT array_agg(l.task_id), array_agg(l.attempt) INTO held, attempts
       FROM concurrency.distributed_batch_leases(queue, task_ids, lease_tokens, 'lock', now) AS l;
-    -- each task's next state in argument order, each backoff with its own jitter
+    -- each task's next state in argument order, each backoff with its own
+    -- jitter; one router statement per task (an UPDATE per shard that takes
+    -- each row's values from array parameters by position crashes Citus 14)
     FOR i IN 1 .. coalesce(cardinality(task_ids), 0) LOOP
         a := concurrency.distributed_after_failure(attempts[array_position(held, task_ids[i])], s.max_attempts,
                                                    retry_in, now);
         states := states || a.state;
-        run_ats := run_ats || a.run_at;
-    END LOOP;
-    FOR g IN SELECT * FROM concurrency.distributed_batch_route(queue, task_ids, lease_tokens) r
-              WHERE r.shard_key IS NOT NULL LOOP
         EXECUTE format($q$UPDATE %s
-                             SET state = ($4)[array_position($3, id)],
-                                 run_at = CASE WHEN ($4)[array_position($3, id)] = 'dead' THEN run_at
-                                               ELSE ($5)[array_position($3, id)] END,
+                             SET state = $3, run_at = CASE WHEN $3 = 'dead' THEN run_at ELSE $4 END,
                                  lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL,
-                                 last_error = $6
-                           WHERE shard_key = $1 AND id = ANY ($2)$q$, s.relation)
-          USING g.shard_key, g.ids, task_ids, states, run_ats, error;
+                                 last_error = $5
+                           WHERE shard_key = $1 AND id = $2$q$, s.relation)
+          USING concurrency.distributed_task_shard(s.shard_keys, task_ids[i]), task_ids[i], a.state, a.run_at, error;
     END LOOP;
     -- a retry waiting for its run_at is 'ready' to the caller, as with fail
     RETURN QUERY SELECT u.id, CASE WHEN u.next_state = 'dead' THEN 'dead' ELSE 'ready' END

@@ -280,7 +280,8 @@ def remote_shards(c, queue, sql, params=None):
         c.execute("RESET citus.log_remote_commands")
         c.execute("RESET client_min_messages")
         c.remove_notice_handler(handler)
-    shards = [set(re.findall(rf"q_{queue}_[0-9]+", m)) for m in remote]
+    # shard tables are q_<queue>_<shard id>; Citus names a subquery's table q_<queue>_1 and the like
+    shards = [set(re.findall(rf"q_{queue}_[0-9]{{5,}}", m)) for m in remote]
     return rows, [s for s in shards if s]
 
 
