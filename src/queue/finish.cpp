@@ -242,10 +242,15 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	if (!ids.empty()) {
 		static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
 		Datum values[2] = {TimestampTzGetDatum(now), PG_GETARG_DATUM(1)};
-		n = q.run("cancel", q.sql().cancel(), 2, types, values);
-		// a cancelled task leaves its key's place (a blocked one had none:
-		// admitting again is harmless)
-		release_keys(q, keys_of_rows(q, n, 2), now);
+		// Blocked tasks first: they hold no place of their key, so cancelling
+		// them locks no key row. (Locking the task and then its key, as one
+		// statement for all states did, deadlocked with a complete of the
+		// key's head, which locks the key and then admits the blocked task.)
+		// Then the others, whose key's place is given to the next task.
+		n = q.run("cancel_blocked", q.sql().cancel(true), 2, types, values);
+		uint64 holding = q.run("cancel", q.sql().cancel(false), 2, types, values);
+		release_keys(q, keys_of_rows(q, holding, 2), now);
+		n += holding;
 		// a queue that retains nothing keeps a cancelled task only while its
 		// holder's lease runs (so that the holder learns it was cancelled)
 		if (!q.info().has_retain && n > 0)

@@ -300,7 +300,7 @@ std::string QueueSql::fail_update_many() const {
 // keeps it at least until then: the holder learns at its next heartbeat,
 // complete or fail that the task was cancelled, also on a queue that retains
 // nothing.
-std::string QueueSql::cancel() const {
+std::string QueueSql::cancel(bool blocked) const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
    SET state = 'cancelled',
@@ -309,9 +309,11 @@ std::string QueueSql::cancel() const {
        lease_expires_at = CASE WHEN t.state )" EQ R"( 'leased' THEN COALESCE(t.lease_extended_to, t.lease_expires_at) END,
        lease_extended_to = NULL
  WHERE t.id )" EQ R"( ANY ($2)
-   AND t.state )" NE R"( 'done' AND t.state )" NE R"( 'cancelled'
+   AND {states}
 RETURNING t.id, t.concurrency_key)",
-	    fmt::arg("t", table_));
+	    fmt::arg("t", table_),
+	    fmt::arg("states", blocked ? "t.state " EQ " 'blocked'"
+	                               : "t.state " NE " 'done' AND t.state " NE " 'cancelled' AND t.state " NE " 'blocked'"));
 }
 
 // After cancel on a queue that retains nothing: the cancelled tasks that no

@@ -117,8 +117,10 @@ public:
 	std::string fail_lock_many() const;
 	// $1 int8[] task ids, $2 text[] new states, $3 timestamptz[] run_at, $4 text error
 	std::string fail_update_many() const;
-	// $1 timestamptz now, $2 int8[] task ids -> id of each task cancelled
-	std::string cancel() const;
+	// $1 timestamptz now, $2 int8[] task ids -> id, concurrency_key of each
+	// task cancelled: the blocked ones (`blocked`), or those in the other
+	// live states
+	std::string cancel(bool blocked) const;
 	// $1 timestamptz now, $2 int8[] task ids: deletes those cancelled tasks
 	// whose holder's lease has ended (a queue that retains nothing)
 	std::string cancel_drop() const;

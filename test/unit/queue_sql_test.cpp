@@ -31,7 +31,7 @@ TEST(QueueSql, QuotesTheTableEverywhere) {
 	     {sql.enqueue(), sql.dedupe_lookup(), sql.dedupe_lookup_many(), sql.enqueue_batch(false),
 	      sql.enqueue_batch(true), sql.wake(), sql.claim(), sql.heartbeat(), sql.heartbeat_many(), sql.complete(),
 	      sql.complete_retained(), sql.complete_many(), sql.complete_many_retained(), sql.fail_lock(),
-	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(), sql.purge(),
+	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(true), sql.cancel(false), sql.purge(),
 	      sql.task_status(), sql.inspect(), sql.retry_dead(), sql.create_table(), sql.drop_table()}) {
 		EXPECT_NE(statement.find("concurrency.\"q_jobs\""), std::string::npos) << statement;
 		EXPECT_EQ(statement.find("concurrency.q_jobs"), std::string::npos) << statement;
@@ -81,7 +81,7 @@ TEST(QueueSql, StatementsQualifyEveryOperator) {
 	     {sql.enqueue(), sql.dedupe_lookup(), sql.dedupe_lookup_many(), sql.enqueue_batch(false),
 	      sql.enqueue_batch(true), sql.wake(), sql.claim(), sql.heartbeat(), sql.heartbeat_many(), sql.complete(),
 	      sql.complete_retained(), sql.complete_many(), sql.complete_many_retained(), sql.fail_lock(),
-	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(), sql.purge(),
+	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(true), sql.cancel(false), sql.purge(),
 	      sql.task_status(), sql.inspect(), sql.retry_dead()}) {
 		expect_every_operator_qualified(statement);
 	}
