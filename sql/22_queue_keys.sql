@@ -93,6 +93,25 @@ SELECT count(*) AS long_keys FROM concurrency."q_keys" WHERE octet_length(concur
 -- the longest key is accepted
 SELECT concurrency.enqueue('keys', '{}', concurrency_key => repeat('k', 1024)) > 0 AS accepted;
 
-SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('keys', 'pairs', 'plain', 'release') ORDER BY name;
+-- the key table holds the keys in use: a key's row goes with its last live
+-- task (completed, failed for good or cancelled), and comes back with the
+-- key's next task
+SELECT concurrency.create_queue('forget', key_limit => 1);
+SELECT count(*) AS enqueued FROM (
+  SELECT concurrency.enqueue('forget', jsonb_build_object('n', n), concurrency_key => k)
+    FROM (VALUES (1, 'a'), (2, 'a'), (3, 'b'), (4, 'c')) AS v(n, k)) AS e;
+SELECT concurrency_key FROM concurrency."k_forget" ORDER BY 1;
+CREATE TEMP TABLE forget_held AS SELECT * FROM concurrency.dequeue('forget', 3);
+SELECT concurrency.complete('forget', task_id, lease_token) FROM forget_held WHERE payload->>'n' IN ('1', '3');
+SELECT concurrency.fail('forget', task_id, lease_token, 'no', retry_in => NULL) IS NOT NULL AS failed
+  FROM forget_held WHERE payload->>'n' = '4';
+SELECT concurrency_key FROM concurrency."k_forget" ORDER BY 1;  -- a (task 2 admitted) and c (task 4 waits for its retry)
+SELECT concurrency.cancel('forget', ARRAY(SELECT id FROM concurrency."q_forget" WHERE concurrency_key IN ('a', 'c')));
+SELECT count(*) AS keys_left FROM concurrency."k_forget";
+SELECT concurrency.enqueue('forget', '{}', concurrency_key => 'a') > 0 AS enqueued_again;
+SELECT concurrency_key FROM concurrency."k_forget" ORDER BY 1;
+SELECT state, count(*) FROM concurrency."q_forget" GROUP BY state ORDER BY state;
+
+SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('forget', 'keys', 'pairs', 'plain', 'release') ORDER BY name;
 SELECT count(*) AS side_tables_left FROM pg_class
  WHERE relnamespace = 'concurrency'::regnamespace AND relname IN ('k_keys', 's_keys', 'k_pairs', 's_pairs');

@@ -70,7 +70,10 @@ void release_keys(Queue &q, std::vector<std::string> keys, TimestampTz now) {
 	for (const std::string &key : keys) {
 		lock_key(q, key);
 		Datum values[3] = {pg::text_datum(key), pg::text_datum(q.name()), TimestampTzGetDatum(now)};
-		q.run_internal("key_admit", sql.admit(), 3, types, values, nullptr, Access::latest);
+		// a key none of whose tasks is left to admit may have no task left
+		// at all: its row goes, so that the key table holds the keys in use
+		if (q.run_internal("key_admit", sql.admit(), 3, types, values, nullptr, Access::latest) == 0)
+			q.run_internal("key_forget", sql.forget_key(), 1, types, values, nullptr, Access::latest);
 	}
 }
 

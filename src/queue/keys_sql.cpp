@@ -98,6 +98,18 @@ RETURNING t.id)",
 	    fmt::arg("t", tasks_));
 }
 
+std::string KeySql::forget_key() const {
+	// Called with the key's row locked: no enqueue of the key is under way,
+	// and one that follows adds the row again (lock_key).
+	return fmt::format(
+	    R"(DELETE FROM {k} AS k
+ WHERE k.concurrency_key )" EQ R"( $1
+   AND NOT EXISTS (SELECT FROM {t} AS t
+                    WHERE t.concurrency_key )" EQ R"( $1
+                      AND t.state )" EQ R"( ANY ('{{ready,scheduled,leased,blocked}}'::pg_catalog.text[])))",
+	    fmt::arg("k", keys_), fmt::arg("t", tasks_));
+}
+
 std::string KeySql::rebalance() const {
 	// Per key, its tasks not leased, in enqueue order: the first ones up to
 	// the room left by the leased ones are admitted, the rest held back.

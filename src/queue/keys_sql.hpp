@@ -60,6 +60,9 @@ public:
 	// $1 text key, $2 text queue, $3 timestamptz now: admits blocked tasks of
 	// the key in enqueue order while it has room -> id of each admitted
 	std::string admit() const;
+	// $1 text key: removes the key's row from the key table when no live
+	// task (ready, scheduled, leased, blocked) has the key any more
+	std::string forget_key() const;
 	// $1 text queue, $2 timestamptz now: after key_limit changed, admits and
 	// holds back the tasks of every key (leased tasks stay leased) -> ids
 	std::string rebalance() const;

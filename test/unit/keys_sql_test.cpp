@@ -15,7 +15,7 @@ using concurrency::queue::slot_table_name;
 namespace {
 std::vector<std::string> statements(const KeySql &sql) {
 	return {sql.lock_key(),        sql.add_key(),        sql.enqueue("dedupe_key IS NOT NULL"),
-	        sql.admit(),           sql.rebalance(),      sql.lock_free_slots(),
+	        sql.admit(),           sql.forget_key(),     sql.rebalance(),      sql.lock_free_slots(),
 	        sql.recheck_slots(),   sql.fill_slots(),     sql.resize_slots(),
 	        sql.queue_keys()};
 }
