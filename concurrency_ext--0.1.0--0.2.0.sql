@@ -670,15 +670,17 @@ COMMENT ON FUNCTION concurrency.lock_history_status() IS
 --
 -- distribute_queue(queue) makes an empty queue's table a Citus distributed
 -- table with a column shard_key as its distribution column. The queue
--- functions (enqueue, dequeue, heartbeat, complete, fail, retry_dead) keep
--- their names and meaning: on a distributed queue the C++ entry points hand
--- the call to the distributed_* functions below, which send every statement
--- about a task or a claim to one shard (a Citus router query).
+-- functions (enqueue, dequeue, heartbeat, complete, fail, retry_dead, the
+-- batch acknowledgements, cancel, purge, task_status) keep their names and
+-- meaning: on a distributed queue the C++ entry points hand the call to the
+-- distributed_* functions below, which send every statement about a task or
+-- a claim to one shard (a Citus router query).
 --
 -- Placement: shard_keys holds one shard_key value per shard (found with
 -- get_shard_id_for_distribution_column), in shard order. A task id carries
 -- its shard's position in its low 10 bits (id = n * 1024 + position), so
--- that heartbeat, complete and fail find the shard from the id alone. A task
+-- that every call about given tasks finds their shards from the ids alone
+-- (distributed_task_shard). A task
 -- with a dedupe_key goes to the shard chosen by a hash of the key, so that
 -- the key's uniqueness (an index on (shard_key, dedupe_key)) holds across the
 -- queue; other tasks go round-robin per backend. Ids and lease tokens come
@@ -833,7 +835,19 @@ COMMENT ON FUNCTION concurrency.distribute_queue(text, integer) IS
     'makes an empty queue a Citus distributed table (shard_count shards, default citus.shard_count); run on the coordinator';
 REVOKE ALL ON FUNCTION concurrency.distribute_queue(text, integer) FROM PUBLIC;
 
--- CE001 for a task after a statement under its lease token found nothing.
+-- The shard key of the shard a task id names: the id's low 10 bits are the
+-- shard's position. NULL when the id names no shard of these (no task of the
+-- queue). The one place that reads a shard from an id: distributed_task_route
+-- and the batch routing below use it.
+CREATE FUNCTION concurrency.distributed_task_shard(shard_keys integer[], task_id bigint) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$ SELECT shard_keys[(task_id % 1024) + 1] $fn$;
+COMMENT ON FUNCTION concurrency.distributed_task_shard(integer[], bigint) IS
+    'the shard key of the shard a task id of a distributed queue names (NULL if it names none of shard_keys)';
+
+-- CE001 for a task after a statement under its lease token found nothing,
+-- with the DETAIL a local queue gives.
 CREATE FUNCTION concurrency.distributed_lease_lost(queue text, shard_key integer, task_id bigint)
     RETURNS void
     LANGUAGE plpgsql VOLATILE
@@ -845,13 +859,18 @@ DECLARE
     hint text := 'Roll back the work done under this lease: the task is no longer yours.';
 BEGIN
     IF shard_key IS NOT NULL THEN
-        EXECUTE format('SELECT state, attempt, worker, lease_token IS NOT NULL AS held FROM %s
+        EXECUTE format('SELECT state, attempt, worker, lease_token IS NOT NULL AS held, finished_at FROM %s
                          WHERE shard_key = $1 AND id = $2', relation)
           INTO t USING shard_key, task_id;
     END IF;
     IF t IS NULL OR t.state IS NULL THEN
         RAISE EXCEPTION 'task % of queue "%" does not exist', task_id, queue USING ERRCODE = 'CE001',
             DETAIL = 'It was completed already, or it never existed.', HINT = hint;
+    ELSIF t.state IN ('cancelled', 'done') THEN
+        RAISE EXCEPTION 'lease on task % of queue "%" was lost', task_id, queue USING ERRCODE = 'CE001',
+            DETAIL = format('The task was %s at %s.', CASE t.state WHEN 'done' THEN 'completed' ELSE t.state END,
+                            to_char(t.finished_at, 'YYYY-MM-DD HH24:MI:SS.USOF')),
+            HINT = hint;
     ELSIF t.held THEN
         RAISE EXCEPTION 'lease on task % of queue "%" was lost', task_id, queue USING ERRCODE = 'CE001',
             DETAIL = format('The lease token does not match the task''s current lease: it is %s at attempt %s%s.',
@@ -882,7 +901,7 @@ BEGIN
     IF task_id IS NULL OR lease_token IS NULL THEN
         RAISE EXCEPTION 'task_id and lease_token must not be null' USING ERRCODE = '22004';
     END IF;
-    shard_key := s.shard_keys[(task_id % 1024) + 1];
+    shard_key := concurrency.distributed_task_shard(s.shard_keys, task_id);
     IF shard_key IS NULL THEN
         PERFORM concurrency.distributed_lease_lost(queue, NULL, task_id);
     END IF;
@@ -1120,6 +1139,27 @@ $fn$;
 COMMENT ON FUNCTION concurrency.distributed_complete(text, bigint, bigint, jsonb) IS
     'complete on a distributed queue (called by concurrency.complete)';
 
+-- What a failed attempt makes of a task: dead once its attempts are used up,
+-- else ready or scheduled at now + retry_in, or the queue's backoff:
+-- min(1 hour, 2^(attempt-1) s), less up to half at random.
+CREATE FUNCTION concurrency.distributed_after_failure(attempt integer, max_attempts integer, retry_in interval,
+        now timestamptz, OUT state text, OUT run_at timestamptz)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+BEGIN
+    run_at := now;
+    state := 'dead';
+    IF attempt < max_attempts THEN
+        run_at := now + coalesce(retry_in, (least(3600.0, 2.0 ^ (attempt - 1))::float8 * (1 - 0.5 * random()))
+                                          * interval '1 second');
+        state := CASE WHEN run_at > now THEN 'scheduled' ELSE 'ready' END;
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_after_failure(integer, integer, interval, timestamptz) IS
+    'the state and run_at a failed attempt gives a task of a distributed queue (dead, or a retry with backoff)';
+
 CREATE FUNCTION concurrency.distributed_fail(queue text, task_id bigint, lease_token bigint, error text DEFAULT NULL,
                                              retry_in interval DEFAULT NULL)
     RETURNS text
@@ -1131,7 +1171,7 @@ DECLARE
     tries integer;
     now timestamptz := clock_timestamp();
     next_run timestamptz;
-    new_state text := 'dead';
+    new_state text;
 BEGIN
     IF retry_in < interval '0' THEN
         RAISE EXCEPTION 'retry_in must not be negative' USING ERRCODE = '22023';
@@ -1142,13 +1182,8 @@ BEGIN
     IF tries IS NULL THEN
         PERFORM concurrency.distributed_lease_lost(queue, r.shard_key, task_id);
     END IF;
-    next_run := now;
-    IF tries < r.max_attempts THEN
-        -- the queue's backoff: min(1 hour, 2^(attempt-1) s), less up to half at random
-        next_run := now + coalesce(retry_in, (least(3600.0, 2.0 ^ (tries - 1))::float8 * (1 - 0.5 * random()))
-                                              * interval '1 second');
-        new_state := CASE WHEN next_run > now THEN 'scheduled' ELSE 'ready' END;
-    END IF;
+    SELECT a.state, a.run_at INTO new_state, next_run
+      FROM concurrency.distributed_after_failure(tries, r.max_attempts, retry_in, now) a;
     EXECUTE format($q$UPDATE %s SET state = $3, run_at = CASE WHEN $3 = 'dead' THEN run_at ELSE $4 END,
                                     lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL,
                                     last_error = $5
@@ -1213,6 +1248,311 @@ END
 $fn$;
 COMMENT ON FUNCTION concurrency.distributed_stats(text, timestamptz) IS
     'the counts of concurrency.queue_stats for a distributed queue';
+
+-- ---------------------------------------------------------------------------
+-- task_status, cancel, purge and the batch acknowledgements on a distributed
+-- queue: each statement goes to one shard (a router query), a batch's tasks
+-- grouped by the shard their ids name, the shards in shard order (one lock
+-- order for every call). Argument checks are done by the C++ entry points
+-- before they hand the call here, as for a local queue.
+-- ---------------------------------------------------------------------------
+
+-- The tasks of a batch (with the lease token at each one's position) grouped
+-- by the shard their ids name, in shard order, each group's ids ascending;
+-- the ids that name no shard of the queue last, with shard_key NULL.
+CREATE FUNCTION concurrency.distributed_batch_route(queue text, task_ids bigint[], lease_tokens bigint[] DEFAULT NULL,
+        OUT shard_key integer, OUT ids bigint[], OUT tokens bigint[])
+    RETURNS SETOF record
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+SELECT g.shard_key, g.ids, g.tokens
+  FROM concurrency.distributed_queue_settings(queue) AS s,
+       LATERAL (SELECT concurrency.distributed_task_shard(s.shard_keys, u.id) AS shard_key,
+                       array_agg(u.id ORDER BY u.id) AS ids, array_agg(u.token ORDER BY u.id) AS tokens
+                  FROM unnest(task_ids, lease_tokens) AS u(id, token)
+                 GROUP BY 1) AS g
+ ORDER BY array_position(s.shard_keys, g.shard_key)
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_batch_route(text, bigint[], bigint[]) IS
+    'the tasks of a batch on a distributed queue grouped by shard, in shard order';
+
+-- After the statements of a batch found the leases of the tasks `held`: CE001 for the
+-- first task of task_ids (in argument order) that is not among them.
+CREATE FUNCTION concurrency.distributed_batch_lost(queue text, task_ids bigint[], held bigint[])
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    keys integer[] := (concurrency.distributed_queue_settings(queue)).shard_keys;
+BEGIN
+    FOR i IN 1 .. coalesce(cardinality(task_ids), 0) LOOP
+        IF array_position(held, task_ids[i]) IS NULL THEN
+            PERFORM concurrency.distributed_lease_lost(queue, concurrency.distributed_task_shard(keys, task_ids[i]),
+                                                       task_ids[i]);
+        END IF;
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_batch_lost(text, bigint[], bigint[]) IS
+    'raises CE001 for the first task of a batch on a distributed queue whose lease was not found';
+
+CREATE FUNCTION concurrency.distributed_task_status(queue text, id bigint)
+    RETURNS TABLE (task_id bigint, state text, attempt integer, priority integer, run_at timestamptz,
+                   enqueued_at timestamptz, lease_expires_at timestamptz, worker text, last_error text,
+                   finished_at timestamptz, result jsonb, dedupe_key text, concurrency_key text)
+    LANGUAGE plpgsql VOLATILE ROWS 1
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    key integer := concurrency.distributed_task_shard(s.shard_keys, id);
+BEGIN
+    IF key IS NULL THEN -- the id names no shard: no task of this queue
+        RETURN;
+    END IF;
+    RETURN QUERY EXECUTE format(
+        $q$SELECT id, CASE WHEN state = 'scheduled' AND run_at <= $3 THEN 'ready' ELSE state END,
+                  attempt, priority, run_at, enqueued_at,
+                  CASE WHEN state = 'leased' THEN coalesce(lease_extended_to, lease_expires_at) END,
+                  worker, last_error, finished_at, result, dedupe_key, concurrency_key
+             FROM %s WHERE shard_key = $1 AND id = $2$q$, s.relation)
+      USING key, id, clock_timestamp();
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_task_status(text, bigint) IS
+    'task_status on a distributed queue (called by concurrency.task_status)';
+
+-- As on a local queue: a cancelled task keeps its holder's deadline, so that
+-- the holder learns at its next call that it was cancelled; on a queue that
+-- retains nothing the cancelled tasks no holder needs to learn about go at once.
+CREATE FUNCTION concurrency.distributed_cancel(queue text, task_ids bigint[])
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    now timestamptz := clock_timestamp();
+    g record;
+    n bigint := 0;
+    k bigint;
+BEGIN
+    FOR g IN SELECT * FROM concurrency.distributed_batch_route(queue, task_ids) r WHERE r.shard_key IS NOT NULL LOOP
+        EXECUTE format($q$UPDATE %s
+                             SET state = 'cancelled', finished_at = $3, lease_token = NULL,
+                                 lease_expires_at = CASE WHEN state = 'leased'
+                                                         THEN coalesce(lease_extended_to, lease_expires_at) END,
+                                 lease_extended_to = NULL
+                           WHERE shard_key = $1 AND id = ANY ($2) AND state <> 'done' AND state <> 'cancelled'$q$,
+                       s.relation)
+          USING g.shard_key, g.ids, now;
+        GET DIAGNOSTICS k = ROW_COUNT;
+        n := n + k;
+    END LOOP;
+    IF s.retain IS NULL AND n > 0 THEN
+        FOR g IN SELECT * FROM concurrency.distributed_batch_route(queue, task_ids) r WHERE r.shard_key IS NOT NULL LOOP
+            EXECUTE format($q$DELETE FROM %s
+                               WHERE shard_key = $1 AND id = ANY ($2) AND state = 'cancelled'
+                                 AND (lease_expires_at IS NULL OR lease_expires_at <= $3)$q$, s.relation)
+              USING g.shard_key, g.ids, now;
+        END LOOP;
+    END IF;
+    RETURN n;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_cancel(text, bigint[]) IS
+    'cancel on a distributed queue (called by concurrency.cancel)';
+
+-- The statement of a batch acknowledgement, once per shard of the batch
+-- (in shard order): op 'complete' (removes the tasks, or keeps them done
+-- without a result on a queue that retains tasks), 'heartbeat' (the leases
+-- run until `at`) or 'lock' (FOR UPDATE, by id). Each statement names the
+-- leases pairwise: the token at the task's position in its shard's group,
+-- ($3)[array_position($2, id)]. Returns (task_id, attempt) of every task it
+-- found under its lease; CE001 for the first task in argument order it did
+-- not find (the error takes the statements' changes with it).
+CREATE FUNCTION concurrency.distributed_batch_leases(queue text, task_ids bigint[], lease_tokens bigint[], op text,
+                                                     at timestamptz)
+    RETURNS TABLE (task_id bigint, attempt integer)
+    LANGUAGE plpgsql VOLATILE ROWS 10
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    leases constant text := 'shard_key = $1 AND id = ANY ($2) AND lease_token = ($3)[array_position($2, id)]';
+    statement text;
+    g record;
+    t record;
+    held bigint[] := '{}';
+    attempts integer[] := '{}';
+BEGIN
+    IF op = 'complete' AND s.retain IS NULL THEN
+        statement := format('DELETE FROM %s WHERE %s RETURNING id, attempt', s.relation, leases);
+    ELSIF op = 'complete' THEN
+        statement := format($q$UPDATE %s SET state = 'done', finished_at = $4, result = NULL, lease_token = NULL,
+                                             lease_expires_at = NULL, lease_extended_to = NULL
+                                WHERE %s RETURNING id, attempt$q$, s.relation, leases);
+    ELSIF op = 'heartbeat' THEN
+        statement := format($q$UPDATE %s SET state = 'leased', lease_expires_at = $4, lease_extended_to = NULL
+                                WHERE %s RETURNING id, attempt$q$, s.relation, leases);
+    ELSIF op = 'lock' THEN
+        statement := format('SELECT id, attempt FROM %s WHERE %s ORDER BY id FOR UPDATE', s.relation, leases);
+    ELSE
+        RAISE EXCEPTION 'op must be complete, heartbeat or lock' USING ERRCODE = '22023';
+    END IF;
+    FOR g IN SELECT * FROM concurrency.distributed_batch_route(queue, task_ids, lease_tokens) r
+              WHERE r.shard_key IS NOT NULL LOOP
+        FOR t IN EXECUTE statement USING g.shard_key, g.ids, g.tokens, at LOOP
+            held := held || t.id;
+            attempts := attempts || t.attempt;
+        END LOOP;
+    END LOOP;
+    IF cardinality(held) < coalesce(cardinality(task_ids), 0) THEN
+        PERFORM concurrency.distributed_batch_lost(queue, task_ids, held);
+    END IF;
+    RETURN QUERY SELECT * FROM unnest(held, attempts);
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_batch_leases(text, bigint[], bigint[], text, timestamptz) IS
+    'runs a batch acknowledgement on a distributed queue shard by shard; CE001 naming the first lost lease';
+
+CREATE FUNCTION concurrency.distributed_complete_batch(queue text, task_ids bigint[], lease_tokens bigint[])
+    RETURNS bigint
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+SELECT count(*) FROM concurrency.distributed_batch_leases(queue, task_ids, lease_tokens, 'complete', clock_timestamp())
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_complete_batch(text, bigint[], bigint[]) IS
+    'complete_batch on a distributed queue (called by concurrency.complete_batch)';
+
+CREATE FUNCTION concurrency.distributed_heartbeat_batch(queue text, task_ids bigint[], lease_tokens bigint[],
+                                                        extend interval DEFAULT NULL)
+    RETURNS timestamptz
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    deadline timestamptz := clock_timestamp() + coalesce(extend, s.lease);
+BEGIN
+    IF extend <= interval '0' THEN
+        RAISE EXCEPTION 'extend must be positive' USING ERRCODE = '22023';
+    ELSIF coalesce(cardinality(task_ids), 0) = 0 THEN
+        RETURN NULL;
+    END IF;
+    PERFORM concurrency.distributed_batch_leases(queue, task_ids, lease_tokens, 'heartbeat', deadline);
+    RETURN deadline;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_heartbeat_batch(text, bigint[], bigint[], interval) IS
+    'heartbeat_batch on a distributed queue (called by concurrency.heartbeat_batch)';
+
+-- Every task is locked (distributed_batch_leases: shard by shard, by id
+-- within a shard, one order for every batch, so that two batches cannot
+-- deadlock) and a lost lease raises CE001 before anything is written.
+CREATE FUNCTION concurrency.distributed_fail_batch(queue text, task_ids bigint[], lease_tokens bigint[],
+                                                   error text DEFAULT NULL, retry_in interval DEFAULT NULL)
+    RETURNS TABLE (task_id bigint, state text)
+    LANGUAGE plpgsql VOLATILE ROWS 10
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    now timestamptz := clock_timestamp();
+    a record;
+    held bigint[];
+    attempts integer[];
+    states text[] := '{}';
+BEGIN
+    IF retry_in < interval '0' THEN
+        RAISE EXCEPTION 'retry_in must not be negative' USING ERRCODE = '22023';
+    END IF;
+    SELECT array_agg(l.task_id), array_agg(l.attempt) INTO held, attempts
+      FROM concurrency.distributed_batch_leases(queue, task_ids, lease_tokens, 'lock', now) AS l;
+    -- each task's next state in argument order, each backoff with its own
+    -- jitter; one router statement per task (an UPDATE per shard that takes
+    -- each row's values from array parameters by position crashes Citus 14)
+    FOR i IN 1 .. coalesce(cardinality(task_ids), 0) LOOP
+        a := concurrency.distributed_after_failure(attempts[array_position(held, task_ids[i])], s.max_attempts,
+                                                   retry_in, now);
+        states := states || a.state;
+        EXECUTE format($q$UPDATE %s
+                             SET state = $3, run_at = CASE WHEN $3 = 'dead' THEN run_at ELSE $4 END,
+                                 lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL,
+                                 last_error = $5
+                           WHERE shard_key = $1 AND id = $2$q$, s.relation)
+          USING concurrency.distributed_task_shard(s.shard_keys, task_ids[i]), task_ids[i], a.state, a.run_at, error;
+    END LOOP;
+    -- a retry waiting for its run_at is 'ready' to the caller, as with fail
+    RETURN QUERY SELECT u.id, CASE WHEN u.next_state = 'dead' THEN 'dead' ELSE 'ready' END
+                   FROM unnest(task_ids, states) WITH ORDINALITY AS u(id, next_state, n)
+                  ORDER BY u.n;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_fail_batch(text, bigint[], bigint[], text, interval) IS
+    'fail_batch on a distributed queue (called by concurrency.fail_batch)';
+
+-- One chunk of purge on one shard (a router statement): up to `chunk` done
+-- and cancelled tasks whose retention has passed (every finished one when the
+-- queue retains nothing), but not a cancelled task whose holder's lease still
+-- runs. The shard: shard_key, or one at random when it is NULL (the purge
+-- that queue calls do a chunk at a time). Returns how many were deleted.
+CREATE FUNCTION concurrency.distributed_purge_chunk(queue text, chunk integer, shard_key integer DEFAULT NULL)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    now timestamptz := clock_timestamp();
+    key integer := coalesce(shard_key, s.shard_keys[1 + floor(random() * cardinality(s.shard_keys))::integer]);
+    purged bigint;
+BEGIN
+    IF chunk IS NULL OR chunk < 1 THEN
+        RAISE EXCEPTION 'chunk must be at least 1' USING ERRCODE = '22023';
+    END IF;
+    EXECUTE format($q$DELETE FROM %1$s
+                       WHERE shard_key = $1 AND id = ANY (ARRAY(
+                             SELECT id FROM %1$s
+                              WHERE shard_key = $1 AND state IN ('done', 'cancelled') AND finished_at <= $2
+                                AND (state = 'done' OR lease_expires_at IS NULL OR lease_expires_at <= $3)
+                              ORDER BY finished_at
+                              LIMIT $4 FOR UPDATE SKIP LOCKED))$q$, s.relation)
+      USING key, now - coalesce(s.retain, interval '0'), now, chunk;
+    GET DIAGNOSTICS purged = ROW_COUNT;
+    RETURN purged;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_purge_chunk(text, integer, integer) IS
+    'deletes up to chunk finished tasks past their retention from one shard of a distributed queue (at random if shard_key is NULL)';
+
+-- purge: every shard, in chunks of 10,000.
+CREATE FUNCTION concurrency.distributed_purge(queue text)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    chunk constant integer := 10000;
+    key integer;
+    total bigint := 0;
+    k bigint;
+BEGIN
+    FOREACH key IN ARRAY (concurrency.distributed_queue_settings(queue)).shard_keys LOOP
+        LOOP
+            k := concurrency.distributed_purge_chunk(queue, chunk, key);
+            total := total + k;
+            EXIT WHEN k < chunk;
+        END LOOP;
+    END LOOP;
+    RETURN total;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_purge(text) IS
+    'purge on a distributed queue (called by concurrency.purge)';
 -- ---------------------------------------------------------------------------
 -- Transactions that retry: run_transaction (serialization failures and
 -- deadlocks) and run_ddl (schema changes that never stall the application).

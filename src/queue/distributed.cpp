@@ -122,6 +122,17 @@ void distribute(const std::string &queue) {
 	pg::execute(plan, values, nullptr, false);
 }
 
+uint64 distributed_purge_chunk(const std::string &queue, int32 chunk) {
+	static const Oid types[2] = {TEXTOID, INT4OID};
+	Datum values[2] = {pg::text_datum(queue), Int32GetDatum(chunk)};
+	SPIPlanPtr plan = pg::prepared_plan("distributed:purge_chunk", "SELECT concurrency.distributed_purge_chunk($1, $2)",
+	                                    2, types);
+	pg::execute(plan, values, nullptr, false);
+	bool isnull = false;
+	Datum purged = pg::column(0, 1, &isnull);
+	return isnull ? 0 : static_cast<uint64>(DatumGetInt64(purged));
+}
+
 void distributed_stats(const std::string &queue, TimestampTz now) {
 	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
 	Datum values[2] = {pg::text_datum(queue), TimestampTzGetDatum(now)};

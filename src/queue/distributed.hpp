@@ -35,6 +35,11 @@ void require_coordinator(const std::string &queue);
 // Call while SPI is connected.
 void distribute(const std::string &queue);
 
+// One chunk of the purge that queue calls do, on a distributed queue:
+// concurrency.distributed_purge_chunk(queue, chunk) on one shard at random.
+// Returns how many finished tasks it deleted. Call while SPI is connected.
+uint64 distributed_purge_chunk(const std::string &queue, int32 chunk);
+
 // Runs concurrency.distributed_stats(queue, now): its one row (the six counts
 // of queue_stats) is left in SPI_tuptable.
 void distributed_stats(const std::string &queue, TimestampTz now);

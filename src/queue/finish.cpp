@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "pg/srf.hpp"
+#include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
@@ -103,6 +104,10 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	Queue q(name.view());
 	bool retain = q.info().has_retain;
 	AsRole as_owner = authorize(q, Permission::work, "complete_batch");
+	if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		q.maybe_purge(now);
+		return forward_distributed(fcinfo, "distributed_complete_batch");
+	}
 	uint64 n = 0;
 	if (!l.ids.empty()) {
 		static const Oid types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
@@ -130,6 +135,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "heartbeat_batch");
+	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return forward_distributed(fcinfo, "distributed_heartbeat_batch");
 	if (l.ids.empty()) {
 		pg::spi_finish();
 		PG_RETURN_NULL();
@@ -157,6 +164,8 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "fail_batch");
+	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return forward_distributed(fcinfo, "distributed_fail_batch", &out);
 	if (!l.ids.empty()) {
 		// lock every task (in id order, so that two batches cannot deadlock)
 		static const Oid lock_types[2] = {INT8ARRAYOID, INT8ARRAYOID};
@@ -223,6 +232,8 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::manage, "cancel");
+	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return forward_distributed(fcinfo, "distributed_cancel");
 	uint64 n = 0;
 	if (!ids.empty()) {
 		static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};
@@ -254,6 +265,8 @@ CONCURRENCY_FUNCTION(concurrency_purge) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::manage, "purge");
+	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return forward_distributed(fcinfo, "distributed_purge");
 	constexpr int32 chunk = 10'000;
 	uint64 total = 0;
 	for (;;) {
@@ -277,6 +290,8 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::read, "task_status");
+	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return forward_distributed(fcinfo, "distributed_task_status", &out);
 	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};
 	Datum values[2] = {Int64GetDatum(id), TimestampTzGetDatum(now)};
 	if (q.run("task_status", q.sql().task_status(), 2, types, values) == 1) {

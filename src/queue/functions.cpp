@@ -630,8 +630,10 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "dequeue");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		q.maybe_purge(now);
 		return queue::forward_distributed(fcinfo, "distributed_dequeue", &out);
+	}
 	Interval lease = lease_arg ? *lease_arg : q.info().lease;
 	ClaimCursor &cursor = q.info().cursor;
 	// the horizon matters to the cursor only to tell whether it is pinned:
@@ -781,8 +783,10 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "complete");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		q.maybe_purge(now);
 		return queue::forward_distributed(fcinfo, "distributed_complete");
+	}
 	bool retain = q.info().has_retain;
 	uint64 n = 0;
 	if (retain) {

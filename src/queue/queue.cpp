@@ -13,6 +13,7 @@
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
 #include "queue/queue.hpp"
+#include "queue/distributed.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -488,7 +489,9 @@ uint64 Queue::purge(TimestampTz now, int32 chunk) {
 void Queue::maybe_purge(TimestampTz now) {
 	if (now < info_->next_purge)
 		return;
-	uint64 purged = purge(now, purge_chunk);
+	// a distributed queue: a chunk of one shard (src/queue/distributed.hpp)
+	uint64 purged = is_distributed(info_->relid) ? distributed_purge_chunk(std::string(name()), purge_chunk)
+	                                             : purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 }
 

@@ -5,8 +5,9 @@ create_queue(…, distributed => true) or distribute_queue makes a queue's table
 shard_key; the queue functions keep their names and send every task
 statement and every claim to one shard. Checked here: the table's shape and
 placement, router claims that rotate over the shards, fencing, leases,
-retries, dead letters, dedupe keys, stats, and exactly-once effects while
-backends on a worker are killed and a worker node is restarted.
+retries, dead letters, dedupe keys, stats, task_status, cancel, purge and the
+batch acknowledgements (router statements only), and exactly-once effects
+while backends on a worker are killed and a worker node is restarted.
 """
 import re
 import threading
@@ -120,7 +121,8 @@ def test_router_claims_rotate():
     for _ in range(SHARDS):
         remote.clear()
         got.append(scalar(c, "SELECT task_id FROM concurrency.dequeue('dq')"))
-        shard_tables = {t for m in remote for t in re.findall(r"q_dq_[0-9]+", m)}
+        # the claim's statements (not the chunk of purge a connection's first call runs, on a shard at random)
+        shard_tables = {t for m in remote if "DELETE FROM" not in m for t in re.findall(r"q_dq_[0-9]+", m)}
         per_claim.append(shard_tables)
     c.execute("RESET citus.log_remote_commands")
     c.execute("RESET client_min_messages")
@@ -261,6 +263,274 @@ def test_create_queue_distributed():
         c.execute("SELECT concurrency.drop_queue(%s)", (q,))
 
 
+def remote_shards(c, queue, sql, params=None):
+    """Runs sql with citus.log_remote_commands on: its rows, and the shards of q_<queue> that each remote command
+    names (commands that name none left out)."""
+    remote = []
+
+    def handler(d):
+        remote.append(d.message_primary or "")
+    c.add_notice_handler(handler)
+    c.execute("SET citus.log_remote_commands = on")
+    c.execute("SET client_min_messages = log")
+    try:
+        cur = c.execute(sql, params)
+        rows = cur.fetchall() if cur.description else []
+    finally:
+        c.execute("RESET citus.log_remote_commands")
+        c.execute("RESET client_min_messages")
+        c.remove_notice_handler(handler)
+    # shard tables are q_<queue>_<shard id>; Citus names a subquery's table q_<queue>_1 and the like
+    shards = [set(re.findall(rf"q_{queue}_[0-9]{{5,}}", m)) for m in remote]
+    return rows, [s for s in shards if s]
+
+
+def routed(commands):
+    """Whether every remote command names one shard: router statements only."""
+    return all(len(s) == 1 for s in commands)
+
+
+def fresh_queue(c, name, **settings):
+    c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (name, name))
+    args = "".join(f", {k} => '{v}'" for k, v in settings.items())
+    c.execute(f"SELECT concurrency.create_queue('{name}'{args})")
+    c.execute("SELECT concurrency.distribute_queue(%s, %s)", (name, SHARDS))
+
+
+def claim_all(c, queue, n, worker="w"):
+    """Claims until n tasks are leased (claims visit one shard each): {task_id: lease_token}."""
+    got = {}
+    for _ in range(4 * SHARDS):
+        for tid, token in c.execute("SELECT task_id, lease_token FROM concurrency.dequeue(%s, 100, worker => %s)",
+                                    (queue, worker)).fetchall():
+            got[tid] = token
+        if len(got) >= n:
+            break
+    return got
+
+
+def status(c, queue, tid):
+    return c.execute("SELECT state, attempt, lease_expires_at, worker, finished_at, result, last_error "
+                     "FROM concurrency.task_status(%s, %s)", (queue, tid)).fetchone()
+
+
+def test_task_status():
+    c = connect(COORDINATOR)
+    fresh_queue(c, "sq", lease="1 minute")
+    ready = scalar(c, "SELECT concurrency.enqueue('sq', '{}', priority => 7, dedupe_key => 'd-1', concurrency_key => 'k-1')")
+    later = scalar(c, "SELECT concurrency.enqueue('sq', '{}', run_at => now() + interval '1 hour')")
+    row = c.execute("SELECT * FROM concurrency.task_status('sq', %s)", (ready,)).fetchone()
+    check("task_status: one row with the task's id, state, attempt, priority and keys",
+          row is not None and row[0] == ready and row[1] == "ready" and row[2] == 0 and row[3] == 7
+          and row[11] == "d-1" and row[12] == "k-1", repr(row))
+    check("task_status: a task scheduled for later reads scheduled", status(c, "sq", later)[0] == "scheduled")
+    rows, commands = remote_shards(c, "sq", "SELECT * FROM concurrency.task_status('sq', %s)", (ready,))
+    check("task_status is one router query, to the shard its id names", len(commands) == 1 and routed(commands)
+          and len(rows) == 1, repr(commands))
+    got = claim_all(c, "sq", 1, worker="w-status")
+    deadline = scalar(c, "SELECT concurrency.heartbeat('sq', %s, %s, '10 minutes')", (ready, got.get(ready)))
+    st = status(c, "sq", ready)
+    check("task_status of a leased task: leased, attempt 1, its worker and its current deadline",
+          st is not None and st[0] == "leased" and st[1] == 1 and st[3] == "w-status" and st[2] == deadline, repr(st))
+    missing = [ready + 1024 * 1000, (ready // 1024) * 1024 + 1000, -ready, 0]
+    check("task_status of an id that is no task (a free id, a position past the shards, negative, 0): no row",
+          all(c.execute("SELECT * FROM concurrency.task_status('sq', %s)", (m,)).fetchone() is None for m in missing))
+    check("task_status of an unknown queue: 42704",
+          sqlstate_of(lambda: c.execute("SELECT * FROM concurrency.task_status('nope', 1)")) == "42704")
+    c.execute("SELECT concurrency.drop_queue('sq')")
+
+
+def test_cancel():
+    c = connect(COORDINATOR)
+    fresh_queue(c, "cx", lease="30 seconds")
+    ids = [scalar(c, "SELECT concurrency.enqueue('cx', '{}')") for _ in range(2 * SHARDS)]
+    got = claim_all(c, "cx", 1, worker="w-cx")
+    keyed = scalar(c, "SELECT concurrency.enqueue('cx', '{}', dedupe_key => 'once')")
+    held = next(iter(got))
+    waiting = [i for i in ids if i not in got][:3] + [keyed]
+    stranger = held + 1024 * 1000
+    n, commands = remote_shards(c, "cx", "SELECT concurrency.cancel('cx', %s)", (waiting + [held, stranger, -5],))
+    check("cancel counts the tasks it cancelled (ready and leased ones; unknown ids count 0)",
+          n[0][0] == len(waiting) + 1, repr(n))
+    check("cancel sends router statements only, to the shards of the ids",
+          routed(commands) and len(set().union(*commands)) >= 2, repr(commands))
+    check("on a queue that retains nothing the cancelled unleased tasks are gone at once",
+          all(status(c, "cx", i) is None for i in waiting))
+    st = status(c, "cx", held)
+    check("a cancelled leased task stays cancelled while its holder's lease runs", st is not None and st[0] == "cancelled"
+          and st[4] is not None, repr(st))
+    e = error_of(lambda: c.execute("SELECT concurrency.complete('cx', %s, %s)", (held, got[held])))
+    check("the holder's complete gets CE001: the task was cancelled", e is not None and e.sqlstate == "CE001"
+          and "cancelled at" in (e.diag.message_detail or ""), repr(e and e.diag.message_detail))
+    check("its heartbeat too", sqlstate_of(
+        lambda: c.execute("SELECT concurrency.heartbeat('cx', %s, %s)", (held, got[held]))) == "CE001")
+    check("cancel again counts 0", scalar(c, "SELECT concurrency.cancel('cx', %s)", ([held] + waiting,)) == 0)
+    check("a cancelled task releases its dedupe_key",
+          scalar(c, "SELECT concurrency.enqueue('cx', '{}', dedupe_key => 'once')") != keyed)
+    check("empty array: 0", scalar(c, "SELECT concurrency.cancel('cx', '{}')") == 0)
+    check("a NULL element: 22004", sqlstate_of(
+        lambda: c.execute("SELECT concurrency.cancel('cx', ARRAY[1, NULL]::bigint[])")) == "22004")
+    stats = c.execute("SELECT cancelled FROM concurrency.queue_stats WHERE queue = 'cx'").fetchone()
+    check("queue_stats counts the cancelled task that is kept", stats == (1,), repr(stats))
+    # a retaining queue keeps cancelled tasks, a dead task can be cancelled, done tasks are left alone
+    fresh_queue(c, "cr", retain="1 hour", max_attempts="1")
+    a, b = (scalar(c, "SELECT concurrency.enqueue('cr', '{}')") for _ in range(2))
+    got = claim_all(c, "cr", 2)
+    c.execute("SELECT concurrency.fail('cr', %s, %s)", (a, got[a]))
+    c.execute("SELECT concurrency.complete('cr', %s, %s)", (b, got[b]))
+    check("cancel of a dead task and a done one: only the dead one", scalar(
+        c, "SELECT concurrency.cancel('cr', %s)", ([a, b],)) == 1 and status(c, "cr", a)[0] == "cancelled"
+        and status(c, "cr", b)[0] == "done")
+    for q in ("cx", "cr"):
+        c.execute("SELECT concurrency.drop_queue(%s)", (q,))
+
+
+def test_batches():
+    c = connect(COORDINATOR)
+    fresh_queue(c, "bq", lease="1 minute", max_attempts="2")
+    for _ in range(3 * SHARDS):
+        c.execute("SELECT concurrency.enqueue('bq', '{}')")
+    got = claim_all(c, "bq", 3 * SHARDS)
+    check("batch setup: every task claimed", len(got) == 3 * SHARDS, repr(len(got)))
+    ids = sorted(got)
+    tokens = [got[i] for i in ids]
+
+    # heartbeat_batch
+    part = ids[:SHARDS + 1]
+    rows, commands = remote_shards(c, "bq", "SELECT concurrency.heartbeat_batch('bq', %s, %s, '10 minutes')",
+                                   (part, [got[i] for i in part]))
+    deadline = rows[0][0]
+    check("heartbeat_batch sends one router statement per shard", routed(commands)
+          and len(commands) == len({i % 1024 for i in part}), repr(commands))
+    check("heartbeat_batch moves every deadline to the one it returns",
+          all(status(c, "bq", i)[2] == deadline for i in part), repr(deadline))
+    before = [status(c, "bq", i)[2] for i in ids]
+    e = error_of(lambda: c.execute("SELECT concurrency.heartbeat_batch('bq', %s, %s, '1 hour')",
+                                   (ids, tokens[:-1] + [tokens[-1] + 999999])))
+    check("heartbeat_batch with one wrong token: CE001 naming that task", e is not None and e.sqlstate == "CE001"
+          and str(ids[-1]) in e.diag.message_primary, repr(e))
+    check("and no deadline moved", [status(c, "bq", i)[2] for i in ids] == before)
+    check("heartbeat_batch of empty arrays: NULL",
+          scalar(c, "SELECT concurrency.heartbeat_batch('bq', '{}', '{}')") is None)
+
+    # complete_batch: all or nothing, the first lost lease in argument order
+    first, second = ids[0], ids[1]
+    nowhere = (ids[2] // 1024) * 1024 + 1000
+    e = error_of(lambda: c.execute("SELECT concurrency.complete_batch('bq', %s, %s)",
+                                   ([ids[3], second, nowhere, first], [got[ids[3]], got[second] + 999999, 1, got[first] + 1])))
+    check("complete_batch with lost leases: CE001 naming the first in argument order",
+          e is not None and e.sqlstate == "CE001" and f"task {second} " in e.diag.message_primary, repr(e))
+    e = error_of(lambda: c.execute("SELECT concurrency.complete_batch('bq', %s, %s)",
+                                   ([ids[3], nowhere, first], [got[ids[3]], 1, got[first] + 1])))
+    check("an id that names no shard of the queue: CE001, task does not exist",
+          e is not None and e.sqlstate == "CE001" and f"task {nowhere} of" in e.diag.message_primary
+          and "does not exist" in e.diag.message_primary, repr(e))
+    check("and nothing was completed", all(status(c, "bq", i) is not None for i in ids))
+    part = ids[:SHARDS + 2]
+    rows, commands = remote_shards(c, "bq", "SELECT concurrency.complete_batch('bq', %s, %s)",
+                                   (part, [got[i] for i in part]))
+    check("complete_batch completes every task and returns how many", rows[0][0] == len(part)
+          and all(status(c, "bq", i) is None for i in part), repr(rows))
+    check("complete_batch sends one router statement per shard", routed(commands)
+          and len(commands) == len({i % 1024 for i in part}), repr(commands))
+    check("complete_batch of empty arrays: 0", scalar(c, "SELECT concurrency.complete_batch('bq', '{}', '{}')") == 0)
+    check("complete_batch with a task twice: 22023", sqlstate_of(lambda: c.execute(
+        "SELECT concurrency.complete_batch('bq', %s, %s)", ([ids[-1], ids[-1]], [1, 1]))) == "22023")
+    check("complete_batch of arrays of different lengths: 22023", sqlstate_of(lambda: c.execute(
+        "SELECT concurrency.complete_batch('bq', %s, %s)", ([ids[-1]], [1, 2]))) == "22023")
+
+    # fail_batch: rows in argument order; attempts left: ready; used up: dead
+    rest = ids[SHARDS + 2:]
+    order = list(reversed(rest))
+    e = error_of(lambda: c.execute("SELECT * FROM concurrency.fail_batch('bq', %s, %s)",
+                                   (order, [got[i] for i in order[:-1]] + [got[order[-1]] + 1])))
+    check("fail_batch with a lost lease: CE001, nothing failed", e is not None and e.sqlstate == "CE001"
+          and all(status(c, "bq", i)[0] == "leased" for i in rest), repr(e))
+    rows, commands = remote_shards(c, "bq", "SELECT * FROM concurrency.fail_batch('bq', %s, %s, 'boom', '0 seconds')",
+                                   (order, [got[i] for i in order]))
+    check("fail_batch: one row per task in argument order, ready with attempts left",
+          [r[0] for r in rows] == order and all(r[1] == "ready" for r in rows), repr(rows))
+    check("fail_batch sends router statements only", routed(commands), repr(commands))
+    check("failed tasks keep the error and no lease",
+          all(status(c, "bq", i)[0] == "ready" and status(c, "bq", i)[6] == "boom" for i in rest))
+    again = claim_all(c, "bq", len(rest))
+    rows = c.execute("SELECT * FROM concurrency.fail_batch('bq', %s, %s, 'boom 2', '1 hour')",
+                     (order, [again.get(i, 0) for i in order])).fetchall()
+    check("fail_batch on the last attempt: dead", [r for r in rows] == [(i, "dead") for i in order], repr(rows))
+    check("empty fail_batch: no rows", c.execute("SELECT * FROM concurrency.fail_batch('bq', '{}', '{}')").fetchall() == [])
+    check("retry_in below zero: 22023", sqlstate_of(lambda: c.execute(
+        "SELECT * FROM concurrency.fail_batch('bq', '{}', '{}', retry_in => '-1 second')")) == "22023")
+
+    # a retaining queue keeps batch-completed tasks as done
+    fresh_queue(c, "br", retain="1 hour")
+    tids = [scalar(c, "SELECT concurrency.enqueue('br', '{}')") for _ in range(SHARDS)]
+    held = claim_all(c, "br", SHARDS)
+    check("complete_batch on a retaining queue keeps every task done",
+          scalar(c, "SELECT concurrency.complete_batch('br', %s, %s)", (tids, [held.get(i, 0) for i in tids])) == SHARDS
+          and all(status(c, "br", i)[0] == "done" for i in tids))
+    e = error_of(lambda: c.execute("SELECT concurrency.complete_batch('br', %s, %s)", (tids[:1], [held.get(tids[0], 0)])))
+    check("completing a done task again: CE001, the task was completed",
+          e is not None and e.sqlstate == "CE001" and "completed at" in (e.diag.message_detail or ""), repr(e))
+    for q in ("bq", "br"):
+        c.execute("SELECT concurrency.drop_queue(%s)", (q,))
+
+
+def test_purge():
+    c = connect(COORDINATOR)
+    fresh_queue(c, "pq", retain="3 seconds", lease="2 seconds")
+    tids = [scalar(c, "SELECT concurrency.enqueue('pq', '{}')") for _ in range(2 * SHARDS)]
+    held = claim_all(c, "pq", len(tids))
+    done = tids[:SHARDS + 1]
+    c.execute("SELECT concurrency.complete_batch('pq', %s, %s)", (done, [held[i] for i in done]))
+    leased = tids[-1]
+    c.execute("SELECT concurrency.heartbeat('pq', %s, %s, '6 seconds')", (leased, held[leased]))
+    c.execute("SELECT concurrency.cancel('pq', %s)", ([leased],))
+    check("purge keeps tasks inside their retention", scalar(c, "SELECT concurrency.purge('pq')") == 0)
+    time.sleep(3.2)
+    rows, commands = remote_shards(c, "pq", "SELECT concurrency.purge('pq')")
+    check("purge deletes the done tasks past their retention, not a cancelled one whose lease runs",
+          rows[0][0] == len(done) and all(status(c, "pq", i) is None for i in done)
+          and status(c, "pq", leased)[0] == "cancelled", repr(rows))
+    check("purge sends router statements only, to every shard", routed(commands)
+          and len(set().union(*commands)) == SHARDS, repr(commands))
+    time.sleep(3.5)  # the cancelled task's lease ends
+    check("after the lease, purge deletes the cancelled task", scalar(c, "SELECT concurrency.purge('pq')") == 1
+          and status(c, "pq", leased) is None)
+    check("live tasks are left alone", all(status(c, "pq", i) is not None for i in tids[SHARDS + 1:-1]))
+    c.execute("SELECT concurrency.drop_queue('pq')")
+
+
+def test_purge_by_queue_calls():
+    c = connect(COORDINATOR)
+    fresh_queue(c, "pc", retain="3 seconds")
+    tids = [scalar(c, "SELECT concurrency.enqueue('pc', '{}')") for _ in range(2 * SHARDS)]
+    held = claim_all(c, "pc", len(tids))
+    c.execute("SELECT concurrency.complete_batch('pc', %s, %s)", (tids, [held.get(i, 0) for i in tids]))
+
+    def first_call():
+        # a new connection: its first queue call purges a chunk (of one shard)
+        k = connect(COORDINATOR)
+        try:
+            return remote_shards(k, "pc", "SELECT * FROM concurrency.dequeue('pc')")[1]
+        finally:
+            k.close()
+    first_call()
+    check("queue calls keep the finished tasks inside their retention",
+          scalar(c, "SELECT count(*) FROM concurrency.q_pc") == len(tids))
+    time.sleep(3.2)
+    commands = []
+    left = len(tids)
+    for _ in range(60):
+        commands += first_call()
+        left = scalar(c, "SELECT count(*) FROM concurrency.q_pc")
+        if left == 0:
+            break
+    check("dequeue purges the done tasks past their retention of every shard, without purge()", left == 0,
+          f"{left} left")
+    check("with router statements only", routed(commands), repr(commands))
+    c.execute("SELECT concurrency.drop_queue('pc')")
+
+
 # --- chaos: exactly-once effects while backends die and a worker restarts ---
 
 TASKS = 300
@@ -336,4 +606,5 @@ if __name__ == "__main__":
     setup()
     run([test_shape, test_refusals, test_enqueue_places_tasks, test_router_claims_rotate,
          test_fencing_leases_retries, test_keys_limits_retention, test_create_queue_distributed,
+         test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
          test_chaos_exactly_once])

@@ -155,6 +155,10 @@ def value_for(type_name, rng, names):
         if rng.random() < 0.1:
             return None
         return [rng.choice(BIGINTS + list(range(1, 20))) for _ in range(rng.randint(0, 5))]
+    if type_name == "integer[]":
+        if rng.random() < 0.1:
+            return None
+        return [rng.choice(INTS + list(range(0, 20))) for _ in range(rng.randint(0, 5))]
     if type_name == "jsonb[]":
         if rng.random() < 0.1:
             return None
