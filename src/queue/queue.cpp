@@ -459,15 +459,28 @@ void Queue::lease_lost(int64 task_id) {
 
 bool Queue::tasks_wait(TimestampTz now, TimestampTz floor) {
 	const QueueInfo &info = *info_;
-	return pg::guard([&] {
+	enum class Due { none, waiting, gone };
+	Due due = pg::guard([&] {
+		Relation heap = try_table_open(info.relid, AccessShareLock);
+		if (!heap)
+			return Due::gone; // dropped since this call looked the queue up
+		if (!info.valid) {
+			// changed meanwhile (the lock let its invalidation in): the index
+			// OIDs may be stale; the claim's own statements see the change
+			table_close(heap, NoLock);
+			return Due::waiting;
+		}
 		Snapshot snapshot = RegisterSnapshot(ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot());
-		Relation heap = table_open(info.relid, AccessShareLock);
 		bool found = due_entry(heap, info.scheduled_index, snapshot, floor, now) ||
 		             due_entry(heap, info.leased_index, snapshot, floor, now);
-		table_close(heap, NoLock);
 		UnregisterSnapshot(snapshot);
-		return found;
+		table_close(heap, NoLock);
+		return found ? Due::waiting : Due::none;
 	});
+	if (due == Due::gone)
+		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name()),
+		            "It was dropped while this call was running.");
+	return due == Due::waiting;
 }
 
 uint64 Queue::purge(TimestampTz now, int32 chunk) {
