@@ -278,11 +278,12 @@ COMMENT ON FUNCTION concurrency.distributed_task_route(text, bigint, bigint) IS
 -- (and the rebalance sees its tasks) or waits for it and reads the new limit.
 -- ---------------------------------------------------------------------------
 
--- The shard position of a concurrency_key (or a dedupe_key) among n shards.
+-- The shard position of a concurrency_key (or a dedupe_key) among n shards
+-- (NULL for n below 1).
 CREATE FUNCTION concurrency.distributed_key_position(n integer, key text) RETURNS integer
     LANGUAGE sql IMMUTABLE
     SET search_path = pg_catalog, pg_temp
-    AS $fn$ SELECT ((hashtext(key)::bigint + 2147483648) % n)::integer $fn$;
+    AS $fn$ SELECT ((hashtext(key)::bigint + 2147483648) % CASE WHEN n >= 1 THEN n END)::integer $fn$;
 COMMENT ON FUNCTION concurrency.distributed_key_position(integer, text) IS
     'the shard position (0 .. n-1) of the tasks of a concurrency_key (or dedupe_key) on a distributed queue';
 
@@ -305,6 +306,13 @@ DECLARE
     shard integer := shard_keys[concurrency.distributed_key_position(cardinality(shard_keys), key) + 1];
     locked integer;
 BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = '22004';
+    ELSIF NOT EXISTS (SELECT FROM concurrency.distributed_queue d WHERE d.queue = distributed_lock_key.queue) THEN
+        RAISE EXCEPTION 'distributed queue "%" does not exist', queue USING ERRCODE = '42704';
+    ELSIF shard IS NULL THEN
+        RAISE EXCEPTION 'shard_keys must name at least one shard' USING ERRCODE = '22023';
+    END IF;
     FOR round IN 1 .. 3 LOOP
         EXECUTE format('UPDATE %s SET concurrency_key = concurrency_key WHERE shard_key = $1 AND concurrency_key = $2',
                        keys_relation)
