@@ -16,6 +16,14 @@
 #     waiters, then with nobody waiting.
 #  C. With nobody waiting: pgbench -N with sampling at the default 500 ms vs
 #     off, alternating as in A.
+#  D. The control: as A (the same incident, the same sequence of runs), but
+#     sampling stays off in every run. Its ratio is what the method reports
+#     when nothing differs between the two kinds of run: read A against it.
+#
+# Between runs the script truncates pgbench_history, vacuums the other
+# pgbench tables and checkpoints, so that each run starts from the same
+# state; autovacuum is off for those tables, so that it cannot start in the
+# middle of one run and not another.
 #
 # Needs a server with shared_preload_libraries = 'concurrency_ext', a superuser
 # connection (the script changes concurrency.history_interval with ALTER SYSTEM
@@ -24,6 +32,7 @@
 # PG* variables. Everything it creates lives in the schema bench_history,
 # dropped at the end.
 # Usage: PGDATABASE=... bench/history.sh   (N=300 N_LARGE=1000 DURATION=4 ROUNDS=4 CPU_SECONDS=5)
+# (D runs right after A, during the same incident.)
 set -euo pipefail
 N=${N:-300}
 N_LARGE=${N_LARGE:-1000}
@@ -98,25 +107,29 @@ start_incident() {
 tps() { sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1; }
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-# alternate NAME INTERVAL: pgbench -N runs, sampling off and at INTERVAL ms in turn
+# alternate NAME INTERVAL: pgbench -N runs, sampling off and at INTERVAL ms in
+# turn (off first and last); INTERVAL 0 is the control: off in every run. The
+# runs in the even places are the "sampled" ones, each compared with the mean
+# of the two runs around it.
 alternate() {
-  local name=$1 interval=$2
+  local name=$1 interval=$2 label="every $2 ms"
+  [ "$interval" = 0 ] && label="off (control)"
   local sequence="0"
   for _ in $(seq 1 "$ROUNDS"); do sequence="$sequence $interval 0"; done
   : >"$work/${name}_runs"
   for ms in $sequence; do
     set_interval "$ms"
     t=$(PGOPTIONS="-c search_path=bench_history -c synchronous_commit=off" pgbench -n -N -c 8 -j 2 -T "$DURATION" 2>&1 | tps)
-    echo "$ms $t" >>"$work/${name}_runs"
+    echo "$t" >>"$work/${name}_runs"
     PGOPTIONS="-c search_path=bench_history" psqlq -c "TRUNCATE pgbench_history" \
       -c "VACUUM pgbench_branches, pgbench_tellers, pgbench_accounts" -c "CHECKPOINT"
   done
-  printf "   %-14s tps: %s\n" "off" "$(awk '$1 == 0 {printf "%.0f ", $2}' "$work/${name}_runs")"
-  printf "   %-14s tps: %s\n" "every ${interval} ms" "$(awk '$1 != 0 {printf "%.0f ", $2}' "$work/${name}_runs")"
-  awk '{ms[NR] = $1; tps[NR] = $2}
-       END { for (i = 2; i < NR; i++) if (ms[i] != 0) print tps[i] / ((tps[i - 1] + tps[i + 1]) / 2) }' \
+  printf "   %-14s tps: %s\n" "off" "$(awk 'NR % 2 == 1 {printf "%.0f ", $1}' "$work/${name}_runs")"
+  printf "   %-14s tps: %s\n" "$label" "$(awk 'NR % 2 == 0 {printf "%.0f ", $1}' "$work/${name}_runs")"
+  awk '{tps[NR] = $1}
+       END { for (i = 2; i < NR; i += 2) print tps[i] / ((tps[i - 1] + tps[i + 1]) / 2) }' \
     "$work/${name}_runs" | median >"$work/${name}_ratio"
-  printf "   sampled / unsampled around it (median of %s): %.3fx\n" "$ROUNDS" "$(cat "$work/${name}_ratio")"
+  printf "   %s / off around it (median of %s): %.3fx\n" "$label" "$ROUNDS" "$(cat "$work/${name}_ratio")"
 }
 
 # cpu_per_sample LABEL: the sampler's CPU per sample over CPU_SECONDS at a 10 ms interval
@@ -134,12 +147,19 @@ cpu_per_sample() {
 
 echo "== setting up pgbench's tables (scale 10) in bench_history"
 PGOPTIONS="-c search_path=bench_history" pgbench -i -q -s 10 >/dev/null 2>&1
+for t in pgbench_branches pgbench_tellers pgbench_accounts pgbench_history; do
+  psqlq -c "ALTER TABLE bench_history.$t SET (autovacuum_enabled = off)"
+done
 psqlq -c "CHECKPOINT"
 
 echo
 echo "== A. pgbench -N, 8 clients, ${DURATION}s runs, during an incident with $N waiters: sampling every 100 ms vs off"
 start_incident "$N"
 alternate A 100
+
+echo
+echo "== D. the control: as A, with sampling off in every run"
+alternate D 0
 
 echo
 echo "== B. sampler CPU per sample (10 ms interval, ${CPU_SECONDS}s each)"

@@ -53,11 +53,16 @@ SELECT count(*) AS kept_plans_after_drop FROM pg_backend_memory_contexts
  WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_ahead"%';
 
 -- dequeue probes the scheduled and leased indexes itself: a queue whose index
--- was dropped by hand gets a clear error (42704), and works again once the
+-- was dropped by hand gets a clear error (42704) from dequeue, the one function
+-- that needs them (enqueue and the others go on), and works again once the
 -- index is re-created as create_queue makes it (the cache sees both changes)
 SELECT concurrency.create_queue('probed');
 SELECT concurrency.enqueue('probed', '{}') IS NOT NULL AS enqueued;
+SELECT count(*) AS claimed FROM concurrency.dequeue('probed');
 DROP INDEX concurrency."q_probed_leased";
+SELECT concurrency.enqueue('probed', '{}') IS NOT NULL AS enqueued_without_index;
+SELECT state FROM concurrency.task_status('probed',
+    (SELECT max(id) FROM concurrency."q_probed"));
 SELECT task_id FROM concurrency.dequeue('probed');
 CREATE INDEX "q_probed_leased" ON concurrency."q_probed" (lease_expires_at) WHERE state = 'leased';
 SELECT count(*) AS claimed FROM concurrency.dequeue('probed');

@@ -456,6 +456,31 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	PG_RETURN_INT64(*id);
 }
 
+// One task of enqueue_batch, element i of its arrays, added on its own (as
+// enqueue adds it) with enqueue's parameters (values, nulls: the batch's
+// statement parameters, of which the run_at and priority serve every task).
+// Its id; *inserted_any becomes true when it is a new task.
+int64 enqueue_element(Queue &q, const Datum *values, const char *nulls, const ArrayArg &payloads,
+                      const ArrayArg *dedupe_keys, const ArrayArg *concurrency_keys, int i, bool *inserted_any) {
+	bool has_dedupe = dedupe_keys && !dedupe_keys->nulls[i];
+	bool has_key = concurrency_keys && !concurrency_keys->nulls[i];
+	Datum one[6] = {values[0], payloads.elems[i], values[2], values[3], has_dedupe ? dedupe_keys->elems[i] : Datum(0),
+	                has_key ? concurrency_keys->elems[i] : Datum(0)};
+	char one_nulls[6] = {' ', ' ', nulls[2], ' ', has_dedupe ? ' ' : 'n', has_key ? ' ' : 'n'};
+	bool inserted = false;
+	std::optional<int64> id = enqueue_one(q, one, one_nulls, &inserted);
+	if (!id)
+		dedupe_holder_vanished(std::string(q.name()));
+	*inserted_any = *inserted_any || inserted;
+	return *id;
+}
+
+void add_id_row(pg::ResultSet &out, int64 id) {
+	Datum cols[1] = {Int64GetDatum(id)};
+	bool isnull[1] = {false};
+	pg::add_row(out, cols, isnull);
+}
+
 // concurrency.enqueue_batch(queue, payloads, run_at, priority, dedupe_keys,
 // concurrency_keys) -> task ids in payload order
 CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
@@ -524,20 +549,9 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			}
 		queue::lock_keys(q, key_names);
 		bool inserted_any = false;
-		for (int i = 0; i < payloads.n; ++i) {
-			Datum one[6] = {values[0], payloads.elems[i], values[2], values[3],
-			                has_dedupe ? dedupe_keys.elems[i] : Datum(0), concurrency_keys.elems[i]};
-			char one_nulls[6] = {' ', ' ', nulls[2], ' ', has_dedupe && !dedupe_keys.nulls[i] ? ' ' : 'n',
-			                     concurrency_keys.nulls[i] ? 'n' : ' '};
-			bool inserted = false;
-			std::optional<int64> id = enqueue_one(q, one, one_nulls, &inserted);
-			if (!id)
-				dedupe_holder_vanished(name);
-			inserted_any = inserted_any || inserted;
-			Datum cols[1] = {Int64GetDatum(*id)};
-			bool isnull[1] = {false};
-			pg::add_row(out, cols, isnull);
-		}
+		for (int i = 0; i < payloads.n; ++i)
+			add_id_row(out, enqueue_element(q, values, nulls, payloads, has_dedupe ? &dedupe_keys : nullptr,
+			                                &concurrency_keys, i, &inserted_any));
 		if (inserted_any)
 			q.notify();
 		pg::spi_finish();
@@ -597,25 +611,15 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			auto found = by_key.find(*keys[i]);
 			if (found == by_key.end()) {
 				// its holder vanished between the insert and the lookup
-				Datum one[6] = {values[0], payloads.elems[i], values[2], values[3], dedupe_keys.elems[i],
-				                has_keys ? concurrency_keys.elems[i] : Datum(0)};
-				char one_nulls[6] = {' ', ' ', nulls[2], ' ', ' ',
-				                     has_keys && !concurrency_keys.nulls[i] ? ' ' : 'n'};
-				bool inserted = false;
-				std::optional<int64> id = enqueue_one(q, one, one_nulls, &inserted);
-				if (!id)
-					dedupe_holder_vanished(name);
-				inserted_any = inserted_any || inserted;
-				found = by_key.emplace(*keys[i], *id).first;
+				int64 id = enqueue_element(q, values, nulls, payloads, &dedupe_keys,
+				                           has_keys ? &concurrency_keys : nullptr, i, &inserted_any);
+				found = by_key.emplace(*keys[i], id).first;
 			}
 			ids[i] = found->second;
 		}
 	}
-	for (int64 id : ids) {
-		Datum cols[1] = {Int64GetDatum(id)};
-		bool isnull[1] = {false};
-		pg::add_row(out, cols, isnull);
-	}
+	for (int64 id : ids)
+		add_id_row(out, id);
 	if (inserted_any)
 		q.notify();
 	pg::spi_finish();

@@ -182,8 +182,10 @@ void revalidate(QueueInfo &info) {
 			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name), "",
 			            "Create it with concurrency.create_queue().");
 		info.owner = relation_owner(relid);
-		info.scheduled_index = index_relid(info.name, "scheduled");
-		info.leased_index = index_relid(info.name, "leased");
+		// looked up by the first claim that probes them (tasks_wait): the
+		// other functions do not need them
+		info.scheduled_index = InvalidOid;
+		info.leased_index = InvalidOid;
 		if (relid != info.relid) {
 			free_plans(info);
 			std::string prefix = plan_prefix(info.name);
@@ -458,7 +460,14 @@ void Queue::lease_lost(int64 task_id) {
 }
 
 bool Queue::tasks_wait(TimestampTz now, TimestampTz floor) {
-	const QueueInfo &info = *info_;
+	QueueInfo &info = *info_;
+	if (!OidIsValid(info.scheduled_index) || !OidIsValid(info.leased_index)) {
+		if (!OidIsValid(queue_relid(info.name)))
+			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name()),
+			            "It was dropped while this call was running.");
+		info.scheduled_index = index_relid(info.name, "scheduled");
+		info.leased_index = index_relid(info.name, "leased");
+	}
 	enum class Due { none, waiting, gone };
 	Due due = pg::guard([&] {
 		Relation heap = try_table_open(info.relid, AccessShareLock);

@@ -42,7 +42,7 @@ struct QueueInfo {
 	Oid relid;
 	Oid owner; // of the queue's table
 	// its partial indexes of scheduled tasks and of leases, probed by
-	// tasks_wait before each claim
+	// tasks_wait before each claim (InvalidOid until the first probe)
 	Oid scheduled_index;
 	Oid leased_index;
 	Interval lease;

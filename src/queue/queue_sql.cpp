@@ -295,6 +295,12 @@ std::string QueueSql::fail_update_many() const {
 	    fmt::arg("t", table_));
 }
 
+// What cancel(blocked) takes: the blocked tasks (first, without their key's
+// lock), or every other task not finished yet.
+static constexpr const char *cancel_blocked_states = "t.state " EQ " 'blocked'";
+static constexpr const char *cancel_other_states =
+    "t.state " NE " 'done' AND t.state " NE " 'cancelled' AND t.state " NE " 'blocked'";
+
 // A cancelled task gives up its lease token like a done one. It keeps the
 // deadline its holder had (with a heartbeat's extension), so that purge
 // keeps it at least until then: the holder learns at its next heartbeat,
@@ -311,9 +317,7 @@ std::string QueueSql::cancel(bool blocked) const {
  WHERE t.id )" EQ R"( ANY ($2)
    AND {states}
 RETURNING t.id, t.concurrency_key)",
-	    fmt::arg("t", table_),
-	    fmt::arg("states", blocked ? "t.state " EQ " 'blocked'"
-	                               : "t.state " NE " 'done' AND t.state " NE " 'cancelled' AND t.state " NE " 'blocked'"));
+	    fmt::arg("t", table_), fmt::arg("states", blocked ? cancel_blocked_states : cancel_other_states));
 }
 
 // After cancel on a queue that retains nothing: the cancelled tasks that no
