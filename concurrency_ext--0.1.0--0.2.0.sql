@@ -784,11 +784,6 @@ BEGIN
     IF n < 1 OR n > 1024 THEN
         RAISE EXCEPTION 'shard_count must be between 1 and 1024' USING ERRCODE = '22023';
     END IF;
-    IF EXISTS (SELECT FROM concurrency.queue q WHERE q.name = distribute_queue.queue AND q.max_leased IS NOT NULL) THEN
-        RAISE EXCEPTION 'cannot distribute queue "%": it has max_leased', queue USING ERRCODE = '0A000',
-            DETAIL = 'A cap on the leased tasks of the whole queue would need every claim, on any shard, to pass through one counter.',
-            HINT = format('Remove it with concurrency.alter_queue(%L, max_leased => 0), or keep the queue local.', queue);
-    END IF;
     rel := format('concurrency.%I', 'q_' || queue);
     krel := format('concurrency.%I', 'k_' || queue);
     EXECUTE format('LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE', rel, krel);
@@ -821,6 +816,9 @@ BEGIN
                         ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, concurrency_key)',
                    krel, 'k_' || queue || '_pkey');
     PERFORM create_distributed_table(krel, 'shard_key', colocate_with => rel);
+    -- the lease slots (max_leased) stay a table on the coordinator, where
+    -- every claim runs; a slot also keeps when the lease written in it ends
+    EXECUTE format('ALTER TABLE concurrency.%I ADD COLUMN lease_expires_at timestamptz', 's_' || queue);
     -- one shard_key value per shard, in shard order: the smallest value
     -- that hashes into each shard
     SELECT array_agg(shardid ORDER BY shardid) INTO shards
@@ -902,7 +900,8 @@ COMMENT ON FUNCTION concurrency.distributed_lease_lost(text, integer, bigint) IS
 -- bits are the shard's position), for heartbeat, complete and fail. An id
 -- that names no shard of the queue is no task of it: CE001.
 CREATE FUNCTION concurrency.distributed_task_route(queue text, task_id bigint, lease_token bigint,
-        OUT relation text, OUT shard_key integer, OUT lease interval, OUT max_attempts integer, OUT retain interval)
+        OUT relation text, OUT shard_key integer, OUT lease interval, OUT max_attempts integer, OUT retain interval,
+        OUT max_leased integer)
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $fn$
@@ -920,6 +919,7 @@ BEGIN
     lease := s.lease;
     max_attempts := s.max_attempts;
     retain := s.retain;
+    max_leased := s.max_leased;
 END
 $fn$;
 COMMENT ON FUNCTION concurrency.distributed_task_route(text, bigint, bigint) IS
@@ -1225,6 +1225,139 @@ $fn$;
 COMMENT ON FUNCTION concurrency.distributed_wake(text, integer, timestamptz) IS
     'moves expired leases and due scheduled tasks of one shard of a distributed queue back to ready (or dead)';
 
+-- ---------------------------------------------------------------------------
+-- max_leased on a distributed queue: the queue's max_leased slot rows
+-- s_<queue> are a table on the coordinator, where every claim runs. A claim
+-- locks free slots (FOR UPDATE SKIP LOCKED: it never waits for another
+-- claim), claims at most as many tasks as it holds slots, and writes each
+-- task's id, lease token and lease end into its slot, in its transaction.
+-- complete, fail and cancel empty the slots of their tasks first (before
+-- they touch a shard, so that they never hold a task's row while waiting
+-- for a slot). A slot whose lease end has passed is free once the task is no
+-- longer leased under it: the claim that finds it reclaims the task on its
+-- shard if its lease is still there and expired (ready again, or dead), and
+-- takes the slot; a task heartbeated meanwhile keeps it (its new lease end
+-- is written into the slot).
+-- ---------------------------------------------------------------------------
+
+-- Locks up to `wanted` free slots of a distributed queue -> their numbers.
+CREATE FUNCTION concurrency.distributed_take_slots(queue text, wanted integer, now timestamptz) RETURNS integer[]
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    slots_relation text := format('concurrency.%I', 's_' || queue);
+    sl record;
+    free integer[] := '{}';
+    shard integer;
+    dead_key text;
+    held_until timestamptz;
+BEGIN
+    FOR sl IN EXECUTE format($q$SELECT slot, task_id, lease_token FROM %s
+                                 WHERE task_id IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1
+                                 ORDER BY slot LIMIT $2 FOR UPDATE SKIP LOCKED$q$, slots_relation)
+              USING now, greatest(wanted, 0) LOOP
+        IF sl.task_id IS NULL THEN
+            free := free || sl.slot;
+            CONTINUE;
+        END IF;
+        shard := concurrency.distributed_task_shard(s.shard_keys, sl.task_id);
+        dead_key := NULL;
+        EXECUTE format($q$UPDATE %1$s AS t
+                             SET state = CASE WHEN t.attempt < $5 THEN 'ready' ELSE 'dead' END,
+                                 last_error = 'lease expired'
+                           WHERE t.shard_key = $1 AND t.id = ANY (ARRAY(
+                                 SELECT id FROM %1$s
+                                  WHERE shard_key = $1 AND id = $2 AND lease_token = $3 AND state = 'leased'
+                                    AND lease_expires_at <= $4
+                                  FOR UPDATE SKIP LOCKED))
+                       RETURNING CASE WHEN t.state = 'dead' THEN t.concurrency_key END$q$, s.relation)
+          INTO dead_key USING shard, sl.task_id, sl.lease_token, now, s.max_attempts;
+        IF dead_key IS NOT NULL THEN
+            PERFORM concurrency.distributed_release_keys(queue, ARRAY[dead_key]);
+        END IF;
+        EXECUTE format($q$SELECT lease_expires_at FROM %s
+                           WHERE shard_key = $1 AND id = $2 AND lease_token = $3 AND state = 'leased'$q$, s.relation)
+          INTO held_until USING shard, sl.task_id, sl.lease_token;
+        IF held_until IS NULL THEN
+            free := free || sl.slot;
+        ELSE -- heartbeated (or being acknowledged): still held
+            EXECUTE format('UPDATE %s SET lease_expires_at = $2 WHERE slot = $1', slots_relation)
+              USING sl.slot, held_until;
+        END IF;
+    END LOOP;
+    RETURN free;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_take_slots(text, integer, timestamptz) IS
+    'locks up to wanted free lease slots of a distributed queue with max_leased (reclaiming expired leases found in them)';
+
+-- Empties the slots of the given tasks (complete, fail, cancel); nothing on
+-- a queue without max_leased.
+CREATE FUNCTION concurrency.distributed_free_slots(queue text, task_ids bigint[]) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+BEGIN
+    IF (concurrency.distributed_queue_settings(queue)).max_leased IS NOT NULL THEN
+        EXECUTE format($q$UPDATE %s SET task_id = NULL, lease_token = NULL, lease_expires_at = NULL
+                           WHERE task_id = ANY ($1)$q$, format('concurrency.%I', 's_' || queue))
+          USING task_ids;
+    END IF;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_free_slots(text, bigint[]) IS
+    'empties the lease slots of tasks of a distributed queue that are acknowledged or cancelled';
+
+-- After alter_queue set max_leased (0: none): slots 1..max_leased, the leases
+-- running now written into the empty ones.
+CREATE FUNCTION concurrency.distributed_resize_slots(queue text, max_leased integer) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    slots_relation text := format('concurrency.%I', 's_' || queue);
+BEGIN
+    IF max_leased IS NULL OR max_leased < 0 THEN
+        RAISE EXCEPTION 'max_leased must not be negative' USING ERRCODE = '22023';
+    END IF;
+    EXECUTE format('DELETE FROM %s WHERE slot > $1', slots_relation) USING max_leased;
+    EXECUTE format('INSERT INTO %s (slot) SELECT g FROM generate_series(1, $1) AS g ON CONFLICT (slot) DO NOTHING',
+                   slots_relation) USING max_leased;
+    EXECUTE format($q$WITH running AS (SELECT r.id, r.lease_token, r.lease_expires_at,
+                                              row_number() OVER (ORDER BY r.id) AS n
+                                         FROM unnest($1, $2, $3) AS r(id, lease_token, lease_expires_at)
+                                        WHERE r.id NOT IN (SELECT task_id FROM %1$s WHERE task_id IS NOT NULL)),
+                           empty AS (SELECT slot, row_number() OVER (ORDER BY slot) AS n
+                                       FROM %1$s WHERE task_id IS NULL)
+                       UPDATE %1$s AS sl SET task_id = running.id, lease_token = running.lease_token,
+                                             lease_expires_at = running.lease_expires_at
+                         FROM running JOIN empty USING (n)
+                        WHERE sl.slot = empty.slot$q$, slots_relation)
+      USING ARRAY(SELECT l.id FROM concurrency.distributed_leased(queue) l ORDER BY l.id),
+            ARRAY(SELECT l.lease_token FROM concurrency.distributed_leased(queue) l ORDER BY l.id),
+            ARRAY(SELECT l.lease_expires_at FROM concurrency.distributed_leased(queue) l ORDER BY l.id);
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_resize_slots(text, integer) IS
+    'gives a distributed queue max_leased lease slots, the running leases written into them (0: none)';
+
+-- The leased tasks of a distributed queue (a query over every shard).
+CREATE FUNCTION concurrency.distributed_leased(queue text)
+    RETURNS TABLE (id bigint, lease_token bigint, lease_expires_at timestamptz)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+BEGIN
+    RETURN QUERY EXECUTE format($q$SELECT id, lease_token, lease_expires_at FROM %s WHERE state = 'leased'$q$,
+                                (concurrency.distributed_queue_settings(queue)).relation);
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_leased(text) IS
+    'the leased tasks of a distributed queue (id, lease token, lease end)';
+
 -- A claim visits one shard at a time (a router query each), starting after
 -- the shard this backend visited last, until it gets tasks or has visited
 -- every shard once. A visit wakes the shard's expired leases and due tasks
@@ -1245,8 +1378,12 @@ DECLARE
     key integer;
     now timestamptz;
     token bigint;
-    got bigint;
+    got integer := 0;
     claim text;
+    t record;
+    slots integer[];
+    ids bigint[] := '{}';
+    ends timestamptz[] := '{}';
 BEGIN
     IF batch IS NULL THEN
         RAISE EXCEPTION 'batch must not be null' USING ERRCODE = '22004';
@@ -1255,13 +1392,15 @@ BEGIN
     ELSIF lease <= interval '0' THEN
         RAISE EXCEPTION 'lease must be positive' USING ERRCODE = '22023';
     END IF;
-    -- claims here do not count the leased tasks of the whole queue: refuse
-    -- rather than exceed max_leased (a claim never checks a key: tasks that
-    -- key_limit holds back wait blocked, and a claim takes only ready ones)
+    -- max_leased: at most as many tasks as this claim holds free slots (a
+    -- claim never checks a key: tasks that key_limit holds back wait
+    -- blocked, and a claim takes only ready ones)
     IF s.max_leased IS NOT NULL THEN
-        RAISE EXCEPTION 'queue "%" is distributed and has max_leased', queue USING ERRCODE = '0A000',
-            DETAIL = 'Claims on a distributed queue do not enforce max_leased.',
-            HINT = format('Remove it with concurrency.alter_queue(%L, max_leased => 0).', queue);
+        slots := concurrency.distributed_take_slots(queue, batch, clock_timestamp());
+        batch := cardinality(slots);
+        IF batch = 0 THEN
+            RETURN;
+        END IF;
     END IF;
     claim := format($q$UPDATE %1$s AS t
                           SET state = 'leased', attempt = t.attempt + 1, lease_token = $3,
@@ -1281,16 +1420,30 @@ BEGIN
             PERFORM concurrency.distributed_wake(queue, key, now);
         END IF;
         token := nextval('concurrency.lease_token');
-        RETURN QUERY EXECUTE claim USING key, batch, token, now, coalesce(lease, s.lease), worker;
-        GET DIAGNOSTICS got = ROW_COUNT;
-        IF got < batch AND concurrency.distributed_wake(queue, key, now) > 0 THEN
-            RETURN QUERY EXECUTE claim USING key, batch - got, token, now, coalesce(lease, s.lease), worker;
-            GET DIAGNOSTICS got = ROW_COUNT;
-        END IF;
-        IF got > 0 THEN
-            RETURN;
-        END IF;
+        FOR round IN 1 .. 2 LOOP
+            -- the second round only after a wake-up made tasks ready
+            EXIT WHEN round = 2 AND (got >= batch OR concurrency.distributed_wake(queue, key, now) = 0);
+            FOR t IN EXECUTE claim USING key, batch - got, token, now, coalesce(lease, s.lease), worker LOOP
+                task_id := t.id;
+                lease_token := t.lease_token;
+                attempt := t.attempt;
+                payload := t.payload;
+                enqueued_at := t.enqueued_at;
+                lease_expires_at := t.lease_expires_at;
+                RETURN NEXT;
+                got := got + 1;
+                ids := ids || t.id;
+                ends := ends || t.lease_expires_at;
+            END LOOP;
+        END LOOP;
+        EXIT WHEN got > 0;
     END LOOP;
+    IF s.max_leased IS NOT NULL AND got > 0 THEN
+        EXECUTE format($q$UPDATE %s AS sl SET task_id = u.id, lease_token = $4, lease_expires_at = u.ends
+                            FROM unnest($1, $2, $3) AS u(slot, id, ends)
+                           WHERE sl.slot = u.slot$q$, format('concurrency.%I', 's_' || queue))
+          USING slots[1:got], ids, ends, token;
+    END IF;
 END
 $fn$;
 COMMENT ON FUNCTION concurrency.distributed_dequeue(text, integer, interval, text) IS
@@ -1332,6 +1485,9 @@ DECLARE
     done integer;
     key text;
 BEGIN
+    IF r.max_leased IS NOT NULL THEN -- its slot first (a lost lease rolls it back)
+        PERFORM concurrency.distributed_free_slots(queue, ARRAY[task_id]);
+    END IF;
     IF r.retain IS NULL THEN
         EXECUTE format('DELETE FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3 RETURNING concurrency_key',
                        r.relation)
@@ -1391,6 +1547,9 @@ DECLARE
 BEGIN
     IF retry_in < interval '0' THEN
         RAISE EXCEPTION 'retry_in must not be negative' USING ERRCODE = '22023';
+    END IF;
+    IF r.max_leased IS NOT NULL THEN -- its slot first (a lost lease rolls it back)
+        PERFORM concurrency.distributed_free_slots(queue, ARRAY[task_id]);
     END IF;
     EXECUTE format('SELECT attempt, concurrency_key FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3 FOR UPDATE',
                    r.relation)
@@ -1605,6 +1764,9 @@ DECLARE
                                WHERE shard_key = $1 AND id = ANY ($2) AND %s
                               RETURNING concurrency_key$q$;
 BEGIN
+    IF s.max_leased IS NOT NULL THEN -- their slots first
+        PERFORM concurrency.distributed_free_slots(queue, task_ids);
+    END IF;
     FOR g IN SELECT * FROM concurrency.distributed_batch_route(queue, task_ids) r WHERE r.shard_key IS NOT NULL LOOP
         EXECUTE format(cancel, s.relation, $q$state = 'blocked'$q$) USING g.shard_key, g.ids, now;
         GET DIAGNOSTICS k = ROW_COUNT;
@@ -1661,6 +1823,9 @@ DECLARE
     attempts integer[] := '{}';
     keys text[] := '{}';
 BEGIN
+    IF op IN ('complete', 'lock') AND s.max_leased IS NOT NULL THEN -- their slots first
+        PERFORM concurrency.distributed_free_slots(queue, task_ids);
+    END IF;
     IF op = 'complete' AND s.retain IS NULL THEN
         statement := format('DELETE FROM %s WHERE %s RETURNING id, attempt, concurrency_key', s.relation, leases);
     ELSIF op = 'complete' THEN

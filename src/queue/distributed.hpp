@@ -4,6 +4,7 @@
 // concurrency.distributed_<op>, which sends each statement to one shard.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "pg/srf.hpp"
@@ -35,10 +36,12 @@ void require_coordinator(const std::string &queue);
 // Call while SPI is connected.
 void distribute(const std::string &queue);
 
-// After alter_queue changed the key_limit of a distributed queue:
-// concurrency.distributed_rebalance(queue) admits and holds back the tasks of
-// every key, shard by shard. Call while SPI is connected.
-void distributed_rebalance(const std::string &queue);
+// After alter_queue changed the limits of a distributed queue: when
+// key_limit changed, concurrency.distributed_rebalance(queue) admits and
+// holds back the tasks of every key, shard by shard; when max_leased is set
+// (0: none), concurrency.distributed_resize_slots gives the queue that many
+// lease slots. Call while SPI is connected.
+void distributed_limits(const std::string &queue, bool key_limit_changed, std::optional<int32> max_leased);
 
 // One chunk of the purge that queue calls do, on a distributed queue:
 // concurrency.distributed_purge_chunk(queue, chunk) on one shard at random.

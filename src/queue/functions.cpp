@@ -267,14 +267,9 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		Queue q(name);
 		queue::require(q, caller, Permission::manage, "alter_queue");
 	}
-	// a distributed queue keeps key_limit (distributed_rebalance below) but
-	// not max_leased: its claims on different shards share no counter
+	// a distributed queue keeps its limits with functions of its own
+	// (src/sql/41_distributed_queue.sql)
 	bool distributed = queue::is_distributed(relid);
-	if (distributed && settings.max_leased && *settings.max_leased)
-		throw Error(sqlstate::feature_not_supported,
-		            fmt::format("cannot give max_leased to queue \"{}\": it is distributed", name),
-		            "Claims on a distributed queue do not enforce max_leased.",
-		            "Use key_limit to cap concurrent tasks per key, or keep the queue local.");
 	SettingsParams params(settings);
 	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID, INT4OID,
 	                             BOOLOID, BOOLOID,     BOOLOID};
@@ -305,9 +300,10 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		std::optional<int32> slots;
 		if (settings.max_leased)
 			slots = settings.max_leased->value_or(0);
-		if (distributed && settings.key_limit)
-			queue::distributed_rebalance(name);
-		queue::apply_limits(q, clock_now(), settings.key_limit.has_value() && !distributed, slots);
+		if (distributed)
+			queue::distributed_limits(name, settings.key_limit.has_value(), slots);
+		else
+			queue::apply_limits(q, clock_now(), settings.key_limit.has_value(), slots);
 	}
 	pg::spi_finish();
 	PG_RETURN_VOID();

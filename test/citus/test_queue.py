@@ -181,15 +181,12 @@ def test_keys_limits_retention():
     check("every task of a concurrency_key is on one shard", len(positions(a)) == 1, repr(a))
     keyed = [scalar(c, "SELECT concurrency.enqueue('kq', '{}', concurrency_key => %s)", (f"t{i}",)) for i in range(40)]
     check("different keys spread over the shards", len(positions(keyed)) == SHARDS, repr(positions(keyed)))
-    e = error_of(lambda: c.execute("SELECT concurrency.alter_queue('kq', max_leased => 3)"))
-    check("max_leased cannot be given to a distributed queue (0A000 with a HINT, nothing changed)",
-          e is not None and e.sqlstate == "0A000" and e.diag.message_hint
-          and scalar(c, "SELECT max_leased FROM concurrency.queue WHERE name = 'kq'") is None, repr(e))
     check("claims work on it", scalar(c, "SELECT count(*) FROM concurrency.dequeue('kq')") >= 1)
     c.execute("SELECT concurrency.create_queue('lq', max_leased => 2)")
-    e = error_of(lambda: c.execute("SELECT concurrency.distribute_queue('lq')"))
-    check("distribute_queue refuses a queue with max_leased (0A000, a HINT to remove it)",
-          e is not None and e.sqlstate == "0A000" and "max_leased => 0" in (e.diag.message_hint or ""), repr(e))
+    c.execute("SELECT concurrency.distribute_queue('lq')")
+    check("distribute_queue keeps max_leased: its slots stay a table on the coordinator",
+          scalar(c, "SELECT count(*) FROM concurrency.s_lq") == 2
+          and scalar(c, "SELECT count(*) FROM citus_tables WHERE table_name::text = 'concurrency.s_lq'") == 0)
     c.execute("SELECT concurrency.create_queue('rq', retain => '1 hour')")
     c.execute("SELECT concurrency.distribute_queue('rq', %s)", (SHARDS,))
     tid = scalar(c, "SELECT concurrency.enqueue('rq', '{}', dedupe_key => 'once')")
@@ -228,11 +225,10 @@ def test_create_queue_distributed():
     c.execute("SELECT concurrency.create_queue('cq', lease => '5 seconds')")
     check("distributed => false (the default) leaves a distributed queue distributed",
           scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'cq'") == 1)
-    e = error_of(lambda: c.execute("SELECT concurrency.create_queue('cq_lim', max_leased => 1, distributed => true)"))
-    check("with max_leased: 0A000, and no queue, table or distribution is left",
-          e is not None and e.sqlstate == "0A000"
-          and scalar(c, "SELECT count(*) FROM concurrency.queue WHERE name = 'cq_lim'") == 0
-          and scalar(c, "SELECT to_regclass('concurrency.q_cq_lim')") is None, repr(e))
+    c.execute("SELECT concurrency.create_queue('cq_lim', max_leased => 1, key_limit => 1, distributed => true)")
+    check("create_queue(max_leased, key_limit, distributed => true) makes a distributed queue with both limits",
+          scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'cq_lim'") == 1
+          and scalar(c, "SELECT count(*) FROM concurrency.s_cq_lim") == 1)
     check("distributed => NULL: 22004", sqlstate_of(lambda: c.execute(
         "SELECT concurrency.create_queue('cq_lim', distributed => NULL)")) == "22004")
     c.execute("SELECT concurrency.create_queue('cq_local')")
@@ -261,7 +257,7 @@ def test_create_queue_distributed():
               e is not None and e.sqlstate == "0A000" and "worker" in (e.diag.message_detail or "")
               and scalar(w, "SELECT count(*) FROM concurrency.queue WHERE name = 'cq_worker'") == 0
               and scalar(w, "SELECT to_regclass('concurrency.q_cq_worker')") is None, repr(e))
-    for q in ("cq", "cq_local", "cq_busy"):
+    for q in ("cq", "cq_local", "cq_busy", "cq_lim"):
         c.execute("SELECT concurrency.drop_queue(%s)", (q,))
 
 
@@ -834,6 +830,125 @@ def test_serial_key_order():
     c.execute("SELECT concurrency.drop_queue('ko')")
 
 
+# --- max_leased on a distributed queue ---
+
+def leased_count(c, queue):
+    return scalar(c, f"SELECT count(*) FROM concurrency.q_{queue} WHERE state = 'leased'")
+
+
+def claim_with(c, queue, n, lease="30 seconds"):
+    """Claims (batches of 10) until n tasks are leased or every shard came back empty twice: {task_id: token}."""
+    got = {}
+    for _ in range(2 * SHARDS):
+        for tid, token in c.execute("SELECT task_id, lease_token FROM concurrency.dequeue(%s, 10, %s)",
+                                    (queue, lease)).fetchall():
+            got[tid] = token
+        if len(got) >= n:
+            break
+    return got
+
+
+def test_max_leased():
+    c = connect(COORDINATOR)
+    fresh_queue(c, "ml", lease="30 seconds", max_leased="3")
+    for _ in range(3 * SHARDS):
+        c.execute("SELECT concurrency.enqueue('ml', '{}')")
+    rows, commands = remote_shards(c, "ml", "SELECT task_id, lease_token FROM concurrency.dequeue('ml', 10)")
+    check("max_leased: a claim of 10 takes max_leased (3) tasks, with router statements to one shard",
+          len(rows) == 3 and len(commands) >= 1 and routed(commands) and len(set().union(*commands)) == 1,
+          repr((rows, commands)))
+    held = dict(rows)
+    check("max_leased: no further claim goes past it", claim_with(c, "ml", 1) == {} and leased_count(c, "ml") == 3)
+    x1, x2, x3 = list(held)
+    c.execute("SELECT concurrency.complete('ml', %s, %s)", (x1, held.pop(x1)))
+    more = claim_with(c, "ml", 2)
+    check("max_leased: complete frees its slot for one claim", len(more) == 1, repr(more))
+    held.update(more)
+    c.execute("SELECT concurrency.fail('ml', %s, %s, 'later', '1 hour')", (x2, held.pop(x2)))
+    more = claim_with(c, "ml", 2)
+    check("max_leased: fail (a retry) frees its slot for one claim", len(more) == 1, repr(more))
+    held.update(more)
+    c.execute("SELECT concurrency.cancel('ml', %s)", ([x3],))
+    held.pop(x3)
+    more = claim_with(c, "ml", 2)
+    check("max_leased: cancel frees its slot for one claim", len(more) == 1, repr(more))
+    held.update(more)
+    c.execute("SELECT concurrency.alter_queue('ml', max_leased => 5)")
+    more = claim_with(c, "ml", 5)
+    check("max_leased: alter_queue raising it lets that many more be claimed", len(more) == 2
+          and leased_count(c, "ml") == 5, repr(more))
+    held.update(more)
+    c.execute("SELECT concurrency.alter_queue('ml', max_leased => 2)")
+    check("max_leased: lowered below the running leases, no claim until they end",
+          claim_with(c, "ml", 1) == {} and leased_count(c, "ml") == 5)
+    c.execute("SELECT concurrency.complete_batch('ml', %s, %s)", (list(held), list(held.values())))
+    short = claim_with(c, "ml", 2, lease="1 second")
+    check("max_leased: complete_batch frees the slots (2 claimed again)", len(short) == 2, repr(short))
+    keep, lapse = list(short)
+    c.execute("SELECT concurrency.heartbeat('ml', %s, %s, '30 seconds')", (keep, short[keep]))
+    time.sleep(1.4)  # the other lease expires
+    again = claim_with(c, "ml", 2)
+    check("max_leased: the slot of an expired lease is taken again (its task reclaimed), "
+          "the heartbeated one keeps its slot", len(again) == 1 and leased_count(c, "ml") == 2, repr(again))
+    check("max_leased: the heartbeated holder still completes",
+          sqlstate_of(lambda: c.execute("SELECT concurrency.complete('ml', %s, %s)", (keep, short[keep]))) is None)
+    check("max_leased: the expired holder is fenced (CE001)", sqlstate_of(
+        lambda: c.execute("SELECT concurrency.complete('ml', %s, %s)", (lapse, short[lapse]))) == "CE001")
+    c.execute("SELECT concurrency.alter_queue('ml', max_leased => 0)")
+    rest = claim_with(c, "ml", 100)
+    check("max_leased: removed, claims take every ready task", leased_count(c, "ml") > 2 and len(rest) >= 2,
+          repr(len(rest)))
+    c.execute("SELECT concurrency.drop_queue('ml')")
+
+
+def test_max_leased_concurrent():
+    """Six connections claim (batches of 2), hold and complete: the queue never has more than max_leased (3)
+    tasks leased."""
+    c = connect(COORDINATOR)
+    fresh_queue(c, "mc", lease="30 seconds", max_leased="3")
+    c.execute("SELECT concurrency.enqueue_batch('mc', array_fill('{}'::jsonb, ARRAY[60]))")
+    stop = threading.Event()
+    peak = [0]
+    errors = []
+
+    def worker():
+        conn = connect(COORDINATOR)
+        while not stop.is_set():
+            try:
+                rows = conn.execute("SELECT task_id, lease_token FROM concurrency.dequeue('mc', 2)").fetchall()
+                if not rows:
+                    time.sleep(0.02)
+                    continue
+                time.sleep(0.03)
+                conn.execute("SELECT concurrency.complete_batch('mc', %s, %s)",
+                             ([r[0] for r in rows], [r[1] for r in rows]))
+            except psycopg.Error as e:
+                errors.append(e.sqlstate)
+        conn.close()
+
+    def monitor():
+        m = connect(COORDINATOR)
+        while not stop.is_set():
+            peak[0] = max(peak[0], leased_count(m, "mc"))
+            time.sleep(0.01)
+        m.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(6)] + [threading.Thread(target=monitor)]
+    for t in threads:
+        t.start()
+    done = wait_until(lambda: scalar(c, "SELECT count(*) FROM concurrency.q_mc") == 0, timeout=120, step=0.2)
+    stop.set()
+    for t in threads:
+        t.join()
+    check("max_leased under concurrent claims: every task done", done, f"errors {errors[:5]}")
+    check("max_leased under concurrent claims: never more than 3 leased (sampled in the database)", peak[0] <= 3,
+          repr(peak[0]))
+    check("max_leased under concurrent claims: 3 were leased at once (so the check above can fail)", peak[0] == 3,
+          repr(peak[0]))
+    check("max_leased under concurrent claims: no errors", errors == [], repr(errors[:5]))
+    c.execute("SELECT concurrency.drop_queue('mc')")
+
+
 # --- chaos: exactly-once effects while backends die and a worker restarts ---
 
 TASKS = 300
@@ -911,4 +1026,4 @@ if __name__ == "__main__":
          test_fencing_leases_retries, test_keys_limits_retention, test_create_queue_distributed,
          test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
          test_key_limit_admission, test_key_limit_batches, test_key_limit_alter, test_key_limit_concurrent,
-         test_serial_key_order, test_chaos_exactly_once])
+         test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_chaos_exactly_once])
