@@ -853,6 +853,9 @@ def test_max_leased():
     fresh_queue(c, "ml", lease="30 seconds", max_leased="3")
     for _ in range(3 * SHARDS):
         c.execute("SELECT concurrency.enqueue('ml', '{}')")
+    # (an empty complete_batch runs this connection's purge of the queue, a chunk of one shard at random, at most
+    # once a second: the claim below then sends only its own statements)
+    c.execute("SELECT concurrency.complete_batch('ml', '{}', '{}')")
     rows, commands = remote_shards(c, "ml", "SELECT task_id, lease_token FROM concurrency.dequeue('ml', 10)")
     check("max_leased: a claim of 10 takes max_leased (3) tasks, with router statements to one shard",
           len(rows) == 3 and len(commands) >= 1 and routed(commands) and len(set().union(*commands)) == 1,
