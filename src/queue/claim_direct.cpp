@@ -234,7 +234,10 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
            const ClaimKey &start, ClaimedTask **tasks, int *count) {
 	*tasks = nullptr;
 	*count = 0;
-	if (IsolationUsesXactSnapshot())
+	// the statement raises what a read-only transaction or a standby says
+	// to a write (25006), and handles the snapshot of REPEATABLE READ and
+	// SERIALIZABLE (a serialization failure for a task changed since)
+	if (XactReadOnly || IsolationUsesXactSnapshot())
 		return false;
 	const Oid token_sequence = info.token_sequence;
 	// as a statement of the calling query would: see what this transaction

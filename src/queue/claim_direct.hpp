@@ -28,8 +28,8 @@ struct ClaimedTask {
 // of them), exactly as the claim statement would: the same rows locked and
 // written, the same index entries, a fresh lease token per task. Returns
 // false, having done nothing, where the statement must run instead: a
-// transaction that uses one snapshot throughout (REPEATABLE READ,
-// SERIALIZABLE), or a table with anything the direct path does not
+// read-only transaction (or a standby), a transaction that uses one snapshot
+// throughout (REPEATABLE READ, SERIALIZABLE), or a table with anything the direct path does not
 // reproduce (triggers, rules, row security, CHECK constraints, generated
 // columns, a table access method other than heap, an index that is not a
 // plain btree), or a queue whose cache entry was invalidated since the call
