@@ -763,6 +763,7 @@ DECLARE
     filled integer := 0;
     v integer := 0;
     idx integer;
+    krel text;
 BEGIN
     IF queue IS NULL THEN
         RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
@@ -783,13 +784,14 @@ BEGIN
     IF n < 1 OR n > 1024 THEN
         RAISE EXCEPTION 'shard_count must be between 1 and 1024' USING ERRCODE = '22023';
     END IF;
-    IF EXISTS (SELECT FROM concurrency.queue q WHERE q.name = distribute_queue.queue
-                AND (q.key_limit IS NOT NULL OR q.max_leased IS NOT NULL)) THEN
-        RAISE EXCEPTION 'cannot distribute queue "%": it has key_limit or max_leased', queue USING ERRCODE = '0A000',
-            DETAIL = 'Claims on a distributed queue do not enforce these limits yet.';
+    IF EXISTS (SELECT FROM concurrency.queue q WHERE q.name = distribute_queue.queue AND q.max_leased IS NOT NULL) THEN
+        RAISE EXCEPTION 'cannot distribute queue "%": it has max_leased', queue USING ERRCODE = '0A000',
+            DETAIL = 'A cap on the leased tasks of the whole queue would need every claim, on any shard, to pass through one counter.',
+            HINT = format('Remove it with concurrency.alter_queue(%L, max_leased => 0), or keep the queue local.', queue);
     END IF;
     rel := format('concurrency.%I', 'q_' || queue);
-    EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', rel);
+    krel := format('concurrency.%I', 'k_' || queue);
+    EXECUTE format('LOCK TABLE %s, %s IN ACCESS EXCLUSIVE MODE', rel, krel);
     EXECUTE format('SELECT EXISTS (SELECT FROM %s)', rel) INTO nonempty;
     IF nonempty THEN
         RAISE EXCEPTION 'cannot distribute queue "%": it has tasks', queue USING ERRCODE = '55000',
@@ -810,6 +812,15 @@ BEGIN
     EXECUTE format('CREATE UNIQUE INDEX %1$I ON %2$s (shard_key, dedupe_key) WHERE %3$s',
                    'q_' || queue || '_dedupe', rel, holder);
     PERFORM create_distributed_table(rel, 'shard_key', shard_count => n, colocate_with => 'none');
+    -- the key table (key_limit) beside it: a key's row on the shard of its
+    -- tasks, primary key (shard_key, concurrency_key); a key row is only
+    -- there while the key has live tasks, and the queue has none
+    EXECUTE format('DELETE FROM %s', krel);
+    EXECUTE format('ALTER TABLE %1$s ADD COLUMN shard_key integer NOT NULL DEFAULT 0,
+                        DROP CONSTRAINT %2$I,
+                        ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, concurrency_key)',
+                   krel, 'k_' || queue || '_pkey');
+    PERFORM create_distributed_table(krel, 'shard_key', colocate_with => rel);
     -- one shard_key value per shard, in shard order: the smallest value
     -- that hashes into each shard
     SELECT array_agg(shardid ORDER BY shardid) INTO shards
@@ -914,6 +925,166 @@ $fn$;
 COMMENT ON FUNCTION concurrency.distributed_task_route(text, bigint, bigint) IS
     'table, shard key and settings for a statement about one task of a distributed queue (CE001 if its id names no shard)';
 
+-- ---------------------------------------------------------------------------
+-- key_limit on a distributed queue, kept as on a local queue (the design:
+-- src/queue/keys_sql.hpp; for users: docs/queue.md, "Keys and limits"): at
+-- most key_limit tasks of a key are admitted (ready, scheduled or leased),
+-- the others wait in state 'blocked', which a claim never takes, and a task
+-- enters or leaves the admitted set only with its key's row locked (enqueue,
+-- complete, fail for good, a lease expiring for good, cancel, retry_dead);
+-- blocked tasks are admitted in enqueue (id) order. The key table k_<queue>
+-- is distributed co-located with the queue's table: a key's row and all its
+-- tasks are on the shard the hash of the key names, so that every statement
+-- about a key is a router query to that shard.
+--
+-- The lock is an UPDATE of the key's row, not a FOR UPDATE: under REPEATABLE
+-- READ a call whose snapshot misses another call's change of the key then
+-- fails with 40001 instead of deciding on an old picture. The key_limit is
+-- read from the catalog after the key's lock is granted: alter_queue locks
+-- the whole key table (distributed_rebalance), so a call either ran before it
+-- (and the rebalance sees its tasks) or waits for it and reads the new limit.
+-- ---------------------------------------------------------------------------
+
+-- The shard position of a concurrency_key (or a dedupe_key) among n shards
+-- (NULL for n below 1).
+CREATE FUNCTION concurrency.distributed_key_position(n integer, key text) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$ SELECT ((hashtext(key)::bigint + 2147483648) % CASE WHEN n >= 1 THEN n END)::integer $fn$;
+COMMENT ON FUNCTION concurrency.distributed_key_position(integer, text) IS
+    'the shard position (0 .. n-1) of the tasks of a concurrency_key (or dedupe_key) on a distributed queue';
+
+-- The queue's key_limit as the catalog has it now (NULL: none).
+CREATE FUNCTION concurrency.distributed_key_limit(queue text) RETURNS integer
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$ SELECT q.key_limit FROM concurrency.queue q WHERE q.name = distributed_key_limit.queue $fn$;
+COMMENT ON FUNCTION concurrency.distributed_key_limit(text) IS
+    'the key_limit of a queue read from the catalog at the time of the call (NULL: none)';
+
+-- Locks the row of a key in the key table (adding it first if missing) on
+-- the key's shard; returns that shard's shard_key.
+CREATE FUNCTION concurrency.distributed_lock_key(queue text, shard_keys integer[], key text) RETURNS integer
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    keys_relation text := format('concurrency.%I', 'k_' || queue);
+    shard integer := shard_keys[concurrency.distributed_key_position(cardinality(shard_keys), key) + 1];
+    locked integer;
+BEGIN
+    IF key IS NULL THEN
+        RAISE EXCEPTION 'key must not be null' USING ERRCODE = '22004';
+    ELSIF NOT EXISTS (SELECT FROM concurrency.distributed_queue d WHERE d.queue = distributed_lock_key.queue) THEN
+        RAISE EXCEPTION 'distributed queue "%" does not exist', queue USING ERRCODE = '42704';
+    ELSIF shard IS NULL THEN
+        RAISE EXCEPTION 'shard_keys must name at least one shard' USING ERRCODE = '22023';
+    END IF;
+    FOR round IN 1 .. 3 LOOP
+        EXECUTE format('UPDATE %s SET concurrency_key = concurrency_key WHERE shard_key = $1 AND concurrency_key = $2',
+                       keys_relation)
+          USING shard, key;
+        GET DIAGNOSTICS locked = ROW_COUNT;
+        IF locked = 1 THEN
+            RETURN shard;
+        END IF;
+        EXECUTE format('INSERT INTO %s (shard_key, concurrency_key) VALUES ($1, $2) ON CONFLICT DO NOTHING',
+                       keys_relation)
+          USING shard, key;
+    END LOOP;
+    RAISE EXCEPTION 'could not lock concurrency key "%"', key USING ERRCODE = 'XX000';
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_lock_key(text, integer[], text) IS
+    'locks the row of a concurrency key of a distributed queue on its shard (adding it if missing)';
+
+-- Keys whose tasks left the admitted set: for each key once, in sorted order
+-- (so that two callers cannot deadlock on them), admits its next blocked
+-- tasks while it has room; a key with nothing left to admit loses its row
+-- when no live task has it any more. Nothing on a queue without key_limit.
+CREATE FUNCTION concurrency.distributed_release_keys(queue text, keys text[]) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record;
+    key text;
+    shard integer;
+    admitted integer;
+BEGIN
+    IF NOT EXISTS (SELECT FROM unnest(keys) AS k WHERE k IS NOT NULL) THEN
+        RETURN;
+    END IF;
+    s := concurrency.distributed_queue_settings(queue);
+    IF s.key_limit IS NULL THEN
+        RETURN;
+    END IF;
+    FOR key IN SELECT DISTINCT k FROM unnest(keys) AS k WHERE k IS NOT NULL ORDER BY 1 LOOP
+        shard := concurrency.distributed_lock_key(queue, s.shard_keys, key);
+        EXECUTE format($q$UPDATE %1$s AS t
+                             SET state = CASE WHEN t.run_at > $4 THEN 'scheduled' ELSE 'ready' END
+                           WHERE t.shard_key = $1 AND t.state = 'blocked' AND t.id = ANY (ARRAY(
+                                 SELECT id FROM %1$s
+                                  WHERE shard_key = $1 AND concurrency_key = $2 AND state = 'blocked'
+                                  ORDER BY id
+                                  LIMIT greatest(0, $3 - (SELECT count(*) FROM %1$s
+                                                           WHERE shard_key = $1 AND concurrency_key = $2
+                                                             AND state IN ('ready', 'scheduled', 'leased')))))$q$,
+                       s.relation)
+          USING shard, key, coalesce(concurrency.distributed_key_limit(queue), 2147483647), clock_timestamp();
+        GET DIAGNOSTICS admitted = ROW_COUNT;
+        IF admitted = 0 THEN
+            EXECUTE format($q$DELETE FROM %1$s AS k
+                               WHERE k.shard_key = $1 AND k.concurrency_key = $2
+                                 AND NOT EXISTS (SELECT FROM %2$s AS t
+                                                  WHERE t.shard_key = $1 AND t.concurrency_key = $2
+                                                    AND t.state IN ('ready', 'scheduled', 'leased', 'blocked'))$q$,
+                           format('concurrency.%I', 'k_' || queue), s.relation)
+              USING shard, key;
+        END IF;
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_release_keys(text, text[]) IS
+    'admits the next blocked tasks of keys of a distributed queue whose tasks left the admitted set';
+
+-- After alter_queue changed key_limit: every key at once (the key table
+-- locked: no enqueue or release of a key runs meanwhile), shard by shard,
+-- per key its tasks not leased in enqueue order, the first ones up to the
+-- room the leased ones leave admitted, the rest blocked.
+CREATE FUNCTION concurrency.distributed_rebalance(queue text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    key integer;
+BEGIN
+    EXECUTE format('LOCK TABLE %s IN EXCLUSIVE MODE', format('concurrency.%I', 'k_' || queue));
+    FOREACH key IN ARRAY s.shard_keys LOOP
+        EXECUTE format($q$UPDATE %1$s AS t
+                             SET state = CASE WHEN r.place <= r.room
+                                              THEN (CASE WHEN t.state = 'blocked'
+                                                         THEN (CASE WHEN t.run_at > $3 THEN 'scheduled' ELSE 'ready' END)
+                                                         ELSE t.state END)
+                                              ELSE 'blocked' END
+                            FROM (SELECT w.id,
+                                         row_number() OVER (PARTITION BY w.concurrency_key ORDER BY w.id) AS place,
+                                         $2 - (SELECT count(*) FROM %1$s AS l
+                                                WHERE l.shard_key = $1 AND l.concurrency_key = w.concurrency_key
+                                                  AND l.state = 'leased') AS room
+                                    FROM %1$s AS w
+                                   WHERE w.shard_key = $1 AND w.concurrency_key IS NOT NULL
+                                     AND w.state IN ('ready', 'scheduled', 'blocked')) AS r
+                           WHERE t.shard_key = $1 AND t.id = r.id AND t.state IN ('ready', 'scheduled', 'blocked')$q$,
+                       s.relation)
+          USING key, coalesce(concurrency.distributed_key_limit(queue), 2147483647), clock_timestamp();
+    END LOOP;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_rebalance(text) IS
+    'after key_limit changed: admits and holds back the tasks of every key of a distributed queue, shard by shard';
+
 CREATE FUNCTION concurrency.distributed_enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
                                                 priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
                                                 concurrency_key text DEFAULT NULL)
@@ -927,6 +1098,8 @@ DECLARE
     pos integer;
     now timestamptz := clock_timestamp();
     new_id bigint;
+    held_back boolean := false;
+    key_limit integer;
 BEGIN
     IF payload IS NULL THEN
         RAISE EXCEPTION 'payload must not be null' USING ERRCODE = '22004';
@@ -938,16 +1111,31 @@ BEGIN
     -- a key's tasks on one shard: the concurrency_key's shard, else the
     -- dedupe_key's, else the next shard of this backend
     pos := CASE WHEN coalesce(concurrency_key, dedupe_key) IS NULL THEN concurrency.distributed_next_position(n)
-                ELSE ((hashtext(coalesce(concurrency_key, dedupe_key))::bigint + 2147483648) % n)::integer END;
+                ELSE concurrency.distributed_key_position(n, coalesce(concurrency_key, dedupe_key)) END;
+    -- on a queue with key_limit a task of a key is blocked when its key is
+    -- full or already has blocked tasks, decided under the key's lock
+    IF concurrency_key IS NOT NULL AND s.key_limit IS NOT NULL THEN
+        PERFORM concurrency.distributed_lock_key(queue, s.shard_keys, concurrency_key);
+        key_limit := concurrency.distributed_key_limit(queue);
+        IF key_limit IS NOT NULL THEN
+            EXECUTE format($q$SELECT count(*) FILTER (WHERE state = 'blocked') > 0
+                                     OR count(*) FILTER (WHERE state <> 'blocked') >= $3
+                                FROM %s
+                               WHERE shard_key = $1 AND concurrency_key = $2
+                                 AND state IN ('ready', 'scheduled', 'leased', 'blocked')$q$, s.relation)
+              INTO held_back USING s.shard_keys[pos + 1], concurrency_key, key_limit;
+        END IF;
+    END IF;
     FOR attempt IN 1..5 LOOP
         new_id := nextval('concurrency.lease_token') * 1024 + pos;
         EXECUTE format($q$INSERT INTO %s (id, shard_key, state, priority, run_at, payload, dedupe_key,
                                           concurrency_key, enqueued_at)
-                          VALUES ($1, $2, CASE WHEN $3 > $4 THEN 'scheduled' ELSE 'ready' END, $5,
-                                  coalesce($3, $4), $6, $7, $8, $4)
+                          VALUES ($1, $2, CASE WHEN $9 THEN 'blocked' WHEN $3 > $4 THEN 'scheduled' ELSE 'ready' END,
+                                  $5, coalesce($3, $4), $6, $7, $8, $4)
                           ON CONFLICT (shard_key, dedupe_key) WHERE %s
                           DO NOTHING RETURNING id$q$, s.relation, s.dedupe_holder)
-          INTO new_id USING new_id, s.shard_keys[pos + 1], run_at, now, priority, payload, dedupe_key, concurrency_key;
+          INTO new_id USING new_id, s.shard_keys[pos + 1], run_at, now, priority, payload, dedupe_key, concurrency_key,
+                            held_back;
         IF new_id IS NULL THEN -- the task holding dedupe_key
             EXECUTE format($q$SELECT id FROM %s WHERE shard_key = $1 AND dedupe_key = $2 AND %s$q$,
                            s.relation, s.dedupe_holder)
@@ -972,6 +1160,9 @@ CREATE FUNCTION concurrency.distributed_enqueue_batch(queue text, payloads jsonb
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $fn$
+DECLARE
+    s record := concurrency.distributed_queue_settings(queue);
+    key text;
 BEGIN
     IF payloads IS NULL THEN
         RAISE EXCEPTION 'payloads must not be null' USING ERRCODE = '22004';
@@ -979,6 +1170,13 @@ BEGIN
         RAISE EXCEPTION 'payloads must not contain null' USING ERRCODE = '22004';
     ELSIF cardinality(dedupe_keys) <> cardinality(payloads) OR cardinality(concurrency_keys) <> cardinality(payloads) THEN
         RAISE EXCEPTION 'dedupe_keys and concurrency_keys must have one element per payload' USING ERRCODE = '22023';
+    END IF;
+    -- the keys of the batch locked in sorted order first (two batches
+    -- cannot deadlock on them); each enqueue below finds its key locked
+    IF s.key_limit IS NOT NULL THEN
+        FOR key IN SELECT DISTINCT k FROM unnest(concurrency_keys) AS k WHERE k IS NOT NULL ORDER BY 1 LOOP
+            PERFORM concurrency.distributed_lock_key(queue, s.shard_keys, key);
+        END LOOP;
     END IF;
     FOR i IN 1 .. coalesce(array_length(payloads, 1), 0) LOOP
         RETURN NEXT concurrency.distributed_enqueue(queue, payloads[i], run_at, priority, dedupe_keys[i],
@@ -990,7 +1188,8 @@ COMMENT ON FUNCTION concurrency.distributed_enqueue_batch(text, jsonb[], timesta
     'enqueue_batch on a distributed queue (called by concurrency.enqueue_batch)';
 
 -- Expired leases and due scheduled tasks of one shard back to ready (or
--- dead after max_attempts), at most 100 per call; returns how many.
+-- dead after max_attempts), at most 100 per call; returns how many. A task
+-- that died gives its key's place to the key's next task.
 CREATE FUNCTION concurrency.distributed_wake(queue text, shard_key integer, now timestamptz)
     RETURNS integer
     LANGUAGE plpgsql VOLATILE
@@ -998,18 +1197,28 @@ CREATE FUNCTION concurrency.distributed_wake(queue text, shard_key integer, now 
     AS $fn$
 DECLARE
     s record := concurrency.distributed_queue_settings(queue);
-    woken integer;
+    woken integer := 0;
+    t record;
+    released text[] := '{}';
 BEGIN
-    EXECUTE format($q$UPDATE %1$s AS t
+    FOR t IN EXECUTE format($q$UPDATE %1$s AS t
                          SET state = CASE WHEN t.state = 'scheduled' OR t.attempt < $3 THEN 'ready' ELSE 'dead' END,
                              last_error = CASE WHEN t.state = 'leased' THEN 'lease expired' ELSE t.last_error END
                        WHERE t.shard_key = $1 AND t.id = ANY (ARRAY(
                              SELECT id FROM %1$s
                               WHERE shard_key = $1
                                 AND ((state = 'scheduled' AND run_at <= $2) OR (state = 'leased' AND lease_expires_at <= $2))
-                              LIMIT 100 FOR UPDATE SKIP LOCKED))$q$, s.relation)
-      USING shard_key, now, s.max_attempts;
-    GET DIAGNOSTICS woken = ROW_COUNT;
+                              LIMIT 100 FOR UPDATE SKIP LOCKED))
+                   RETURNING CASE WHEN t.state = 'dead' THEN t.concurrency_key END AS released$q$, s.relation)
+      USING shard_key, now, s.max_attempts LOOP
+        woken := woken + 1;
+        IF t.released IS NOT NULL THEN
+            released := released || t.released;
+        END IF;
+    END LOOP;
+    IF cardinality(released) > 0 THEN
+        PERFORM concurrency.distributed_release_keys(queue, released);
+    END IF;
     RETURN woken;
 END
 $fn$;
@@ -1046,12 +1255,13 @@ BEGIN
     ELSIF lease <= interval '0' THEN
         RAISE EXCEPTION 'lease must be positive' USING ERRCODE = '22023';
     END IF;
-    -- claims here do not count leased tasks per key or per queue: refuse
-    -- rather than exceed a limit
-    IF s.key_limit IS NOT NULL OR s.max_leased IS NOT NULL THEN
-        RAISE EXCEPTION 'queue "%" is distributed and has key_limit or max_leased', queue USING ERRCODE = '0A000',
-            DETAIL = 'Claims on a distributed queue do not enforce these limits yet.',
-            HINT = format('Remove them with concurrency.alter_queue(%L, key_limit => 0, max_leased => 0).', queue);
+    -- claims here do not count the leased tasks of the whole queue: refuse
+    -- rather than exceed max_leased (a claim never checks a key: tasks that
+    -- key_limit holds back wait blocked, and a claim takes only ready ones)
+    IF s.max_leased IS NOT NULL THEN
+        RAISE EXCEPTION 'queue "%" is distributed and has max_leased', queue USING ERRCODE = '0A000',
+            DETAIL = 'Claims on a distributed queue do not enforce max_leased.',
+            HINT = format('Remove it with concurrency.alter_queue(%L, max_leased => 0).', queue);
     END IF;
     claim := format($q$UPDATE %1$s AS t
                           SET state = 'leased', attempt = t.attempt + 1, lease_token = $3,
@@ -1120,19 +1330,24 @@ CREATE FUNCTION concurrency.distributed_complete(queue text, task_id bigint, lea
 DECLARE
     r record := concurrency.distributed_task_route(queue, task_id, lease_token);
     done integer;
+    key text;
 BEGIN
     IF r.retain IS NULL THEN
-        EXECUTE format('DELETE FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3', r.relation)
-          USING r.shard_key, task_id, lease_token;
+        EXECUTE format('DELETE FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3 RETURNING concurrency_key',
+                       r.relation)
+          INTO key USING r.shard_key, task_id, lease_token;
     ELSE -- kept as done, with its result, until purged
         EXECUTE format($q$UPDATE %s SET state = 'done', finished_at = $4, result = $5, lease_token = NULL,
                                         lease_expires_at = NULL, lease_extended_to = NULL
-                           WHERE shard_key = $1 AND id = $2 AND lease_token = $3$q$, r.relation)
-          USING r.shard_key, task_id, lease_token, clock_timestamp(), result;
+                           WHERE shard_key = $1 AND id = $2 AND lease_token = $3
+                       RETURNING concurrency_key$q$, r.relation)
+          INTO key USING r.shard_key, task_id, lease_token, clock_timestamp(), result;
     END IF;
     GET DIAGNOSTICS done = ROW_COUNT;
     IF done = 0 THEN
         PERFORM concurrency.distributed_lease_lost(queue, r.shard_key, task_id);
+    ELSIF key IS NOT NULL THEN
+        PERFORM concurrency.distributed_release_keys(queue, ARRAY[key]);
     END IF;
 END
 $fn$;
@@ -1172,13 +1387,14 @@ DECLARE
     now timestamptz := clock_timestamp();
     next_run timestamptz;
     new_state text;
+    key text;
 BEGIN
     IF retry_in < interval '0' THEN
         RAISE EXCEPTION 'retry_in must not be negative' USING ERRCODE = '22023';
     END IF;
-    EXECUTE format('SELECT attempt FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3 FOR UPDATE',
+    EXECUTE format('SELECT attempt, concurrency_key FROM %s WHERE shard_key = $1 AND id = $2 AND lease_token = $3 FOR UPDATE',
                    r.relation)
-      INTO tries USING r.shard_key, task_id, lease_token;
+      INTO tries, key USING r.shard_key, task_id, lease_token;
     IF tries IS NULL THEN
         PERFORM concurrency.distributed_lease_lost(queue, r.shard_key, task_id);
     END IF;
@@ -1189,6 +1405,10 @@ BEGIN
                                     last_error = $5
                        WHERE shard_key = $1 AND id = $2$q$, r.relation)
       USING r.shard_key, task_id, new_state, next_run, error;
+    -- a retry keeps its key's place; a dead task gives it to the next one
+    IF new_state = 'dead' AND key IS NOT NULL THEN
+        PERFORM concurrency.distributed_release_keys(queue, ARRAY[key]);
+    END IF;
     RETURN CASE WHEN new_state = 'dead' THEN 'dead' ELSE 'ready' END;
 END
 $fn$;
@@ -1202,18 +1422,31 @@ CREATE FUNCTION concurrency.distributed_retry_dead(queue text, task_ids bigint[]
     AS $fn$
 DECLARE
     s record := concurrency.distributed_queue_settings(queue);
-    revived bigint;
+    revived bigint := 0;
+    t record;
+    keys text[] := '{}';
 BEGIN
-    EXECUTE format($q$UPDATE %1$s AS t
-                         SET state = 'ready', attempt = 0, run_at = $1,
+    -- on a queue with key_limit a revived task of a key comes back blocked,
+    -- behind its key's tasks, and is admitted under its key's lock
+    FOR t IN EXECUTE format($q$UPDATE %1$s AS t
+                         SET state = CASE WHEN $3 AND t.concurrency_key IS NOT NULL THEN 'blocked' ELSE 'ready' END,
+                             attempt = 0, run_at = $1,
                              lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL
                        WHERE t.state = 'dead' AND ($2 IS NULL OR t.id = ANY ($2))
                          AND (t.dedupe_key IS NULL
                               OR NOT EXISTS (SELECT FROM %1$s AS o
                                               WHERE o.shard_key = t.shard_key AND o.dedupe_key = t.dedupe_key
-                                                AND o.state NOT IN ('dead', 'cancelled')))$q$, s.relation)
-      USING clock_timestamp(), task_ids;
-    GET DIAGNOSTICS revived = ROW_COUNT;
+                                                AND o.state NOT IN ('dead', 'cancelled')))
+                   RETURNING t.concurrency_key$q$, s.relation)
+      USING clock_timestamp(), task_ids, s.key_limit IS NOT NULL LOOP
+        revived := revived + 1;
+        IF t.concurrency_key IS NOT NULL THEN
+            keys := keys || t.concurrency_key;
+        END IF;
+    END LOOP;
+    IF s.key_limit IS NOT NULL AND cardinality(keys) > 0 THEN
+        PERFORM concurrency.distributed_release_keys(queue, keys);
+    END IF;
     IF revived > 0 THEN
         PERFORM pg_notify('concurrency_' || queue, '');
     END IF;
@@ -1248,6 +1481,26 @@ END
 $fn$;
 COMMENT ON FUNCTION concurrency.distributed_stats(text, timestamptz) IS
     'the counts of concurrency.queue_stats for a distributed queue';
+
+-- queue_keys for a distributed queue (a query over every shard).
+CREATE FUNCTION concurrency.distributed_queue_keys(queue text)
+    RETURNS TABLE (concurrency_key text, leased bigint, waiting bigint, oldest_waiting_age interval)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        $q$SELECT concurrency_key, count(*) FILTER (WHERE state = 'leased'), count(*) FILTER (WHERE state <> 'leased'),
+                  $1 - min(enqueued_at) FILTER (WHERE state <> 'leased')
+             FROM %s
+            WHERE concurrency_key IS NOT NULL AND state IN ('ready', 'scheduled', 'leased', 'blocked')
+            GROUP BY concurrency_key
+            ORDER BY concurrency_key$q$, (concurrency.distributed_queue_settings(queue)).relation)
+      USING clock_timestamp();
+END
+$fn$;
+COMMENT ON FUNCTION concurrency.distributed_queue_keys(text) IS
+    'queue_keys on a distributed queue (called by concurrency.queue_keys)';
 
 -- ---------------------------------------------------------------------------
 -- task_status, cancel, purge and the batch acknowledgements on a distributed
@@ -1327,6 +1580,10 @@ COMMENT ON FUNCTION concurrency.distributed_task_status(text, bigint) IS
 -- As on a local queue: a cancelled task keeps its holder's deadline, so that
 -- the holder learns at its next call that it was cancelled; on a queue that
 -- retains nothing the cancelled tasks no holder needs to learn about go at once.
+-- Blocked tasks first: they hold no place of their key, so cancelling them
+-- locks no key row (as on a local queue, so that a cancel cannot deadlock
+-- with a complete of the key's head); then the others, whose key's place
+-- goes to the key's next task.
 CREATE FUNCTION concurrency.distributed_cancel(queue text, task_ids bigint[])
     RETURNS bigint
     LANGUAGE plpgsql VOLATILE
@@ -1336,21 +1593,35 @@ DECLARE
     s record := concurrency.distributed_queue_settings(queue);
     now timestamptz := clock_timestamp();
     g record;
+    t record;
     n bigint := 0;
     k bigint;
+    keys text[] := '{}';
+    cancel constant text := $q$UPDATE %s
+                                 SET state = 'cancelled', finished_at = $3, lease_token = NULL,
+                                     lease_expires_at = CASE WHEN state = 'leased'
+                                                             THEN coalesce(lease_extended_to, lease_expires_at) END,
+                                     lease_extended_to = NULL
+                               WHERE shard_key = $1 AND id = ANY ($2) AND %s
+                              RETURNING concurrency_key$q$;
 BEGIN
     FOR g IN SELECT * FROM concurrency.distributed_batch_route(queue, task_ids) r WHERE r.shard_key IS NOT NULL LOOP
-        EXECUTE format($q$UPDATE %s
-                             SET state = 'cancelled', finished_at = $3, lease_token = NULL,
-                                 lease_expires_at = CASE WHEN state = 'leased'
-                                                         THEN coalesce(lease_extended_to, lease_expires_at) END,
-                                 lease_extended_to = NULL
-                           WHERE shard_key = $1 AND id = ANY ($2) AND state <> 'done' AND state <> 'cancelled'$q$,
-                       s.relation)
-          USING g.shard_key, g.ids, now;
+        EXECUTE format(cancel, s.relation, $q$state = 'blocked'$q$) USING g.shard_key, g.ids, now;
         GET DIAGNOSTICS k = ROW_COUNT;
         n := n + k;
     END LOOP;
+    FOR g IN SELECT * FROM concurrency.distributed_batch_route(queue, task_ids) r WHERE r.shard_key IS NOT NULL LOOP
+        FOR t IN EXECUTE format(cancel, s.relation, $q$state NOT IN ('done', 'cancelled', 'blocked')$q$)
+                 USING g.shard_key, g.ids, now LOOP
+            n := n + 1;
+            IF t.concurrency_key IS NOT NULL THEN
+                keys := keys || t.concurrency_key;
+            END IF;
+        END LOOP;
+    END LOOP;
+    IF s.key_limit IS NOT NULL AND cardinality(keys) > 0 THEN
+        PERFORM concurrency.distributed_release_keys(queue, keys);
+    END IF;
     IF s.retain IS NULL AND n > 0 THEN
         FOR g IN SELECT * FROM concurrency.distributed_batch_route(queue, task_ids) r WHERE r.shard_key IS NOT NULL LOOP
             EXECUTE format($q$DELETE FROM %s
@@ -1372,7 +1643,8 @@ COMMENT ON FUNCTION concurrency.distributed_cancel(text, bigint[]) IS
 -- leases pairwise: the token at the task's position in its shard's group,
 -- ($3)[array_position($2, id)]. Returns (task_id, attempt) of every task it
 -- found under its lease; CE001 for the first task in argument order it did
--- not find (the error takes the statements' changes with it).
+-- not find (the error takes the statements' changes with it). The keys of
+-- completed tasks give their places to their keys' next tasks.
 CREATE FUNCTION concurrency.distributed_batch_leases(queue text, task_ids bigint[], lease_tokens bigint[], op text,
                                                      at timestamptz)
     RETURNS TABLE (task_id bigint, attempt integer)
@@ -1387,18 +1659,20 @@ DECLARE
     t record;
     held bigint[] := '{}';
     attempts integer[] := '{}';
+    keys text[] := '{}';
 BEGIN
     IF op = 'complete' AND s.retain IS NULL THEN
-        statement := format('DELETE FROM %s WHERE %s RETURNING id, attempt', s.relation, leases);
+        statement := format('DELETE FROM %s WHERE %s RETURNING id, attempt, concurrency_key', s.relation, leases);
     ELSIF op = 'complete' THEN
         statement := format($q$UPDATE %s SET state = 'done', finished_at = $4, result = NULL, lease_token = NULL,
                                              lease_expires_at = NULL, lease_extended_to = NULL
-                                WHERE %s RETURNING id, attempt$q$, s.relation, leases);
+                                WHERE %s RETURNING id, attempt, concurrency_key$q$, s.relation, leases);
     ELSIF op = 'heartbeat' THEN
         statement := format($q$UPDATE %s SET state = 'leased', lease_expires_at = $4, lease_extended_to = NULL
-                                WHERE %s RETURNING id, attempt$q$, s.relation, leases);
+                                WHERE %s RETURNING id, attempt, concurrency_key$q$, s.relation, leases);
     ELSIF op = 'lock' THEN
-        statement := format('SELECT id, attempt FROM %s WHERE %s ORDER BY id FOR UPDATE', s.relation, leases);
+        statement := format('SELECT id, attempt, concurrency_key FROM %s WHERE %s ORDER BY id FOR UPDATE',
+                            s.relation, leases);
     ELSE
         RAISE EXCEPTION 'op must be complete, heartbeat or lock' USING ERRCODE = '22023';
     END IF;
@@ -1407,10 +1681,16 @@ BEGIN
         FOR t IN EXECUTE statement USING g.shard_key, g.ids, g.tokens, at LOOP
             held := held || t.id;
             attempts := attempts || t.attempt;
+            IF op = 'complete' AND t.concurrency_key IS NOT NULL THEN
+                keys := keys || t.concurrency_key;
+            END IF;
         END LOOP;
     END LOOP;
     IF cardinality(held) < coalesce(cardinality(task_ids), 0) THEN
         PERFORM concurrency.distributed_batch_lost(queue, task_ids, held);
+    END IF;
+    IF s.key_limit IS NOT NULL AND cardinality(keys) > 0 THEN
+        PERFORM concurrency.distributed_release_keys(queue, keys);
     END IF;
     RETURN QUERY SELECT * FROM unnest(held, attempts);
 END
@@ -1466,6 +1746,8 @@ DECLARE
     held bigint[];
     attempts integer[];
     states text[] := '{}';
+    key text;
+    released text[] := '{}';
 BEGIN
     IF retry_in < interval '0' THEN
         RAISE EXCEPTION 'retry_in must not be negative' USING ERRCODE = '22023';
@@ -1483,9 +1765,17 @@ BEGIN
                              SET state = $3, run_at = CASE WHEN $3 = 'dead' THEN run_at ELSE $4 END,
                                  lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL,
                                  last_error = $5
-                           WHERE shard_key = $1 AND id = $2$q$, s.relation)
+                           WHERE shard_key = $1 AND id = $2
+                          RETURNING concurrency_key$q$, s.relation)
+          INTO key
           USING concurrency.distributed_task_shard(s.shard_keys, task_ids[i]), task_ids[i], a.state, a.run_at, error;
+        IF a.state = 'dead' AND key IS NOT NULL THEN -- a retry keeps its key's place
+            released := released || key;
+        END IF;
     END LOOP;
+    IF s.key_limit IS NOT NULL AND cardinality(released) > 0 THEN
+        PERFORM concurrency.distributed_release_keys(queue, released);
+    END IF;
     -- a retry waiting for its run_at is 'ready' to the caller, as with fail
     RETURN QUERY SELECT u.id, CASE WHEN u.next_state = 'dead' THEN 'dead' ELSE 'ready' END
                    FROM unnest(task_ids, states) WITH ORDINALITY AS u(id, next_state, n)

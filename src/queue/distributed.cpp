@@ -122,6 +122,14 @@ void distribute(const std::string &queue) {
 	pg::execute(plan, values, nullptr, false);
 }
 
+void distributed_rebalance(const std::string &queue) {
+	static const Oid types[1] = {TEXTOID};
+	Datum values[1] = {pg::text_datum(queue)};
+	SPIPlanPtr plan =
+	    pg::prepared_plan("distributed:rebalance", "SELECT concurrency.distributed_rebalance($1)", 1, types);
+	pg::execute(plan, values, nullptr, false);
+}
+
 uint64 distributed_purge_chunk(const std::string &queue, int32 chunk) {
 	static const Oid types[2] = {TEXTOID, INT4OID};
 	Datum values[2] = {pg::text_datum(queue), Int32GetDatum(chunk)};

@@ -35,6 +35,11 @@ void require_coordinator(const std::string &queue);
 // Call while SPI is connected.
 void distribute(const std::string &queue);
 
+// After alter_queue changed the key_limit of a distributed queue:
+// concurrency.distributed_rebalance(queue) admits and holds back the tasks of
+// every key, shard by shard. Call while SPI is connected.
+void distributed_rebalance(const std::string &queue);
+
 // One chunk of the purge that queue calls do, on a distributed queue:
 // concurrency.distributed_purge_chunk(queue, chunk) on one shard at random.
 // Returns how many finished tasks it deleted. Call while SPI is connected.

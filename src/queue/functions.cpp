@@ -268,6 +268,14 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		Queue q(name);
 		queue::require(q, caller, Permission::manage, "alter_queue");
 	}
+	// a distributed queue keeps key_limit (distributed_rebalance below) but
+	// not max_leased: its claims on different shards share no counter
+	bool distributed = queue::is_distributed(relid);
+	if (distributed && settings.max_leased && *settings.max_leased)
+		throw Error(sqlstate::feature_not_supported,
+		            fmt::format("cannot give max_leased to queue \"{}\": it is distributed", name),
+		            "Claims on a distributed queue do not enforce max_leased.",
+		            "Use key_limit to cap concurrent tasks per key, or keep the queue local.");
 	SettingsParams params(settings);
 	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID, INT4OID,
 	                             BOOLOID, BOOLOID,     BOOLOID};
@@ -298,7 +306,9 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		std::optional<int32> slots;
 		if (settings.max_leased)
 			slots = settings.max_leased->value_or(0);
-		queue::apply_limits(q, clock_now(), settings.key_limit.has_value(), slots);
+		if (distributed && settings.key_limit)
+			queue::distributed_rebalance(name);
+		queue::apply_limits(q, clock_now(), settings.key_limit.has_value() && !distributed, slots);
 	}
 	pg::spi_finish();
 	PG_RETURN_VOID();
@@ -961,6 +971,8 @@ CONCURRENCY_FUNCTION(concurrency_queue_keys) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::read, "queue_keys");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_queue_keys", &out);
 	static const Oid types[1] = {TIMESTAMPTZOID};
 	Datum values[1] = {TimestampTzGetDatum(now)};
 	uint64 n = q.run("queue_keys", KeySql(name).queue_keys(), 1, types, values);

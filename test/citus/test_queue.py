@@ -181,13 +181,15 @@ def test_keys_limits_retention():
     check("every task of a concurrency_key is on one shard", len(positions(a)) == 1, repr(a))
     keyed = [scalar(c, "SELECT concurrency.enqueue('kq', '{}', concurrency_key => %s)", (f"t{i}",)) for i in range(40)]
     check("different keys spread over the shards", len(positions(keyed)) == SHARDS, repr(positions(keyed)))
-    e = error_of(lambda: c.execute("SELECT concurrency.alter_queue('kq', key_limit => 1)"))
-    check("a key_limit cannot be given to a distributed queue (an error, nothing changed)",
-          e is not None and scalar(c, "SELECT key_limit FROM concurrency.queue WHERE name = 'kq'") is None, repr(e))
+    e = error_of(lambda: c.execute("SELECT concurrency.alter_queue('kq', max_leased => 3)"))
+    check("max_leased cannot be given to a distributed queue (0A000 with a HINT, nothing changed)",
+          e is not None and e.sqlstate == "0A000" and e.diag.message_hint
+          and scalar(c, "SELECT max_leased FROM concurrency.queue WHERE name = 'kq'") is None, repr(e))
     check("claims work on it", scalar(c, "SELECT count(*) FROM concurrency.dequeue('kq')") >= 1)
-    c.execute("SELECT concurrency.create_queue('lq', key_limit => 2)")
-    check("distribute_queue refuses a queue with key_limit (0A000)",
-          sqlstate_of(lambda: c.execute("SELECT concurrency.distribute_queue('lq')")) == "0A000")
+    c.execute("SELECT concurrency.create_queue('lq', max_leased => 2)")
+    e = error_of(lambda: c.execute("SELECT concurrency.distribute_queue('lq')"))
+    check("distribute_queue refuses a queue with max_leased (0A000, a HINT to remove it)",
+          e is not None and e.sqlstate == "0A000" and "max_leased => 0" in (e.diag.message_hint or ""), repr(e))
     c.execute("SELECT concurrency.create_queue('rq', retain => '1 hour')")
     c.execute("SELECT concurrency.distribute_queue('rq', %s)", (SHARDS,))
     tid = scalar(c, "SELECT concurrency.enqueue('rq', '{}', dedupe_key => 'once')")
@@ -226,8 +228,8 @@ def test_create_queue_distributed():
     c.execute("SELECT concurrency.create_queue('cq', lease => '5 seconds')")
     check("distributed => false (the default) leaves a distributed queue distributed",
           scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'cq'") == 1)
-    e = error_of(lambda: c.execute("SELECT concurrency.create_queue('cq_lim', key_limit => 1, distributed => true)"))
-    check("with key_limit: 0A000, and no queue, table or distribution is left",
+    e = error_of(lambda: c.execute("SELECT concurrency.create_queue('cq_lim', max_leased => 1, distributed => true)"))
+    check("with max_leased: 0A000, and no queue, table or distribution is left",
           e is not None and e.sqlstate == "0A000"
           and scalar(c, "SELECT count(*) FROM concurrency.queue WHERE name = 'cq_lim'") == 0
           and scalar(c, "SELECT to_regclass('concurrency.q_cq_lim')") is None, repr(e))
@@ -263,9 +265,9 @@ def test_create_queue_distributed():
         c.execute("SELECT concurrency.drop_queue(%s)", (q,))
 
 
-def remote_shards(c, queue, sql, params=None):
-    """Runs sql with citus.log_remote_commands on: its rows, and the shards of q_<queue> that each remote command
-    names (commands that name none left out)."""
+def remote_shards(c, queue, sql, params=None, tables="q"):
+    """Runs sql with citus.log_remote_commands on: its rows, and the shards of q_<queue> (and k_<queue>, its key
+    table, with tables="qk") that each remote command names (commands that name none left out)."""
     remote = []
 
     def handler(d):
@@ -281,7 +283,7 @@ def remote_shards(c, queue, sql, params=None):
         c.execute("RESET client_min_messages")
         c.remove_notice_handler(handler)
     # shard tables are q_<queue>_<shard id>; Citus names a subquery's table q_<queue>_1 and the like
-    shards = [set(re.findall(rf"q_{queue}_[0-9]{{5,}}", m)) for m in remote]
+    shards = [set(re.findall(rf"[{tables}]_{queue}_[0-9]{{5,}}", m)) for m in remote]
     return rows, [s for s in shards if s]
 
 
@@ -531,6 +533,307 @@ def test_purge_by_queue_calls():
     c.execute("SELECT concurrency.drop_queue('pc')")
 
 
+# --- key_limit on a distributed queue ---
+
+def one_shard_group(c, commands):
+    """Every command names one shard, and all of them shards of one group (a key's row and its tasks)."""
+    if not commands or not all(len(s) == 1 for s in commands):
+        return False
+    ids = {int(n.rsplit("_", 1)[1]) for s in commands for n in s}
+    groups = {scalar(c, "SELECT shardminvalue FROM pg_dist_shard WHERE shardid = %s", (i,)) for i in ids}
+    return len(groups) == 1
+
+
+def key_states(c, queue, key, cancelled=True):
+    """The states of a key's tasks in enqueue order (cancelled=False: without the cancelled ones, which a queue that
+    retains nothing keeps only until their holder's lease ends)."""
+    return [r[0] for r in c.execute(f"SELECT state FROM concurrency.q_{queue} WHERE concurrency_key = %s ORDER BY id",
+                                    (key,)).fetchall() if cancelled or r[0] != "cancelled"]
+
+
+def test_key_limit_admission():
+    c = connect(COORDINATOR)
+    fresh_queue(c, "kl", lease="1 second", max_attempts="1", key_limit="1")
+    dist = c.execute("SELECT table_name::text, distribution_column, colocation_id FROM citus_tables "
+                     "WHERE table_name IN ('concurrency.q_kl'::regclass, 'concurrency.k_kl'::regclass) "
+                     "ORDER BY 1").fetchall()
+    check("key_limit: the key table is distributed by shard_key, co-located with the queue's table",
+          len(dist) == 2 and all(d[1] == "shard_key" for d in dist) and dist[0][2] == dist[1][2], repr(dist))
+    rows, commands = remote_shards(c, "kl", "SELECT concurrency.enqueue('kl', '{}', concurrency_key => 'acct')",
+                                   tables="qk")
+    a = rows[0][0]
+    check("a keyed enqueue sends router statements only, all to the key's shard (its row and its tasks)",
+          one_shard_group(c, commands), repr(commands))
+    b, d, e, f = (scalar(c, "SELECT concurrency.enqueue('kl', '{}', concurrency_key => 'acct')") for _ in range(4))
+    check("the first task of a serial key is ready, the others blocked",
+          key_states(c, "kl", "acct") == ["ready"] + ["blocked"] * 4, repr(key_states(c, "kl", "acct")))
+    check("a key's row is in the key table while it has tasks",
+          scalar(c, "SELECT count(*) FROM concurrency.k_kl WHERE concurrency_key = 'acct'") == 1)
+    got = claim_all(c, "kl", 5)
+    check("claims take only the admitted task", list(got) == [a], repr(got))
+    rows, commands = remote_shards(c, "kl", "SELECT concurrency.complete('kl', %s, %s)", (a, got[a]), tables="qk")
+    check("complete admits the key's next task", key_states(c, "kl", "acct") == ["ready"] + ["blocked"] * 3,
+          repr(key_states(c, "kl", "acct")))
+    check("complete with its admission: router statements only, to the key's shard", one_shard_group(c, commands),
+          repr(commands))
+    got = claim_all(c, "kl", 1)
+    check("the admitted task is claimed next", list(got) == [b], repr(got))
+    rows, commands = remote_shards(c, "kl", "SELECT concurrency.fail('kl', %s, %s, 'boom')", (b, got[b]), tables="qk")
+    check("fail for good (dead) admits the next task", rows[0][0] == "dead"
+          and key_states(c, "kl", "acct") == ["dead", "ready", "blocked", "blocked"], repr(key_states(c, "kl", "acct")))
+    check("fail with its admission: router statements only, to the key's shard", one_shard_group(c, commands),
+          repr(commands))
+    got = claim_all(c, "kl", 1)
+    rows, commands = remote_shards(c, "kl", "SELECT concurrency.cancel('kl', %s)", ([d],), tables="qk")
+    check("cancel of a leased task admits the next one",
+          rows[0][0] == 1 and key_states(c, "kl", "acct") == ["dead", "cancelled", "ready", "blocked"],
+          repr(key_states(c, "kl", "acct")))
+    check("cancel with its admission: router statements only, to the key's shard", one_shard_group(c, commands),
+          repr(commands))
+    got = claim_all(c, "kl", 1)
+    check("then the admitted task is claimed", list(got) == [e], repr(got))
+    time.sleep(1.3)  # e's lease expires: with max_attempts 1 it dies when reclaimed
+    got = claim_all(c, "kl", 1)
+    check("a lease expiring for good admits the next task (and the claim takes it)",
+          list(got) == [f] and key_states(c, "kl", "acct")[-2:] == ["dead", "leased"],
+          repr((got, key_states(c, "kl", "acct"))))
+    check("retry_dead brings dead tasks of a full key back blocked",
+          scalar(c, "SELECT concurrency.retry_dead('kl', %s)", ([b, e],)) == 2
+          and sorted(key_states(c, "kl", "acct", cancelled=False)) == ["blocked", "blocked", "leased"],
+          repr(key_states(c, "kl", "acct")))
+    stats = c.execute("SELECT blocked, leased FROM concurrency.queue_stats WHERE queue = 'kl'").fetchone()
+    check("queue_stats counts the blocked tasks of a distributed queue", stats == (2, 1), repr(stats))
+    keys = c.execute("SELECT concurrency_key, leased, waiting FROM concurrency.queue_keys('kl')").fetchall()
+    check("queue_keys covers a distributed queue", keys == [("acct", 1, 2)], repr(keys))
+    c.execute("SELECT concurrency.complete('kl', %s, %s)", (f, got[f]))
+    check("complete admits the revived tasks in enqueue order",
+          key_states(c, "kl", "acct", cancelled=False) == ["ready", "blocked"], repr(key_states(c, "kl", "acct")))
+    check("cancel of a blocked task admits nothing", scalar(c, "SELECT concurrency.cancel('kl', %s)", ([e],)) == 1
+          and key_states(c, "kl", "acct", cancelled=False) == ["ready"], repr(key_states(c, "kl", "acct")))
+    got = claim_all(c, "kl", 1)
+    c.execute("SELECT concurrency.complete_batch('kl', %s, %s)", (list(got), list(got.values())))
+    time.sleep(1.1)  # the cancelled task's holder's lease ends
+    c.execute("SELECT concurrency.purge('kl')")
+    check("a key without live tasks leaves the key table",
+          scalar(c, "SELECT count(*) FROM concurrency.k_kl") == 0 and key_states(c, "kl", "acct") == [],
+          repr(key_states(c, "kl", "acct")))
+    c.execute("SELECT concurrency.drop_queue('kl')")
+    check("drop_queue drops the distributed key table too", scalar(c, "SELECT to_regclass('concurrency.k_kl')") is None)
+
+
+def test_key_limit_batches():
+    c = connect(COORDINATOR)
+    fresh_queue(c, "kb", lease="1 minute", max_attempts="1", key_limit="2")
+    ids = [r[0] for r in c.execute(
+        "SELECT * FROM concurrency.enqueue_batch('kb', array_fill('{}'::jsonb, ARRAY[8]), "
+        "concurrency_keys => ARRAY['p', 'q', 'p', 'q', 'p', 'q', 'p', 'q'])").fetchall()]
+    check("enqueue_batch admits key_limit tasks of each key and blocks the rest",
+          key_states(c, "kb", "p") == ["ready", "ready", "blocked", "blocked"]
+          and key_states(c, "kb", "q") == ["ready", "ready", "blocked", "blocked"],
+          repr((key_states(c, "kb", "p"), key_states(c, "kb", "q"))))
+    got = claim_all(c, "kb", 4)
+    check("claims take the admitted tasks only", sorted(got) == sorted(ids[:4]), repr(got))
+    p1, q1, p2, q2 = ids[:4]
+    rows, commands = remote_shards(c, "kb", "SELECT concurrency.complete_batch('kb', %s, %s)",
+                                   ([p1, q1], [got.get(p1, 0), got.get(q1, 0)]), tables="qk")
+    check("complete_batch admits the next task of each key",
+          key_states(c, "kb", "p") == ["leased", "ready", "blocked"]
+          and key_states(c, "kb", "q") == ["leased", "ready", "blocked"],
+          repr((key_states(c, "kb", "p"), key_states(c, "kb", "q"))))
+    check("complete_batch with admissions: router statements only", routed(commands), repr(commands))
+    rows = c.execute("SELECT * FROM concurrency.fail_batch('kb', %s, %s)",
+                     ([p2, q2], [got.get(p2, 0), got.get(q2, 0)])).fetchall()
+    check("fail_batch for good admits the next task of each key", [r[1] for r in rows] == ["dead", "dead"]
+          and key_states(c, "kb", "p") == ["dead", "ready", "ready"]
+          and key_states(c, "kb", "q") == ["dead", "ready", "ready"],
+          repr((key_states(c, "kb", "p"), key_states(c, "kb", "q"))))
+    c.execute("SELECT concurrency.drop_queue('kb')")
+
+
+def test_key_limit_alter():
+    c = connect(COORDINATOR)
+    c.execute("SELECT concurrency.drop_queue('ka') FROM concurrency.queue WHERE name = 'ka'")
+    c.execute("SELECT concurrency.create_queue('ka', lease => '1 minute', key_limit => 5, distributed => true)")
+    check("create_queue(key_limit, distributed => true) makes a distributed queue with its key_limit",
+          scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'ka'") == 1
+          and scalar(c, "SELECT key_limit FROM concurrency.queue WHERE name = 'ka'") == 5)
+    c.execute("SELECT concurrency.alter_queue('ka', key_limit => 0)")
+    x = [scalar(c, "SELECT concurrency.enqueue('ka', '{}', concurrency_key => 'x')") for _ in range(6)]
+    check("without key_limit every task of a key is ready", set(key_states(c, "ka", "x")) == {"ready"})
+    got = {}
+    for _ in range(4 * SHARDS):
+        got = dict(c.execute("SELECT task_id, lease_token FROM concurrency.dequeue('ka')").fetchall())
+        if set(got) & set(x):
+            break
+        if got:
+            c.execute("SELECT concurrency.complete('ka', %s, %s)", next(iter(got.items())))
+    check("setup: the first task of key x claimed", list(got) == [x[0]], repr((got, x)))
+    for _ in range(2):
+        c.execute("SELECT concurrency.enqueue('ka', '{}', concurrency_key => 'y')")
+    c.execute("SELECT concurrency.alter_queue('ka', key_limit => 3)")
+    check("alter_queue(key_limit => 3): per key the first tasks up to the limit (the leased one counts) stay admitted",
+          key_states(c, "ka", "x") == ["leased", "ready", "ready", "blocked", "blocked", "blocked"],
+          repr(key_states(c, "ka", "x")))
+    c.execute("SELECT concurrency.alter_queue('ka', key_limit => 1)")
+    check("lowering key_limit holds back the rest; a leased task stays leased",
+          key_states(c, "ka", "x") == ["leased"] + ["blocked"] * 5 and key_states(c, "ka", "y") == ["ready", "blocked"],
+          repr((key_states(c, "ka", "x"), key_states(c, "ka", "y"))))
+    c.execute("SELECT concurrency.alter_queue('ka', key_limit => 4)")
+    check("raising key_limit admits blocked tasks in enqueue order",
+          key_states(c, "ka", "x") == ["leased", "ready", "ready", "ready", "blocked", "blocked"],
+          repr(key_states(c, "ka", "x")))
+    c.execute("SELECT concurrency.alter_queue('ka', key_limit => 0)")
+    check("removing key_limit admits every task",
+          "blocked" not in key_states(c, "ka", "x") + key_states(c, "ka", "y"))
+    c.execute("SELECT concurrency.drop_queue('ka')")
+
+
+def test_key_limit_concurrent():
+    """Six connections claim, hold and complete (some fail once and are retried) tasks of four keys with
+    key_limit 2, while backends on a worker are killed once: a key never has more than 2 leased tasks."""
+    c = connect(COORDINATOR)
+    fresh_queue(c, "kc", lease="3 seconds", max_attempts="50", key_limit="2")
+    keys = ["k0", "k1", "k2", "k3"]
+    c.execute("SELECT concurrency.enqueue_batch('kc', array_agg(jsonb_build_object('n', g) ORDER BY g), "
+              "concurrency_keys => array_agg('k' || (g % 4) ORDER BY g)) FROM generate_series(0, 39) g")
+    c.execute("SELECT concurrency.enqueue_batch('kc', array_fill('{}'::jsonb, ARRAY[10]))")
+    lock = threading.Lock()
+    running = {k: 0 for k in keys}
+    seen_max = {k: 0 for k in keys}
+    db_max = {k: 0 for k in keys}
+    stop = threading.Event()
+    errors = []
+
+    def worker():
+        conn = None
+        while not stop.is_set():
+            try:
+                if conn is None or conn.closed:
+                    conn = connect(COORDINATOR)
+                rows = conn.execute("SELECT t.task_id, t.lease_token, t.attempt, t.payload "
+                                    "FROM concurrency.dequeue('kc', 2) t").fetchall()
+                if not rows:
+                    time.sleep(0.02)
+                    continue
+                tasks = [(tid, token, attempt, f"k{p['n'] % 4}" if "n" in p else None)
+                         for tid, token, attempt, p in rows]
+                with lock:
+                    for t in tasks:
+                        if t[3]:
+                            running[t[3]] += 1
+                            seen_max[t[3]] = max(seen_max[t[3]], running[t[3]])
+                time.sleep(0.03)
+                with lock:
+                    for t in tasks:
+                        if t[3]:
+                            running[t[3]] -= 1
+                for tid, token, attempt, _ in tasks:
+                    if tid % 3 == 0 and attempt == 1:
+                        conn.execute("SELECT concurrency.fail('kc', %s, %s, 'once', '0 seconds')", (tid, token))
+                    else:
+                        conn.execute("SELECT concurrency.complete('kc', %s, %s)", (tid, token))
+            except psycopg.Error as e:
+                errors.append(e.sqlstate or type(e).__name__)
+                try:
+                    conn.close()
+                except Exception:  # noqa: BLE001
+                    pass
+                conn = None
+                time.sleep(0.05)
+
+    def monitor():
+        m = None
+        while not stop.is_set():
+            try:
+                if m is None or m.closed:
+                    m = connect(COORDINATOR)
+                for key, n in m.execute("SELECT concurrency_key, count(*) FROM concurrency.q_kc WHERE state = 'leased' "
+                                        "AND concurrency_key IS NOT NULL GROUP BY 1").fetchall():
+                    db_max[key] = max(db_max[key], n)
+            except psycopg.Error:
+                m = None  # its connection to the worker was killed: reconnect
+            time.sleep(0.01)
+
+    def left():
+        try:
+            return scalar(connect(COORDINATOR), "SELECT count(*) FROM concurrency.q_kc")
+        except psycopg.Error:
+            return None
+
+    threads = [threading.Thread(target=worker) for _ in range(6)] + [threading.Thread(target=monitor)]
+    for t in threads:
+        t.start()
+    time.sleep(0.8)
+    killed = kill_worker_backends(WORKER1)
+    done = wait_until(lambda: left() == 0, timeout=120, step=0.2)
+    stop.set()
+    for t in threads:
+        t.join()
+    c = connect(COORDINATOR)
+    check(f"key_limit under concurrent claims: the queue drained ({killed} backends on a worker killed meanwhile)",
+          done and killed > 0, f"{left()} left, errors {errors[:5]}")
+    check("key_limit under concurrent claims: no key ever had more than 2 leased tasks (sampled in the database)",
+          max(db_max.values()) <= 2, repr(db_max))
+    check("key_limit under concurrent claims: no key ever had more than 2 tasks at work (counted by the workers)",
+          max(seen_max.values()) <= 2, repr(seen_max))
+    check("key_limit under concurrent claims: keys did run 2 tasks at once (so the check above can fail)",
+          max(seen_max.values()) == 2 or max(db_max.values()) == 2, repr((seen_max, db_max)))
+    check("key_limit under concurrent claims: the key table is empty afterwards",
+          scalar(c, "SELECT count(*) FROM concurrency.k_kc") == 0)
+    c.execute("SELECT concurrency.drop_queue('kc')")
+
+
+def test_serial_key_order():
+    """key_limit 1: a key's tasks run one at a time in enqueue order, a failed one retried before the next."""
+    c = connect(COORDINATOR)
+    fresh_queue(c, "ko", lease="30 seconds", key_limit="1")
+    n = 12
+    for i in range(n):
+        c.execute("SELECT concurrency.enqueue('ko', %s, concurrency_key => 'serial')",
+                  (psycopg.types.json.Jsonb({"n": i}),))
+        c.execute("SELECT concurrency.enqueue('ko', '{\"n\": -1}', concurrency_key => %s)", (f"other-{i}",))
+    lock = threading.Lock()
+    order = []
+    overlap = []
+    busy = [0]
+    stop = threading.Event()
+
+    def worker():
+        conn = connect(COORDINATOR)
+        while not stop.is_set():
+            row = conn.execute("SELECT task_id, lease_token, payload, attempt FROM concurrency.dequeue('ko')").fetchone()
+            if row is None:
+                time.sleep(0.01)
+                continue
+            tid, token, payload, attempt = row
+            if payload["n"] >= 0:
+                with lock:
+                    busy[0] += 1
+                    overlap.append(busy[0])
+                    order.append(payload["n"])
+                time.sleep(0.02)
+                with lock:
+                    busy[0] -= 1
+            if payload["n"] == 3 and attempt == 1:
+                conn.execute("SELECT concurrency.fail('ko', %s, %s, 'retry me', '0 seconds')", (tid, token))
+            else:
+                conn.execute("SELECT concurrency.complete('ko', %s, %s)", (tid, token))
+        conn.close()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    done = wait_until(lambda: scalar(c, "SELECT count(*) FROM concurrency.q_ko") == 0, timeout=60, step=0.1)
+    stop.set()
+    for t in threads:
+        t.join()
+    check("serial key: every task ran", done and sorted(set(order)) == list(range(n)), repr(order))
+    check("serial key: in enqueue order, the failed task retried before the next",
+          order == [0, 1, 2, 3, 3] + list(range(4, n)), repr(order))
+    check("serial key: one at a time", max(overlap, default=0) == 1, repr(max(overlap, default=0)))
+    c.execute("SELECT concurrency.drop_queue('ko')")
+
+
 # --- chaos: exactly-once effects while backends die and a worker restarts ---
 
 TASKS = 300
@@ -607,4 +910,5 @@ if __name__ == "__main__":
     run([test_shape, test_refusals, test_enqueue_places_tasks, test_router_claims_rotate,
          test_fencing_leases_retries, test_keys_limits_retention, test_create_queue_distributed,
          test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
-         test_chaos_exactly_once])
+         test_key_limit_admission, test_key_limit_batches, test_key_limit_alter, test_key_limit_concurrent,
+         test_serial_key_order, test_chaos_exactly_once])
