@@ -34,6 +34,7 @@ extern "C" {
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 }
 
@@ -389,6 +390,12 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 
 bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
                   bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count) {
+	// With Citus, a table may have its rows in shards elsewhere (a
+	// reference or distributed table made by hand): only the statement,
+	// which Citus plans, would find them. (Citus is loaded at server start.)
+	static const bool citus = pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; });
+	if (citus)
+		return false;
 	if (!OidIsValid(info.ready_index) || !OidIsValid(info.token_sequence)) {
 		info.ready_index = concurrency_relid(queue_index_name(info.name, "ready"));
 		info.token_sequence = concurrency_relid("lease_token");

@@ -32,7 +32,8 @@ struct ClaimedTask {
 // throughout (REPEATABLE READ, SERIALIZABLE), or a table with anything the direct path does not
 // reproduce (triggers, rules, row security, CHECK constraints, generated
 // columns, a table access method other than heap, an index that is not a
-// plain btree), or a queue whose cache entry was invalidated since the call
+// plain btree), a server with Citus (whose tables may keep their rows in
+// shards), or a queue whose cache entry was invalidated since the call
 // began. Runs as the caller's current role (the queue's owner).
 bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
                   bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count);
