@@ -16,6 +16,7 @@
 #include "queue/keys_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/claim_direct.hpp"
 #include "queue/stats_sql.hpp"
 
 extern "C" {
@@ -672,17 +673,32 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		                   TimestampTzGetDatum(start.run_at),
 		                   Int64GetDatum(start.id)};
 		char nulls[7] = {' ', ' ', ' ', worker_null, ' ', ' ', ' '};
+		auto emit_row = [&](Datum *cols, bool *isnull) {
+			pg::add_row(out, cols, isnull);
+			if (slotted) {
+				slot_ids.push_back(DatumGetInt64(cols[0]));
+				slot_tokens.push_back(DatumGetInt64(cols[1]));
+			}
+		};
+		// the claim without the executor where it applies (claim_direct.hpp):
+		// the tasks come in claim order
+		queue::ClaimedTask *tasks = nullptr;
+		int direct = 0;
+		if (queue::claim_direct(q.info(), now, wanted, lease, worker, worker_null == 'n', start, &tasks, &direct)) {
+			for (int i = 0; i < direct; ++i)
+				emit_row(tasks[i].cols, tasks[i].isnull);
+			if (direct > 0 && (!last || *last < tasks[direct - 1].key))
+				last = tasks[direct - 1].key;
+			claimed += static_cast<std::size_t>(direct);
+			return;
+		}
 		uint64 n = q.run(QueueStatement::claim, 7, claim_types, values, nulls);
 		auto emit = [&](int row) {
 			Datum cols[6];
 			bool isnull[6];
 			for (int c = 0; c < 6; ++c)
 				cols[c] = queue::column(row, c + 1, &isnull[c]);
-			pg::add_row(out, cols, isnull);
-			if (slotted) {
-				slot_ids.push_back(DatumGetInt64(cols[0]));
-				slot_tokens.push_back(DatumGetInt64(cols[1]));
-			}
+			emit_row(cols, isnull);
 		};
 		auto key_of = [](int row) {
 			return ClaimKey{queue::int64_column(row, 7), queue::int64_column(row, 8), queue::int64_column(row, 1)};

@@ -13,6 +13,7 @@
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
 #include "queue/queue.hpp"
+#include "queue/claim_direct.hpp"
 #include "queue/distributed.hpp"
 
 extern "C" {
@@ -186,6 +187,9 @@ void revalidate(QueueInfo &info) {
 		// other functions do not need them
 		info.scheduled_index = InvalidOid;
 		info.leased_index = InvalidOid;
+		info.ready_index = InvalidOid;
+		info.token_sequence = InvalidOid;
+		pg::guard([&] { forget_direct(info); });
 		if (relid != info.relid) {
 			free_plans(info);
 			std::string prefix = plan_prefix(info.name);
@@ -259,6 +263,7 @@ void forget_queue(std::string_view queue) {
 	auto *info = static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_FIND, nullptr); }));
 	if (info) {
 		free_plans(*info);
+		pg::guard([&] { forget_direct(*info); });
 		pg::guard([&] { hash_search(table, key, HASH_REMOVE, nullptr); });
 	}
 }
@@ -330,6 +335,11 @@ Queue::Queue(std::string_view name) : info_(nullptr) {
 		new (&info->horizon) HorizonSampler();
 		info->valid = false;
 		info->relid = InvalidOid;
+		info->scheduled_index = InvalidOid;
+		info->leased_index = InvalidOid;
+		info->ready_index = InvalidOid;
+		info->token_sequence = InvalidOid;
+		info->direct = nullptr;
 		info->lease = Interval{};
 		info->max_attempts = 0;
 		info->has_retain = false;
@@ -356,8 +366,9 @@ uint64 Queue::execute(SPIPlanPtr plan, const Datum *values, const char *nulls) {
 	try {
 		return pg::execute(plan, values, nulls, false);
 	} catch (const pg::PgException &e) {
-		// the queue was dropped after we looked it up (its table is gone)
-		if (e.sqlerrcode() == ERRCODE_UNDEFINED_TABLE)
+		// the queue was dropped after we looked it up (its table is gone; a
+		// missing table that a trigger of the user's names is their error)
+		if (e.sqlerrcode() == ERRCODE_UNDEFINED_TABLE && !OidIsValid(queue_relid(name())))
 			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name()),
 			            "It was dropped while this call was running.");
 		throw;

@@ -28,6 +28,8 @@ struct QueueName {
 	std::string_view view() const { return {bytes, size}; }
 };
 
+struct DirectClaim; // claim_direct.cpp
+
 // What a backend remembers about one queue, in a hash table of its own
 // memory context, keyed by name. Valid until an invalidation says otherwise:
 // the queue's table changed (dropped, re-created, renamed, GRANT/REVOKE: a
@@ -45,6 +47,12 @@ struct QueueInfo {
 	// tasks_wait before each claim (InvalidOid until the first probe)
 	Oid scheduled_index;
 	Oid leased_index;
+	// its ready index and the lease-token sequence, for the claim without
+	// the executor (claim_direct.hpp; InvalidOid until the first claim), and
+	// what that claim keeps about the table (nullptr until then)
+	Oid ready_index;
+	Oid token_sequence;
+	DirectClaim *direct;
 	Interval lease;
 	int32 max_attempts;
 	// settings that may be absent (NULL in concurrency.queue: false / 0)

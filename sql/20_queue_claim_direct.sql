@@ -1,0 +1,81 @@
+-- dequeue claims without the executor where it can (src/queue/claim_direct.cpp):
+-- every index of the queue's table, also one added by hand while the backend
+-- already claims from it, gets the claimed rows' entries, and a table with
+-- what the direct claim does not reproduce (a trigger, a CHECK constraint)
+-- is claimed by the statement, whose effects show.
+CREATE EXTENSION IF NOT EXISTS amcheck;
+SELECT concurrency.create_queue('direct');
+SELECT count(*) FROM concurrency.enqueue_batch('direct',
+    (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, 40) AS i));
+-- a read-only transaction: the statement's 25006, nothing claimed
+BEGIN READ ONLY;
+SELECT count(*) FROM concurrency.dequeue('direct');
+ROLLBACK;
+-- the first claims describe the table's indexes to this backend
+SELECT array_agg((payload->>'n')::int ORDER BY task_id) AS claimed FROM concurrency.dequeue('direct', 3, worker => 'w1');
+-- indexes of the user's own, added now: a partial one on columns the claim
+-- writes, an expression index, a unique one
+CREATE INDEX direct_by_worker ON concurrency."q_direct" (worker, attempt) WHERE state = 'leased';
+CREATE INDEX direct_by_n ON concurrency."q_direct" (((payload->>'n')::int));
+CREATE UNIQUE INDEX direct_by_token ON concurrency."q_direct" (lease_token);
+-- claims in claim order, a batch and single ones
+SELECT array_agg((payload->>'n')::int) AS claimed FROM concurrency.dequeue('direct', 7, worker => 'w1');
+SELECT (payload->>'n')::int AS claimed, attempt, lease_expires_at > now() AS leased
+  FROM concurrency.dequeue('direct', worker => 'w2');
+-- a worker's loop: complete one task and claim the next in one transaction
+SELECT task_id AS t, lease_token AS k FROM concurrency.dequeue('direct', worker => 'w2') \gset
+BEGIN;
+SELECT concurrency.complete('direct', :t, :k);
+SELECT (payload->>'n')::int AS claimed FROM concurrency.dequeue('direct', worker => 'w2');
+COMMIT;
+-- every index holds exactly the entries it should (amcheck, heapallindexed)
+SELECT c.relname, bt_index_check(c.oid, true) IS NOT NULL AS checked
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid = 'concurrency."q_direct"'::regclass ORDER BY c.relname;
+-- and they find the claimed rows
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT worker, count(*) AS leased FROM concurrency."q_direct"
+ WHERE state = 'leased' AND worker IN ('w1', 'w2') GROUP BY worker ORDER BY worker;
+SELECT (payload->>'n')::int AS n, state FROM concurrency."q_direct" WHERE (payload->>'n')::int IN (12, 13) ORDER BY 1;
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+
+-- a unique index that a claim would break: 23505 as from the statement, and
+-- the task stays ready
+CREATE UNIQUE INDEX direct_one_per_worker ON concurrency."q_direct" (worker) WHERE state = 'leased' AND worker = 'solo';
+SELECT count(*) AS claimed FROM concurrency.dequeue('direct', worker => 'solo');
+SELECT count(*) AS claimed FROM concurrency.dequeue('direct', worker => 'solo');
+SELECT count(*) AS ready FROM concurrency."q_direct" WHERE state = 'ready';
+DROP INDEX concurrency.direct_one_per_worker;
+
+-- a trigger on the table: the claim is the statement, and the trigger fires
+-- (the statement runs with search_path pg_catalog, pg_temp: the trigger
+-- function names its table with its schema)
+CREATE TABLE direct_log (task_id bigint, state text);
+CREATE FUNCTION direct_log_claim() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO public.direct_log VALUES (NEW.id, NEW.state);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER direct_log AFTER UPDATE ON concurrency."q_direct" FOR EACH ROW EXECUTE FUNCTION direct_log_claim();
+SELECT count(*) AS claimed FROM concurrency.dequeue('direct', 2);
+SELECT count(*) AS logged, min(state) AS state FROM direct_log;
+DROP TRIGGER direct_log ON concurrency."q_direct";
+
+-- a CHECK constraint: the statement checks it (23514), nothing is claimed
+UPDATE concurrency."q_direct" SET attempt = 1 WHERE state = 'ready';
+ALTER TABLE concurrency."q_direct" ADD CONSTRAINT direct_first_attempts CHECK (attempt <= 1);
+\set VERBOSITY terse
+SELECT count(*) AS claimed FROM concurrency.dequeue('direct');
+\set VERBOSITY default
+ALTER TABLE concurrency."q_direct" DROP CONSTRAINT direct_first_attempts;
+-- without them, claims go on (and the indexes stay whole)
+SELECT count(*) AS claimed FROM concurrency.dequeue('direct', 100);
+SELECT count(*) FILTER (WHERE NOT checked) AS broken_indexes
+  FROM (SELECT bt_index_check(i.indexrelid, true) IS NOT NULL AS checked
+          FROM pg_index i WHERE i.indrelid = 'concurrency."q_direct"'::regclass) AS c;
+
+SELECT concurrency.drop_queue('direct');
+DROP TABLE direct_log;
+DROP FUNCTION direct_log_claim();

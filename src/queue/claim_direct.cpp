@@ -1,0 +1,408 @@
+// dequeue's claim without the executor (see claim_direct.hpp). Everything
+// here is plain PostgreSQL C, called inside pg::guard: no C++ object with a
+// destructor lives in these functions.
+#include "queue/claim_direct.hpp"
+
+#include <cstring>
+
+#include "pg/guard.hpp"
+#include "queue/queue.hpp"
+#include "queue/queue_sql.hpp"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/relscan.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "common/int.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "nodes/execnodes.h"
+#include "optimizer/optimizer.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/guc.h"
+#include "utils/snapmgr.h"
+}
+
+namespace concurrency::queue {
+
+namespace {
+
+constexpr int max_indexes = 32;
+
+struct DirectIndex {
+	Oid oid;
+	IndexInfo *info; // with its predicate and expressions prepared (ii_PredicateState, ii_ExpressionsState)
+	bool unchanged;  // no key column is one that a claim writes: the executor's indexUnchanged hint
+};
+
+// The columns a claim reads or writes.
+struct Columns {
+	AttrNumber id, lease_token, run_at, lease_expires_at, lease_extended_to, enqueued_at, priority, attempt, state,
+	    worker, payload;
+};
+
+} // namespace
+
+// Per backend and queue, in a memory context of its own; rebuilt after every
+// invalidation of the queue's cache entry (an index added or dropped sends
+// one, so the list of indexes is never stale while the entry is valid).
+struct DirectClaim {
+	MemoryContext cxt;
+	bool usable;
+	Columns col;
+	int ready; // position of the ready index in indexes
+	int nindexes;
+	DirectIndex indexes[max_indexes];
+	ExprContext *econtext;
+	Datum leased; // the text 'leased'
+};
+
+namespace {
+
+AttrNumber column_number(TupleDesc desc, const char *name, Oid type, bool nullable_written) {
+	for (int i = 0; i < desc->natts; ++i) {
+		Form_pg_attribute attr = TupleDescAttr(desc, i);
+		if (attr->attisdropped || std::strcmp(NameStr(attr->attname), name) != 0)
+			continue;
+		// a column the claim may set to NULL must not have gained NOT NULL
+		if (attr->atttypid != type || (nullable_written && attr->attnotnull))
+			return InvalidAttrNumber;
+		return attr->attnum;
+	}
+	return InvalidAttrNumber;
+}
+
+bool written_by_claim(const Columns &c, AttrNumber a) {
+	return a == c.state || a == c.attempt || a == c.lease_token || a == c.lease_expires_at ||
+	       a == c.lease_extended_to || a == c.worker;
+}
+
+// Whether the claim can be done here for this table, and what it needs.
+bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
+	Form_pg_class rel = heap->rd_rel;
+	if (rel->relkind != RELKIND_RELATION || rel->relam != HEAP_TABLE_AM_OID || rel->relhastriggers ||
+	    rel->relhasrules || rel->relrowsecurity)
+		return false;
+	TupleDesc desc = RelationGetDescr(heap);
+	if (desc->constr && (desc->constr->num_check > 0 || desc->constr->has_generated_stored))
+		return false;
+#if PG_VERSION_NUM >= 180000
+	if (desc->constr && desc->constr->has_generated_virtual)
+		return false;
+#endif
+	Columns &c = d->col;
+	c.id = column_number(desc, "id", INT8OID, false);
+	c.lease_token = column_number(desc, "lease_token", INT8OID, false);
+	c.run_at = column_number(desc, "run_at", TIMESTAMPTZOID, false);
+	c.lease_expires_at = column_number(desc, "lease_expires_at", TIMESTAMPTZOID, false);
+	c.lease_extended_to = column_number(desc, "lease_extended_to", TIMESTAMPTZOID, true);
+	c.enqueued_at = column_number(desc, "enqueued_at", TIMESTAMPTZOID, false);
+	c.priority = column_number(desc, "priority", INT4OID, false);
+	c.attempt = column_number(desc, "attempt", INT4OID, false);
+	c.state = column_number(desc, "state", TEXTOID, false);
+	c.worker = column_number(desc, "worker", TEXTOID, true);
+	c.payload = column_number(desc, "payload", JSONBOID, false);
+	for (AttrNumber a : {c.id, c.lease_token, c.run_at, c.lease_expires_at, c.lease_extended_to, c.enqueued_at,
+	                     c.priority, c.attempt, c.state, c.worker, c.payload})
+		if (a == InvalidAttrNumber)
+			return false;
+
+	List *oids = RelationGetIndexList(heap);
+	if (list_length(oids) > max_indexes)
+		return false;
+	d->ready = -1;
+	ListCell *lc;
+	foreach (lc, oids) {
+		Oid oid = lfirst_oid(lc);
+		Relation irel = index_open(oid, RowExclusiveLock);
+		IndexInfo *ii = BuildIndexInfo(irel);
+		bool plain_btree = irel->rd_rel->relam == BTREE_AM_OID && irel->rd_index->indimmediate &&
+		                   ii->ii_ExclusionOps == nullptr;
+		bool is_ready = oid == ready_index;
+		// the ready index: (-(priority::int8), run_at, id), as create_queue makes it
+		if (is_ready &&
+		    (ii->ii_NumIndexKeyAttrs != 3 || ii->ii_IndexAttrNumbers[0] != 0 ||
+		     ii->ii_IndexAttrNumbers[1] != c.run_at || ii->ii_IndexAttrNumbers[2] != c.id ||
+		     TupleDescAttr(RelationGetDescr(irel), 0)->atttypid != INT8OID))
+			plain_btree = false;
+		index_close(irel, NoLock);
+		if (!plain_btree)
+			return false;
+		if (is_ready)
+			d->ready = d->nindexes;
+		if (ii->ii_Predicate != NIL)
+			ii->ii_PredicateState = ExecInitQual(reinterpret_cast<List *>(expression_planner(
+			                                         reinterpret_cast<Expr *>(ii->ii_Predicate))),
+			                                     nullptr);
+		bool unchanged = ii->ii_Expressions == NIL;
+		if (ii->ii_Expressions != NIL) {
+			List *states = NIL;
+			ListCell *e;
+			foreach (e, ii->ii_Expressions)
+				states = lappend(states, ExecInitExpr(expression_planner(static_cast<Expr *>(lfirst(e))), nullptr));
+			ii->ii_ExpressionsState = states;
+		}
+		for (int k = 0; k < ii->ii_NumIndexKeyAttrs; ++k)
+			if (written_by_claim(c, ii->ii_IndexAttrNumbers[k]))
+				unchanged = false;
+		d->indexes[d->nindexes++] = DirectIndex{oid, ii, unchanged};
+	}
+	if (d->ready < 0)
+		return false;
+	d->econtext = CreateStandaloneExprContext();
+	d->leased = CStringGetTextDatum("leased");
+	return true;
+}
+
+DirectClaim *direct_of(QueueInfo &info, Relation heap) {
+	if (info.direct)
+		return info.direct;
+	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "concurrency_ext claim", ALLOCSET_SMALL_SIZES);
+	auto *d = static_cast<DirectClaim *>(MemoryContextAllocZero(cxt, sizeof(DirectClaim)));
+	d->cxt = cxt;
+	info.direct = d; // freed by forget_direct, also if describe fails half-way
+	MemoryContext caller = MemoryContextSwitchTo(cxt);
+	d->usable = describe(d, heap, info.ready_index);
+	MemoryContextSwitchTo(caller);
+	return d;
+}
+
+bool text_is(Datum value, const char *expected) {
+	text *t = DatumGetTextPP(value);
+	std::size_t n = std::strlen(expected);
+	return VARSIZE_ANY_EXHDR(t) == n && std::memcmp(VARDATA_ANY(t), expected, n) == 0;
+}
+
+// The row's place in claim order: (-(priority::int8), run_at, id).
+ClaimKey key_of(TupleTableSlot *slot, const Columns &c) {
+	bool isnull;
+	return ClaimKey{-static_cast<int64>(DatumGetInt32(slot_getattr(slot, c.priority, &isnull))),
+	                DatumGetTimestampTz(slot_getattr(slot, c.run_at, &isnull)),
+	                DatumGetInt64(slot_getattr(slot, c.id, &isnull))};
+}
+
+bool is_ready(TupleTableSlot *slot, const Columns &c) {
+	bool isnull;
+	Datum state = slot_getattr(slot, c.state, &isnull);
+	return !isnull && text_is(state, "ready");
+}
+
+// FormIndexDatum, with the expressions prepared once (describe) and run in
+// the claim's own expression context.
+void index_datums(IndexInfo *ii, TupleTableSlot *slot, ExprContext *econtext, Datum *values, bool *isnull) {
+	ListCell *expr = list_head(ii->ii_ExpressionsState);
+	for (int i = 0; i < ii->ii_NumIndexAttrs; ++i) {
+		AttrNumber keycol = ii->ii_IndexAttrNumbers[i];
+		if (keycol < 0)
+			values[i] = slot_getsysattr(slot, keycol, &isnull[i]);
+		else if (keycol != 0)
+			values[i] = slot_getattr(slot, keycol, &isnull[i]);
+		else {
+			values[i] = ExecEvalExprSwitchContext(static_cast<ExprState *>(lfirst(expr)), econtext, &isnull[i]);
+			expr = lnext(ii->ii_ExpressionsState, expr);
+		}
+	}
+}
+
+} // namespace
+
+void forget_direct(QueueInfo &info) {
+	if (!info.direct)
+		return;
+	MemoryContext cxt = info.direct->cxt;
+	info.direct = nullptr;
+	MemoryContextDelete(cxt);
+}
+
+namespace {
+
+bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker, bool worker_null,
+           const ClaimKey &start, ClaimedTask **tasks, int *count) {
+	*tasks = nullptr;
+	*count = 0;
+	// the statement raises what a read-only transaction or a standby says
+	// to a write (25006), and handles the snapshot of REPEATABLE READ and
+	// SERIALIZABLE (a serialization failure for a task changed since)
+	if (XactReadOnly || IsolationUsesXactSnapshot())
+		return false;
+	const Oid token_sequence = info.token_sequence;
+	// as a statement of the calling query would: see what this transaction
+	// did so far (the complete before it, in a worker's loop)
+	CommandCounterIncrement();
+	Relation heap = table_open(info.relid, RowExclusiveLock);
+	// the lock let in the invalidations that came before it: an entry that is
+	// no longer valid may describe indexes that changed
+	if (!info.valid) {
+		table_close(heap, NoLock);
+		return false;
+	}
+	DirectClaim *d = direct_of(info, heap);
+	if (!d->usable) {
+		table_close(heap, NoLock);
+		return false;
+	}
+	const Columns &c = d->col;
+	Relation irels[max_indexes];
+	for (int i = 0; i < d->nindexes; ++i)
+		irels[i] = index_open(d->indexes[i].oid, RowExclusiveLock);
+
+	PushActiveSnapshot(GetTransactionSnapshot());
+	Snapshot snapshot = GetActiveSnapshot();
+	CommandId cid = GetCurrentCommandId(true);
+	TupleDesc desc = RelationGetDescr(heap);
+
+	// (-(priority::int8), run_at, id) >= start, the claim statement's row
+	// comparison, as one btree row-comparison key
+	ScanKeyData members[3];
+	ScanKeyEntryInitialize(&members[0], SK_ROW_MEMBER, 1, BTGreaterEqualStrategyNumber, INT8OID, InvalidOid, F_INT8GE,
+	                       Int64GetDatum(start.neg_priority));
+	ScanKeyEntryInitialize(&members[1], SK_ROW_MEMBER, 2, BTGreaterEqualStrategyNumber, TIMESTAMPTZOID, InvalidOid,
+	                       F_TIMESTAMPTZ_GE, TimestampTzGetDatum(start.run_at));
+	ScanKeyEntryInitialize(&members[2], SK_ROW_MEMBER | SK_ROW_END, 3, BTGreaterEqualStrategyNumber, INT8OID,
+	                       InvalidOid, F_INT8GE, Int64GetDatum(start.id));
+	ScanKeyData row;
+	ScanKeyEntryInitialize(&row, SK_ROW_HEADER, 1, BTGreaterEqualStrategyNumber, InvalidOid, InvalidOid, InvalidOid,
+	                       PointerGetDatum(members));
+#if PG_VERSION_NUM >= 180000
+	IndexScanDesc scan = index_beginscan(heap, irels[d->ready], snapshot, nullptr, 1, 0);
+#else
+	IndexScanDesc scan = index_beginscan(heap, irels[d->ready], snapshot, 1, 0);
+#endif
+	index_rescan(scan, &row, 1, nullptr, 0);
+
+	TupleTableSlot *seen = table_slot_create(heap, nullptr);
+	TupleTableSlot *locked = table_slot_create(heap, nullptr);
+	TupleTableSlot *written = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
+	auto *values = static_cast<Datum *>(palloc(desc->natts * sizeof(Datum)));
+	auto *nulls = static_cast<bool *>(palloc(desc->natts * sizeof(bool)));
+	int capacity = wanted < 16 ? wanted : 16;
+	auto *out = static_cast<ClaimedTask *>(palloc(capacity * sizeof(ClaimedTask)));
+	int n = 0;
+	TimestampTz expires = DatumGetTimestampTz(DirectFunctionCall2(
+	    timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(const_cast<Interval *>(&lease))));
+
+	while (n < wanted && index_getnext_slot(scan, ForwardScanDirection, seen)) {
+		if (!is_ready(seen, c))
+			continue;
+		TM_FailureData failure;
+		ItemPointerData tid = seen->tts_tid;
+		TM_Result result = table_tuple_lock(heap, &tid, snapshot, locked, cid, LockTupleExclusive, LockWaitSkip,
+		                                    TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
+		// as the executor's SKIP LOCKED: a row another transaction holds, or
+		// one deleted or changed by this command or later, is passed over
+		if (result != TM_Ok)
+			continue;
+		// a row changed since the snapshot was locked in its newest version:
+		// claim it only if that version still qualifies (the executor's
+		// EvalPlanQual recheck); it stays locked either way, as there
+		if (failure.traversed && (!is_ready(locked, c) || key_of(locked, c) < start))
+			continue;
+
+		bool should_free = false;
+		HeapTuple old = ExecFetchSlotHeapTuple(locked, false, &should_free);
+		heap_deform_tuple(old, desc, values, nulls);
+		int32 attempt;
+		if (pg_add_s32_overflow(DatumGetInt32(values[c.attempt - 1]), 1, &attempt))
+			ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("integer out of range")));
+		int64 token = nextval_internal(token_sequence, true);
+		values[c.state - 1] = d->leased;
+		values[c.attempt - 1] = Int32GetDatum(attempt);
+		values[c.lease_token - 1] = Int64GetDatum(token);
+		nulls[c.lease_token - 1] = false;
+		values[c.lease_expires_at - 1] = TimestampTzGetDatum(expires);
+		nulls[c.lease_expires_at - 1] = false;
+		values[c.lease_extended_to - 1] = Datum(0);
+		nulls[c.lease_extended_to - 1] = true;
+		values[c.worker - 1] = worker_null ? Datum(0) : worker;
+		nulls[c.worker - 1] = worker_null;
+		HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+		ItemPointerData target = locked->tts_tid;
+#if PG_VERSION_NUM >= 160000
+		TU_UpdateIndexes update_indexes = TU_All;
+		simple_heap_update(heap, &target, tuple, &update_indexes);
+		bool new_entries = update_indexes != TU_None; // (no summarizing index: describe refuses them)
+#else
+		simple_heap_update(heap, &target, tuple);
+		bool new_entries = !HeapTupleIsHeapOnly(tuple);
+#endif
+		if (should_free)
+			heap_freetuple(old);
+		ExecStoreHeapTuple(tuple, written, false);
+		if (new_entries) {
+			ExprContext *econtext = d->econtext;
+			econtext->ecxt_scantuple = written;
+			for (int i = 0; i < d->nindexes; ++i) {
+				IndexInfo *ii = d->indexes[i].info;
+				if (!ii->ii_ReadyForInserts)
+					continue; // being built concurrently: not yet
+				if (ii->ii_PredicateState && !ExecQual(ii->ii_PredicateState, econtext))
+					continue;
+				Datum key[INDEX_MAX_KEYS];
+				bool key_null[INDEX_MAX_KEYS];
+				index_datums(ii, written, econtext, key, key_null);
+				index_insert(irels[i], key, key_null, &tuple->t_self, heap,
+				             ii->ii_Unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, d->indexes[i].unchanged, ii);
+			}
+			ResetExprContext(econtext);
+		}
+
+		if (n == capacity) {
+			capacity = capacity * 2 < wanted ? capacity * 2 : wanted;
+			out = static_cast<ClaimedTask *>(repalloc(out, capacity * sizeof(ClaimedTask)));
+		}
+		ClaimedTask &task = out[n++];
+		const AttrNumber returned[6] = {c.id, c.lease_token, c.attempt, c.payload, c.enqueued_at, c.lease_expires_at};
+		for (int k = 0; k < 6; ++k)
+			task.cols[k] = slot_getattr(written, returned[k], &task.isnull[k]);
+		task.key = key_of(written, c);
+		ExecClearTuple(written); // the tuple itself stays: the returned values point into it
+	}
+
+	ExecDropSingleTupleTableSlot(written);
+	ExecDropSingleTupleTableSlot(locked);
+	ExecDropSingleTupleTableSlot(seen);
+	index_endscan(scan);
+	PopActiveSnapshot();
+	for (int i = 0; i < d->nindexes; ++i)
+		index_close(irels[i], NoLock);
+	table_close(heap, NoLock);
+	*tasks = out;
+	*count = n;
+	return true;
+}
+
+} // namespace
+
+bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
+                  bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count) {
+	// With Citus, a table may have its rows in shards elsewhere (a
+	// reference or distributed table made by hand): only the statement,
+	// which Citus plans, would find them. (Citus is loaded at server start.)
+	static const bool citus = pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; });
+	if (citus)
+		return false;
+	if (!OidIsValid(info.ready_index) || !OidIsValid(info.token_sequence)) {
+		info.ready_index = concurrency_relid(queue_index_name(info.name, "ready"));
+		info.token_sequence = concurrency_relid("lease_token");
+		if (!OidIsValid(info.ready_index) || !OidIsValid(info.token_sequence))
+			return false; // the statement says what is missing
+	}
+	return pg::guard([&] { return claim(info, now, wanted, lease, worker, worker_null, start, tasks, count); });
+}
+
+} // namespace concurrency::queue

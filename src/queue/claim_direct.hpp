@@ -1,0 +1,46 @@
+// dequeue's claim without the executor: the ready index scanned, each task
+// locked FOR UPDATE SKIP LOCKED, leased with heap_update, and every index of
+// the table given the new row's entries, as the claim statement
+// (QueueSql::claim) does, at a third of its cost. Internal to src/queue.
+#pragma once
+
+#include "pg/postgres.hpp"
+#include "queue/claim_cursor.hpp"
+
+extern "C" {
+#include "utils/timestamp.h"
+}
+
+namespace concurrency::queue {
+
+struct QueueInfo;
+
+// One task that claim_direct leased: dequeue's six columns, and the task's
+// place in claim order (for the cursor).
+struct ClaimedTask {
+	Datum cols[6];
+	bool isnull[6];
+	ClaimKey key;
+};
+
+// Claims up to `wanted` ready tasks at or after `start` in claim order, in
+// that order, into `tasks` (palloc'd in the current memory context; *count
+// of them), exactly as the claim statement would: the same rows locked and
+// written, the same index entries, a fresh lease token per task. Returns
+// false, having done nothing, where the statement must run instead: a
+// read-only transaction (or a standby), a transaction that uses one snapshot
+// throughout (REPEATABLE READ, SERIALIZABLE), or a table with anything the direct path does not
+// reproduce (triggers, rules, row security, CHECK constraints, generated
+// columns, a table access method other than heap, an index that is not a
+// plain btree), a server with Citus (whose tables may keep their rows in
+// shards), or a queue whose cache entry was invalidated since the call
+// began. Runs as the caller's current role (the queue's owner).
+bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
+                  bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count);
+
+// Frees what claim_direct keeps for the queue (its index descriptions): on
+// every revalidation of the queue's cache entry and when the queue is
+// forgotten.
+void forget_direct(QueueInfo &info);
+
+} // namespace concurrency::queue
