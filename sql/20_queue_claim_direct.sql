@@ -7,9 +7,11 @@ CREATE EXTENSION IF NOT EXISTS amcheck;
 SELECT concurrency.create_queue('direct');
 SELECT count(*) FROM concurrency.enqueue_batch('direct',
     (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, 40) AS i));
--- a read-only transaction: the statement's 25006, nothing claimed
+-- a read-only transaction: the statement's 25006 (naming the UPDATE), nothing claimed
 BEGIN READ ONLY;
+\set VERBOSITY terse
 SELECT count(*) FROM concurrency.dequeue('direct');
+\set VERBOSITY default
 ROLLBACK;
 -- the first claims describe the table's indexes to this backend
 SELECT array_agg((payload->>'n')::int ORDER BY task_id) AS claimed FROM concurrency.dequeue('direct', 3, worker => 'w1');
