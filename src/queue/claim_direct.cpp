@@ -13,6 +13,7 @@ extern "C" {
 #include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/nbtree.h"
 #include "access/relscan.h"
 #include "access/skey.h"
 #include "access/stratnum.h"
@@ -66,6 +67,9 @@ struct DirectClaim {
 	bool usable;
 	Columns col;
 	int ready; // position of the ready index in indexes
+	// its three columns' btree comparison functions (BTORDER_PROC), for the
+	// row-comparison scan key: (-(priority::int8), run_at, id)
+	RegProcedure order_procs[3];
 	int nindexes;
 	DirectIndex indexes[max_indexes];
 	ExprContext *econtext;
@@ -140,6 +144,14 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 		     ii->ii_IndexAttrNumbers[1] != c.run_at || ii->ii_IndexAttrNumbers[2] != c.id ||
 		     TupleDescAttr(RelationGetDescr(irel), 0)->atttypid != INT8OID))
 			plain_btree = false;
+		if (plain_btree && is_ready) {
+			const Oid types[3] = {INT8OID, TIMESTAMPTZOID, INT8OID};
+			for (int k = 0; k < 3; ++k) {
+				d->order_procs[k] = get_opfamily_proc(irel->rd_opfamily[k], types[k], types[k], BTORDER_PROC);
+				if (!RegProcedureIsValid(d->order_procs[k]))
+					plain_btree = false;
+			}
+		}
 		index_close(irel, NoLock);
 		if (!plain_btree)
 			return false;
@@ -267,14 +279,16 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 	TupleDesc desc = RelationGetDescr(heap);
 
 	// (-(priority::int8), run_at, id) >= start, the claim statement's row
-	// comparison, as one btree row-comparison key
+	// comparison, as one btree row-comparison key: its members carry the
+	// columns' 3-way comparison functions, as the executor builds it
+	// (ExecIndexBuildScanKeys), so that the scan starts at `start`
 	ScanKeyData members[3];
-	ScanKeyEntryInitialize(&members[0], SK_ROW_MEMBER, 1, BTGreaterEqualStrategyNumber, INT8OID, InvalidOid, F_INT8GE,
-	                       Int64GetDatum(start.neg_priority));
+	ScanKeyEntryInitialize(&members[0], SK_ROW_MEMBER, 1, BTGreaterEqualStrategyNumber, INT8OID, InvalidOid,
+	                       d->order_procs[0], Int64GetDatum(start.neg_priority));
 	ScanKeyEntryInitialize(&members[1], SK_ROW_MEMBER, 2, BTGreaterEqualStrategyNumber, TIMESTAMPTZOID, InvalidOid,
-	                       F_TIMESTAMPTZ_GE, TimestampTzGetDatum(start.run_at));
+	                       d->order_procs[1], TimestampTzGetDatum(start.run_at));
 	ScanKeyEntryInitialize(&members[2], SK_ROW_MEMBER | SK_ROW_END, 3, BTGreaterEqualStrategyNumber, INT8OID,
-	                       InvalidOid, F_INT8GE, Int64GetDatum(start.id));
+	                       InvalidOid, d->order_procs[2], Int64GetDatum(start.id));
 	ScanKeyData row;
 	ScanKeyEntryInitialize(&row, SK_ROW_HEADER, 1, BTGreaterEqualStrategyNumber, InvalidOid, InvalidOid, InvalidOid,
 	                       PointerGetDatum(members));
