@@ -1,0 +1,103 @@
+# The claim cursor under a pinned xmin horizon. While an old snapshot keeps
+# the index entries of claimed tasks from being removed, a scan of the ready
+# index from the front walks over every one of them. A backend that sees the
+# horizon pinned resumes its scans at the claim key of its last claim instead
+# (src/queue/claim_cursor.hpp), so its claims stay cheap.
+#
+# Counted with the ready index's idx_tup_read (index entries its scans
+# returned): a new backend's first claim starts from the front and reads
+# every dead entry -- which shows the entries are there and counted -- while
+# the claims of a backend that has been claiming read a small part of that.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $tasks  = 3000;
+my $before = 1000;    # tasks claimed (and completed) while the horizon is pinned, before counting
+my $counted = 300;    # claims counted afterwards
+
+my $node = PostgreSQL::Test::Cluster->new('pinned_horizon');
+$node->init;
+$node->append_conf('postgresql.conf', "autovacuum = off\n");
+$node->start;
+$node->safe_psql('postgres', qq{
+  CREATE EXTENSION concurrency_ext;
+  SELECT concurrency.create_queue('pinned');
+  SELECT count(*) FROM concurrency.enqueue_batch('pinned',
+    (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, $tasks) AS i));
+});
+$node->safe_psql('postgres', q{
+  CREATE PROCEDURE burn_xids(n int) LANGUAGE plpgsql AS $$
+  BEGIN
+    FOR i IN 1 .. n LOOP PERFORM txid_current(); COMMIT; END LOOP;
+  END $$;
+  -- one task per transaction, as a worker claims and completes them
+  CREATE PROCEDURE claim(n int) LANGUAGE plpgsql AS $$
+  DECLARE
+    t record;
+  BEGIN
+    FOR i IN 1 .. n LOOP
+      SELECT * INTO t FROM concurrency.dequeue('pinned');
+      IF t.task_id IS NULL THEN
+        RAISE EXCEPTION 'no task to claim';
+      END IF;
+      PERFORM concurrency.complete('pinned', t.task_id, t.lease_token);
+      COMMIT;
+    END LOOP;
+  END $$;
+});
+my $ready = $node->safe_psql('postgres', q{
+  SELECT indexrelid FROM pg_index
+   WHERE indrelid = 'concurrency."q_pinned"'::regclass AND pg_get_expr(indpred, indrelid) LIKE '%''ready''%'});
+like($ready, qr/^\d+$/, 'the queue has its ready index');
+
+# entries returned by scans of the ready index, as the statistics have them
+sub entries_read {
+	return $node->safe_psql('postgres', "SELECT idx_tup_read FROM pg_stat_all_indexes WHERE indexrelid = $ready");
+}
+
+# The old snapshot, then enough transaction ids after it for the cursor to
+# count the horizon as pinned.
+my $pin = $node->background_psql('postgres');
+$pin->query_safe('BEGIN ISOLATION LEVEL REPEATABLE READ');
+$pin->query_safe('SELECT count(*) FROM pg_class');
+$node->safe_psql('postgres', 'CALL burn_xids(1500)');
+
+my $worker = $node->background_psql('postgres');
+$worker->query_safe("CALL claim($before)");
+$worker->query_safe('SELECT pg_stat_force_next_flush()');
+$worker->query_safe('SELECT 1');
+
+# A new backend's first claim scans from the front: over the dead entries.
+my $r0 = entries_read();
+$node->safe_psql('postgres', 'CALL claim(1); SELECT pg_stat_force_next_flush()');
+my $first = entries_read() - $r0;
+cmp_ok($first, '>=', $before, "a first claim from the front reads the $before dead entries ($first read)");
+
+# The worker, which has been claiming all along, resumes at its last claim.
+# Starting from the front, its claims would read about $before entries each;
+# the cursor still starts from the front every 100 ms, which a claim that
+# takes a few milliseconds does not reach often.
+$worker->query_safe('SELECT pg_stat_force_next_flush()');
+$worker->query_safe('SELECT 1');
+my $r1 = entries_read();
+$worker->query_safe("CALL claim($counted)");
+$worker->query_safe('SELECT pg_stat_force_next_flush()');
+$worker->query_safe('SELECT 1');
+my $resumed = entries_read() - $r1;
+cmp_ok($resumed, '<', $counted * $before / 4,
+	"$counted resumed claims read far fewer entries than from the front ($resumed read)");
+
+# the tasks were claimed once each, in claim order, and the rest wait
+is( $node->safe_psql('postgres',
+		q{SELECT count(*), min((payload->>'n')::int) FROM concurrency."q_pinned" WHERE state = 'ready'}),
+	($tasks - $before - 1 - $counted) . '|' . ($before + 2 + $counted),
+	'every claimed task was the first ready one');
+
+$pin->query_safe('COMMIT');
+$pin->quit;
+$worker->quit;
+$node->stop;
+done_testing();
