@@ -38,19 +38,25 @@
 #    of the one task of an otherwise empty queue (BEGIN; dequeue; ROLLBACK).
 # 8. keyed concurrency: dequeue + complete on a queue of 1,000 serial keys
 #    (key_limit 1) against the same queue without keys, 8 clients.
+# 9. what the guarantees cost, at the largest client count of benchmark 1:
+#    the extension against the raw SQL on a jobs table that has the two
+#    indexes the extension keeps for its guarantees — (id) WHERE status =
+#    'pending', so that claims stay flat behind leased tasks (benchmark 5),
+#    and (taken_at) WHERE status = 'running', so that expired leases are found
+#    without a scan — and the WAL each of the three sides writes per task.
 set -euo pipefail
 cd "$(dirname "$0")"
 T=${BENCH_SECONDS:-3}
 PAIRS=${BENCH_PAIRS:-5}
 CLIENTS=${BENCH_CLIENTS:-"1 8 32"}
-ONLY=${BENCH_ONLY:-"1 2 3 4 5 6 7 8"}
+ONLY=${BENCH_ONLY:-"1 2 3 4 5 6 7 8 9"}
 export PGOPTIONS="${PGOPTIONS:-} -c synchronous_commit=${BENCH_SYNC:-on}"
 work=$(mktemp -d)
 bg_pids=()
 cleanup() {
 	for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	psql -X -q -o /dev/null -c "SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name LIKE 'bench\_%'" \
-		-c "DROP TABLE IF EXISTS bench_raw_jobs" 2>/dev/null || true
+		-c "DROP TABLE IF EXISTS bench_raw_jobs, bench_raw_indexed" 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -62,7 +68,7 @@ jobs_for() { [ "$1" -ge 2 ] && echo 2 || echo 1; } # pgbench threads: this is fo
 sql -c "CREATE EXTENSION IF NOT EXISTS concurrency_ext"
 sql <<'SQL'
 SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name LIKE 'bench\_%';
-DROP TABLE IF EXISTS bench_raw_jobs;
+DROP TABLE IF EXISTS bench_raw_jobs, bench_raw_indexed;
 SELECT concurrency.create_queue('bench_q');
 SELECT concurrency.create_queue('bench_ahead');
 SELECT concurrency.create_queue('bench_keys', key_limit => 1);
@@ -75,6 +81,16 @@ CREATE TABLE bench_raw_jobs (
     attempts integer     NOT NULL DEFAULT 0,
     taken_at timestamptz
 );
+-- the same with the indexes of the extension's guarantees (benchmark 9)
+CREATE TABLE bench_raw_indexed (
+    id       bigserial PRIMARY KEY,
+    status   text        NOT NULL DEFAULT 'pending',
+    payload  jsonb       NOT NULL,
+    attempts integer     NOT NULL DEFAULT 0,
+    taken_at timestamptz
+);
+CREATE INDEX ON bench_raw_indexed (id) WHERE status = 'pending';
+CREATE INDEX ON bench_raw_indexed (taken_at) WHERE status = 'running';
 SQL
 
 # ---- the scripts -------------------------------------------------------------
@@ -108,6 +124,7 @@ UPDATE bench_raw_jobs SET status = 'running', attempts = attempts + 1, taken_at 
 RETURNING id, payload \gset
 COMMIT;
 EOF2
+sed 's/bench_raw_jobs/bench_raw_indexed/g' "$work/raw.sql" >"$work/raw_indexed.sql"
 echo '\sleep 600 s' >"$work/idle.sql"
 for q in bench_keys bench_one; do
 	printf 'BEGIN;\nSELECT task_id FROM concurrency.dequeue(%s);\nROLLBACK;\n' "'$q'" >"$work/peek_$q.sql"
@@ -117,15 +134,17 @@ done
 
 # ---- data ---------------------------------------------------------------------
 # Fresh rows before every run, so that each side starts from the same state.
-load() { # queue|raw rows
+load() { # queue|raw|raw_indexed rows
 	if [ "$1" = queue ]; then
 		sql -c 'TRUNCATE concurrency."q_bench_q"' \
 			-c "INSERT INTO concurrency.\"q_bench_q\" (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $2) AS i" \
 			-c 'VACUUM ANALYZE concurrency."q_bench_q"'
 	else
-		sql -c 'TRUNCATE bench_raw_jobs' \
-			-c "INSERT INTO bench_raw_jobs (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $2) AS i" \
-			-c 'VACUUM ANALYZE bench_raw_jobs'
+		local table=bench_raw_jobs
+		[ "$1" = raw_indexed ] && table=bench_raw_indexed
+		sql -c "TRUNCATE $table" \
+			-c "INSERT INTO $table (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $2) AS i" \
+			-c "VACUUM ANALYZE $table"
 	fi
 }
 rows_for() { echo $((${2:-$T} * 3000 * ($1 > 4 ? 4 : $1) + 20000)); } # comfortably more than a run can take
@@ -158,6 +177,7 @@ side() {
 	ours) load queue "$(rows_for "$2")"; read -r tps _ <<<"$(run ours.sql "$2" "${3:-$T}")"; check_left 'concurrency."q_bench_q"' ;;
 	raw) load raw "$(rows_for "$2")"; read -r tps _ <<<"$(run raw.sql "$2" "${3:-$T}")"; check_left bench_raw_jobs "status = 'pending'" ;;
 	ours_loop) load queue "$(rows_for "$2")"; read -r tps _ <<<"$(run ours_loop.sql "$2" "$T" -D task_id=0 -D lease_token=0)"; check_left 'concurrency."q_bench_q"' ;;
+	raw_indexed) load raw_indexed "$(rows_for "$2")"; read -r tps _ <<<"$(run raw_indexed.sql "$2" "${3:-$T}")"; check_left bench_raw_indexed "status = 'pending'" ;;
 	raw_loop) load raw "$(rows_for "$2")"; read -r tps _ <<<"$(run raw_loop.sql "$2" "$T" -D id=0)"; check_left bench_raw_jobs "status = 'pending'" ;;
 	esac
 	echo "$tps"
@@ -272,6 +292,23 @@ SQL
 	}
 	read -r a b r range <<<"$(pairs "ahead_side ahead" "ahead_side empty")"
 	line "dequeue statement" "$b" "$a" "$r" "$range" "<= 1.2"
+	# the raw SQL's table has no index on pending jobs: its claim walks the
+	# running ones ahead of the first pending job
+	raw_ahead_side() { # empty|ahead -> latency of the claiming UPDATE
+		local deq
+		if [ "$1" = ahead ]; then
+			load raw 100000
+			sql -c "UPDATE bench_raw_jobs SET status = 'running', taken_at = now()" \
+				-c "INSERT INTO bench_raw_jobs (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $ready) AS i" \
+				-c "VACUUM ANALYZE bench_raw_jobs"
+		else
+			load raw "$ready"
+		fi
+		read -r _ _ deq <<<"$(run raw.sql 1)"
+		echo "$deq"
+	}
+	read -r a b r range <<<"$(pairs "raw_ahead_side ahead" "raw_ahead_side empty")"
+	line "raw SQL's claiming UPDATE (contrast)" "$b" "$a" "$r" "$range" "-"
 fi
 
 # ---- 6. pinned xmin ----------------------------------------------------------------
@@ -344,6 +381,30 @@ if wanted 8; then
 	}
 	read -r a b r range <<<"$(pairs "keys_side bench_keys" "keys_side bench_one")"
 	line "two autocommit calls per task" "$a" "$b" "$r" "$range" ">= 0.7"
+fi
+
+# ---- 9. what the guarantees cost -------------------------------------------------
+if wanted 9; then
+	top=$(tr ' ' '\n' <<<"$CLIENTS" | sort -n | tail -1)
+	header "9. the raw SQL with the extension's two partial indexes (tps, $top clients)" "extension" "raw+indexes"
+	read -r a b r range <<<"$(pairs "side ours $top" "side raw_indexed $top")"
+	line "two autocommit calls per task" "$a" "$b" "$r" "$range" "-"
+	# WAL per task: each side's run from a checkpoint, the WAL written over the
+	# tasks it finished (full-page images included, as in any run)
+	wal_side() { # ours|raw|raw_indexed clients -> WAL bytes per task
+		local script=$1.sql start end out n
+		case $1 in ours) load queue "$(rows_for "$2")" ;; *) load "$1" "$(rows_for "$2")" ;; esac
+		sql -c CHECKPOINT
+		start=$(psql -X -At -c "SELECT pg_current_wal_insert_lsn()")
+		out=$(pgbench -n -f "$work/$script" -c "$2" -j "$(jobs_for "$2")" -T "$T" 2>&1)
+		end=$(psql -X -At -c "SELECT pg_current_wal_insert_lsn()")
+		n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+		psql -X -At -c "SELECT round(pg_wal_lsn_diff('$end', '$start') / greatest($n, 1))"
+	}
+	read -r a b r range <<<"$(pairs "wal_side ours $top" "wal_side raw $top")"
+	line "WAL bytes per task: extension vs raw SQL" "$a" "$b" "$r" "$range" "-"
+	read -r a b r range <<<"$(pairs "wal_side ours $top" "wal_side raw_indexed $top")"
+	line "WAL bytes per task: extension vs raw+indexes" "$a" "$b" "$r" "$range" "-"
 fi
 
 printf '\n==== summary (%s, load average at the end: %s)\n' "$(psql -X -At -c 'SELECT version()' | cut -d' ' -f1-2)" \
