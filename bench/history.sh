@@ -5,25 +5,27 @@
 #  A. The cost to others during an incident: N sessions (300 by default)
 #     queued behind a DDL lock that waits behind an idle transaction (as in
 #     bench/diag.sh), while pgbench's simple-update workload (-N, 8 clients,
-#     synchronous_commit off) runs. Runs alternate: sampling off
-#     (history_interval = 0), sampling every 100 ms, off, 100 ms, ..., off.
-#     Each sampled run is compared with the mean of the unsampled runs just
-#     before and after it; the ratio reported is the median of those ratios
-#     (goal: >= 0.98).
+#     synchronous_commit off) runs for one long run that reports its
+#     throughput every second. After WARMUP seconds (40), every WINDOW
+#     seconds (5) sampling is switched:
+#     off (history_interval = 0), every 100 ms, off, 100 ms, ..., off, with
+#     ROUNDS (20) sampled windows. Each sampled window is compared with the
+#     mean of the unsampled windows just before and after it; the ratio
+#     reported is the median of those ratios (goal: >= 0.98).
 #  B. The sampler's own CPU per sample, from concurrency.lock_history_status()
 #     (CPU time the sampler process spent in its samples, and their count),
 #     at a 10 ms interval, with the N waiters of A, then with N_LARGE (1,000)
 #     waiters, then with nobody waiting.
 #  C. With nobody waiting: pgbench -N with sampling at the default 500 ms vs
-#     off, alternating as in A.
-#  D. The control: as A (the same incident, the same sequence of runs), but
-#     sampling stays off in every run. Its ratio is what the method reports
-#     when nothing differs between the two kinds of run: read A against it.
+#     off, switched as in A.
+#  D. The control: as A (the same incident, the same switches, each a
+#     configuration reload), but sampling stays off in every window. Its
+#     ratio is what the method reports when nothing differs between the two
+#     kinds of window: read A against it.
 #
-# Between runs the script truncates pgbench_history, vacuums the other
-# pgbench tables and checkpoints, so that each run starts from the same
-# state; autovacuum is off for those tables, so that it cannot start in the
-# middle of one run and not another.
+# Before each part the script truncates pgbench_history, vacuums the other
+# pgbench tables and checkpoints; autovacuum is off for those tables, so that
+# it cannot start in one window and not another.
 #
 # Needs a server with shared_preload_libraries = 'concurrency_ext', a superuser
 # connection (the script changes concurrency.history_interval with ALTER SYSTEM
@@ -31,13 +33,14 @@
 # in the database, and max_connections >= N_LARGE + 20. Connection: the usual
 # PG* variables. Everything it creates lives in the schema bench_history,
 # dropped at the end.
-# Usage: PGDATABASE=... bench/history.sh   (N=300 N_LARGE=1000 DURATION=4 ROUNDS=4 CPU_SECONDS=5)
+# Usage: PGDATABASE=... bench/history.sh   (N=300 N_LARGE=1000 WINDOW=5 ROUNDS=20 WARMUP=40 CPU_SECONDS=5)
 # (D runs right after A, during the same incident.)
 set -euo pipefail
 N=${N:-300}
 N_LARGE=${N_LARGE:-1000}
-DURATION=${DURATION:-4}
-ROUNDS=${ROUNDS:-4}
+WINDOW=${WINDOW:-5}
+WARMUP=${WARMUP:-40}
+ROUNDS=${ROUNDS:-20}
 CPU_SECONDS=${CPU_SECONDS:-5}
 work=$(mktemp -d)
 psqlq() { psql -X -q -A -t "$@"; }
@@ -104,32 +107,69 @@ start_incident() {
   echo "   $(waiting) sessions wait for a lock; $(psqlq -c "SELECT count(*) FROM pg_stat_activity") backends in all"
 }
 
-tps() { sed -n 's/^tps = \([0-9.]*\).*/\1/p' | head -1; }
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-# alternate NAME INTERVAL: pgbench -N runs, sampling off and at INTERVAL ms in
-# turn (off first and last); INTERVAL 0 is the control: off in every run. The
-# runs in the even places are the "sampled" ones, each compared with the mean
-# of the two runs around it.
-alternate() {
+# interleave NAME INTERVAL: one pgbench -N run (8 clients) that reports its
+# throughput every second (--progress-timestamp), while sampling is switched
+# between off and INTERVAL ms every WINDOW seconds: off, on, off, ..., off
+# (ROUNDS sampled windows). INTERVAL 0 is the control: the same switches
+# (each a configuration reload), but off in every window. A window's
+# throughput is the mean of the seconds that lie wholly inside it, after its
+# switch has reached the sampler; each sampled window is compared with the
+# mean of the off windows on either side of it, and the ratio reported is the
+# median of those ratios. The first WARMUP seconds after the checkpoint, while
+# nearly every update writes a full-page image, belong to no window. One long
+# run, rather than one run per window, keeps connection set-up, checkpoints
+# and vacuum out of the comparison.
+interleave() {
   local name=$1 interval=$2 label="every $2 ms"
   [ "$interval" = 0 ] && label="off (control)"
-  local sequence="0"
-  for _ in $(seq 1 "$ROUNDS"); do sequence="$sequence $interval 0"; done
-  : >"$work/${name}_runs"
-  for ms in $sequence; do
+  local windows=$((2 * ROUNDS + 1)) pid
+  set_interval 0
+  PGOPTIONS="-c search_path=bench_history" psqlq -c "TRUNCATE pgbench_history" \
+    -c "VACUUM pgbench_branches, pgbench_tellers, pgbench_accounts" -c "CHECKPOINT"
+  : >"$work/${name}_switches"
+  PGOPTIONS="-c search_path=bench_history -c synchronous_commit=off" \
+    pgbench -n -N -c 8 -j 2 -T $((WARMUP + WINDOW * windows + 60)) -P 1 --progress-timestamp >"$work/${name}_progress" 2>&1 &
+  pid=$!
+  wait_until "pgbench's first report" grep -q '^progress:' "$work/${name}_progress"
+  sleep "$WARMUP"
+  # the switches keep to a fixed schedule (however long a switch takes), and
+  # pgbench is stopped after the last window
+  local t0 ms
+  t0=$(date +%s.%N)
+  echo "$t0 $t0 0" >>"$work/${name}_switches"
+  for w in $(seq 1 "$windows"); do
+    sleep "$(awk -v t0="$t0" -v w="$w" -v len="$WINDOW" -v now="$(date +%s.%N)" 'BEGIN { d = t0 + w * len - now; print (d > 0 ? d : 0) }')"
+    if [ "$w" = "$windows" ]; then
+      echo "$(date +%s.%N) - end" >>"$work/${name}_switches"
+      break
+    fi
+    ms=0
+    [ $((w % 2)) = 1 ] && ms=$interval
+    local asked
+    asked=$(date +%s.%N)
     set_interval "$ms"
-    t=$(PGOPTIONS="-c search_path=bench_history -c synchronous_commit=off" pgbench -n -N -c 8 -j 2 -T "$DURATION" 2>&1 | tps)
-    echo "$t" >>"$work/${name}_runs"
-    PGOPTIONS="-c search_path=bench_history" psqlq -c "TRUNCATE pgbench_history" \
-      -c "VACUUM pgbench_branches, pgbench_tellers, pgbench_accounts" -c "CHECKPOINT"
+    echo "$asked $(date +%s.%N) $ms" >>"$work/${name}_switches"
   done
-  printf "   %-14s tps: %s\n" "off" "$(awk 'NR % 2 == 1 {printf "%.0f ", $1}' "$work/${name}_runs")"
-  printf "   %-14s tps: %s\n" "$label" "$(awk 'NR % 2 == 0 {printf "%.0f ", $1}' "$work/${name}_runs")"
+  sleep 1.5
+  kill -INT "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  sed -n 's/^progress: \([0-9.]*\) s, \([0-9.]*\) tps.*/\1 \2/p' "$work/${name}_progress" >"$work/${name}_seconds"
+  # window means: a second (t - 1, t] counts for window k if it starts after
+  # switch k has reached the sampler and ends before switch k + 1 was asked for
+  awk 'NR == FNR { asked[n] = $1; reached[n] = $2; n++; next }
+       { for (k = 0; k < n - 1; k++)
+           if ($1 - 1 >= reached[k] && $1 <= asked[k + 1]) { sum[k] += $2; cnt[k]++ } }
+       END { for (k = 0; k < n - 1; k++) print (cnt[k] ? sum[k] / cnt[k] : 0) }' \
+    "$work/${name}_switches" "$work/${name}_seconds" >"$work/${name}_windows"
+  printf "   %-14s tps: %s\n" "off" "$(awk 'NR % 2 == 1 {printf "%.0f ", $1}' "$work/${name}_windows")"
+  printf "   %-14s tps: %s\n" "$label" "$(awk 'NR % 2 == 0 {printf "%.0f ", $1}' "$work/${name}_windows")"
   awk '{tps[NR] = $1}
-       END { for (i = 2; i < NR; i += 2) print tps[i] / ((tps[i - 1] + tps[i + 1]) / 2) }' \
-    "$work/${name}_runs" | median >"$work/${name}_ratio"
-  printf "   %s / off around it (median of %s): %.3fx\n" "$label" "$ROUNDS" "$(cat "$work/${name}_ratio")"
+       END { for (i = 2; i < NR; i += 2)
+               if (tps[i] > 0 && tps[i - 1] > 0 && tps[i + 1] > 0) print tps[i] / ((tps[i - 1] + tps[i + 1]) / 2) }' \
+    "$work/${name}_windows" | median >"$work/${name}_ratio"
+  printf "   %s / off around it (median of %s windows of %s s): %.3fx\n" "$label" "$ROUNDS" "$WINDOW" "$(cat "$work/${name}_ratio")"
 }
 
 # cpu_per_sample LABEL: the sampler's CPU per sample over CPU_SECONDS at a 10 ms interval
@@ -153,13 +193,13 @@ done
 psqlq -c "CHECKPOINT"
 
 echo
-echo "== A. pgbench -N, 8 clients, ${DURATION}s runs, during an incident with $N waiters: sampling every 100 ms vs off"
+echo "== A. pgbench -N, 8 clients, ${WINDOW}s windows, during an incident with $N waiters: sampling every 100 ms vs off"
 start_incident "$N"
-alternate A 100
+interleave A 100
 
 echo
 echo "== D. the control: as A, with sampling off in every run"
-alternate D 0
+interleave D 0
 
 echo
 echo "== B. sampler CPU per sample (10 ms interval, ${CPU_SECONDS}s each)"
@@ -174,4 +214,4 @@ cpu_per_sample "nobody waiting"
 
 echo
 echo "== C. pgbench -N, 8 clients, nobody waiting: sampling every 500 ms (the default) vs off"
-alternate C 500
+interleave C 500
