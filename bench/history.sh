@@ -198,7 +198,7 @@ start_incident "$N"
 interleave A 100
 
 echo
-echo "== D. the control: as A, with sampling off in every run"
+echo "== D. the control: as A, with sampling off in every window"
 interleave D 0
 
 echo
