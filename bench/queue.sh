@@ -82,7 +82,8 @@ CREATE TABLE bench_raw_jobs (
     attempts integer     NOT NULL DEFAULT 0,
     taken_at timestamptz
 );
--- the same with the indexes of the extension's guarantees (benchmark 9)
+-- the same with the indexes of the extension's guarantees (benchmark 9); its
+-- own bigserial (LIKE … INCLUDING ALL would share bench_raw_jobs' sequence)
 CREATE TABLE bench_raw_indexed (
     id       bigserial PRIMARY KEY,
     status   text        NOT NULL DEFAULT 'pending',
