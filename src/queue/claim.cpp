@@ -15,11 +15,16 @@ extern "C" {
 #include "access/transam.h"
 #include "catalog/pg_type.h"
 #include "storage/procarray.h"
+#include "utils/guc.h"
 }
 
 namespace concurrency::queue {
 
 namespace {
+
+// concurrency.direct_claim: off, every claim is the claim statement's (the
+// suites run both ways; an operator can rule the direct path out).
+bool direct_claim = true;
 
 // How many transaction ids the xmin horizon (the oldest one that some
 // snapshot may still need, server-wide) trails the next one by. Scans the
@@ -37,6 +42,14 @@ uint32 horizon_lag() {
 }
 
 } // namespace
+
+void define_claim_settings() {
+	DefineCustomBoolVariable(
+	    "concurrency.direct_claim",
+	    "Claims tasks without the executor where the claim statement's effects can be reproduced.",
+	    "Off, dequeue always runs the claim statement.", &direct_claim, true, PGC_SUSET, 0, nullptr, nullptr,
+	    nullptr);
+}
 
 Claim::Claim(Queue &q, TimestampTz now, const Interval &lease, Datum worker, bool worker_null,
              pg::ResultSet &out)
@@ -65,7 +78,8 @@ void Claim::claim_from(ClaimKey start, int32 wanted) {
 	// the tasks come in claim order
 	ClaimedTask *tasks = nullptr;
 	int direct = 0;
-	if (!claim_direct(q_.info(), now_, wanted, lease_, worker_, worker_null_, start, &tasks, &direct)) {
+	if (!direct_claim ||
+	    !claim_direct(q_.info(), now_, wanted, lease_, worker_, worker_null_, start, &tasks, &direct)) {
 		claim_by_statement(start, wanted);
 		return;
 	}

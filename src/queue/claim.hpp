@@ -15,6 +15,9 @@
 
 namespace concurrency::queue {
 
+// Defines concurrency.direct_claim (from _PG_init, through queue::init).
+void define_claim_settings();
+
 // One dequeue's claim on an open queue (SPI connected, running as the
 // queue's owner): up to `batch` tasks, each emitted as a row of `out`.
 class Claim {
