@@ -81,8 +81,8 @@ test_version() { # version pg_config
     || extra=(enable_tap_tests=yes PROVE=prove)
 
   echo "== $v: build and install (PGXS)"
-  if ! (cd "$tree" && make -s -j2 PG_CONFIG="$pg_config" && make -s install PG_CONFIG="$pg_config" \
-        && make -s test-module PG_CONFIG="$pg_config" && make -s install-test-module PG_CONFIG="$pg_config") >"$logs/build-$v.log" 2>&1; then
+  if ! (cd "$tree" && make -s -j2 PG_CONFIG="$pg_config" WERROR=1 && make -s install PG_CONFIG="$pg_config" \
+        && make -s test-module PG_CONFIG="$pg_config" WERROR=1 && make -s install-test-module PG_CONFIG="$pg_config") >"$logs/build-$v.log" 2>&1; then
     tail -n 40 "$logs/build-$v.log"; count 0 1 "$v build"
     echo "PostgreSQL $v: $vpassed passed, $vfailed failed"; return
   fi

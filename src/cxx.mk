@@ -10,7 +10,15 @@ EXTVERSION   := $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(CONCURRENC
 # fmt is used header-only (FMT_HEADER_ONLY): the module needs no libfmt.so at
 # run time, only the server and the C/C++ runtime (scripts/test.sh checks ldd).
 PG_CPPFLAGS  += -I$(CONCURRENCY_SRC) -DCONCURRENCY_EXT_VERSION=\"$(EXTVERSION)\" -DFMT_HEADER_ONLY
-PG_CXXFLAGS  += -std=c++17 -fno-strict-aliasing -Wno-register
+PG_CXXFLAGS  += -std=c++17 -fno-strict-aliasing -Wno-register -Wall -Wextra
+# PostgreSQL's headers are system headers here (-isystem: GCC and Clang then
+# drop the -I PGXS adds for the same directories), so that -Wextra reports
+# this tree's code, not theirs (unused parameters of their inline functions).
+PG_CPPFLAGS  += -isystem $(includedir_server) -isystem $(includedir_internal)
+# `make WERROR=1` turns every warning into an error (scripts/test.sh builds so).
+ifdef WERROR
+PG_CXXFLAGS += -Werror
+endif
 SHLIB_LINK   += -lstdc++
 # `make SANITIZE=undefined` (or address,undefined) builds with those sanitizers
 # (scripts/sanitize.sh runs the suites against such a build).

@@ -16,6 +16,7 @@ namespace sqlstate {
 inline constexpr const char *null_value_not_allowed = "22004";
 inline constexpr const char *invalid_parameter_value = "22023";
 inline constexpr const char *undefined_object = "42704";
+inline constexpr const char *undefined_table = "42P01"; // an extension table dropped by hand
 inline constexpr const char *duplicate_object = "42710";
 inline constexpr const char *unique_violation = "23505";
 inline constexpr const char *lock_not_available = "55P03";

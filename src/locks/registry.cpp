@@ -55,15 +55,11 @@ void registry_changed(Datum, Oid relid) noexcept {
 }
 
 Oid registry_oid() {
-	return pg::guard([] {
-		Oid nsp = get_namespace_oid("concurrency", false);
-		Oid rel = get_relname_relid("subsystem", nsp);
-		if (!OidIsValid(rel))
-			ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
-			                errmsg("the registry table concurrency.subsystem does not exist"),
-			                errhint("Reinstall the extension: DROP EXTENSION concurrency_ext; CREATE EXTENSION concurrency_ext;")));
-		return rel;
-	});
+	Oid rel = pg::guard([] { return get_relname_relid("subsystem", get_namespace_oid("concurrency", false)); });
+	if (!OidIsValid(rel))
+		throw Error(sqlstate::undefined_table, "the registry table concurrency.subsystem does not exist", "",
+		            "Reinstall the extension: DROP EXTENSION concurrency_ext; CREATE EXTENSION concurrency_ext;");
+	return rel;
 }
 
 // Every statement on the registry reads the latest committed state

@@ -4,9 +4,10 @@
 
 namespace concurrency::pg {
 
-void require_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+void require_arg(FunctionCallInfo fcinfo, int n, const char *argname, SourceLocation at) {
 	if (PG_NARGS() <= n || PG_ARGISNULL(n))
-		throw Error(sqlstate::null_value_not_allowed, fmt::format("{} must not be null", argname));
+		throw Error(sqlstate::null_value_not_allowed, fmt::format("{} must not be null", argname), {}, {},
+		            at);
 }
 
 std::string_view text_view(Datum value) {
@@ -16,27 +17,27 @@ std::string_view text_view(Datum value) {
 	return std::string_view(VARDATA_ANY(text), VARSIZE_ANY_EXHDR(text));
 }
 
-std::string_view text_view_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	require_arg(fcinfo, n, argname);
+std::string_view text_view_arg(FunctionCallInfo fcinfo, int n, const char *argname, SourceLocation at) {
+	require_arg(fcinfo, n, argname, at);
 	return text_view(PG_GETARG_DATUM(n));
 }
 
-std::string text_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	return std::string(text_view_arg(fcinfo, n, argname));
+std::string text_arg(FunctionCallInfo fcinfo, int n, const char *argname, SourceLocation at) {
+	return std::string(text_view_arg(fcinfo, n, argname, at));
 }
 
-bool bool_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	require_arg(fcinfo, n, argname);
+bool bool_arg(FunctionCallInfo fcinfo, int n, const char *argname, SourceLocation at) {
+	require_arg(fcinfo, n, argname, at);
 	return PG_GETARG_BOOL(n);
 }
 
-std::int32_t int32_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	require_arg(fcinfo, n, argname);
+std::int32_t int32_arg(FunctionCallInfo fcinfo, int n, const char *argname, SourceLocation at) {
+	require_arg(fcinfo, n, argname, at);
 	return PG_GETARG_INT32(n);
 }
 
-std::int64_t int64_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	require_arg(fcinfo, n, argname);
+std::int64_t int64_arg(FunctionCallInfo fcinfo, int n, const char *argname, SourceLocation at) {
+	require_arg(fcinfo, n, argname, at);
 	return PG_GETARG_INT64(n);
 }
 
@@ -47,7 +48,8 @@ std::optional<std::int64_t> nullable_int64_arg(FunctionCallInfo fcinfo, int n) {
 }
 
 Datum text_datum(std::string_view s) {
-	return guard([&] { return PointerGetDatum(cstring_to_text_with_len(s.data(), static_cast<int>(s.size()))); });
+	return guard(
+	    [&] { return PointerGetDatum(cstring_to_text_with_len(s.data(), static_cast<int>(s.size()))); });
 }
 
 } // namespace concurrency::pg

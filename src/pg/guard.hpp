@@ -38,6 +38,35 @@ private:
 	ErrorData *edata_; // palloc'd in the context that was current at guard()
 };
 
+// guard()'s PG_TRY, apart: the result and the held C++ exception are
+// written through references, so that no local of the frame that calls
+// setjmp changes after it (nothing for longjmp to clobber). Returns the
+// PostgreSQL error, copied into `caller_context`, or nullptr.
+template <typename F, typename Result>
+ErrorData *guarded_call(F &f, Result &result, std::exception_ptr &cpp_error, MemoryContext caller_context) {
+	ErrorData *volatile edata = nullptr;
+	PG_TRY();
+	{
+		// A C++ exception from f must not leave PG_TRY's frame by itself: it
+		// would skip PG_END_TRY, and PG_exception_stack would keep pointing
+		// at this dead frame for the next ereport. It is held and rethrown
+		// once the handler is restored.
+		try {
+			result = f();
+		} catch (...) {
+			cpp_error = std::current_exception();
+		}
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(caller_context);
+		edata = CopyErrorData();
+		FlushErrorState();
+	}
+	PG_END_TRY();
+	return edata;
+}
+
 template <typename F> auto guard(F &&f) -> decltype(f()) {
 	using Result = decltype(f());
 	if constexpr (std::is_void_v<Result>) {
@@ -47,30 +76,9 @@ template <typename F> auto guard(F &&f) -> decltype(f()) {
 		});
 	} else {
 		static_assert(std::is_trivially_copyable_v<Result>, "guard() returns plain values only");
-		MemoryContext caller_context = CurrentMemoryContext;
-		ErrorData *volatile edata = nullptr;
-		// A C++ exception from f must not leave PG_TRY's frame by itself: it
-		// would skip PG_END_TRY, and PG_exception_stack would keep pointing
-		// at this dead frame for the next ereport. It is held here and
-		// rethrown once the handler is restored.
 		std::exception_ptr cpp_error;
 		Result result{};
-		PG_TRY();
-		{
-			try {
-				result = f();
-			} catch (...) {
-				cpp_error = std::current_exception();
-			}
-		}
-		PG_CATCH();
-		{
-			MemoryContextSwitchTo(caller_context);
-			edata = CopyErrorData();
-			FlushErrorState();
-		}
-		PG_END_TRY();
-		if (edata)
+		if (ErrorData *edata = guarded_call(f, result, cpp_error, CurrentMemoryContext))
 			throw PgException(edata);
 		if (cpp_error)
 			std::rethrow_exception(cpp_error);
@@ -122,10 +130,15 @@ template <typename Body> Datum invoke(Body body, FunctionCallInfo fcinfo) {
 
 // Defines a SQL-callable function `name` whose body is C++:
 //   CONCURRENCY_FUNCTION(my_fn) { ... return Datum; }
+// The body is a function of the same name in namespace concurrency_sql, so
+// that an error's LOCATION, a debugger and a profiler name it as the SQL
+// declaration does ('MODULE_PATHNAME', 'my_fn').
 #define CONCURRENCY_FUNCTION(name)                                                                           \
-	static Datum name##_body(PG_FUNCTION_ARGS);                                                              \
+	namespace concurrency_sql {                                                                              \
+	static Datum name(PG_FUNCTION_ARGS);                                                                     \
+	}                                                                                                        \
 	extern "C" {                                                                                             \
 	PG_FUNCTION_INFO_V1(name);                                                                               \
-	PGDLLEXPORT Datum name(PG_FUNCTION_ARGS) { return concurrency::pg::invoke(name##_body, fcinfo); }       \
+	PGDLLEXPORT Datum name(PG_FUNCTION_ARGS) { return concurrency::pg::invoke(concurrency_sql::name, fcinfo); } \
 	}                                                                                                        \
-	static Datum name##_body(PG_FUNCTION_ARGS)
+	Datum concurrency_sql::name(PG_FUNCTION_ARGS)

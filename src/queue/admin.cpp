@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/sql_text.hpp"
+#include "pg/relation.hpp"
 #include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/keys_sql.hpp"
@@ -33,16 +34,6 @@ std::string interval_text(const Interval &value) {
 	return pg::guard([&] {
 		return DatumGetCString(
 		    DirectFunctionCall1(interval_out, IntervalPGetDatum(const_cast<Interval *>(&value))));
-	});
-}
-
-bool owns_relation(Oid relid, Oid role) {
-	return pg::guard([&] {
-#if PG_VERSION_NUM >= 160000
-		return object_ownercheck(RelationRelationId, relid, role);
-#else
-		return pg_class_ownercheck(relid, role);
-#endif
 	});
 }
 
@@ -293,7 +284,7 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 	pg::spi_connect();
 	Oid relid = queue::queue_relid(name);
 	if (OidIsValid(relid)) {
-		if (!owns_relation(relid, caller))
+		if (!pg::guard([&] { return pg::owns_relation(relid, caller); }))
 			throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
 			            fmt::format("Only the owner of table {} may drop the queue.", sql.table()));
 		execute(sql.drop_table());

@@ -13,18 +13,19 @@ extern "C" {
 
 namespace concurrency::queue {
 
-std::string queue_name_arg(FunctionCallInfo fcinfo) {
-	return std::string(queue_name(fcinfo).view());
+std::string queue_name_arg(FunctionCallInfo fcinfo, SourceLocation at) {
+	return std::string(queue_name(fcinfo, at).view());
 }
 
-QueueName queue_name(FunctionCallInfo fcinfo) {
-	pg::require_arg(fcinfo, 0, "queue");
+QueueName queue_name(FunctionCallInfo fcinfo, SourceLocation at) {
+	pg::require_arg(fcinfo, 0, "queue", at);
 	text *t = pg::guard([&] { return PG_DETOAST_DATUM_PACKED(PG_GETARG_DATUM(0)); });
 	std::string_view name(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
 	if (auto problem = name_problem(name, max_queue_name_bytes))
 		throw Error(sqlstate::invalid_parameter_value, "invalid queue name", fmt::format("The {}.", *problem),
 		            fmt::format("A queue name has 1 to {} bytes and no whitespace or control characters.",
-		                        max_queue_name_bytes));
+		                        max_queue_name_bytes),
+		            at);
 	QueueName out;
 	std::memcpy(out.bytes, name.data(), name.size());
 	out.size = name.size();
@@ -37,13 +38,13 @@ bool arg_null(FunctionCallInfo fcinfo, int n) {
 
 // run_at may be NULL (now) or a finite time: 'infinity' would be a task that
 // never runs, and either infinity breaks every age computed from it.
-void check_run_at(FunctionCallInfo fcinfo, int n) {
+void check_run_at(FunctionCallInfo fcinfo, int n, SourceLocation at) {
 	if (!PG_ARGISNULL(n) && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(n)))
 		throw Error(sqlstate::invalid_parameter_value, "run_at must be a finite time",
-		            "Use NULL to run the task now.");
+		            "Use NULL to run the task now.", {}, at);
 }
 
-Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname, SourceLocation at) {
 	Interval value = *PG_GETARG_INTERVAL_P(n);
 	Interval zero{};
 	bool positive = pg::guard([&] {
@@ -51,11 +52,12 @@ Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argna
 		    DirectFunctionCall2(interval_gt, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
 	});
 	if (!positive)
-		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must be positive", argname));
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must be positive", argname), {}, {},
+		            at);
 	return value;
 }
 
-std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n) {
+std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n, SourceLocation at) {
 	if (arg_null(fcinfo, n))
 		return std::nullopt;
 	Interval value = *PG_GETARG_INTERVAL_P(n);
@@ -65,15 +67,15 @@ std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n) {
 		    DirectFunctionCall2(interval_lt, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
 	});
 	if (negative)
-		throw Error(sqlstate::invalid_parameter_value, "retry_in must not be negative");
+		throw Error(sqlstate::invalid_parameter_value, "retry_in must not be negative", {}, {}, at);
 	return value;
 }
 
-ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, Oid elemtype) {
+ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, Oid elemtype, SourceLocation at) {
 	ArrayType *array = pg::guard([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(argno)); });
 	if (ARR_NDIM(array) > 1)
 		throw Error(sqlstate::invalid_parameter_value,
-		            fmt::format("{} must be a one-dimensional array", argname));
+		            fmt::format("{} must be a one-dimensional array", argname), {}, {}, at);
 	ArrayArg out;
 	int16 typlen = 0;
 	bool typbyval = false;
@@ -85,12 +87,12 @@ ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, Oid 
 	return out;
 }
 
-std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	pg::require_arg(fcinfo, n, argname);
+std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *argname, SourceLocation at) {
+	pg::require_arg(fcinfo, n, argname, at);
 	ArrayType *array = pg::guard([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(n)); });
 	if (ARR_NDIM(array) > 1)
 		throw Error(sqlstate::invalid_parameter_value,
-		            fmt::format("{} must be a one-dimensional array", argname));
+		            fmt::format("{} must be a one-dimensional array", argname), {}, {}, at);
 	Datum *elems = nullptr;
 	bool *nulls = nullptr;
 	int count = 0;
@@ -102,7 +104,7 @@ std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *ar
 	for (int i = 0; i < count; ++i) {
 		if (nulls[i])
 			throw Error(sqlstate::null_value_not_allowed, fmt::format("{} must not contain null", argname),
-			            fmt::format("Element {} is null.", i + 1));
+			            fmt::format("Element {} is null.", i + 1), {}, at);
 		out.push_back(DatumGetInt64(elems[i]));
 	}
 	return out;

@@ -1,5 +1,6 @@
 // Reading the arguments of the queue's SQL functions: the queue name and the
-// argument checks that several of them share, on top of pg/datum.hpp.
+// argument checks that several of them share, on top of pg/datum.hpp. Like
+// those, each takes the caller's place (`at`) for the errors it raises.
 // Internal to src/queue.
 #pragma once
 
@@ -25,22 +26,24 @@ struct QueueName {
 };
 
 // Validated queue name from argument 0 (22004 when NULL, 22023 when invalid).
-std::string queue_name_arg(FunctionCallInfo fcinfo);
+std::string queue_name_arg(FunctionCallInfo fcinfo, SourceLocation at = SourceLocation::current());
 // The same into a fixed buffer (no allocation).
-QueueName queue_name(FunctionCallInfo fcinfo);
+QueueName queue_name(FunctionCallInfo fcinfo, SourceLocation at = SourceLocation::current());
 
 // Whether argument n is NULL or missing (a 0.1.0 declaration calling this
 // module passes fewer arguments: a missing one counts as NULL).
 bool arg_null(FunctionCallInfo fcinfo, int n);
 
 // run_at from argument n: NULL (now) or a finite time (22023 otherwise).
-void check_run_at(FunctionCallInfo fcinfo, int n);
+void check_run_at(FunctionCallInfo fcinfo, int n, SourceLocation at = SourceLocation::current());
 
 // Positive interval from argument n (22023 otherwise); n must not be NULL.
-Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname);
+Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname,
+                               SourceLocation at = SourceLocation::current());
 
 // retry_in from argument n: NULL (nullopt) or not negative (22023 otherwise).
-std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n);
+std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n,
+                                     SourceLocation at = SourceLocation::current());
 
 // A one-dimensional array argument and its elements (palloc'd, in the
 // function's memory context); the argument must not be NULL.
@@ -49,9 +52,11 @@ struct ArrayArg {
 	Datum *elems = nullptr;
 	bool *nulls = nullptr;
 };
-ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, Oid elemtype);
+ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, Oid elemtype,
+                   SourceLocation at = SourceLocation::current());
 
 // The int8[] argument n as values; NULL array or element: 22004.
-std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *argname);
+std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *argname,
+                                  SourceLocation at = SourceLocation::current());
 
 } // namespace concurrency::queue

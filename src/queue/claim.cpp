@@ -6,15 +6,14 @@
 #include <string>
 #include <utility>
 
+#include "pg/relation.hpp"
 #include "queue/claim_direct.hpp"
 #include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/permissions.hpp"
 
 extern "C" {
-#include "access/transam.h"
 #include "catalog/pg_type.h"
-#include "storage/procarray.h"
 #include "utils/guc.h"
 }
 
@@ -32,11 +31,7 @@ bool direct_claim = true;
 uint32 horizon_lag() {
 	return pg::guard([] {
 		TransactionId next = XidFromFullTransactionId(ReadNextFullTransactionId());
-#if PG_VERSION_NUM >= 140000
-		TransactionId oldest = GetOldestNonRemovableTransactionId(nullptr);
-#else
-		TransactionId oldest = GetOldestXmin(nullptr, PROCARRAY_FLAGS_DEFAULT);
-#endif
+		TransactionId oldest = pg::oldest_nonremovable_xid();
 		return TransactionIdIsNormal(oldest) ? static_cast<uint32>(next - oldest) : 0u;
 	});
 }

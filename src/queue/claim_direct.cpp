@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "pg/guard.hpp"
+#include "pg/relation.hpp"
 #include "queue/queue.hpp"
 #include "queue/queue_sql.hpp"
 
@@ -103,12 +104,8 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 	    rel->relhasrules || rel->relrowsecurity)
 		return false;
 	TupleDesc desc = RelationGetDescr(heap);
-	if (desc->constr && (desc->constr->num_check > 0 || desc->constr->has_generated_stored))
+	if ((desc->constr && desc->constr->num_check > 0) || pg::has_generated_columns(desc))
 		return false;
-#if PG_VERSION_NUM >= 180000
-	if (desc->constr && desc->constr->has_generated_virtual)
-		return false;
-#endif
 	Columns &c = d->col;
 	c.id = column_number(desc, "id", INT8OID, false);
 	c.lease_token = column_number(desc, "lease_token", INT8OID, false);
@@ -292,11 +289,7 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 	ScanKeyData row;
 	ScanKeyEntryInitialize(&row, SK_ROW_HEADER, 1, BTGreaterEqualStrategyNumber, InvalidOid, InvalidOid, InvalidOid,
 	                       PointerGetDatum(members));
-#if PG_VERSION_NUM >= 180000
-	IndexScanDesc scan = index_beginscan(heap, irels[d->ready], snapshot, nullptr, 1, 0);
-#else
-	IndexScanDesc scan = index_beginscan(heap, irels[d->ready], snapshot, 1, 0);
-#endif
+	IndexScanDesc scan = pg::begin_index_scan(heap, irels[d->ready], snapshot, 1);
 	index_rescan(scan, &row, 1, nullptr, 0);
 
 	TupleTableSlot *seen = table_slot_create(heap, nullptr);
@@ -346,14 +339,8 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 		nulls[c.worker - 1] = worker_null;
 		HeapTuple tuple = heap_form_tuple(desc, values, nulls);
 		ItemPointerData target = locked->tts_tid;
-#if PG_VERSION_NUM >= 160000
-		TU_UpdateIndexes update_indexes = TU_All;
-		simple_heap_update(heap, &target, tuple, &update_indexes);
-		bool new_entries = update_indexes != TU_None; // (no summarizing index: describe refuses them)
-#else
-		simple_heap_update(heap, &target, tuple);
-		bool new_entries = !HeapTupleIsHeapOnly(tuple);
-#endif
+		// (no summarizing index: describe refuses them)
+		bool new_entries = pg::update_heap_tuple(heap, &target, tuple);
 		if (should_free)
 			heap_freetuple(old);
 		ExecStoreHeapTuple(tuple, written, false);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "pg/invalidation.hpp"
+#include "pg/relation.hpp"
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
 #include "queue/queue.hpp"
@@ -155,11 +156,7 @@ bool due_entry(Relation heap, Oid index, Snapshot snapshot, TimestampTz floor, T
 	ScanKeyData keys[2];
 	ScanKeyInit(&keys[0], 1, BTGreaterEqualStrategyNumber, F_TIMESTAMPTZ_GE, TimestampTzGetDatum(floor));
 	ScanKeyInit(&keys[1], 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE, TimestampTzGetDatum(now));
-#if PG_VERSION_NUM >= 180000
-	IndexScanDesc scan = index_beginscan(heap, irel, snapshot, nullptr, 2, 0);
-#else
-	IndexScanDesc scan = index_beginscan(heap, irel, snapshot, 2, 0);
-#endif
+	IndexScanDesc scan = pg::begin_index_scan(heap, irel, snapshot, 2);
 	index_rescan(scan, keys, 2, nullptr, 0);
 	TupleTableSlot *slot = table_slot_create(heap, nullptr);
 	bool found = index_getnext_slot(scan, ForwardScanDirection, slot);
@@ -232,14 +229,17 @@ TimestampTz clock_now() {
 }
 
 Oid relation_owner(Oid relid) {
-	return pg::guard([&] {
+	Oid owner = pg::guard([&] {
 		HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 		if (!HeapTupleIsValid(tuple))
-			elog(ERROR, "cache lookup failed for relation %u", relid);
+			return InvalidOid;
 		Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
 		ReleaseSysCache(tuple);
 		return owner;
 	});
+	if (!OidIsValid(owner))
+		throw Error(sqlstate::internal_error, fmt::format("cache lookup failed for relation {}", relid));
+	return owner;
 }
 
 bool claim_relations(QueueInfo &info) {

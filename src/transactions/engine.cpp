@@ -21,12 +21,9 @@ namespace {
 // Runs the caller's statements in the current (sub)transaction, with the
 // caller's search_path and privileges, discarding their results.
 void execute(const std::string &statements) {
-	pg::guard([&] {
-		int rc = SPI_execute(statements.c_str(), false, 0);
-		if (rc < 0) // SPI_ERROR_TRANSACTION cannot happen: parse_statements refused those
-			ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-			                errmsg_internal("SPI_execute failed: %s", SPI_result_code_string(rc))));
-	});
+	int rc = pg::guard([&] { return SPI_execute(statements.c_str(), false, 0); });
+	if (rc < 0) // SPI_ERROR_TRANSACTION cannot happen: parse_statements refused those
+		throw Error(sqlstate::internal_error, fmt::format("SPI_execute failed: {}", SPI_result_code_string(rc)));
 }
 
 // Commits the run's bookkeeping transaction; a failure here is raised.

@@ -49,6 +49,9 @@ SELECT pg_temp.border_guard_cpp_throw(true);
 -- wrapper that reported it (guard.cpp)
 \set VERBOSITY verbose
 SELECT pg_temp.border_location();
+-- the same for an argument reader's error: a NULL argument is located in the
+-- function that read it (border_test.cpp), not in the reader (pg/datum.cpp)
+SELECT pg_temp.border_cpp_exception(NULL);
 \set VERBOSITY default
 
 -- the backend survives all of it, and thousands of round trips do not grow
