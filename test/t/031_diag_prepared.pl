@@ -51,9 +51,9 @@ SELECT coalesce(gid, (SELECT application_name FROM pg_stat_activity a WHERE a.pi
   FROM concurrency.lock_tree t ORDER BY depth, gid)),
 	"diag_one|0|0|2|prepared|ROLLBACK PREPARED 'diag_one'\n"
 	  . "diag_two's|0|0|2|prepared|ROLLBACK PREPARED 'diag_two''s'\n"
-	  . "alter|1|2|1|active|\n"
+	  . "alter|1|2|1|active|SELECT pg_cancel_backend($alter_pid)\n"
 	  . "reader|2|1|0|active|",
-	'lock_tree has two prepared roots with ROLLBACK PREPARED actions');
+	'lock_tree has two prepared roots with ROLLBACK PREPARED actions, and cancelling the ALTER queued behind them frees the reader');
 
 is( $node->safe_psql(
 		'postgres',
