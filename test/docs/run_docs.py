@@ -67,12 +67,29 @@ def blocks_of(path):
     return out
 
 
+def strip_comment(line):
+    """The line without a trailing -- comment (one outside quotes)."""
+    quote = None
+    for i, c in enumerate(line):
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif line.startswith("--", i):
+            return line[:i]
+    return line
+
+
 def ends_statement(text):
     """False when the block leaves a statement unterminated (it would run
     together with the next block's first statement)."""
-    code = [re.sub(r"\s--\s.*$|^--.*$", "", l).rstrip() for l in text.splitlines()]
+    code = [strip_comment(l).rstrip() for l in text.splitlines()]
     code = [l for l in code if l.strip()]
-    return not code or code[-1].endswith(";") or code[-1].lstrip().startswith("\\")
+    # a statement ends with ";", or is sent by \g, \gset, \gexec, \gx; a
+    # line that is only a meta-command (\set, \x) leaves nothing pending
+    return (not code or code[-1].endswith(";") or code[-1].lstrip().startswith("\\")
+            or re.search(r"\\g(set|exec|x|desc)?\b[^;]*$", code[-1]) is not None)
 
 
 def psql(*args, **kw):
