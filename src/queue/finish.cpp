@@ -1,11 +1,12 @@
-// SQL-callable functions that finish tasks in bulk or look them up
-// (src/sql/20_queue.sql): batch complete, fail and heartbeat, cancel, purge,
-// task_status.
+// SQL-callable functions that finish tasks in bulk, hand them back or look
+// them up (src/sql/20_queue.sql, 24_queue_wait.sql): batch complete, fail
+// and heartbeat, release and release_batch, cancel, purge, task_status.
 //
 // The batch forms are all or nothing: the statement acts on every named
 // lease it finds; if one is missing, the call raises CE001 naming that task
 // (the first one in argument order) and the error takes the statement's
 // changes with it, like any error in the caller's transaction or savepoint.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -19,6 +20,7 @@
 #include "queue/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/wait.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -92,6 +94,41 @@ void require_all(Queue &q, const Leases &l, uint64 found) {
 			q.lease_lost(id);
 }
 
+// The jsonb[] progress argument n of heartbeat_batch: NULL (no progress), or
+// one element per task (a NULL element leaves that task's progress alone).
+bool progress_array_arg(FunctionCallInfo fcinfo, int n, std::size_t tasks) {
+	if (PG_NARGS() <= n || PG_ARGISNULL(n))
+		return false;
+	ArrayType *array = pg::guard([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(n)); });
+	int count = pg::guard([&] { return ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)); });
+	if (ARR_NDIM(array) > 1 || static_cast<std::size_t>(count) != tasks)
+		throw Error(sqlstate::invalid_parameter_value, "progress must have one element per task",
+		            fmt::format("There are {} task ids and {} progress values.", tasks, count),
+		            "Pass NULL for a task whose progress is unchanged.");
+	return true;
+}
+
+// release and release_batch: the leases `l` handed back, all or none.
+uint64 hand_back(Queue &q, const Leases &l, FunctionCallInfo fcinfo, TimestampTz now) {
+	if (l.ids.empty())
+		return 0;
+	bool run_at_null = PG_NARGS() <= 3 || PG_ARGISNULL(3);
+	static const Oid types[4] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum values[4] = {l.ids_array, l.tokens_array, run_at_null ? Datum(0) : PG_GETARG_DATUM(3),
+	                   TimestampTzGetDatum(now)};
+	char nulls[4] = {' ', ' ', run_at_null ? 'n' : ' ', ' '};
+	uint64 n = q.run("release", q.sql().release_many(), 4, types, values, nulls);
+	require_all(q, l, n);
+	note_claimable(q.name(), n);
+	return n;
+}
+
+void check_release_run_at(FunctionCallInfo fcinfo) {
+	if (PG_NARGS() > 3 && !PG_ARGISNULL(3) && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(3)))
+		throw Error(sqlstate::invalid_parameter_value, "run_at must be a finite time",
+		            "Use NULL to make the task ready at once, in its place.");
+}
+
 } // namespace
 
 // concurrency.complete(queue, task_ids, lease_tokens) -> how many (all)
@@ -116,35 +153,43 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 		           : q.run(QueueStatement::complete_many, 2, types, values);
 		require_all(q, l, n);
 		release_keys(q, keys_of_rows(q, n, 2), now);
+		if (q.info().max_leased > 0) // their lease slots are free
+			note_claimable(q.name(), n);
 	}
 	q.maybe_purge(now);
 	pg::spi_finish();
 	PG_RETURN_INT64(static_cast<int64>(n));
 }
 
-// concurrency.heartbeat(queue, task_ids, lease_tokens, extend) -> new deadline
-// (NULL for empty arrays)
+// concurrency.heartbeat_batch(queue, task_ids, lease_tokens, extend, progress)
+// -> new deadline (NULL for empty arrays)
 CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	QueueName name = queue_name(fcinfo);
 	Leases l = leases_args(fcinfo);
 	std::optional<Interval> extend_arg;
 	if (!PG_ARGISNULL(3))
 		extend_arg = positive_interval_arg(fcinfo, 3, "extend");
+	bool with_progress = progress_array_arg(fcinfo, 4, l.ids.size());
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "heartbeat_batch");
-	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
-		return forward_distributed(fcinfo, "distributed_heartbeat_batch");
+	if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		if (with_progress)
+			refuse_on_distributed(q.name(), "heartbeat_batch with progress");
+		return forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);
+	}
 	if (l.ids.empty()) {
 		pg::spi_finish();
 		PG_RETURN_NULL();
 	}
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
-	static const Oid types[4] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INTERVALOID};
-	Datum values[4] = {l.ids_array, l.tokens_array, TimestampTzGetDatum(now), IntervalPGetDatum(&extend)};
-	uint64 n = q.run(QueueStatement::heartbeat_many, 4, types, values);
+	static const Oid types[5] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INTERVALOID, JSONBARRAYOID};
+	Datum values[5] = {l.ids_array, l.tokens_array, TimestampTzGetDatum(now), IntervalPGetDatum(&extend),
+	                   with_progress ? PG_GETARG_DATUM(4) : Datum(0)};
+	uint64 n = with_progress ? q.run("heartbeat_many_progress", q.sql().heartbeat_many_progress(), 5, types, values)
+	                         : q.run(QueueStatement::heartbeat_many, 4, types, values);
 	require_all(q, l, n);
 	bool isnull = false;
 	TimestampTz deadline = DatumGetTimestampTz(column(0, 2, &isnull));
@@ -209,6 +254,9 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 			if (dead[i] && keys.count(l.ids[i]))
 				released.push_back(keys.at(l.ids[i]));
 		release_keys(q, std::move(released), now);
+		// retries (and, with max_leased, freed lease slots) may be claimable
+		note_claimable(q.name(), q.info().max_leased > 0 ? l.ids.size()
+		                                                 : static_cast<uint64>(std::count(dead.begin(), dead.end(), false)));
 		for (std::size_t i = 0; i < l.ids.size(); ++i) {
 			// a retry waiting for its run_at is 'ready' to the caller, as
 			// with the single fail
@@ -219,6 +267,52 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	}
 	pg::spi_finish();
 	return Datum(0);
+}
+
+// concurrency.release(queue, task_id, lease_token, run_at) -> true: the task
+// is handed back unstarted (a lost lease raises CE001)
+CONCURRENCY_FUNCTION(concurrency_release) {
+	QueueName name = queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	int64 token = int64_arg(fcinfo, 2, "lease_token");
+	check_release_run_at(fcinfo);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "release");
+	if (is_distributed(q.info().relid))
+		refuse_on_distributed(q.name(), "release");
+	Leases l;
+	l.ids = {task_id};
+	l.tokens = {token};
+	Datum id_datum = Int64GetDatum(task_id), token_datum = Int64GetDatum(token);
+	pg::guard([&] {
+		l.ids_array = PointerGetDatum(construct_array(&id_datum, 1, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		l.tokens_array =
+		    PointerGetDatum(construct_array(&token_datum, 1, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	});
+	hand_back(q, l, fcinfo, now);
+	pg::spi_finish();
+	PG_RETURN_BOOL(true);
+}
+
+// concurrency.release_batch(queue, task_ids, lease_tokens, run_at) -> how many
+// (all: one lost lease raises CE001 and hands none back)
+CONCURRENCY_FUNCTION(concurrency_release_many) {
+	QueueName name = queue_name(fcinfo);
+	Leases l = leases_args(fcinfo);
+	check_release_run_at(fcinfo);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "release_batch");
+	if (is_distributed(q.info().relid))
+		refuse_on_distributed(q.name(), "release_batch");
+	uint64 n = hand_back(q, l, fcinfo, now);
+	pg::spi_finish();
+	PG_RETURN_INT64(static_cast<int64>(n));
 }
 
 // concurrency.cancel(queue, task_ids) -> how many tasks were cancelled.
@@ -246,6 +340,8 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 		n = q.run("cancel_blocked", q.sql().cancel(true), 2, types, values);
 		uint64 holding = q.run("cancel", q.sql().cancel(false), 2, types, values);
 		release_keys(q, keys_of_rows(q, holding, 2), now);
+		if (q.info().max_leased > 0) // lease slots of cancelled leased tasks are free
+			note_claimable(q.name(), holding);
 		n += holding;
 		// a queue that retains nothing keeps a cancelled task only while its
 		// holder's lease runs (so that the holder learns it was cancelled)
@@ -295,7 +391,7 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};
 	Datum values[2] = {Int64GetDatum(id), TimestampTzGetDatum(now)};
 	if (q.run("task_status", q.sql().task_status(), 2, types, values) == 1) {
-		constexpr int ncols = 13;
+		constexpr int ncols = 14;
 		Datum cols[ncols];
 		bool isnull[ncols];
 		for (int c = 0; c < ncols; ++c)

@@ -18,12 +18,14 @@
 #include "queue/queue.hpp"
 #include "queue/claim_direct.hpp"
 #include "queue/stats_sql.hpp"
+#include "queue/wait.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "access/detoast.h"
+#include "access/xact.h"
 #include "commands/trigger.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -550,7 +552,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			add_id_row(out, enqueue_element(q, values, nulls, payloads, has_dedupe ? &dedupe_keys : nullptr,
 			                                &concurrency_keys, i, &inserted_any));
 		if (inserted_any)
-			q.notify();
+			q.notify(static_cast<uint64>(payloads.n));
 		pg::spi_finish();
 		return Datum(0);
 	}
@@ -618,34 +620,35 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	for (int64 id : ids)
 		add_id_row(out, id);
 	if (inserted_any)
-		q.notify();
+		q.notify(std::max<uint64>(n, 1));
 	pg::spi_finish();
 	return Datum(0);
 }
 
-// concurrency.dequeue(queue, batch, lease, worker) -> claimed tasks
-CONCURRENCY_FUNCTION(concurrency_dequeue) {
-	queue::QueueName name = queue::queue_name(fcinfo);
-	int32 batch = int32_arg(fcinfo, 1, "batch");
-	if (batch < 1)
-		throw Error(sqlstate::invalid_parameter_value, "batch must be at least 1");
-	const int32 requested = batch;
-	std::optional<Interval> lease_arg;
-	if (!PG_ARGISNULL(2))
-		lease_arg = queue::positive_interval_arg(fcinfo, 2, "lease");
-	Datum worker = PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3);
-	char worker_null = PG_ARGISNULL(3) ? 'n' : ' ';
-	TimestampTz now = clock_now();
+namespace {
 
-	pg::ResultSet out = pg::materialize(fcinfo);
-	pg::spi_connect();
-	Queue q(name.view());
+// What dequeue was asked for.
+struct DequeueArgs {
+	queue::QueueName name;
+	int32 batch;
+	std::optional<Interval> lease;
+	Datum worker;
+	char worker_null;
+};
+
+// One look at the queue by dequeue: claims up to args.batch tasks into
+// `out`, as the queue's owner; returns how many. When it claims none, *next_due
+// is the earliest time a scheduled task comes due or a lease expires (or
+// nothing), for dequeue(…, wait) to sleep until at most.
+std::size_t claim_round(const DequeueArgs &args, pg::ResultSet &out, TimestampTz now,
+                        std::optional<TimestampTz> *next_due) {
+	int32 batch = args.batch;
+	const int32 requested = batch;
+	Datum worker = args.worker;
+	char worker_null = args.worker_null;
+	Queue q(args.name.view());
 	AsRole as_owner = authorize(q, Permission::work, "dequeue");
-	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
-		q.maybe_purge(now);
-		return queue::forward_distributed(fcinfo, "distributed_dequeue", &out);
-	}
-	Interval lease = lease_arg ? *lease_arg : q.info().lease;
+	Interval lease = args.lease ? *args.lease : q.info().lease;
 	ClaimCursor &cursor = q.info().cursor;
 	// the horizon matters to the cursor only to tell whether it is pinned:
 	// sampled at most every 100 ms, not read on every claim
@@ -764,11 +767,96 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	if (slotted)
 		queue::fill_slots(q, slots, slot_ids, slot_tokens);
 	q.maybe_purge(now);
+	if (claimed == 0 && next_due) {
+		*next_due = std::nullopt;
+		if (q.run("next_due", q.sql().next_due(), 0, nullptr, nullptr) == 1) {
+			bool isnull = false;
+			Datum due = queue::column(0, 1, &isnull);
+			if (!isnull)
+				*next_due = DatumGetTimestampTz(due);
+		}
+	}
+	return claimed;
+}
+
+// The wait argument n of dequeue: NULL or zero (no wait), or positive; only
+// where the snapshot moves between looks.
+std::optional<Interval> wait_arg(FunctionCallInfo fcinfo, int n) {
+	if (PG_NARGS() <= n || PG_ARGISNULL(n))
+		return std::nullopt;
+	Interval *wait = PG_GETARG_INTERVAL_P(n);
+	if (wait->month == 0 && wait->day == 0 && wait->time == 0)
+		return std::nullopt;
+	Interval positive = queue::positive_interval_arg(fcinfo, n, "wait");
+	if (IsolationUsesXactSnapshot())
+		throw Error(sqlstate::feature_not_supported,
+		            "dequeue cannot wait in a REPEATABLE READ or SERIALIZABLE transaction",
+		            "Its snapshot cannot move: tasks committed while it waited would stay invisible to it.",
+		            "Call dequeue with wait in a READ COMMITTED transaction (the default), or without wait.");
+	return positive;
+}
+
+} // namespace
+
+// concurrency.dequeue(queue, batch, lease, worker, wait) -> claimed tasks.
+// With wait, a call that claims nothing sleeps until a commit makes tasks
+// of the queue claimable (queue/wait.hpp), a scheduled task comes due or a
+// lease expires, and looks again with a fresh snapshot, until wait has
+// passed.
+CONCURRENCY_FUNCTION(concurrency_dequeue) {
+	DequeueArgs args;
+	args.name = queue::queue_name(fcinfo);
+	args.batch = int32_arg(fcinfo, 1, "batch");
+	if (args.batch < 1)
+		throw Error(sqlstate::invalid_parameter_value, "batch must be at least 1");
+	if (!PG_ARGISNULL(2))
+		args.lease = queue::positive_interval_arg(fcinfo, 2, "lease");
+	args.worker = PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3);
+	args.worker_null = PG_ARGISNULL(3) ? 'n' : ' ';
+	std::optional<Interval> wait = wait_arg(fcinfo, 4);
+	TimestampTz now = clock_now();
+
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	{
+		Queue q(args.name.view());
+		AsRole as_owner = authorize(q, Permission::work, "dequeue");
+		if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+			if (wait)
+				queue::refuse_on_distributed(q.name(), "dequeue with wait");
+			q.maybe_purge(now);
+			return queue::forward_distributed(fcinfo, "distributed_dequeue", &out, 4);
+		}
+	}
+	if (!wait) {
+		claim_round(args, out, now, nullptr);
+		pg::spi_finish();
+		return Datum(0);
+	}
+	Interval wait_for = *wait;
+	TimestampTz deadline = pg::guard([&] {
+		return DatumGetTimestampTz(
+		    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(&wait_for)));
+	});
+	// on the wait list before the first look: no commit from now on is missed
+	queue::QueueWait waiter(args.name.view());
+	for (;;) {
+		std::optional<TimestampTz> next_due;
+		if (claim_round(args, out, now, &next_due) > 0)
+			break;
+		now = clock_now();
+		if (now >= deadline)
+			break;
+		waiter.sleep(now, next_due ? std::min(deadline, *next_due) : deadline);
+		now = clock_now();
+	}
 	pg::spi_finish();
 	return Datum(0);
 }
 
-// concurrency.heartbeat(queue, task_id, lease_token, extend) -> new deadline
+
+// concurrency.heartbeat(queue, task_id, lease_token, extend, progress) -> new
+// deadline; a progress given is stored, shown by task_status
 CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	queue::QueueName name = queue::queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
@@ -776,18 +864,24 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	std::optional<Interval> extend_arg;
 	if (!PG_ARGISNULL(3))
 		extend_arg = queue::positive_interval_arg(fcinfo, 3, "extend");
+	bool with_progress = !arg_null(fcinfo, 4);
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "heartbeat");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
-		return queue::forward_distributed(fcinfo, "distributed_heartbeat");
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		if (with_progress)
+			queue::refuse_on_distributed(q.name(), "heartbeat with progress");
+		return queue::forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
+	}
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
-	static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID};
-	Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
-	                   IntervalPGetDatum(&extend)};
-	if (q.run(QueueStatement::heartbeat, 4, types, values) == 0)
+	static const Oid types[5] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID, JSONBOID};
+	Datum values[5] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
+	                   IntervalPGetDatum(&extend), with_progress ? PG_GETARG_DATUM(4) : Datum(0)};
+	uint64 n = with_progress ? q.run("heartbeat_progress", q.sql().heartbeat_progress(), 5, types, values)
+	                         : q.run(QueueStatement::heartbeat, 4, types, values);
+	if (n == 0)
 		q.lease_lost(task_id);
 	bool isnull = false;
 	TimestampTz deadline = DatumGetTimestampTz(queue::column(0, 1, &isnull));
@@ -831,6 +925,8 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	if (q.info().key_limit > 0)
 		if (auto key = queue::key_column(0, 1))
 			queue::release_keys(q, {*key}, now);
+	if (q.info().max_leased > 0) // its lease slot is free
+		queue::note_claimable(q.name(), 1);
 	q.maybe_purge(now);
 	pg::spi_finish();
 	PG_RETURN_VOID();
@@ -866,6 +962,9 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	// a task that will be retried keeps its key; a dead one releases it
 	if (key && std::string_view(state) == "dead")
 		queue::release_keys(q, {*key}, now);
+	// a retry (and, with max_leased, the freed lease slot) may be claimable
+	if (std::string_view(state) != "dead" || q.info().max_leased > 0)
+		queue::note_claimable(q.name(), 1);
 	pg::spi_finish();
 	// a retry waiting for its run_at is 'ready' to the caller (queue_stats
 	// counts it as scheduled until then)
@@ -897,7 +996,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 		queue::release_keys(q, std::move(keys), now);
 	}
 	if (n > 0)
-		q.notify();
+		q.notify(n);
 	pg::spi_finish();
 	PG_RETURN_INT64(static_cast<int64>(n));
 }

@@ -2,12 +2,14 @@
 #include "queue/init.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/wait.hpp"
 
 namespace concurrency::queue {
 
 void init() {
 	cache_init();
 	permissions_init();
+	wait_init();
 }
 
 } // namespace concurrency::queue
