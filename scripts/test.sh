@@ -5,17 +5,21 @@
 # them all, after one such line per version:
 #   per version: pg_regress suites and isolation specs, the fuzz suite and the
 #     upgrade check (each on a throw-away cluster of its own, scripts/cluster.sh),
+#     on a cluster with the library preloaded the docs' SQL blocks
+#     (test/docs/run_docs.py) and make installcheck leaving the lock history
+#     alone (test/live/installcheck_live.py),
 #     TAP tests (PostgreSQL::Test::Cluster, run as the postgres user because
 #     initdb refuses root; they include PgBouncer and postgres_exporter);
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
 #   once: the memory-safety run (PostgreSQL 15), GoogleTest unit tests (CTest),
+#     the Node.js client's tests (clients/node, with PgBouncer),
 #     the Debian package (built, installed, smoke-tested) and the check that the
 #     module needs no shared library beyond the server and the C/C++ runtime.
 # Usage: sudo scripts/test.sh
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
-#   SKIP="sanitize package" to leave out steps (sanitize, unit, package, and
-#   citus: the Citus suite on PostgreSQL 18); CI runs them all.
+#   SKIP="sanitize package" to leave out steps (sanitize, unit, node, package,
+#   and citus: the Citus suite on PostgreSQL 18); CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -135,6 +139,25 @@ test_version() { # version pg_config
     count 0 1 "$v cluster start (direct_claim off)"
   fi
 
+  # A server as users run it, with the library preloaded (the lock-history
+  # sampler running): the docs' SQL examples run as pasted, and make
+  # installcheck passes there and leaves the server's lock history alone.
+  if cluster_start "$pg_config" "shared_preload_libraries = 'concurrency_ext'" "concurrency.history_interval = '20ms'"; then
+    echo "== $v: every SQL block of README.md and docs/*.md, as pasted (test/docs/run_docs.py)"
+    /usr/bin/python3 test/docs/run_docs.py >"$logs/docs-$v.log" 2>&1
+    grep -E '^FAIL ' "$logs/docs-$v.log"
+    count_summary "$v docs" "$logs/docs-$v.log"
+
+    echo "== $v: make installcheck on a live server with the preload (test/live/installcheck_live.py)"
+    /usr/bin/python3 test/live/installcheck_live.py "$pg_config" "$tree" >"$logs/live-$v.log" 2>&1
+    grep -E '^(ok|FAIL) ' "$logs/live-$v.log"
+    grep -q '^FAIL ' "$logs/live-$v.log" && sed -n '/^FAIL /,$p' "$logs/live-$v.log" | head -n 80
+    count_summary "$v installcheck on a live server" "$logs/live-$v.log"
+    cluster_stop
+  else
+    count 0 1 "$v cluster start (preloaded)"
+  fi
+
   echo "== $v: TAP tests"
   chown -R postgres "$tree"
   (cd "$tree" && runuser -u postgres -- make -s installcheck-tap PG_CONFIG="$pg_config" "${extra[@]}") >"$logs/tap-$v.log" 2>&1
@@ -203,6 +226,16 @@ if ! skipped unit; then
   else
     cat "$logs/cmake.log"; count 0 1 "unit (build)"
   fi
+fi
+
+# before the package check, whose dpkg -r takes the extension out of the
+# system's PostgreSQL 15 again
+if ! skipped node; then
+  echo "== Node.js client: clients/node on PostgreSQL 15, with PgBouncer (clients/node/test/run.sh)"
+  PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config bash clients/node/test/run.sh >"$logs/node.log" 2>&1
+  grep -E '^[[:space:]]*(✔|✖) ' "$logs/node.log" | grep -vE '^[[:space:]]{4,}'
+  grep -q '^ℹ fail [1-9]' "$logs/node.log" && sed -n '/failing tests:/,$p' "$logs/node.log" | head -80
+  count_summary node "$logs/node.log"
 fi
 
 if ! skipped package; then

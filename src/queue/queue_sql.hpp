@@ -18,8 +18,10 @@ std::string queue_table_name(std::string_view queue);                          /
 std::string queue_index_name(std::string_view queue, std::string_view suffix); // q_<queue>_<suffix>
 std::string queue_channel(std::string_view queue);                             // concurrency_<queue>
 
-// Longest concurrency_key accepted (bytes): an index entry must hold it.
+// Longest concurrency_key and dedupe_key accepted (bytes): an index entry
+// must hold it.
 inline constexpr std::size_t max_concurrency_key_bytes = 1024;
+inline constexpr std::size_t max_dedupe_key_bytes = 1024;
 
 // The statements of one queue that the hot functions run, kept per backend
 // in an array indexed by this (no string keys on the hot path).
