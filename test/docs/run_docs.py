@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs every ```sql block of README.md and docs/*.md as a reader would paste
 them: in document order, in one psql session per file, in a fresh database of
-that file's own (with the extension created, unless one of the file's blocks
+that file's own (with the extension created, unless the file's first block
 creates it). Roles that a file's blocks create are dropped after the file, so
 that files do not depend on each other.
 
@@ -110,7 +110,10 @@ def run_file(path, blocks):
     setup = psql("-d", "postgres", "-c", f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)', "-c", f'CREATE DATABASE "{db}"')
     if setup.returncode != 0:
         return [(b, "could not create the database: " + setup.stderr.strip(), False) for b in blocks]
-    if not any(re.search(r"CREATE EXTENSION\b[^;]*\bconcurrency_ext", b.text, re.I) for b in blocks if not b.skip):
+    # created for the file, unless its first block does that itself (the
+    # README's installation); later blocks may say CREATE EXTENSION IF NOT EXISTS
+    first = next((b for b in blocks if not b.skip), None)
+    if not (first and re.search(r"CREATE EXTENSION\b[^;]*\bconcurrency_ext", first.text, re.I)):
         ext = psql("-d", db, "-c", "CREATE EXTENSION concurrency_ext")
         if ext.returncode != 0:
             return [(b, "CREATE EXTENSION failed: " + ext.stderr.strip(), False) for b in blocks]
