@@ -60,12 +60,15 @@ NodeRole read_role() {
 
 } // namespace
 
-void init() { pg::register_relcache_callback(role_changed, (Datum)0); }
+void init() {
+	pg::register_relcache_callback(role_changed, (Datum)0);
+}
 
 NodeRole local_role() {
 	if (citus_loaded == Loaded::unknown)
-		citus_loaded = pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; }) ? Loaded::yes
-		                                                                                                    : Loaded::no;
+		citus_loaded = pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; })
+		                   ? Loaded::yes
+		                   : Loaded::no;
 	if (citus_loaded == Loaded::no)
 		return NodeRole{};
 	if (!role_valid) {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency {
 

@@ -8,10 +8,10 @@
 namespace concurrency {
 
 struct BackoffPolicy {
-	std::int64_t base_us = 1'000'000;       // delay after the first failed attempt: 1 s
-	double factor = 2.0;                    // growth per further attempt
-	std::int64_t cap_us = 3'600'000'000LL;  // never more than 1 hour
-	double jitter = 0.5;                    // the delay is scaled by a factor in [1 - jitter, 1]
+	std::int64_t base_us = 1'000'000;      // delay after the first failed attempt: 1 s
+	double factor = 2.0;                   // growth per further attempt
+	std::int64_t cap_us = 3'600'000'000LL; // never more than 1 hour
+	double jitter = 0.5;                   // the delay is scaled by a factor in [1 - jitter, 1]
 };
 
 // Microseconds to wait before the next attempt of a task whose attempt number

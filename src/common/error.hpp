@@ -23,13 +23,16 @@ inline constexpr const char *lock_not_available = "55P03";
 inline constexpr const char *insufficient_privilege = "42501";
 inline constexpr const char *read_only_sql_transaction = "25006";
 inline constexpr const char *object_not_in_prerequisite_state = "55000";
-inline constexpr const char *feature_not_supported = "0A000"; // e.g. a set-returning function where no set is accepted
+inline constexpr const char *feature_not_supported =
+    "0A000"; // e.g. a set-returning function where no set is accepted
 inline constexpr const char *invalid_transaction_state = "25000"; // e.g. a named lock in a parallel worker
 inline constexpr const char *trigger_protocol_violated = "39P01"; // a trigger function called directly
 inline constexpr const char *serialization_failure = "40001";
 inline constexpr const char *deadlock_detected = "40P01";
-inline constexpr const char *active_sql_transaction = "25001"; // run_transaction / run_ddl inside a transaction block
-inline constexpr const char *invalid_transaction_termination = "2D000"; // their statements control the transaction
+inline constexpr const char *active_sql_transaction =
+    "25001"; // run_transaction / run_ddl inside a transaction block
+inline constexpr const char *invalid_transaction_termination =
+    "2D000"; // their statements control the transaction
 inline constexpr const char *program_limit_exceeded = "54000";
 inline constexpr const char *out_of_memory = "53200";
 inline constexpr const char *internal_error = "XX000";
@@ -54,12 +57,14 @@ struct SourceLocation {
 		return SourceLocation{file, line, function};
 	}
 #else
-	static constexpr SourceLocation current() noexcept { return SourceLocation{}; }
+	static constexpr SourceLocation current() noexcept {
+		return SourceLocation{};
+	}
 #endif
 };
 
 class Error : public std::runtime_error {
-public:
+  public:
 	Error(std::string code, std::string message, std::string detail = {}, std::string hint = {},
 	      SourceLocation where = SourceLocation::current())
 	    : std::runtime_error(message), code_(std::move(code)), detail_(std::move(detail)),
@@ -70,7 +75,7 @@ public:
 	const std::string &hint() const noexcept { return hint_; }
 	const SourceLocation &where() const noexcept { return where_; }
 
-private:
+  private:
 	std::string code_;
 	std::string detail_;
 	std::string hint_;

@@ -1,7 +1,7 @@
 #include "common/names.hpp"
 
 #include <fmt/format.h>
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency {
 

@@ -1,5 +1,5 @@
 #include "common/sql_text.hpp"
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency {
 

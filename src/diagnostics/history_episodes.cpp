@@ -20,7 +20,8 @@ struct Tree {
 };
 
 void count_object(Episode &e, const HistoryLockKey &lock) {
-	auto it = std::find_if(e.objects.begin(), e.objects.end(), [&](const auto &o) { return o.first == lock; });
+	auto it =
+	    std::find_if(e.objects.begin(), e.objects.end(), [&](const auto &o) { return o.first == lock; });
 	if (it != e.objects.end())
 		++it->second;
 	else if (e.objects.size() < EpisodeTracker::max_objects)
@@ -35,7 +36,8 @@ std::map<RootKey, Episode>::iterator EpisodeTracker::find(const RootKey &key) {
 		return it;
 	// A backend whose start time was not known at one of the samples (its
 	// status entry was being written) is still the same root.
-	for (auto c = active_.lower_bound(RootKey{key.pid, INT64_MIN}); c != active_.end() && c->first.pid == key.pid; ++c)
+	for (auto c = active_.lower_bound(RootKey{key.pid, INT64_MIN});
+	     c != active_.end() && c->first.pid == key.pid; ++c)
 		if (c->first.identity == 0 || key.identity == 0)
 			return c;
 	return active_.end();
@@ -91,7 +93,8 @@ EpisodeTracker::Changes EpisodeTracker::observe(const Sample &sample,
 			e.max_waiters = std::max(e.max_waiters, node.blocks_total);
 			e.max_depth = std::max(e.max_depth, tree.depth);
 			e.longest_wait = std::max(e.longest_wait, tree.longest_wait);
-			e.waiter_seconds += static_cast<double>(node.blocks_total) * static_cast<double>(sample.period) / 1e6;
+			e.waiter_seconds +=
+			    static_cast<double>(node.blocks_total) * static_cast<double>(sample.period) / 1e6;
 			e.in_cycle = e.in_cycle || node.in_cycle;
 			for (std::uint32_t v : tree.members) {
 				const SampledSession &s = sample.sessions[v];

@@ -41,14 +41,16 @@ struct RootKey {
 	friend bool operator<(const RootKey &a, const RootKey &b) {
 		return a.pid != b.pid ? a.pid < b.pid : a.identity < b.identity;
 	}
-	friend bool operator==(const RootKey &a, const RootKey &b) { return a.pid == b.pid && a.identity == b.identity; }
+	friend bool operator==(const RootKey &a, const RootKey &b) {
+		return a.pid == b.pid && a.identity == b.identity;
+	}
 };
 
 // One session of a sample.
 struct SampledSession {
 	RootKey key;
 	std::int64_t waiting_since = 0; // microseconds; 0 when it does not wait or it is not known
-	std::uint32_t lock = none;  // index into Sample::locks of the lock it waits for
+	std::uint32_t lock = none;      // index into Sample::locks of the lock it waits for
 };
 
 // One lock-manager snapshot, as the tracker needs it. Times in microseconds.
@@ -86,7 +88,7 @@ struct Episode {
 };
 
 class EpisodeTracker {
-public:
+  public:
 	static constexpr std::size_t max_objects = 16;     // locks counted per episode
 	static constexpr std::size_t max_waiter_pids = 16; // pids kept per episode
 
@@ -113,7 +115,7 @@ public:
 	std::uint64_t next_id() const { return next_id_; }
 	void set_next_id(std::uint64_t id) { next_id_ = id; }
 
-private:
+  private:
 	std::map<RootKey, Episode>::iterator find(const RootKey &key);
 
 	std::map<RootKey, Episode> active_;

@@ -30,7 +30,8 @@ shmem_request_hook_type previous_shmem_request = nullptr;
 #endif
 
 Size shared_size() {
-	return add_size(offsetof(HistoryShared, slots), mul_size(static_cast<Size>(history_size), sizeof(HistorySlot)));
+	return add_size(offsetof(HistoryShared, slots),
+	                mul_size(static_cast<Size>(history_size), sizeof(HistorySlot)));
 }
 
 // 1 to 9 ms would sample so often that the sampler itself becomes the load.
@@ -54,7 +55,8 @@ void start_shared_memory() {
 		previous_shmem_startup();
 	bool found = false;
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	auto *ring = static_cast<HistoryShared *>(ShmemInitStruct("concurrency_ext lock history", shared_size(), &found));
+	auto *ring =
+	    static_cast<HistoryShared *>(ShmemInitStruct("concurrency_ext lock history", shared_size(), &found));
 	if (!found) {
 		std::memset(static_cast<void *>(ring), 0, shared_size());
 		pg_atomic_init_u64(&ring->floor, 1);
@@ -75,8 +77,8 @@ void start_shared_memory() {
 void define_settings() {
 	DefineCustomIntVariable("concurrency.history_interval",
 	                        "How often the lock-wait history samples the wait graph (0 turns sampling off).",
-	                        "Needs concurrency_ext in shared_preload_libraries.", &history_interval_ms, 500, 0,
-	                        3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, check_interval, nullptr, nullptr);
+	                        "Needs concurrency_ext in shared_preload_libraries.", &history_interval_ms, 500,
+	                        0, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, check_interval, nullptr, nullptr);
 	DefineCustomIntVariable("concurrency.history_log_min_duration",
 	                        "Logs every lock-wait episode that lasted at least this long (-1 turns it off).",
 	                        nullptr, &history_log_min_duration_ms, -1, -1, INT_MAX, PGC_SIGHUP, GUC_UNIT_MS,
@@ -106,7 +108,9 @@ void register_sampler() {
 
 } // namespace
 
-HistoryShared *history_shared() { return shared; }
+HistoryShared *history_shared() {
+	return shared;
+}
 
 HistoryShared &require_history() {
 	if (!shared)

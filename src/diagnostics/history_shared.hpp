@@ -28,21 +28,21 @@ inline constexpr int history_waiting_query_bytes = 256;
 // One episode, plain data. Strings are NUL-terminated raw bytes, clipped to
 // whole characters when read (as pg_stat_activity does).
 struct HistoryEpisode {
-	uint64 id;                   // 0: empty slot
-	Oid database;                // the root's database (InvalidOid: unknown)
+	uint64 id;                                   // 0: empty slot
+	Oid database;                                // the root's database (InvalidOid: unknown)
 	TimestampTz started_at, last_seen, ended_at; // ended_at 0 while it lasts
-	int32 root_pid;              // 0 for a prepared transaction
-	int64 root_identity;         // backend start (microseconds since the PostgreSQL epoch) or prepared xid
+	int32 root_pid;                              // 0 for a prepared transaction
+	int64 root_identity; // backend start (microseconds since the PostgreSQL epoch) or prepared xid
 	Oid root_userid;
 	char root_application[NAMEDATALEN];
 	char root_client_addr[64];   // numeric address; "" when none (local socket, unknown)
 	char root_state[32];         // pg_stat_activity's state text; "" when unknown
 	TimestampTz root_xact_start; // 0: none
 	int32 max_waiters, max_depth;
-	int64 longest_wait;          // microseconds
+	int64 longest_wait; // microseconds
 	double waiter_seconds;
 	bool in_cycle;
-	uint8 ended_by;              // EndedBy
+	uint8 ended_by; // EndedBy
 	int32 n_objects;
 	LOCKTAG objects[history_max_objects];
 	int32 n_queries;
@@ -57,20 +57,20 @@ struct HistorySlot {
 };
 
 struct HistoryShared {
-	pg_atomic_uint64 floor;       // episodes with a smaller id were cleared (lock_history_reset)
-	pg_atomic_uint64 next_id;     // written by the sampler
-	pg_atomic_uint32 worker_pid;  // 0 when no sampler runs
-	pg_atomic_uint64 samples;     // samples taken since the server started
-	pg_atomic_uint64 sample_cpu_ns; // CPU time the sampler spent on them
+	pg_atomic_uint64 floor;          // episodes with a smaller id were cleared (lock_history_reset)
+	pg_atomic_uint64 next_id;        // written by the sampler
+	pg_atomic_uint32 worker_pid;     // 0 when no sampler runs
+	pg_atomic_uint64 samples;        // samples taken since the server started
+	pg_atomic_uint64 sample_cpu_ns;  // CPU time the sampler spent on them
 	pg_atomic_uint64 last_sample_at; // TimestampTz of the latest sample
-	uint32 next_slot;             // the sampler's cursor
-	uint32 capacity;              // concurrency.history_size
+	uint32 next_slot;                // the sampler's cursor
+	uint32 capacity;                 // concurrency.history_size
 	HistorySlot slots[FLEXIBLE_ARRAY_MEMBER];
 };
 
 // Settings (GUCs).
-extern int history_interval_ms;        // concurrency.history_interval, 0: off
-extern int history_size;               // concurrency.history_size
+extern int history_interval_ms;         // concurrency.history_interval, 0: off
+extern int history_size;                // concurrency.history_size
 extern int history_log_min_duration_ms; // concurrency.history_log_min_duration, -1: off
 
 // The ring, or nullptr when the module was not preloaded.

@@ -35,7 +35,7 @@ namespace {
 
 // pg_stat_activity's HAS_PGSTAT_PERMISSIONS, remembered per role for one query.
 class Visibility {
-public:
+  public:
 	Visibility() : all_(pg::guard([] { return has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS); })) {}
 	bool sees(Oid role) {
 		if (all_)
@@ -46,7 +46,7 @@ public:
 		return it->second;
 	}
 
-private:
+  private:
 	bool all_;
 	std::unordered_map<Oid, bool> roles_;
 };
@@ -72,8 +72,8 @@ Datum text_array(const std::vector<std::string> &items) {
 		Datum *elements = static_cast<Datum *>(palloc(sizeof(Datum) * (items.size() + 1)));
 		for (std::size_t i = 0; i < items.size(); ++i)
 			elements[i] = CStringGetTextDatum(items[i].c_str());
-		return PointerGetDatum(construct_array(elements, static_cast<int>(items.size()), TEXTOID, -1, false,
-		                                       TYPALIGN_INT));
+		return PointerGetDatum(
+		    construct_array(elements, static_cast<int>(items.size()), TEXTOID, -1, false, TYPALIGN_INT));
 	});
 }
 

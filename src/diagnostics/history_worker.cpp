@@ -53,7 +53,7 @@ namespace {
 // and copies again sooner only when it meets a blocker it does not know or
 // must tell whether a root has exited.
 class Backends {
-public:
+  public:
 	static constexpr TimestampTz max_age = USECS_PER_SEC;
 
 	void load(TimestampTz now) {
@@ -83,8 +83,12 @@ public:
 		loaded_at_ = 0;
 		pg::guard([] { pgstat_clear_backend_activity_snapshot(); });
 	}
-	bool loaded_at(TimestampTz now) const { return loaded_at_ == now; }
-	bool stale(TimestampTz now) const { return loaded_at_ == 0 || now - loaded_at_ >= max_age; }
+	bool loaded_at(TimestampTz now) const {
+		return loaded_at_ == now;
+	}
+	bool stale(TimestampTz now) const {
+		return loaded_at_ == 0 || now - loaded_at_ >= max_age;
+	}
 
 	const PgBackendStatus *find(int pid) const {
 		auto it = std::lower_bound(by_pid_.begin(), by_pid_.end(), pid,
@@ -92,7 +96,7 @@ public:
 		return it != by_pid_.end() && it->first == pid ? it->second : nullptr;
 	}
 
-private:
+  private:
 	std::vector<std::pair<int, PgBackendStatus *>> by_pid_;
 	TimestampTz loaded_at_ = 0;
 };
@@ -195,7 +199,7 @@ std::int64_t process_cpu_ns() {
 }
 
 class Sampler {
-public:
+  public:
 	explicit Sampler(HistoryShared &ring) : ring_(ring), owner_(ring.capacity, 0) {
 		floor_seen_ = pg_atomic_read_u64(&ring.floor);
 		tracker_.set_next_id(std::max<uint64>(pg_atomic_read_u64(&ring.next_id), floor_seen_));
@@ -309,7 +313,7 @@ public:
 	// After a failed sample: the status copy may be half made.
 	void forget_backends() { backends_.release(); }
 
-private:
+  private:
 	HistoryEpisode &record_of(const Episode &e) {
 		auto [it, inserted] = records_.try_emplace(e.id);
 		if (inserted)
@@ -365,7 +369,8 @@ private:
 				continue;
 			bool known = false;
 			for (int q = 0; q < r.n_queries && !known; ++q)
-				known = std::strncmp(r.waiting_queries[q], b->st_activity_raw, history_waiting_query_bytes - 1) == 0;
+				known = std::strncmp(r.waiting_queries[q], b->st_activity_raw,
+				                     history_waiting_query_bytes - 1) == 0;
 			if (known)
 				continue;
 			strlcpy(r.waiting_queries[r.n_queries], b->st_activity_raw, history_waiting_query_bytes);
@@ -410,17 +415,19 @@ private:
 	}
 
 	void log_if_long(const Episode &e, const HistoryEpisode &r) {
-		if (history_log_min_duration_ms < 0 || e.duration() < static_cast<std::int64_t>(history_log_min_duration_ms) * 1000)
+		if (history_log_min_duration_ms < 0 ||
+		    e.duration() < static_cast<std::int64_t>(history_log_min_duration_ms) * 1000)
 			return;
 		std::string waiters;
 		for (int pid : e.waiter_pids)
 			waiters += (waiters.empty() ? "" : ", ") + std::to_string(pid);
 		if (e.max_waiters > e.waiter_pids.size())
 			waiters += ", ...";
-		std::string root = r.root_pid == 0 ? std::string("a prepared transaction")
-		                                   : fmt::format("pid {}", r.root_pid);
+		std::string root =
+		    r.root_pid == 0 ? std::string("a prepared transaction") : fmt::format("pid {}", r.root_pid);
 		std::string line = fmt::format(
-		    "lock wait episode {} ended ({}) after {:.3f} s: root blocker {} (application \"{}\", state \"{}\") "
+		    "lock wait episode {} ended ({}) after {:.3f} s: root blocker {} (application \"{}\", state "
+		    "\"{}\") "
 		    "blocked up to {} sessions (waiters: {}); root query: {}",
 		    e.id, ended_by_text(e.ended_by), static_cast<double>(e.duration()) / 1e6, root,
 		    one_line(r.root_application), r.root_state, e.max_waiters, waiters, one_line(r.root_query));
@@ -430,9 +437,9 @@ private:
 	HistoryShared &ring_;
 	EpisodeTracker tracker_;
 	Backends backends_;
-	std::vector<int> blockers_; // the previous sample's blocker pids, sorted
+	std::vector<int> blockers_;                          // the previous sample's blocker pids, sorted
 	std::unordered_map<uint64, HistoryEpisode> records_; // open episodes, as written to their slots
-	std::vector<uint64> owner_;                           // episode id in each slot
+	std::vector<uint64> owner_;                          // episode id in each slot
 	uint64 floor_seen_ = 0;
 	TimestampTz previous_ = 0;
 };
@@ -488,7 +495,8 @@ void run(HistoryShared &ring, MemoryContext sample_context) noexcept {
 				timeout_ms = static_cast<long>((due - now + 999) / 1000);
 			}
 			pg::guard([&] {
-				(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | (timeout_ms >= 0 ? WL_TIMEOUT : 0),
+				(void)WaitLatch(MyLatch,
+				                WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | (timeout_ms >= 0 ? WL_TIMEOUT : 0),
 				                timeout_ms, PG_WAIT_EXTENSION);
 				ResetLatch(MyLatch);
 			});
@@ -528,8 +536,8 @@ extern "C" void concurrency_history_main(Datum) {
 		proc_exit(0); // not preloaded: nothing to do, and no restart
 	pg_atomic_write_u32(&ring->worker_pid, static_cast<uint32>(MyProcPid));
 	before_shmem_exit(forget_worker_pid, PointerGetDatum(ring));
-	MemoryContext sample_context =
-	    AllocSetContextCreate(TopMemoryContext, "concurrency_ext lock history sample", ALLOCSET_DEFAULT_SIZES);
+	MemoryContext sample_context = AllocSetContextCreate(
+	    TopMemoryContext, "concurrency_ext lock history sample", ALLOCSET_DEFAULT_SIZES);
 
 	run(*ring, sample_context);
 	// Leaving on SIGTERM (or after an error that run() could not survive):

@@ -4,6 +4,8 @@
 
 namespace concurrency::diagnostics {
 
-void init() { history_init(); }
+void init() {
+	history_init();
+}
 
 } // namespace concurrency::diagnostics

@@ -62,27 +62,59 @@ namespace concurrency::diagnostics {
 namespace {
 
 // A palloc'd C string from a guarded call, as std::string ("" for NULL).
-std::string take(char *s) { return s ? std::string(s) : std::string(); }
+std::string take(char *s) {
+	return s ? std::string(s) : std::string();
+}
 
 // The catalogs whose objects getObjectDescription describes: the cases of its
 // switch (of getObjectClass's before PostgreSQL 17), PostgreSQL 13 to 18. For
 // any other class it raises an error even with missing_ok.
 bool describable_class(Oid classid) {
 	static const Oid classes[] = {
-	    RelationRelationId, ProcedureRelationId, TypeRelationId, CastRelationId, CollationRelationId,
-	    ConstraintRelationId, ConversionRelationId, AttrDefaultRelationId, LanguageRelationId,
-	    LargeObjectRelationId, OperatorRelationId, OperatorClassRelationId, OperatorFamilyRelationId,
-	    AccessMethodRelationId, AccessMethodOperatorRelationId, AccessMethodProcedureRelationId, RewriteRelationId,
-	    TriggerRelationId, NamespaceRelationId, StatisticExtRelationId, TSParserRelationId, TSDictionaryRelationId,
-	    TSTemplateRelationId, TSConfigRelationId, AuthIdRelationId, DatabaseRelationId, TableSpaceRelationId,
-	    ForeignDataWrapperRelationId, ForeignServerRelationId, UserMappingRelationId, DefaultAclRelationId,
-	    ExtensionRelationId, EventTriggerRelationId, PolicyRelationId, PublicationRelationId,
-	    PublicationRelRelationId, SubscriptionRelationId, TransformRelationId,
+		RelationRelationId,
+		ProcedureRelationId,
+		TypeRelationId,
+		CastRelationId,
+		CollationRelationId,
+		ConstraintRelationId,
+		ConversionRelationId,
+		AttrDefaultRelationId,
+		LanguageRelationId,
+		LargeObjectRelationId,
+		OperatorRelationId,
+		OperatorClassRelationId,
+		OperatorFamilyRelationId,
+		AccessMethodRelationId,
+		AccessMethodOperatorRelationId,
+		AccessMethodProcedureRelationId,
+		RewriteRelationId,
+		TriggerRelationId,
+		NamespaceRelationId,
+		StatisticExtRelationId,
+		TSParserRelationId,
+		TSDictionaryRelationId,
+		TSTemplateRelationId,
+		TSConfigRelationId,
+		AuthIdRelationId,
+		DatabaseRelationId,
+		TableSpaceRelationId,
+		ForeignDataWrapperRelationId,
+		ForeignServerRelationId,
+		UserMappingRelationId,
+		DefaultAclRelationId,
+		ExtensionRelationId,
+		EventTriggerRelationId,
+		PolicyRelationId,
+		PublicationRelationId,
+		PublicationRelRelationId,
+		SubscriptionRelationId,
+		TransformRelationId,
 #if PG_VERSION_NUM >= 150000
-	    ParameterAclRelationId, PublicationNamespaceRelationId,
+		ParameterAclRelationId,
+		PublicationNamespaceRelationId,
 #endif
 #if PG_VERSION_NUM >= 160000
-	    AuthMemRelationId,
+		AuthMemRelationId,
 #endif
 	};
 	for (Oid c : classes)
@@ -101,8 +133,9 @@ std::string LockDescriber::database(Oid db) {
 	if (db == InvalidOid)
 		return "shared catalogs";
 	std::string name = take(pg::guard([&] { return get_database_name(db); }));
-	return name.empty() ? fmt::format("database {}", db)
-	                    : "database " + take(pg::guard([&] { return pstrdup(quote_identifier(name.c_str())); }));
+	return name.empty()
+	           ? fmt::format("database {}", db)
+	           : "database " + take(pg::guard([&] { return pstrdup(quote_identifier(name.c_str())); }));
 }
 
 std::string LockDescriber::relation(Oid db, Oid relid) {
@@ -116,7 +149,8 @@ std::string LockDescriber::relation(Oid db, Oid relid) {
 			if (!relname)
 				return nullptr;
 			char *nspname = get_namespace_name(get_rel_namespace(relid));
-			return nspname ? quote_qualified_identifier(nspname, relname) : pstrdup(quote_identifier(relname));
+			return nspname ? quote_qualified_identifier(nspname, relname)
+			               : pstrdup(quote_identifier(relname));
 		}));
 	if (text.empty())
 		text = fmt::format("relation {}", relid);
@@ -199,7 +233,8 @@ bool locktag_from_pg_locks(const PgLocksRow &row, LOCKTAG *tag) {
 		return false;
 	std::memset(tag, 0, sizeof *tag);
 	tag->locktag_type = static_cast<uint8>(type);
-	tag->locktag_lockmethodid = type == LOCKTAG_ADVISORY || type == LOCKTAG_USERLOCK ? USER_LOCKMETHOD : DEFAULT_LOCKMETHOD;
+	tag->locktag_lockmethodid =
+	    type == LOCKTAG_ADVISORY || type == LOCKTAG_USERLOCK ? USER_LOCKMETHOD : DEFAULT_LOCKMETHOD;
 	switch (type) {
 	case LOCKTAG_RELATION:
 	case LOCKTAG_RELATION_EXTEND:

@@ -19,10 +19,10 @@ namespace concurrency::diagnostics {
 // its own lifetime (one query). Uses the catalogs and SPI: call it outside
 // any LWLock.
 class LockDescriber {
-public:
+  public:
 	std::string describe(const LOCKTAG &tag);
 
-private:
+  private:
 	std::string relation(Oid database, Oid relid);
 	std::string database(Oid database);
 	const std::vector<SubsystemKey> &registry();

@@ -31,7 +31,8 @@ extern "C" {
 }
 
 #if PG_VERSION_NUM < 130000 || PG_VERSION_NUM >= 190000
-#error "concurrency_ext lock diagnostics cover PostgreSQL 13 to 18: check PGPROC and LOCK before building for this major"
+#error                                                                                                       \
+    "concurrency_ext lock diagnostics cover PostgreSQL 13 to 18: check PGPROC and LOCK before building for this major"
 #endif
 
 namespace concurrency::diagnostics {
@@ -77,7 +78,9 @@ struct Capture {
 	TimestampTz taken_at;
 };
 
-inline uint32 procno_of(const PGPROC *proc) { return static_cast<uint32>(proc - ProcGlobal->allProcs); }
+inline uint32 procno_of(const PGPROC *proc) {
+	return static_cast<uint32>(proc - ProcGlobal->allProcs);
+}
 
 inline TransactionId xid_of(const PGPROC *proc) {
 #if PG_VERSION_NUM >= 140000
@@ -144,7 +147,8 @@ void copy_lock(Capture *c, LOCK *lock, uint32 index) {
 		take(reinterpret_cast<PROCLOCK *>(reinterpret_cast<char *>(n) - offsetof(PROCLOCK, lockLink)));
 	dlist_head *queue = &lock->waitProcs.dlist;
 	for (dlist_node *n = queue->head.next; n != nullptr && n != &queue->head; n = n->next)
-		set_queue_pos(c, reinterpret_cast<PGPROC *>(reinterpret_cast<char *>(n) - offsetof(PGPROC, links)), pos++);
+		set_queue_pos(c, reinterpret_cast<PGPROC *>(reinterpret_cast<char *>(n) - offsetof(PGPROC, links)),
+		              pos++);
 #else
 	SHM_QUEUE *head = &lock->procLocks;
 	for (auto *pl = reinterpret_cast<PROCLOCK *>(SHMQueueNext(head, head, offsetof(PROCLOCK, lockLink))); pl;
@@ -240,7 +244,8 @@ WaitPicture take_wait_picture() {
 			pg::guard([&] { grow_entries(&c); });
 	}
 	if (!complete)
-		throw Error(sqlstate::object_not_in_prerequisite_state, "could not take a snapshot of the lock manager",
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            "could not take a snapshot of the lock manager",
 		            fmt::format("the number of lock holders kept growing ({} needed after {} attempts)",
 		                        c.entries_needed, attempts),
 		            "try again");

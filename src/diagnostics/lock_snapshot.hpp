@@ -27,10 +27,10 @@ struct Session {
 };
 
 struct WaitPicture {
-	TimestampTz taken_at = 0;           // the instant of the snapshot
-	std::vector<LOCKTAG> locks;         // the awaited locks; BlockEdge::lock indexes them
-	std::vector<Session> sessions;      // by (pid, xid) ascending; edges use these indexes
-	std::vector<BlockEdge> edges; // sorted by waiter, lock, blocker
+	TimestampTz taken_at = 0;      // the instant of the snapshot
+	std::vector<LOCKTAG> locks;    // the awaited locks; BlockEdge::lock indexes them
+	std::vector<Session> sessions; // by (pid, xid) ascending; edges use these indexes
+	std::vector<BlockEdge> edges;  // sorted by waiter, lock, blocker
 };
 
 // Takes the snapshot (nothing is allocated, logged or raised while the

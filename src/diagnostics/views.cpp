@@ -36,8 +36,9 @@ const char *locktype_name(const LOCKTAG &tag) {
 
 Datum int4_array(const std::vector<Datum> &elements) {
 	return pg::guard([&] {
-		return PointerGetDatum(construct_array(const_cast<Datum *>(elements.data()), static_cast<int>(elements.size()),
-		                                       INT4OID, sizeof(int32), true, TYPALIGN_INT));
+		return PointerGetDatum(construct_array(const_cast<Datum *>(elements.data()),
+		                                       static_cast<int>(elements.size()), INT4OID, sizeof(int32),
+		                                       true, TYPALIGN_INT));
 	});
 }
 
@@ -69,8 +70,8 @@ CONCURRENCY_FUNCTION(concurrency_lock_wait_edges) {
 		const Session &blocker = picture.sessions[e.blocker];
 		const LOCKTAG &tag = picture.locks[e.lock];
 		const char *waiting_mode = mode_name(tag, e.waiting_mode);
-		const char *blocking_mode = mode_name(tag, e.hard ? strongest_mode(e.conflicting_held)
-		                                                  : e.blocker_wait_mode);
+		const char *blocking_mode =
+		    mode_name(tag, e.hard ? strongest_mode(e.conflicting_held) : e.blocker_wait_mode);
 		const char *lock_type = locktype_name(tag);
 		++ord;
 		Datum values[12];

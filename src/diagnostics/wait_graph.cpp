@@ -7,7 +7,7 @@
 #include <utility>
 
 #include <fmt/format.h>
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::diagnostics {
 
@@ -19,14 +19,16 @@ int strongest_mode(LockMask mask) {
 	return mode;
 }
 
-std::vector<BlockEdge> derive_edges(const std::vector<AwaitedLock> &locks, const std::vector<LockEntry> &entries) {
+std::vector<BlockEdge> derive_edges(const std::vector<AwaitedLock> &locks,
+                                    const std::vector<LockEntry> &entries) {
 	// pg_blocking_pids compares each waiter with every PROCLOCK of its lock:
 	// O(waiters * entries), 90,000 steps for 300 sessions queued behind one
 	// ALTER. The same edges come from the holders (few) plus, per requested
 	// mode, the queue ahead of the waiter: O(holders + edges) per waiter.
 	std::vector<BlockEdge> raw;
 	std::vector<std::uint32_t> holders;
-	std::vector<std::pair<std::uint32_t, std::uint32_t>> queued[32]; // per mode: (queue_pos, entry), in queue order
+	std::vector<std::pair<std::uint32_t, std::uint32_t>>
+	    queued[32]; // per mode: (queue_pos, entry), in queue order
 	for (std::size_t l = 0; l < locks.size(); ++l) {
 		const AwaitedLock &lock = locks[l];
 		if (!lock.conflicts || lock.first > entries.size() || lock.count > entries.size() - lock.first)
@@ -90,7 +92,8 @@ std::vector<BlockEdge> derive_edges(const std::vector<AwaitedLock> &locks, const
 		}
 	}
 	auto key = [](const BlockEdge &e) { return std::make_tuple(e.waiter, e.lock, e.blocker); };
-	std::sort(raw.begin(), raw.end(), [&](const BlockEdge &a, const BlockEdge &b) { return key(a) < key(b); });
+	std::sort(raw.begin(), raw.end(),
+	          [&](const BlockEdge &a, const BlockEdge &b) { return key(a) < key(b); });
 	// Members of one lock group on either side make several raw edges of one
 	// session edge: merge them.
 	std::vector<BlockEdge> edges;
@@ -402,7 +405,8 @@ std::vector<std::uint32_t> WaitGraph::tree_order() const {
 			std::uint32_t v = stack.back();
 			stack.pop_back();
 			order.push_back(v);
-			for (std::uint32_t i = child_start[v + 1]; i-- > child_start[v];) // reversed: smallest popped first
+			for (std::uint32_t i = child_start[v + 1];
+			     i-- > child_start[v];) // reversed: smallest popped first
 				stack.push_back(children[i]);
 		}
 	}
@@ -414,8 +418,9 @@ std::string describe_advisory(std::uint32_t classid, std::uint32_t objid, std::u
 	const locks::AdvisoryTag tag{classid, objid, objsubid};
 	const locks::NamedLock named = locks::named_lock_of(tag, registry);
 	if (named.subsystem)
-		return named.resource ? fmt::format("subsystem {} resource {}", named.subsystem->name, *named.resource)
-		                      : "subsystem " + named.subsystem->name;
+		return named.resource
+		           ? fmt::format("subsystem {} resource {}", named.subsystem->name, *named.resource)
+		           : "subsystem " + named.subsystem->name;
 	if (objsubid == locks::int8_advisory_class)
 		return fmt::format("advisory lock {}", locks::join_halves(classid, objid));
 	if (objsubid == locks::int4_pair_advisory_class)

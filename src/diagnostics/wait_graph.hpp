@@ -29,15 +29,17 @@ namespace concurrency::diagnostics {
 
 // A set of lock modes, bit m for mode m (PostgreSQL's LOCKBIT_ON).
 using LockMask = std::uint32_t;
-constexpr LockMask mode_bit(int mode) { return LockMask{1} << mode; }
+constexpr LockMask mode_bit(int mode) {
+	return LockMask{1} << mode;
+}
 
 inline constexpr std::uint32_t none = UINT32_MAX;
 
 // One PROCLOCK of an awaited lock: a process that holds and/or awaits it.
 struct LockEntry {
-	std::uint32_t session = 0;  // node id of the process's session (its lock-group leader)
-	LockMask hold_mask = 0;     // modes it holds on the lock
-	int wait_mode = 0;          // mode it waits for on this lock, 0 when it does not wait here
+	std::uint32_t session = 0;      // node id of the process's session (its lock-group leader)
+	LockMask hold_mask = 0;         // modes it holds on the lock
+	int wait_mode = 0;              // mode it waits for on this lock, 0 when it does not wait here
 	std::uint32_t queue_pos = none; // its position in the lock's wait queue when it waits here
 };
 
@@ -51,18 +53,19 @@ struct AwaitedLock {
 
 // One edge: `waiter` waits on lock `lock` and `blocker` stands in its way.
 struct BlockEdge {
-	std::uint32_t waiter = 0;   // session node id
-	std::uint32_t blocker = 0;  // session node id
-	std::uint32_t lock = 0;     // index into the AwaitedLock list
-	int waiting_mode = 0;       // the mode the waiter requests (strongest, for a lock group)
-	bool hard = false;          // the blocker holds a conflicting mode
+	std::uint32_t waiter = 0;      // session node id
+	std::uint32_t blocker = 0;     // session node id
+	std::uint32_t lock = 0;        // index into the AwaitedLock list
+	int waiting_mode = 0;          // the mode the waiter requests (strongest, for a lock group)
+	bool hard = false;             // the blocker holds a conflicting mode
 	LockMask conflicting_held = 0; // the blocker's held modes that conflict (hard edges)
-	int blocker_wait_mode = 0;  // the blocker's own queued request on this lock (soft edges)
+	int blocker_wait_mode = 0;     // the blocker's own queued request on this lock (soft edges)
 };
 
 // The edges of pg_blocking_pids(), one per (waiter, lock, blocker), sorted by
 // waiter, lock, blocker. Entries with an out-of-range mode are ignored.
-std::vector<BlockEdge> derive_edges(const std::vector<AwaitedLock> &locks, const std::vector<LockEntry> &entries);
+std::vector<BlockEdge> derive_edges(const std::vector<AwaitedLock> &locks,
+                                    const std::vector<LockEntry> &entries);
 
 // The strongest (highest-numbered) mode in a mask, or 0 for an empty mask.
 int strongest_mode(LockMask mask);
@@ -87,11 +90,11 @@ std::vector<bool> blocks_only_by_queue(std::size_t session_count, const std::vec
 // node id everywhere, so callers that number sessions by pid get a stable,
 // readable result.
 class WaitGraph {
-public:
+  public:
 	struct Node {
-		std::uint32_t parent = none;  // the blocker it is placed under; none for a root
-		std::uint32_t root = none;    // the root of its chain (itself for a root)
-		std::uint32_t depth = 0;      // 0 for a root
+		std::uint32_t parent = none;     // the blocker it is placed under; none for a root
+		std::uint32_t root = none;       // the root of its chain (itself for a root)
+		std::uint32_t depth = 0;         // 0 for a root
 		std::uint32_t blocks_direct = 0; // sessions waiting on it directly
 		std::uint32_t blocks_total = 0;  // sessions waiting on it directly or transitively
 		bool in_cycle = false;
@@ -116,7 +119,7 @@ public:
 	// subtree depth-first, children by node id. The order for display.
 	std::vector<std::uint32_t> tree_order() const;
 
-private:
+  private:
 	void build_adjacency(const std::vector<std::pair<std::uint32_t, std::uint32_t>> &edges);
 	void find_cycles();
 	void place();

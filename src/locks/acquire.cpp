@@ -48,7 +48,7 @@ namespace {
 // One lock to take: which subsystem, which resource, which mode.
 struct Target {
 	std::string_view name; // the caller's argument, valid for the call
-	Subsystem subsystem; // a copy: a later lookup may reload the cache
+	Subsystem subsystem;   // a copy: a later lookup may reload the cache
 	std::optional<std::int64_t> resource;
 	bool shared = false;
 	AdvisoryTag tag;
@@ -77,8 +77,9 @@ std::optional<Deadline> deadline_arg(FunctionCallInfo fcinfo, int n) {
 		throw Error(sqlstate::invalid_parameter_value, "timeout must not be negative", "",
 		            "Give the longest wait you accept, or NULL to wait as long as lock_timeout allows.");
 	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz at = *micros > std::numeric_limits<TimestampTz>::max() - now ? std::numeric_limits<TimestampTz>::max()
-	                                                                       : now + *micros;
+	TimestampTz at = *micros > std::numeric_limits<TimestampTz>::max() - now
+	                     ? std::numeric_limits<TimestampTz>::max()
+	                     : now + *micros;
 	return Deadline{at, *micros};
 }
 
@@ -91,8 +92,9 @@ std::optional<Deadline> deadline_arg(FunctionCallInfo fcinfo, int n) {
 	            fmt::format("cannot use named lock \"{}\" on a Citus worker node", std::string(name)),
 	            "Advisory locks are per node: a lock taken on a worker excludes nobody connected to the "
 	            "coordinator or to another worker.",
-	            coordinator.empty() ? "Take named locks through the Citus coordinator."
-	                                : fmt::format("Take named locks through the Citus coordinator ({}).", coordinator));
+	            coordinator.empty()
+	                ? "Take named locks through the Citus coordinator."
+	                : fmt::format("Take named locks through the Citus coordinator ({}).", coordinator));
 }
 
 Target resolve(std::string_view name, std::optional<std::int64_t> resource, bool shared) {
@@ -115,13 +117,15 @@ void check_can_lock(const Target &t, Level level) {
 		            "This server is a hot standby: a lock taken here excludes nobody on the primary.",
 		            "Take named locks on the primary.");
 	if (IsInParallelMode())
-		throw Error(sqlstate::invalid_transaction_state, "cannot take named locks during a parallel operation");
+		throw Error(sqlstate::invalid_transaction_state,
+		            "cannot take named locks during a parallel operation");
 	if (level == Level::session && t.subsystem.xact_only)
-		throw Error(sqlstate::insufficient_privilege,
-		            fmt::format("subsystem \"{}\" allows transaction-level locks only", std::string(t.name)),
-		            "It was registered with xact_only => true: behind a transaction-mode connection pool a "
-		            "session-level lock stays with the server connection, and its unlock may run on another one.",
-		            "Use concurrency.xact_lock or concurrency.try_xact_lock inside a transaction.");
+		throw Error(
+		    sqlstate::insufficient_privilege,
+		    fmt::format("subsystem \"{}\" allows transaction-level locks only", std::string(t.name)),
+		    "It was registered with xact_only => true: behind a transaction-mode connection pool a "
+		    "session-level lock stays with the server connection, and its unlock may run on another one.",
+		    "Use concurrency.xact_lock or concurrency.try_xact_lock inside a transaction.");
 }
 
 LockAcquireResult lock_acquire(const Target &t, Level level, bool dont_wait) {
@@ -142,13 +146,13 @@ bool try_take(const Target &t, Level level) {
 // Sets the variable behind lock_timeout for one lock wait and restores it
 // however the wait ends (the wait itself runs inside pg::guard).
 class LockTimeoutOverride {
-public:
+  public:
 	explicit LockTimeoutOverride(int ms) : saved_(LockTimeout) { LockTimeout = ms; }
 	~LockTimeoutOverride() { LockTimeout = saved_; }
 	LockTimeoutOverride(const LockTimeoutOverride &) = delete;
 	LockTimeoutOverride &operator=(const LockTimeoutOverride &) = delete;
 
-private:
+  private:
 	int saved_;
 };
 
@@ -173,8 +177,8 @@ std::vector<LockHolder> find_holders(const Target &t, std::size_t &total) {
 	    " ORDER BY l.granted DESC, coalesce(a.xact_start, a.state_change), l.pid"
 	    " LIMIT 50",
 	    5, types);
-	Datum values[] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(t.tag.high), ObjectIdGetDatum(t.tag.low),
-	                  Int32GetDatum(t.tag.klass), BoolGetDatum(!t.shared)};
+	Datum values[] = {ObjectIdGetDatum(MyDatabaseId), ObjectIdGetDatum(t.tag.high),
+	                  ObjectIdGetDatum(t.tag.low), Int32GetDatum(t.tag.klass), BoolGetDatum(!t.shared)};
 	uint64 n = pg::execute(plan, values, nullptr, true);
 	std::vector<LockHolder> holders;
 	total = 0;
@@ -219,8 +223,9 @@ struct WaitLimit {
 	std::vector<LockHolder> holders = find_holders(t, total);
 	std::string detail = describe_holders(holders, total);
 	if (held_by_idle_session(holders))
-		hint = "A session idle outside any transaction holds it: a session-level lock, often one left behind by "
-		       "a connection pool (concurrency.held_locks shows it with suspect_leak).";
+		hint =
+		    "A session idle outside any transaction holds it: a session-level lock, often one left behind by "
+		    "a connection pool (concurrency.held_locks shows it with suspect_leak).";
 	throw Error(sqlstate::lock_not_available,
 	            fmt::format("could not obtain {} within {}",
 	                        lock_description(std::string(t.name), t.resource, t.shared), limit.describe()),
@@ -261,7 +266,8 @@ void take(const Target &t, Level level, const std::optional<Deadline> &deadline)
 		// the subtransaction's rollback leaves the lock manager clean. When
 		// it commits, a transaction-level lock passes to the caller's
 		// (sub)transaction, exactly as if taken there.
-		error = pg::in_subtransaction([&] { result = pg::guard([&] { return LockAcquire(&tag, mode, session, false); }); });
+		error = pg::in_subtransaction(
+		    [&] { result = pg::guard([&] { return LockAcquire(&tag, mode, session, false); }); });
 	}
 	if (error) {
 		if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
@@ -338,9 +344,10 @@ CONCURRENCY_FUNCTION(concurrency_xact_lock_many) {
 
 	std::sort(targets.begin(), targets.end(),
 	          [](const Target &a, const Target &b) { return a.subsystem.key < b.subsystem.key; });
-	targets.erase(std::unique(targets.begin(), targets.end(),
-	                          [](const Target &a, const Target &b) { return a.subsystem.key == b.subsystem.key; }),
-	              targets.end());
+	targets.erase(
+	    std::unique(targets.begin(), targets.end(),
+	                [](const Target &a, const Target &b) { return a.subsystem.key == b.subsystem.key; }),
+	    targets.end());
 	for (const Target &t : targets)
 		take(t, Level::transaction, deadline);
 	PG_RETURN_VOID();
@@ -382,7 +389,9 @@ std::vector<std::int64_t> resources_arg(FunctionCallInfo fcinfo, int n) {
 	Datum *elements = nullptr;
 	bool *nulls = nullptr;
 	int count = 0;
-	pg::guard([&] { deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elements, &nulls, &count); });
+	pg::guard([&] {
+		deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elements, &nulls, &count);
+	});
 	std::vector<std::int64_t> resources;
 	resources.reserve(static_cast<std::size_t>(count));
 	for (int i = 0; i < count; ++i) {

@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::locks {
 
@@ -64,7 +64,8 @@ std::string human_duration(double seconds) {
 	}
 	auto whole = static_cast<long long>(std::min<double>(seconds, 1e15));
 	if (whole < 3600)
-		return whole % 60 ? fmt::format("{} min {} s", whole / 60, whole % 60) : fmt::format("{} min", whole / 60);
+		return whole % 60 ? fmt::format("{} min {} s", whole / 60, whole % 60)
+		                  : fmt::format("{} min", whole / 60);
 	if (whole < 86400)
 		return (whole % 3600) / 60 ? fmt::format("{} h {} min", whole / 3600, (whole % 3600) / 60)
 		                           : fmt::format("{} h", whole / 3600);

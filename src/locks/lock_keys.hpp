@@ -25,16 +25,16 @@
 
 namespace concurrency::locks {
 
-inline constexpr std::uint16_t int8_advisory_class = 1; // pg_advisory_lock(bigint)
+inline constexpr std::uint16_t int8_advisory_class = 1;      // pg_advisory_lock(bigint)
 inline constexpr std::uint16_t int4_pair_advisory_class = 2; // pg_advisory_lock(int, int)
-inline constexpr int min_slot = 16;    // above PostgreSQL (1, 2) and Citus (4–15)
-inline constexpr int max_slot = 65535; // field4 is 16 bits wide
+inline constexpr int min_slot = 16;                          // above PostgreSQL (1, 2) and Citus (4–15)
+inline constexpr int max_slot = 65535;                       // field4 is 16 bits wide
 
 // The three fields of an advisory lock tag besides the database.
 struct AdvisoryTag {
-	std::uint32_t high = 0;   // field2, pg_locks.classid
-	std::uint32_t low = 0;    // field3, pg_locks.objid
-	std::uint16_t klass = 0;  // field4, pg_locks.objsubid
+	std::uint32_t high = 0;  // field2, pg_locks.classid
+	std::uint32_t low = 0;   // field3, pg_locks.objid
+	std::uint16_t klass = 0; // field4, pg_locks.objsubid
 
 	friend bool operator==(const AdvisoryTag &a, const AdvisoryTag &b) {
 		return a.high == b.high && a.low == b.low && a.klass == b.klass;
@@ -43,13 +43,19 @@ struct AdvisoryTag {
 };
 
 // High and low 32-bit halves of a bigint, as PostgreSQL splits it.
-constexpr std::uint32_t high_half(std::int64_t v) { return static_cast<std::uint32_t>(static_cast<std::uint64_t>(v) >> 32); }
-constexpr std::uint32_t low_half(std::int64_t v) { return static_cast<std::uint32_t>(static_cast<std::uint64_t>(v)); }
+constexpr std::uint32_t high_half(std::int64_t v) {
+	return static_cast<std::uint32_t>(static_cast<std::uint64_t>(v) >> 32);
+}
+constexpr std::uint32_t low_half(std::int64_t v) {
+	return static_cast<std::uint32_t>(static_cast<std::uint64_t>(v));
+}
 constexpr std::int64_t join_halves(std::uint32_t high, std::uint32_t low) {
 	return static_cast<std::int64_t>((static_cast<std::uint64_t>(high) << 32) | low);
 }
 
-constexpr bool valid_slot(std::int64_t slot) { return slot >= min_slot && slot <= max_slot; }
+constexpr bool valid_slot(std::int64_t slot) {
+	return slot >= min_slot && slot <= max_slot;
+}
 
 // The tag of the subsystem lock on `key`: identical to pg_advisory_lock(key).
 constexpr AdvisoryTag subsystem_tag(std::int64_t key) {
@@ -61,7 +67,9 @@ constexpr AdvisoryTag subsystem_tag(std::int64_t key) {
 AdvisoryTag resource_tag(std::int64_t resource, int slot);
 
 // The resource a resource-lock tag stands for (inverse of resource_tag).
-constexpr std::int64_t resource_of(const AdvisoryTag &tag) { return join_halves(tag.high, tag.low); }
+constexpr std::int64_t resource_of(const AdvisoryTag &tag) {
+	return join_halves(tag.high, tag.low);
+}
 
 // A registered subsystem (a row of concurrency.subsystem) as its locks show
 // in pg_locks: its subsystem lock is subsystem_tag(key), its resource locks

@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "locks/lock_keys.hpp"
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::locks {
 
@@ -33,8 +33,9 @@ std::string describe_one(const LockHolder &h) {
 		if (h.in_transaction)
 			who += fmt::format(", for {} since its transaction started", human_duration(*h.seconds));
 		else
-			who += fmt::format(", for {} since its last state change (outside any transaction, so a session-level lock)",
-			                   human_duration(*h.seconds));
+			who += fmt::format(
+			    ", for {} since its last state change (outside any transaction, so a session-level lock)",
+			    human_duration(*h.seconds));
 	}
 	return who;
 }

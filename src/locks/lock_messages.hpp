@@ -13,13 +13,13 @@ namespace concurrency::locks {
 // A session that holds (or waits ahead of us for) a lock, as pg_locks and
 // pg_stat_activity show it.
 struct LockHolder {
-	std::optional<int> pid;            // none: a prepared transaction holds it
-	std::string application;           // application_name
-	std::optional<std::string> state;  // none: not visible to the caller
-	bool in_transaction = false;       // duration counted from xact_start, else state_change
-	std::optional<double> seconds;     // how long, as above; none when not visible
-	bool granted = true;               // false: queued ahead of the request
-	std::string mode;                  // ExclusiveLock, ShareLock
+	std::optional<int> pid;           // none: a prepared transaction holds it
+	std::string application;          // application_name
+	std::optional<std::string> state; // none: not visible to the caller
+	bool in_transaction = false;      // duration counted from xact_start, else state_change
+	std::optional<double> seconds;    // how long, as above; none when not visible
+	bool granted = true;              // false: queued ahead of the request
+	std::string mode;                 // ExclusiveLock, ShareLock
 };
 
 // 'lock "relay"', 'shared lock "booking" on resource -42'

@@ -47,7 +47,7 @@ bool cache_valid = false;
 Oid registry_relid = InvalidOid;
 std::unordered_map<std::string, Subsystem> cache;
 std::vector<SubsystemKey> listed; // the same rows, for registered_subsystems()
-std::string lookup_buffer; // reused, so that a hit allocates nothing
+std::string lookup_buffer;        // reused, so that a hit allocates nothing
 
 void registry_changed(Datum, Oid relid) noexcept {
 	if (relid == InvalidOid || relid == registry_relid)
@@ -55,10 +55,12 @@ void registry_changed(Datum, Oid relid) noexcept {
 }
 
 Oid registry_oid() {
-	Oid rel = pg::guard([] { return get_relname_relid("subsystem", get_namespace_oid("concurrency", false)); });
+	Oid rel =
+	    pg::guard([] { return get_relname_relid("subsystem", get_namespace_oid("concurrency", false)); });
 	if (!OidIsValid(rel))
-		throw Error(sqlstate::undefined_table, "the registry table concurrency.subsystem does not exist", "",
-		            "Reinstall the extension: DROP EXTENSION concurrency_ext; CREATE EXTENSION concurrency_ext;");
+		throw Error(
+		    sqlstate::undefined_table, "the registry table concurrency.subsystem does not exist", "",
+		    "Reinstall the extension: DROP EXTENSION concurrency_ext; CREATE EXTENSION concurrency_ext;");
 	return rel;
 }
 
@@ -127,7 +129,9 @@ const Subsystem *find_cached(std::string_view name) {
 
 } // namespace
 
-void registry_init() { pg::register_relcache_callback(registry_changed, (Datum)0); }
+void registry_init() {
+	pg::register_relcache_callback(registry_changed, (Datum)0);
+}
 
 const std::vector<SubsystemKey> &registered_subsystems() {
 	if (!cache_valid)
@@ -180,7 +184,8 @@ CONCURRENCY_FUNCTION(concurrency_register_subsystem) {
 
 	const Oid find_types[] = {TEXTOID, INT8OID};
 	SPIPlanPtr find = pg::prepared_plan(
-	    "locks:find", "SELECT name, key FROM concurrency.subsystem WHERE name = $1 OR key = $2", 2, find_types);
+	    "locks:find", "SELECT name, key FROM concurrency.subsystem WHERE name = $1 OR key = $2", 2,
+	    find_types);
 	Datum find_values[] = {name_datum, key_datum};
 	uint64 n = execute_on_latest(find, find_values, nullptr, true);
 	bool same_name_same_key = false;
@@ -210,17 +215,18 @@ CONCURRENCY_FUNCTION(concurrency_register_subsystem) {
 		// A migration running again: keep the row, take what was given.
 		if (has_description || has_xact_only) {
 			const Oid types[] = {TEXTOID, TEXTOID, BOOLOID};
-			SPIPlanPtr update = pg::prepared_plan(
-			    "locks:update",
-			    "UPDATE concurrency.subsystem SET description = coalesce($2, description), "
-			    "xact_only = coalesce($3, xact_only) WHERE name = $1",
-			    3, types);
+			SPIPlanPtr update =
+			    pg::prepared_plan("locks:update",
+			                      "UPDATE concurrency.subsystem SET description = coalesce($2, description), "
+			                      "xact_only = coalesce($3, xact_only) WHERE name = $1",
+			                      3, types);
 			Datum values[] = {name_datum, description_datum, BoolGetDatum(xact_only)};
 			const char nulls[] = {' ', has_description ? ' ' : 'n', has_xact_only ? ' ' : 'n', '\0'};
 			execute_on_latest(update, values, nulls, false);
 		}
 	} else {
-		SPIPlanPtr slots = pg::prepared_plan("locks:slots", "SELECT slot FROM concurrency.subsystem", 0, nullptr);
+		SPIPlanPtr slots =
+		    pg::prepared_plan("locks:slots", "SELECT slot FROM concurrency.subsystem", 0, nullptr);
 		uint64 rows = execute_on_latest(slots, nullptr, nullptr, true);
 		std::vector<int> used;
 		used.reserve(rows);
@@ -228,15 +234,17 @@ CONCURRENCY_FUNCTION(concurrency_register_subsystem) {
 			used.push_back(pg::column_as<std::int32_t>(i, 1).value_or(0));
 		std::optional<int> slot = lowest_free_slot(std::move(used));
 		if (!slot)
-			throw Error(sqlstate::program_limit_exceeded, "no free slot for another subsystem",
-			            fmt::format("All {} slots ({}–{}) are taken.", max_slot - min_slot + 1, min_slot, max_slot),
-			            "Unregister subsystems that are no longer used.");
+			throw Error(
+			    sqlstate::program_limit_exceeded, "no free slot for another subsystem",
+			    fmt::format("All {} slots ({}–{}) are taken.", max_slot - min_slot + 1, min_slot, max_slot),
+			    "Unregister subsystems that are no longer used.");
 		const Oid types[] = {TEXTOID, INT8OID, INT4OID, TEXTOID, BOOLOID};
-		SPIPlanPtr insert = pg::prepared_plan(
-		    "locks:insert",
-		    "INSERT INTO concurrency.subsystem (name, key, slot, description, xact_only) VALUES ($1, $2, $3, $4, $5)",
-		    5, types);
-		Datum values[] = {name_datum, key_datum, Int32GetDatum(*slot), description_datum, BoolGetDatum(xact_only)};
+		SPIPlanPtr insert = pg::prepared_plan("locks:insert",
+		                                      "INSERT INTO concurrency.subsystem (name, key, slot, "
+		                                      "description, xact_only) VALUES ($1, $2, $3, $4, $5)",
+		                                      5, types);
+		Datum values[] = {name_datum, key_datum, Int32GetDatum(*slot), description_datum,
+		                  BoolGetDatum(xact_only)};
 		const char nulls[] = {' ', ' ', ' ', has_description ? ' ' : 'n', ' ', '\0'};
 		execute_on_latest(insert, values, nulls, false);
 	}
@@ -265,7 +273,8 @@ CONCURRENCY_FUNCTION(concurrency_unregister_subsystem) {
 // transaction commits).
 CONCURRENCY_FUNCTION(concurrency_subsystem_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		throw Error(sqlstate::trigger_protocol_violated, "concurrency.subsystem_changed() is a trigger function");
+		throw Error(sqlstate::trigger_protocol_violated,
+		            "concurrency.subsystem_changed() is a trigger function");
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
 	return PointerGetDatum(nullptr);

@@ -22,7 +22,9 @@ namespace {
 struct HeldKey {
 	AdvisoryTag tag;
 	bool shared;
-	friend bool operator==(const HeldKey &a, const HeldKey &b) { return a.tag == b.tag && a.shared == b.shared; }
+	friend bool operator==(const HeldKey &a, const HeldKey &b) {
+		return a.tag == b.tag && a.shared == b.shared;
+	}
 };
 
 struct HeldKeyHash {
@@ -99,7 +101,8 @@ void at_transaction_end(XactEvent event, void *) noexcept {
 	}
 }
 
-void at_subtransaction_end(SubXactEvent event, SubTransactionId sub, SubTransactionId parent, void *) noexcept {
+void at_subtransaction_end(SubXactEvent event, SubTransactionId sub, SubTransactionId parent,
+                           void *) noexcept {
 	if (event == SUBXACT_EVENT_ABORT_SUB) {
 		// The lock manager releases what the subtransaction took.
 		for (Held *h : touched) {
@@ -112,9 +115,10 @@ void at_subtransaction_end(SubXactEvent event, SubTransactionId sub, SubTransact
 		// the entry is relabelled, or added to the parent's (no allocation).
 		for (Held *h : touched) {
 			auto &counts = h->xact_counts;
-			auto parent_entry = std::find_if(counts.begin(), counts.end(),
-			                                 [&](const auto &c) { return c.first == parent; });
-			auto sub_entry = std::find_if(counts.begin(), counts.end(), [&](const auto &c) { return c.first == sub; });
+			auto parent_entry =
+			    std::find_if(counts.begin(), counts.end(), [&](const auto &c) { return c.first == parent; });
+			auto sub_entry =
+			    std::find_if(counts.begin(), counts.end(), [&](const auto &c) { return c.first == sub; });
 			if (sub_entry == counts.end())
 				continue;
 			if (parent_entry == counts.end()) {
@@ -206,8 +210,8 @@ CONCURRENCY_FUNCTION(concurrency_my_named_locks) {
 			rows.push_back(Row{entry.second.name, entry.second.resource, "session", mode,
 			                   entry.second.session_count, entry.first.tag});
 		if (std::int64_t total = entry.second.xact_total(); total > 0)
-			rows.push_back(Row{entry.second.name, entry.second.resource, "transaction", mode, total,
-			                   entry.first.tag});
+			rows.push_back(
+			    Row{entry.second.name, entry.second.resource, "transaction", mode, total, entry.first.tag});
 	}
 
 	for (const Row &row : rows) {

@@ -28,13 +28,15 @@ namespace concurrency::pg {
 
 // A PostgreSQL error, captured by guard(), on its way back to PostgreSQL.
 class PgException : public std::exception {
-public:
+  public:
 	explicit PgException(ErrorData *edata) noexcept : edata_(edata) {}
-	const char *what() const noexcept override { return edata_ && edata_->message ? edata_->message : "error"; }
+	const char *what() const noexcept override {
+		return edata_ && edata_->message ? edata_->message : "error";
+	}
 	ErrorData *data() const noexcept { return edata_; }
 	int sqlerrcode() const noexcept { return edata_ ? edata_->sqlerrcode : 0; }
 
-private:
+  private:
 	ErrorData *edata_; // palloc'd in the context that was current at guard()
 };
 
@@ -139,6 +141,8 @@ template <typename Body> Datum invoke(Body body, FunctionCallInfo fcinfo) {
 	}                                                                                                        \
 	extern "C" {                                                                                             \
 	PG_FUNCTION_INFO_V1(name);                                                                               \
-	PGDLLEXPORT Datum name(PG_FUNCTION_ARGS) { return concurrency::pg::invoke(concurrency_sql::name, fcinfo); } \
+	PGDLLEXPORT Datum name(PG_FUNCTION_ARGS) {                                                               \
+		return concurrency::pg::invoke(concurrency_sql::name, fcinfo);                                       \
+	}                                                                                                        \
 	}                                                                                                        \
 	Datum concurrency_sql::name(PG_FUNCTION_ARGS)

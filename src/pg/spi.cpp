@@ -47,7 +47,8 @@ void check_key(const char *key) {
 
 } // namespace
 
-SPIPlanPtr prepared_plan(const char *key, const char *sql, int nargs, const Oid *argtypes, int cursor_options) {
+SPIPlanPtr prepared_plan(const char *key, const char *sql, int nargs, const Oid *argtypes,
+                         int cursor_options) {
 	check_key(key);
 	HTAB *table = plans();
 	bool found = false;
@@ -57,8 +58,8 @@ SPIPlanPtr prepared_plan(const char *key, const char *sql, int nargs, const Oid 
 	SPIPlanPtr plan =
 	    guard([&] { return SPI_prepare_cursor(sql, nargs, const_cast<Oid *>(argtypes), cursor_options); });
 	if (!plan)
-		throw Error(sqlstate::internal_error, fmt::format("SPI_prepare failed: {}", SPI_result_code_string(SPI_result)),
-		            sql);
+		throw Error(sqlstate::internal_error,
+		            fmt::format("SPI_prepare failed: {}", SPI_result_code_string(SPI_result)), sql);
 	guard([&] { SPI_keepplan(plan); });
 	entry = static_cast<PlanEntry *>(guard([&] { return hash_search(table, key, HASH_ENTER, &found); }));
 	entry->plan = plan;
@@ -97,11 +98,12 @@ int spi_depth = 0;
 void spi_connect() {
 	int rc = guard([] { return SPI_connect(); });
 	if (rc != SPI_OK_CONNECT)
-		throw Error(sqlstate::internal_error, fmt::format("SPI_connect failed: {}", SPI_result_code_string(rc)));
+		throw Error(sqlstate::internal_error,
+		            fmt::format("SPI_connect failed: {}", SPI_result_code_string(rc)));
 	int level = guard([] {
 		int nest = NewGUCNestLevel();
-		set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-		                  false);
+		set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+		                  true, 0, false);
 		return nest;
 	});
 	while (spi_depth > 0 && guc_levels[spi_depth - 1] >= level)
@@ -118,7 +120,8 @@ void spi_finish() {
 	}
 	int rc = guard([] { return SPI_finish(); });
 	if (rc != SPI_OK_FINISH)
-		throw Error(sqlstate::internal_error, fmt::format("SPI_finish failed: {}", SPI_result_code_string(rc)));
+		throw Error(sqlstate::internal_error,
+		            fmt::format("SPI_finish failed: {}", SPI_result_code_string(rc)));
 }
 
 namespace {
@@ -135,11 +138,12 @@ uint64 execute(SPIPlanPtr plan, const Datum *values, const char *nulls, bool rea
 	auto *args = const_cast<Datum *>(values);
 	if (visibility == Visibility::latest)
 		return checked(guard([&] {
-			               return SPI_execute_snapshot(plan, args, nulls, GetLatestSnapshot(), InvalidSnapshot,
-			                                           read_only, true, count);
+			               return SPI_execute_snapshot(plan, args, nulls, GetLatestSnapshot(),
+			                                           InvalidSnapshot, read_only, true, count);
 		               }),
 		               "SPI_execute_snapshot");
-	return checked(guard([&] { return SPI_execute_plan(plan, args, nulls, read_only, count); }), "SPI_execute_plan");
+	return checked(guard([&] { return SPI_execute_plan(plan, args, nulls, read_only, count); }),
+	               "SPI_execute_plan");
 }
 
 uint64 execute(const std::string &sql, int nargs, const Oid *types, const Datum *values, const char *nulls,

@@ -5,7 +5,8 @@ namespace concurrency::pg {
 ResultSet materialize(FunctionCallInfo fcinfo, Oid scalar_type) {
 	auto *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
 	if (!rsinfo || !IsA(rsinfo, ReturnSetInfo) || !(rsinfo->allowedModes & SFRM_Materialize))
-		throw Error(sqlstate::feature_not_supported, "set-valued function called in context that cannot accept a set");
+		throw Error(sqlstate::feature_not_supported,
+		            "set-valued function called in context that cannot accept a set");
 	return guard([&] {
 		MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
 		TupleDesc desc;
@@ -32,7 +33,9 @@ ResultSet materialize(FunctionCallInfo fcinfo, Oid scalar_type) {
 }
 
 void add_row(ResultSet rows, const Datum *values, const bool *nulls) {
-	guard([&] { tuplestore_putvalues(rows.store, rows.desc, const_cast<Datum *>(values), const_cast<bool *>(nulls)); });
+	guard([&] {
+		tuplestore_putvalues(rows.store, rows.desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
+	});
 }
 
 } // namespace concurrency::pg

@@ -1,5 +1,5 @@
 #include "queue/claim_cursor.hpp"
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::queue {
 

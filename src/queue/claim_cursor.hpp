@@ -36,7 +36,8 @@ namespace concurrency::queue {
 // the key is claim order (the queue's ready index is built the same way).
 struct ClaimKey {
 	std::int64_t neg_priority = std::numeric_limits<std::int64_t>::min();
-	std::int64_t run_at = std::numeric_limits<std::int64_t>::min(); // PostgreSQL TimestampTz (µs); min = -infinity
+	std::int64_t run_at =
+	    std::numeric_limits<std::int64_t>::min(); // PostgreSQL TimestampTz (µs); min = -infinity
 	std::int64_t id = std::numeric_limits<std::int64_t>::min();
 
 	static constexpr ClaimKey front() { return {}; }
@@ -56,7 +57,7 @@ struct ScanPolicy {
 };
 
 class ClaimCursor {
-public:
+  public:
 	static constexpr std::int64_t from_the_start = std::numeric_limits<std::int64_t>::min();
 
 	explicit ClaimCursor(ScanPolicy policy = {}) : policy_(policy) {}
@@ -85,7 +86,7 @@ public:
 	// Ends the dequeue; `last` is the greatest claim key it claimed, if any.
 	void finish(std::optional<ClaimKey> last);
 
-private:
+  private:
 	ScanPolicy policy_;
 	std::int64_t now_ = 0;
 	bool resuming_ = false;
@@ -106,7 +107,7 @@ private:
 // too dear to do on every claim with hundreds of connections, and the cursor's
 // policy only needs to know whether it is pinned, which changes slowly.
 class HorizonSampler {
-public:
+  public:
 	explicit HorizonSampler(std::int64_t interval_us = 100'000) : interval_us_(interval_us) {}
 
 	// The lag at time `now` (µs): the last sample while it is younger than the
@@ -121,7 +122,7 @@ public:
 		return lag_;
 	}
 
-private:
+  private:
 	std::int64_t interval_us_;
 	bool have_ = false;
 	std::int64_t sampled_at_ = 0;

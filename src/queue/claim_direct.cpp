@@ -54,8 +54,8 @@ struct DirectIndex {
 
 // The columns a claim reads or writes.
 struct Columns {
-	AttrNumber id, lease_token, run_at, lease_expires_at, lease_extended_to, enqueued_at, priority, attempt, state,
-	    worker, payload;
+	AttrNumber id, lease_token, run_at, lease_expires_at, lease_extended_to, enqueued_at, priority, attempt,
+	    state, worker, payload;
 };
 
 } // namespace
@@ -118,8 +118,8 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 	c.state = column_number(desc, "state", TEXTOID, false);
 	c.worker = column_number(desc, "worker", TEXTOID, true);
 	c.payload = column_number(desc, "payload", JSONBOID, false);
-	for (AttrNumber a : {c.id, c.lease_token, c.run_at, c.lease_expires_at, c.lease_extended_to, c.enqueued_at,
-	                     c.priority, c.attempt, c.state, c.worker, c.payload})
+	for (AttrNumber a : {c.id, c.lease_token, c.run_at, c.lease_expires_at, c.lease_extended_to,
+	                     c.enqueued_at, c.priority, c.attempt, c.state, c.worker, c.payload})
 		if (a == InvalidAttrNumber)
 			return false;
 
@@ -136,10 +136,9 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 		                   ii->ii_ExclusionOps == nullptr;
 		bool is_ready = oid == ready_index;
 		// the ready index: (-(priority::int8), run_at, id), as create_queue makes it
-		if (is_ready &&
-		    (ii->ii_NumIndexKeyAttrs != 3 || ii->ii_IndexAttrNumbers[0] != 0 ||
-		     ii->ii_IndexAttrNumbers[1] != c.run_at || ii->ii_IndexAttrNumbers[2] != c.id ||
-		     TupleDescAttr(RelationGetDescr(irel), 0)->atttypid != INT8OID))
+		if (is_ready && (ii->ii_NumIndexKeyAttrs != 3 || ii->ii_IndexAttrNumbers[0] != 0 ||
+		                 ii->ii_IndexAttrNumbers[1] != c.run_at || ii->ii_IndexAttrNumbers[2] != c.id ||
+		                 TupleDescAttr(RelationGetDescr(irel), 0)->atttypid != INT8OID))
 			plain_btree = false;
 		if (plain_btree && is_ready) {
 			const Oid types[3] = {INT8OID, TIMESTAMPTZOID, INT8OID};
@@ -155,15 +154,16 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 		if (is_ready)
 			d->ready = d->nindexes;
 		if (ii->ii_Predicate != NIL)
-			ii->ii_PredicateState = ExecInitQual(reinterpret_cast<List *>(expression_planner(
-			                                         reinterpret_cast<Expr *>(ii->ii_Predicate))),
-			                                     nullptr);
+			ii->ii_PredicateState = ExecInitQual(
+			    reinterpret_cast<List *>(expression_planner(reinterpret_cast<Expr *>(ii->ii_Predicate))),
+			    nullptr);
 		bool unchanged = ii->ii_Expressions == NIL;
 		if (ii->ii_Expressions != NIL) {
 			List *states = NIL;
 			ListCell *e;
 			foreach (e, ii->ii_Expressions)
-				states = lappend(states, ExecInitExpr(expression_planner(static_cast<Expr *>(lfirst(e))), nullptr));
+				states = lappend(states,
+				                 ExecInitExpr(expression_planner(static_cast<Expr *>(lfirst(e))), nullptr));
 			ii->ii_ExpressionsState = states;
 		}
 		for (int k = 0; k < ii->ii_NumIndexKeyAttrs; ++k)
@@ -181,7 +181,8 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 DirectClaim *direct_of(QueueInfo &info, Relation heap) {
 	if (info.direct)
 		return info.direct;
-	MemoryContext cxt = AllocSetContextCreate(TopMemoryContext, "concurrency_ext claim", ALLOCSET_SMALL_SIZES);
+	MemoryContext cxt =
+	    AllocSetContextCreate(TopMemoryContext, "concurrency_ext claim", ALLOCSET_SMALL_SIZES);
 	auto *d = static_cast<DirectClaim *>(MemoryContextAllocZero(cxt, sizeof(DirectClaim)));
 	d->cxt = cxt;
 	info.direct = d; // freed by forget_direct, also if describe fails half-way
@@ -222,7 +223,8 @@ void index_datums(IndexInfo *ii, TupleTableSlot *slot, ExprContext *econtext, Da
 		else if (keycol != 0)
 			values[i] = slot_getattr(slot, keycol, &isnull[i]);
 		else {
-			values[i] = ExecEvalExprSwitchContext(static_cast<ExprState *>(lfirst(expr)), econtext, &isnull[i]);
+			values[i] =
+			    ExecEvalExprSwitchContext(static_cast<ExprState *>(lfirst(expr)), econtext, &isnull[i]);
 			expr = lnext(ii->ii_ExpressionsState, expr);
 		}
 	}
@@ -240,8 +242,8 @@ void forget_direct(QueueInfo &info) {
 
 namespace {
 
-bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker, bool worker_null,
-           const ClaimKey &start, ClaimedTask **tasks, int *count) {
+bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
+           bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count) {
 	*tasks = nullptr;
 	*count = 0;
 	// the statement raises what a read-only transaction or a standby says
@@ -282,13 +284,13 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 	ScanKeyData members[3];
 	ScanKeyEntryInitialize(&members[0], SK_ROW_MEMBER, 1, BTGreaterEqualStrategyNumber, INT8OID, InvalidOid,
 	                       d->order_procs[0], Int64GetDatum(start.neg_priority));
-	ScanKeyEntryInitialize(&members[1], SK_ROW_MEMBER, 2, BTGreaterEqualStrategyNumber, TIMESTAMPTZOID, InvalidOid,
-	                       d->order_procs[1], TimestampTzGetDatum(start.run_at));
+	ScanKeyEntryInitialize(&members[1], SK_ROW_MEMBER, 2, BTGreaterEqualStrategyNumber, TIMESTAMPTZOID,
+	                       InvalidOid, d->order_procs[1], TimestampTzGetDatum(start.run_at));
 	ScanKeyEntryInitialize(&members[2], SK_ROW_MEMBER | SK_ROW_END, 3, BTGreaterEqualStrategyNumber, INT8OID,
 	                       InvalidOid, d->order_procs[2], Int64GetDatum(start.id));
 	ScanKeyData row;
-	ScanKeyEntryInitialize(&row, SK_ROW_HEADER, 1, BTGreaterEqualStrategyNumber, InvalidOid, InvalidOid, InvalidOid,
-	                       PointerGetDatum(members));
+	ScanKeyEntryInitialize(&row, SK_ROW_HEADER, 1, BTGreaterEqualStrategyNumber, InvalidOid, InvalidOid,
+	                       InvalidOid, PointerGetDatum(members));
 	IndexScanDesc scan = pg::begin_index_scan(heap, irels[d->ready], snapshot, 1);
 	index_rescan(scan, &row, 1, nullptr, 0);
 
@@ -300,16 +302,17 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 	int capacity = wanted < 16 ? wanted : 16;
 	auto *out = static_cast<ClaimedTask *>(palloc(capacity * sizeof(ClaimedTask)));
 	int n = 0;
-	TimestampTz expires = DatumGetTimestampTz(DirectFunctionCall2(
-	    timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(const_cast<Interval *>(&lease))));
+	TimestampTz expires =
+	    DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+	                                            IntervalPGetDatum(const_cast<Interval *>(&lease))));
 
 	while (n < wanted && index_getnext_slot(scan, ForwardScanDirection, seen)) {
 		if (!is_ready(seen, c))
 			continue;
 		TM_FailureData failure;
 		ItemPointerData tid = seen->tts_tid;
-		TM_Result result = table_tuple_lock(heap, &tid, snapshot, locked, cid, LockTupleExclusive, LockWaitSkip,
-		                                    TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
+		TM_Result result = table_tuple_lock(heap, &tid, snapshot, locked, cid, LockTupleExclusive,
+		                                    LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
 		// as the executor's SKIP LOCKED: a row another transaction holds, or
 		// one deleted or changed by this command or later, is passed over
 		if (result != TM_Ok)
@@ -367,7 +370,8 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 			out = static_cast<ClaimedTask *>(repalloc(out, capacity * sizeof(ClaimedTask)));
 		}
 		ClaimedTask &task = out[n++];
-		const AttrNumber returned[6] = {c.id, c.lease_token, c.attempt, c.payload, c.enqueued_at, c.lease_expires_at};
+		const AttrNumber returned[6] = {c.id,      c.lease_token, c.attempt,
+		                                c.payload, c.enqueued_at, c.lease_expires_at};
 		for (int k = 0; k < 6; ++k)
 			task.cols[k] = slot_getattr(written, returned[k], &task.isnull[k]);
 		task.key = key_of(written, c);
@@ -394,12 +398,14 @@ bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval
 	// With Citus, a table may have its rows in shards elsewhere (a
 	// reference or distributed table made by hand): only the statement,
 	// which Citus plans, would find them. (Citus is loaded at server start.)
-	static const bool citus = pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; });
+	static const bool citus =
+	    pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; });
 	if (citus)
 		return false;
 	if (!claim_relations(info))
 		return false; // the statement says what is missing
-	return pg::guard([&] { return claim(info, now, wanted, lease, worker, worker_null, start, tasks, count); });
+	return pg::guard(
+	    [&] { return claim(info, now, wanted, lease, worker, worker_null, start, tasks, count); });
 }
 
 } // namespace concurrency::queue

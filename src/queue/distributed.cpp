@@ -58,7 +58,8 @@ bool is_distributed(Oid relid) {
 	return distributed;
 }
 
-Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out, int max_args) {
+Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out,
+                          int max_args) {
 	Oid fn = fcinfo->flinfo->fn_oid;
 	Oid *argtypes = nullptr;
 	int nargs = 0;
@@ -76,7 +77,8 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 		values[i] = fcinfo->args[i].value;
 		nulls[i] = fcinfo->args[i].isnull ? 'n' : ' ';
 	}
-	SPIPlanPtr plan = pg::prepared_plan(fmt::format("distributed:{}", function).c_str(), sql.c_str(), nargs, argtypes);
+	SPIPlanPtr plan =
+	    pg::prepared_plan(fmt::format("distributed:{}", function).c_str(), sql.c_str(), nargs, argtypes);
 	uint64 n = pg::execute(plan, values, nulls, false);
 	Datum result = Datum(0);
 	bool result_null = true;
@@ -121,17 +123,19 @@ void require_coordinator(const std::string &queue) {
 	citus::Role role = citus::local_role().role;
 	if (role == citus::Role::coordinator)
 		return;
-	throw Error(sqlstate::feature_not_supported,
-	            fmt::format("cannot create distributed queue \"{}\": this server is not a Citus coordinator", queue),
-	            fmt::format("Its Citus node role is {}.", role == citus::Role::worker ? "worker" : "none"),
-	            "Create distributed queues on the coordinator of a Citus cluster, or leave out distributed => true "
-	            "for a queue on this server.");
+	throw Error(
+	    sqlstate::feature_not_supported,
+	    fmt::format("cannot create distributed queue \"{}\": this server is not a Citus coordinator", queue),
+	    fmt::format("Its Citus node role is {}.", role == citus::Role::worker ? "worker" : "none"),
+	    "Create distributed queues on the coordinator of a Citus cluster, or leave out distributed => true "
+	    "for a queue on this server.");
 }
 
 void distribute(const std::string &queue) {
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {pg::text_datum(queue)};
-	SPIPlanPtr plan = pg::prepared_plan("distributed:distribute", "SELECT concurrency.distribute_queue($1)", 1, types);
+	SPIPlanPtr plan =
+	    pg::prepared_plan("distributed:distribute", "SELECT concurrency.distribute_queue($1)", 1, types);
 	pg::execute(plan, values, nullptr, false);
 }
 
@@ -139,8 +143,8 @@ void distributed_limits(const std::string &queue, bool key_limit_changed, std::o
 	static const Oid types[2] = {TEXTOID, INT4OID};
 	Datum values[2] = {pg::text_datum(queue), Int32GetDatum(max_leased.value_or(0))};
 	if (key_limit_changed) {
-		SPIPlanPtr plan =
-		    pg::prepared_plan("distributed:rebalance", "SELECT concurrency.distributed_rebalance($1)", 1, types);
+		SPIPlanPtr plan = pg::prepared_plan("distributed:rebalance",
+		                                    "SELECT concurrency.distributed_rebalance($1)", 1, types);
 		pg::execute(plan, values, nullptr, false);
 	}
 	if (max_leased) {
@@ -153,8 +157,8 @@ void distributed_limits(const std::string &queue, bool key_limit_changed, std::o
 uint64 distributed_purge_chunk(const std::string &queue, int32 chunk) {
 	static const Oid types[2] = {TEXTOID, INT4OID};
 	Datum values[2] = {pg::text_datum(queue), Int32GetDatum(chunk)};
-	SPIPlanPtr plan = pg::prepared_plan("distributed:purge_chunk", "SELECT concurrency.distributed_purge_chunk($1, $2)",
-	                                    2, types);
+	SPIPlanPtr plan = pg::prepared_plan("distributed:purge_chunk",
+	                                    "SELECT concurrency.distributed_purge_chunk($1, $2)", 2, types);
 	pg::execute(plan, values, nullptr, false);
 	bool isnull = false;
 	Datum purged = pg::column(0, 1, &isnull);
@@ -164,8 +168,8 @@ uint64 distributed_purge_chunk(const std::string &queue, int32 chunk) {
 void distributed_stats(const std::string &queue, TimestampTz now) {
 	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
 	Datum values[2] = {pg::text_datum(queue), TimestampTzGetDatum(now)};
-	SPIPlanPtr plan = pg::prepared_plan("distributed:stats", "SELECT * FROM concurrency.distributed_stats($1, $2)", 2,
-	                                    types);
+	SPIPlanPtr plan = pg::prepared_plan("distributed:stats",
+	                                    "SELECT * FROM concurrency.distributed_stats($1, $2)", 2, types);
 	pg::execute(plan, values, nullptr, false);
 }
 

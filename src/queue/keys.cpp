@@ -41,7 +41,8 @@ void lock_key(Queue &q, const std::string &key) {
 uint64 enqueue_keyed(Queue &q, const Datum *values, const char *nulls) {
 	Datum key = values[5];
 	lock_key(q, std::string(pg::guard([&] { return TextDatumGetCString(key); })));
-	static const Oid types[7] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID, TEXTOID};
+	static const Oid types[7] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID,
+	                             TEXTOID,        TEXTOID,  TEXTOID};
 	Datum all[7];
 	char all_nulls[7];
 	for (int i = 0; i < 6; ++i) {
@@ -102,7 +103,8 @@ std::vector<int32> take_slots(Queue &q, int32 wanted) {
 	std::vector<int32> slots;
 	static const Oid lock_types[1] = {INT4OID};
 	Datum lock_values[1] = {Int32GetDatum(wanted)};
-	uint64 n = q.run_internal("slots_lock", sql.lock_free_slots(), 1, lock_types, lock_values, nullptr, Access::owner);
+	uint64 n = q.run_internal("slots_lock", sql.lock_free_slots(), 1, lock_types, lock_values, nullptr,
+	                          Access::owner);
 	if (n == 0)
 		return slots;
 	std::vector<Datum> locked;
@@ -114,8 +116,8 @@ std::vector<int32> take_slots(Queue &q, int32 wanted) {
 	// older than its locks, and may have seen a slot free that a claim
 	// committed since has taken.
 	Datum array = pg::guard([&] {
-		return PointerGetDatum(construct_array(locked.data(), static_cast<int>(locked.size()), INT4OID, 4, true,
-		                                       TYPALIGN_INT));
+		return PointerGetDatum(
+		    construct_array(locked.data(), static_cast<int>(locked.size()), INT4OID, 4, true, TYPALIGN_INT));
 	});
 	static const Oid check_types[1] = {INT4ARRAYOID};
 	n = q.run_internal("slots_recheck", sql.recheck_slots(), 1, check_types, &array, nullptr,
@@ -141,8 +143,10 @@ void fill_slots(Queue &q, const std::vector<int32> &slots, const std::vector<int
 	Datum values[3];
 	pg::guard([&] {
 		values[0] = PointerGetDatum(construct_array(s.data(), n, INT4OID, 4, true, TYPALIGN_INT));
-		values[1] = PointerGetDatum(construct_array(ids.data(), n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		values[2] = PointerGetDatum(construct_array(tokens.data(), n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		values[1] =
+		    PointerGetDatum(construct_array(ids.data(), n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		values[2] =
+		    PointerGetDatum(construct_array(tokens.data(), n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	});
 	static const Oid types[3] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
 	q.run_internal("slots_fill", KeySql(q.name()).fill_slots(), 3, types, values, nullptr, Access::owner);
@@ -153,7 +157,8 @@ void apply_limits(Queue &q, TimestampTz now, bool key_limit_changed, std::option
 	if (key_limit_changed) {
 		// every key at once: no enqueue or release of a key runs meanwhile
 		// (they lock their key's row first)
-		std::string lock = fmt::format("LOCK TABLE concurrency.{} IN EXCLUSIVE MODE", quote_ident(key_table_name(q.name())));
+		std::string lock =
+		    fmt::format("LOCK TABLE concurrency.{} IN EXCLUSIVE MODE", quote_ident(key_table_name(q.name())));
 		q.run_internal("keys_lock_all", lock, 0, nullptr, nullptr, nullptr, Access::owner);
 		static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
 		Datum values[2] = {pg::text_datum(q.name()), TimestampTzGetDatum(now)};

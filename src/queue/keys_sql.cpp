@@ -5,12 +5,16 @@
 #include "common/sql_text.hpp"
 #include "queue/queue_sql.hpp"
 #include "queue/sql_operators.hpp"
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::queue {
 
-std::string key_table_name(std::string_view queue) { return fmt::format("k_{}", queue); }
-std::string slot_table_name(std::string_view queue) { return fmt::format("s_{}", queue); }
+std::string key_table_name(std::string_view queue) {
+	return fmt::format("k_{}", queue);
+}
+std::string slot_table_name(std::string_view queue) {
+	return fmt::format("s_{}", queue);
+}
 
 KeySql::KeySql(std::string_view queue)
     : queue_(queue), tasks_("concurrency." + quote_ident(queue_table_name(queue))),
@@ -22,7 +26,7 @@ KeySql::KeySql(std::string_view queue)
 #define ADMITTED "state " EQ " ANY ('{{ready,scheduled,leased}}'::pg_catalog.text[])"
 // The key_limit of the queue named $n, from the catalog; none (NULL or 0):
 // no limit.
-#define KEY_LIMIT(n) \
+#define KEY_LIMIT(n)                                                                                         \
 	"COALESCE((SELECT NULLIF(key_limit, 0) FROM concurrency.queue WHERE name " EQ " " n "), 2147483647)"
 
 std::string KeySql::create_tables() const {
@@ -43,20 +47,24 @@ CREATE TABLE {s} (
 COMMENT ON TABLE {s} IS {scomment};
 CREATE INDEX {keyed} ON {t} (concurrency_key, state, id) WHERE concurrency_key IS NOT NULL;)",
 	    fmt::arg("k", keys_), fmt::arg("kpkey", quote_ident(key_table_name(queue_) + "_pkey")),
-	    fmt::arg("kcomment", quote_literal(fmt::format(
-	                             "concurrency keys of the concurrency_ext queue {} (internal: locked to admit tasks)",
-	                             queue_))),
+	    fmt::arg("kcomment",
+	             quote_literal(fmt::format(
+	                 "concurrency keys of the concurrency_ext queue {} (internal: locked to admit tasks)",
+	                 queue_))),
 	    fmt::arg("s", slots_), fmt::arg("spkey", quote_ident(slot_table_name(queue_) + "_pkey")),
-	    fmt::arg("scomment", quote_literal(fmt::format(
-	                             "lease slots of the concurrency_ext queue {} (internal: one per max_leased)", queue_))),
+	    fmt::arg("scomment",
+	             quote_literal(fmt::format(
+	                 "lease slots of the concurrency_ext queue {} (internal: one per max_leased)", queue_))),
 	    fmt::arg("t", tasks_), fmt::arg("keyed", quote_ident(queue_index_name(queue_, "keyed"))));
 }
 
-std::string KeySql::drop_tables() const { return fmt::format("DROP TABLE IF EXISTS {}, {}", keys_, slots_); }
+std::string KeySql::drop_tables() const {
+	return fmt::format("DROP TABLE IF EXISTS {}, {}", keys_, slots_);
+}
 
 std::string KeySql::alter_owner(std::string_view role) const {
-	return fmt::format("ALTER TABLE {} OWNER TO {}; ALTER TABLE {} OWNER TO {}", keys_, quote_ident(role), slots_,
-	                   quote_ident(role));
+	return fmt::format("ALTER TABLE {} OWNER TO {}; ALTER TABLE {} OWNER TO {}", keys_, quote_ident(role),
+	                   slots_, quote_ident(role));
 }
 
 std::string KeySql::lock_key() const {
@@ -93,7 +101,8 @@ std::string KeySql::admit() const {
           WHERE concurrency_key )" EQ R"( $1 AND state )" EQ R"( 'blocked'
           ORDER BY id
           LIMIT GREATEST(0, )" KEY_LIMIT("$2") " " MINUS R"(
-                   (SELECT pg_catalog.count(*) FROM {t} WHERE concurrency_key )" EQ R"( $1 AND )" ADMITTED R"())))
+                   (SELECT pg_catalog.count(*) FROM {t} WHERE concurrency_key )" EQ R"( $1 AND )" ADMITTED
+	                                           R"())))
 RETURNING t.id)",
 	    fmt::arg("t", tasks_));
 }
@@ -117,7 +126,8 @@ std::string KeySql::rebalance() const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
    SET state = CASE WHEN r.place )" LE R"( r.room THEN (CASE WHEN t.state )" EQ R"( 'blocked'
-                                                   THEN (CASE WHEN t.run_at )" GT R"( $2 THEN 'scheduled' ELSE 'ready' END)
+                                                   THEN (CASE WHEN t.run_at )" GT
+	    R"( $2 THEN 'scheduled' ELSE 'ready' END)
                                                    ELSE t.state END)
                     ELSE 'blocked' END
   FROM (SELECT w.id,
@@ -137,7 +147,8 @@ std::string KeySql::lock_free_slots() const {
 	return fmt::format(
 	    R"(SELECT s.slot FROM {s} AS s
  WHERE NOT EXISTS (SELECT FROM {t} AS t
-                    WHERE t.id )" EQ R"( s.task_id AND t.lease_token )" EQ R"( s.lease_token AND t.state )" EQ R"( 'leased')
+                    WHERE t.id )" EQ R"( s.task_id AND t.lease_token )" EQ R"( s.lease_token AND t.state )" EQ
+	    R"( 'leased')
  ORDER BY s.slot
  LIMIT $1
    FOR UPDATE OF s SKIP LOCKED)",
@@ -149,7 +160,8 @@ std::string KeySql::recheck_slots() const {
 	    R"(SELECT s.slot FROM {s} AS s
  WHERE s.slot )" EQ R"( ANY ($1)
    AND NOT EXISTS (SELECT FROM {t} AS t
-                    WHERE t.id )" EQ R"( s.task_id AND t.lease_token )" EQ R"( s.lease_token AND t.state )" EQ R"( 'leased')
+                    WHERE t.id )" EQ R"( s.task_id AND t.lease_token )" EQ R"( s.lease_token AND t.state )" EQ
+	    R"( 'leased')
  ORDER BY s.slot)",
 	    fmt::arg("s", slots_), fmt::arg("t", tasks_));
 }
@@ -163,15 +175,14 @@ std::string KeySql::fill_slots() const {
 }
 
 std::string KeySql::resize_slots() const {
-	return fmt::format(
-	    R"(WITH gone AS (DELETE FROM {s} WHERE slot )" GT R"( $1)
+	return fmt::format(R"(WITH gone AS (DELETE FROM {s} WHERE slot )" GT R"( $1)
 INSERT INTO {s} (slot, task_id, lease_token)
 SELECT g.slot, l.id, l.lease_token
   FROM pg_catalog.generate_series(1, $1) AS g(slot)
   LEFT JOIN (SELECT id, lease_token, pg_catalog.row_number() OVER (ORDER BY id) AS n
                FROM {t} WHERE state )" EQ R"( 'leased') AS l ON l.n )" EQ R"( g.slot
 ON CONFLICT (slot) DO NOTHING)",
-	    fmt::arg("s", slots_), fmt::arg("t", tasks_));
+	                   fmt::arg("s", slots_), fmt::arg("t", tasks_));
 }
 
 std::string KeySql::queue_keys() const {

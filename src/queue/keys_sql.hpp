@@ -35,7 +35,7 @@ std::string key_table_name(std::string_view queue);
 std::string slot_table_name(std::string_view queue);
 
 class KeySql {
-public:
+  public:
 	explicit KeySql(std::string_view queue);
 
 	// CREATE TABLE of both side tables and the keyed index on the queue's
@@ -80,7 +80,7 @@ public:
 	// $1 timestamptz now -> concurrency_key, leased, waiting, oldest_waiting_age
 	std::string queue_keys() const;
 
-private:
+  private:
 	std::string queue_;
 	std::string tasks_;
 	std::string keys_;

@@ -4,7 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "common/sql_text.hpp"
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::queue {
 
@@ -55,7 +55,9 @@ std::vector<std::string> permission_names(PermissionMask mask) {
 	return names;
 }
 
-std::string permission_choices() { return fmt::format("{}", fmt::join(permission_names(all_permissions), ", ")); }
+std::string permission_choices() {
+	return fmt::format("{}", fmt::join(permission_names(all_permissions), ", "));
+}
 
 std::string grant_statement(std::string_view queue, std::string_view role, Permission p) {
 	return fmt::format("SELECT concurrency.grant_queue({}, {}, ARRAY[{}]);", quote_literal(queue),

@@ -22,7 +22,9 @@ enum class Permission : std::uint8_t {
 using PermissionMask = std::uint8_t;
 inline constexpr PermissionMask all_permissions = 1 | 2 | 4 | 8;
 
-constexpr PermissionMask mask_of(Permission p) { return static_cast<PermissionMask>(p); }
+constexpr PermissionMask mask_of(Permission p) {
+	return static_cast<PermissionMask>(p);
+}
 
 // "enqueue", "work", "read", "manage".
 const char *permission_name(Permission p);

@@ -79,7 +79,6 @@ Oid resolve_permission_table() {
 	return permission_table;
 }
 
-
 // Reads the permissions of a queue with the latest snapshot, not the
 // transaction's: a revoke committed after a REPEATABLE READ transaction
 // began must count at its next call, as it does for PostgreSQL's own ACLs.
@@ -87,10 +86,10 @@ void load_grants(const std::string &queue, Oid relid, QueueGrants &entry) {
 	std::uint64_t seen = generation; // an invalidation during the read makes the entry stale at once
 	resolve_permission_table();
 	static const Oid types[1] = {TEXTOID};
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "queue-permissions:load",
-	    "SELECT grantee::pg_catalog.oid, permission FROM concurrency.queue_permission WHERE queue OPERATOR(pg_catalog.=) $1",
-	    1, types, CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan = pg::prepared_plan("queue-permissions:load",
+	                                    "SELECT grantee::pg_catalog.oid, permission FROM "
+	                                    "concurrency.queue_permission WHERE queue OPERATOR(pg_catalog.=) $1",
+	                                    1, types, CURSOR_OPT_GENERIC_PLAN);
 	Datum values[1] = {pg::text_datum(queue)};
 	uint64 rows = pg::execute(plan, values, nullptr, true, 0, pg::Visibility::latest);
 	std::vector<Grant> grants;
@@ -102,7 +101,8 @@ void load_grants(const std::string &queue, Oid relid, QueueGrants &entry) {
 		auto p = parse_permission(word);
 		if (!p)
 			continue; // the table's CHECK constraint admits no other word
-		auto it = std::find_if(grants.begin(), grants.end(), [&](const Grant &g) { return g.grantee == grantee; });
+		auto it =
+		    std::find_if(grants.begin(), grants.end(), [&](const Grant &g) { return g.grantee == grantee; });
 		if (it == grants.end())
 			grants.push_back(Grant{grantee, mask_of(*p)});
 		else
@@ -114,7 +114,8 @@ void load_grants(const std::string &queue, Oid relid, QueueGrants &entry) {
 }
 
 PermissionMask held_by(Queue &q, Oid user, Oid owner) {
-	bool all = pg::guard([&] { return user == owner || superuser_arg(user) || has_privs_of_role(user, owner); });
+	bool all =
+	    pg::guard([&] { return user == owner || superuser_arg(user) || has_privs_of_role(user, owner); });
 	if (all)
 		return all_permissions;
 	// Pending invalidations are read now, not only when the call next takes
@@ -149,12 +150,17 @@ std::string role_name(Oid role) {
 
 AsRole::AsRole(Oid role) noexcept {
 	GetUserIdAndSecContext(&saved_user_, &saved_context_);
-	SetUserIdAndSecContext(role, saved_context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	SetUserIdAndSecContext(role,
+	                       saved_context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 }
 
-AsRole::~AsRole() { SetUserIdAndSecContext(saved_user_, saved_context_); }
+AsRole::~AsRole() {
+	SetUserIdAndSecContext(saved_user_, saved_context_);
+}
 
-Oid queue_owner(Queue &q) { return relation_owner(q.info().relid); }
+Oid queue_owner(Queue &q) {
+	return relation_owner(q.info().relid);
+}
 
 bool holds(Queue &q, Permission p) {
 	Oid user = pg::guard([] { return GetUserId(); });
@@ -165,11 +171,12 @@ void require(Queue &q, Oid role, Permission p, const char *function) {
 	if (held_by(q, role, queue_owner(q)) & mask_of(p))
 		return;
 	std::string name = role_name(role);
-	throw Error(sqlstate::insufficient_privilege,
-	            fmt::format("role \"{}\" lacks permission {} on queue \"{}\"", name, permission_name(p), q.name()),
-	            fmt::format("{} needs permission {}.", function, permission_name(p)),
-	            fmt::format("The queue's owner, or a role with permission manage on it, can grant it: {}",
-	                        grant_statement(q.name(), name, p)));
+	throw Error(
+	    sqlstate::insufficient_privilege,
+	    fmt::format("role \"{}\" lacks permission {} on queue \"{}\"", name, permission_name(p), q.name()),
+	    fmt::format("{} needs permission {}.", function, permission_name(p)),
+	    fmt::format("The queue's owner, or a role with permission manage on it, can grant it: {}",
+	                grant_statement(q.name(), name, p)));
 }
 
 AsRole authorize(Queue &q, Permission p, const char *function) {
@@ -180,27 +187,29 @@ AsRole authorize(Queue &q, Permission p, const char *function) {
 
 void forget_dropped_roles() {
 	resolve_permission_table();
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "queue-permissions:dropped-roles",
-	    "DELETE FROM concurrency.queue_permission AS p "
-	    "WHERE p.grantee::pg_catalog.oid OPERATOR(pg_catalog.<>) 0 "
-	    "AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) p.grantee::pg_catalog.oid)",
-	    0, nullptr);
+	SPIPlanPtr plan = pg::prepared_plan("queue-permissions:dropped-roles",
+	                                    "DELETE FROM concurrency.queue_permission AS p "
+	                                    "WHERE p.grantee::pg_catalog.oid OPERATOR(pg_catalog.<>) 0 "
+	                                    "AND NOT EXISTS (SELECT FROM pg_catalog.pg_roles AS r WHERE r.oid "
+	                                    "OPERATOR(pg_catalog.=) p.grantee::pg_catalog.oid)",
+	                                    0, nullptr);
 	pg::execute(plan, nullptr, nullptr, false);
 }
 
 void clear_permissions(const std::string &queue) {
 	resolve_permission_table();
 	static const Oid types[1] = {TEXTOID};
-	SPIPlanPtr plan = pg::prepared_plan("queue-permissions:clear",
-	                                    "DELETE FROM concurrency.queue_permission WHERE queue OPERATOR(pg_catalog.=) $1",
-	                                    1, types);
+	SPIPlanPtr plan = pg::prepared_plan(
+	    "queue-permissions:clear",
+	    "DELETE FROM concurrency.queue_permission WHERE queue OPERATOR(pg_catalog.=) $1", 1, types);
 	Datum values[1] = {pg::text_datum(queue)};
 	pg::execute(plan, values, nullptr, false);
 	forget_dropped_roles();
 }
 
-void permissions_init() { pg::register_relcache_callback(permissions_changed, Datum(0)); }
+void permissions_init() {
+	pg::register_relcache_callback(permissions_changed, Datum(0));
+}
 
 } // namespace concurrency::queue
 
@@ -228,8 +237,8 @@ PermissionMask permissions_arg(FunctionCallInfo fcinfo) {
 		words.emplace_back(pg::guard([&] { return TextDatumGetCString(element); }));
 	}
 	if (words.empty())
-		throw Error(sqlstate::invalid_parameter_value, "permissions must name at least one permission",
-		            "", fmt::format("The permissions are {}.", queue::permission_choices()));
+		throw Error(sqlstate::invalid_parameter_value, "permissions must name at least one permission", "",
+		            fmt::format("The permissions are {}.", queue::permission_choices()));
 	auto parsed = queue::parse_permissions(words);
 	if (parsed.unknown)
 		throw Error(sqlstate::invalid_parameter_value,
@@ -265,8 +274,8 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 		for (const std::string &word : queue::permission_names(mask))
 			words.push_back(pg::text_datum(word));
 		Datum array = pg::guard([&] {
-			return PointerGetDatum(construct_array(words.data(), static_cast<int>(words.size()), TEXTOID, -1, false,
-			                                       TYPALIGN_INT));
+			return PointerGetDatum(construct_array(words.data(), static_cast<int>(words.size()), TEXTOID, -1,
+			                                       false, TYPALIGN_INT));
 		});
 		Datum values[3] = {pg::text_datum(name), ObjectIdGetDatum(grantee), array};
 		SPIPlanPtr plan =
@@ -297,17 +306,22 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 } // namespace
 
 // concurrency.grant_queue(queue, role, permissions)
-CONCURRENCY_FUNCTION(concurrency_grant_queue) { return change_permissions(fcinfo, true); }
+CONCURRENCY_FUNCTION(concurrency_grant_queue) {
+	return change_permissions(fcinfo, true);
+}
 
 // concurrency.revoke_queue(queue, role, permissions)
-CONCURRENCY_FUNCTION(concurrency_revoke_queue) { return change_permissions(fcinfo, false); }
+CONCURRENCY_FUNCTION(concurrency_revoke_queue) {
+	return change_permissions(fcinfo, false);
+}
 
 // Trigger of concurrency.queue_permission (after each statement): every
 // backend reads the permissions again at its next queue call (relcache
 // invalidations are sent at commit, and at once to this backend).
 CONCURRENCY_FUNCTION(concurrency_queue_permission_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		throw Error(sqlstate::trigger_protocol_violated, "concurrency.queue_permission_changed() is a trigger function");
+		throw Error(sqlstate::trigger_protocol_violated,
+		            "concurrency.queue_permission_changed() is a trigger function");
 	auto *data = reinterpret_cast<TriggerData *>(fcinfo->context);
 	Oid relid = RelationGetRelid(data->tg_relation);
 	pg::guard([&] { CacheInvalidateRelcacheByRelid(relid); });

@@ -29,13 +29,13 @@ namespace concurrency::queue {
 // call); the previous user and context come back when it goes, also when an
 // error unwinds it.
 class AsRole {
-public:
+  public:
 	explicit AsRole(Oid role) noexcept;
 	~AsRole();
 	AsRole(const AsRole &) = delete;
 	AsRole &operator=(const AsRole &) = delete;
 
-private:
+  private:
 	Oid saved_user_;
 	int saved_context_;
 };

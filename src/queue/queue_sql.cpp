@@ -3,22 +3,28 @@
 #include <fmt/format.h>
 
 #include "common/sql_text.hpp"
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::queue {
 
-std::string queue_table_name(std::string_view queue) { return fmt::format("q_{}", queue); }
+std::string queue_table_name(std::string_view queue) {
+	return fmt::format("q_{}", queue);
+}
 
 std::string queue_index_name(std::string_view queue, std::string_view suffix) {
 	return fmt::format("q_{}_{}", queue, suffix);
 }
 
-std::string queue_channel(std::string_view queue) { return fmt::format("concurrency_{}", queue); }
+std::string queue_channel(std::string_view queue) {
+	return fmt::format("concurrency_{}", queue);
+}
 
 QueueSql::QueueSql(std::string_view queue)
     : queue_(queue), table_("concurrency." + quote_ident(queue_table_name(queue))) {}
 
-std::string QueueSql::name(std::string_view suffix) const { return quote_ident(queue_index_name(queue_, suffix)); }
+std::string QueueSql::name(std::string_view suffix) const {
+	return quote_ident(queue_index_name(queue_, suffix));
+}
 
 // Every statement runs with search_path = pg_catalog, pg_temp, pinned by
 // pg::spi_connect for all SPI use of the extension (a function-level SET
@@ -42,7 +48,9 @@ static constexpr const char *dedupe_holder_predicate =
 // every claim and wake-up scan is on an index of live states.
 static constexpr const char *finished_states = "state " EQ " ANY ('{done,cancelled}'::pg_catalog.text[])";
 
-std::string QueueSql::dedupe_holder() { return dedupe_holder_predicate; }
+std::string QueueSql::dedupe_holder() {
+	return dedupe_holder_predicate;
+}
 
 std::string QueueSql::create_table() const {
 	// Column order keeps 8-byte fields together (no alignment padding).
@@ -81,15 +89,17 @@ CREATE INDEX {leased} ON {t} (lease_expires_at) WHERE state = 'leased';
 CREATE UNIQUE INDEX {dedupe} ON {t} (dedupe_key) WHERE {dedupe_holder};
 CREATE INDEX {finished} ON {t} (finished_at) WHERE {finished_states};
 COMMENT ON TABLE {t} IS {comment};)",
-	    fmt::arg("t", table_), fmt::arg("pkey", name("pkey")),
-	    fmt::arg("ready", name("ready")), fmt::arg("scheduled", name("scheduled")), fmt::arg("leased", name("leased")),
+	    fmt::arg("t", table_), fmt::arg("pkey", name("pkey")), fmt::arg("ready", name("ready")),
+	    fmt::arg("scheduled", name("scheduled")), fmt::arg("leased", name("leased")),
 	    fmt::arg("dedupe", name("dedupe")), fmt::arg("dedupe_holder", dedupe_holder_predicate),
 	    fmt::arg("finished", name("finished")), fmt::arg("finished_states", finished_states),
 	    fmt::arg("order", claim_order),
 	    fmt::arg("comment", quote_literal(fmt::format("tasks of the concurrency_ext queue {}", queue_))));
 }
 
-std::string QueueSql::drop_table() const { return fmt::format("DROP TABLE IF EXISTS {}", table_); }
+std::string QueueSql::drop_table() const {
+	return fmt::format("DROP TABLE IF EXISTS {}", table_);
+}
 
 std::string QueueSql::alter_owner(std::string_view role) const {
 	return fmt::format("ALTER TABLE {} OWNER TO {}", table_, quote_ident(role));
@@ -105,7 +115,8 @@ RETURNING id)",
 }
 
 std::string QueueSql::dedupe_lookup() const {
-	return fmt::format("SELECT id FROM {} WHERE dedupe_key " EQ " $1 AND {}", table_, dedupe_holder_predicate);
+	return fmt::format("SELECT id FROM {} WHERE dedupe_key " EQ " $1 AND {}", table_,
+	                   dedupe_holder_predicate);
 }
 
 std::string QueueSql::dedupe_lookup_many() const {
@@ -156,7 +167,8 @@ std::string QueueSql::wake() const {
        lease_expires_at = CASE WHEN t.lease_extended_to )" GT R"( $1 THEN t.lease_extended_to
                                ELSE t.lease_expires_at END,
        lease_extended_to = NULL,
-       last_error = CASE WHEN t.state )" EQ R"( 'leased' AND NOT COALESCE(t.lease_extended_to )" GT R"( $1, false)
+       last_error = CASE WHEN t.state )" EQ R"( 'leased' AND NOT COALESCE(t.lease_extended_to )" GT
+	    R"( $1, false)
                          THEN 'lease expired' ELSE t.last_error END
  WHERE t.id )" EQ R"( ANY (ARRAY(
          SELECT s.id FROM (SELECT id FROM {t}
@@ -164,7 +176,8 @@ std::string QueueSql::wake() const {
                             ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS s
          UNION ALL
          SELECT l.id FROM (SELECT id FROM {t}
-                            WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE R"( $1 AND lease_expires_at )" GE R"( $3
+                            WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE
+	    R"( $1 AND lease_expires_at )" GE R"( $3
                             ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS l))
 RETURNING t.state )" EQ R"( 'ready', t.state )" EQ R"( 'dead', t.concurrency_key)",
 	    fmt::arg("t", table_));
@@ -209,8 +222,8 @@ RETURNING $3 )" PLUS R"( $4)",
 }
 
 std::string QueueSql::complete() const {
-	return fmt::format("DELETE FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2 RETURNING concurrency_key",
-	                   table_);
+	return fmt::format(
+	    "DELETE FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2 RETURNING concurrency_key", table_);
 }
 
 // A retained done task gives up its lease token: the holder's next call finds
@@ -234,7 +247,8 @@ RETURNING concurrency_key)",
 // The batch forms: the leases named by $1 (task ids) and $2 (lease tokens),
 // pairwise, as rows u(id, lease_token), and the condition that a task t is
 // held under one of them.
-static constexpr const char *named_leases = "ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(id, lease_token)";
+static constexpr const char *named_leases =
+    "ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(id, lease_token)";
 static constexpr const char *held_under_named_lease =
     "t.id " EQ " u.id AND t.lease_token " EQ " u.lease_token";
 
@@ -255,16 +269,19 @@ std::string QueueSql::complete_many_retained() const {
   FROM {leases}
  WHERE {held}
 RETURNING t.id, t.concurrency_key)",
-	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease), fmt::arg("done", finish_done));
+	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease),
+	    fmt::arg("done", finish_done));
 }
 
 std::string QueueSql::heartbeat_many() const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
    SET state = 'leased',
-       lease_expires_at = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GE R"( t.lease_expires_at
+       lease_expires_at = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GE
+	    R"( t.lease_expires_at
                                THEN t.lease_expires_at ELSE $3 )" PLUS R"( $4 END,
-       lease_extended_to = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT R"( t.lease_expires_at
+       lease_extended_to = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT
+	    R"( t.lease_expires_at
                                 THEN $3 )" PLUS R"( $4 END
   FROM {leases}
  WHERE {held}
@@ -313,7 +330,8 @@ std::string QueueSql::cancel(bool blocked) const {
    SET state = 'cancelled',
        finished_at = $1,
        lease_token = NULL,
-       lease_expires_at = CASE WHEN t.state )" EQ R"( 'leased' THEN COALESCE(t.lease_extended_to, t.lease_expires_at) END,
+       lease_expires_at = CASE WHEN t.state )" EQ
+	    R"( 'leased' THEN COALESCE(t.lease_extended_to, t.lease_expires_at) END,
        lease_extended_to = NULL
  WHERE t.id )" EQ R"( ANY ($2)
    AND {states}
@@ -361,8 +379,9 @@ std::string QueueSql::task_status() const {
 }
 
 std::string QueueSql::fail_lock() const {
-	return fmt::format(
-	    "SELECT attempt, concurrency_key FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2 FOR UPDATE", table_);
+	return fmt::format("SELECT attempt, concurrency_key FROM {} WHERE id " EQ " $1 AND lease_token " EQ
+	                   " $2 FOR UPDATE",
+	                   table_);
 }
 
 std::string QueueSql::fail_update() const {
@@ -379,10 +398,10 @@ std::string QueueSql::fail_update() const {
 }
 
 std::string QueueSql::inspect() const {
-	return fmt::format(
-	    "SELECT state, attempt, worker, lease_token IS NOT NULL, "
-	    "pg_catalog.to_char(finished_at, 'YYYY-MM-DD HH24:MI:SS.USOF') FROM {} WHERE id " EQ " $1",
-	    table_);
+	return fmt::format("SELECT state, attempt, worker, lease_token IS NOT NULL, "
+	                   "pg_catalog.to_char(finished_at, 'YYYY-MM-DD HH24:MI:SS.USOF') FROM {} WHERE id " EQ
+	                   " $1",
+	                   table_);
 }
 
 // A dead task whose dedupe_key has been taken by another task since (live,
@@ -407,26 +426,46 @@ RETURNING t.id, t.concurrency_key)",
 
 std::string QueueSql::text(QueueStatement s) const {
 	switch (s) {
-	case QueueStatement::enqueue: return enqueue();
-	case QueueStatement::dedupe_lookup: return dedupe_lookup();
-	case QueueStatement::enqueue_batch: return enqueue_batch(false);
-	case QueueStatement::enqueue_batch_dedupe: return enqueue_batch(true);
-	case QueueStatement::wake: return wake();
-	case QueueStatement::claim: return claim();
-	case QueueStatement::heartbeat: return heartbeat();
-	case QueueStatement::complete: return complete();
-	case QueueStatement::complete_retained: return complete_retained();
-	case QueueStatement::complete_many: return complete_many();
-	case QueueStatement::complete_many_retained: return complete_many_retained();
-	case QueueStatement::heartbeat_many: return heartbeat_many();
-	case QueueStatement::fail_lock: return fail_lock();
-	case QueueStatement::fail_update: return fail_update();
-	case QueueStatement::fail_lock_many: return fail_lock_many();
-	case QueueStatement::fail_update_many: return fail_update_many();
-	case QueueStatement::purge: return purge();
-	case QueueStatement::inspect: return inspect();
-	case QueueStatement::retry_dead: return retry_dead();
-	case QueueStatement::count_: break;
+	case QueueStatement::enqueue:
+		return enqueue();
+	case QueueStatement::dedupe_lookup:
+		return dedupe_lookup();
+	case QueueStatement::enqueue_batch:
+		return enqueue_batch(false);
+	case QueueStatement::enqueue_batch_dedupe:
+		return enqueue_batch(true);
+	case QueueStatement::wake:
+		return wake();
+	case QueueStatement::claim:
+		return claim();
+	case QueueStatement::heartbeat:
+		return heartbeat();
+	case QueueStatement::complete:
+		return complete();
+	case QueueStatement::complete_retained:
+		return complete_retained();
+	case QueueStatement::complete_many:
+		return complete_many();
+	case QueueStatement::complete_many_retained:
+		return complete_many_retained();
+	case QueueStatement::heartbeat_many:
+		return heartbeat_many();
+	case QueueStatement::fail_lock:
+		return fail_lock();
+	case QueueStatement::fail_update:
+		return fail_update();
+	case QueueStatement::fail_lock_many:
+		return fail_lock_many();
+	case QueueStatement::fail_update_many:
+		return fail_update_many();
+	case QueueStatement::purge:
+		return purge();
+	case QueueStatement::inspect:
+		return inspect();
+	case QueueStatement::retry_dead:
+		return retry_dead();
+	case QueueStatement::count_:
+		break;
 	}
 	return {};
 }

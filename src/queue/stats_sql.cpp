@@ -5,7 +5,7 @@
 #include "common/sql_text.hpp"
 #include "queue/queue_sql.hpp"
 #include "queue/sql_operators.hpp"
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::queue {
 
@@ -25,8 +25,7 @@ std::string StatsSql::create_index() const {
 // _keyed (only keyed tasks are ever blocked: admission and retry_dead give
 // that state to keyed tasks only). One statement: one snapshot for all.
 std::string StatsSql::stats() const {
-	return fmt::format(
-	    R"(SELECT r.n )" PLUS R"( d.n,
+	return fmt::format(R"(SELECT r.n )" PLUS R"( d.n,
        (SELECT pg_catalog.count(*) FROM {t} WHERE state )" EQ R"( 'scheduled' AND run_at )" GT R"( $1),
        l.live, l.expired,
        (SELECT pg_catalog.count(*) FROM {t} WHERE state )" EQ R"( 'dead'),
@@ -37,13 +36,15 @@ std::string StatsSql::stats() const {
           FROM {t} WHERE state )" EQ R"( 'ready') AS r,
        (SELECT pg_catalog.count(*) AS n, pg_catalog.min(run_at) AS oldest
           FROM {t} WHERE state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1) AS d,
-       (SELECT pg_catalog.count(*) FILTER (WHERE COALESCE(lease_extended_to, lease_expires_at) )" GT R"( $1) AS live,
-               pg_catalog.count(*) FILTER (WHERE COALESCE(lease_extended_to, lease_expires_at) )" LE R"( $1) AS expired
+       (SELECT pg_catalog.count(*) FILTER (WHERE COALESCE(lease_extended_to, lease_expires_at) )" GT
+	                   R"( $1) AS live,
+               pg_catalog.count(*) FILTER (WHERE COALESCE(lease_extended_to, lease_expires_at) )" LE
+	                   R"( $1) AS expired
           FROM {t} WHERE state )" EQ R"( 'leased') AS l,
        (SELECT pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'done') AS done,
                pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'cancelled') AS cancelled
           FROM {t} WHERE state )" EQ R"( ANY ('{{done,cancelled}}'::pg_catalog.text[])) AS f)",
-	    fmt::arg("t", table_));
+	                   fmt::arg("t", table_));
 }
 
 } // namespace concurrency::queue

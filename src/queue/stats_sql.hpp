@@ -12,7 +12,7 @@
 namespace concurrency::queue {
 
 class StatsSql {
-public:
+  public:
 	explicit StatsSql(std::string_view queue);
 
 	// The partial index of dead tasks (q_<queue>_dead), the only state that
@@ -25,7 +25,7 @@ public:
 	// blocked (keyed tasks held back by their key).
 	std::string stats() const;
 
-private:
+  private:
 	std::string queue_;
 	std::string table_; // concurrency."q_<queue>", quoted
 };

@@ -17,7 +17,7 @@ namespace concurrency::transactions {
 namespace {
 
 class Collector {
-public:
+  public:
 	explicit Collector(DdlPlan &plan) : plan_(plan) {}
 
 	void add(const RangeVar *rv, LOCKMODE mode, bool drop_index = false) {
@@ -123,7 +123,8 @@ public:
 			auto *s = castNode(CreateStmt, stmt);
 			ListCell *lc;
 			foreach (lc, s->inhRelations)
-				add(castNode(RangeVar, lfirst(lc)), s->partbound ? AccessExclusiveLock : ShareUpdateExclusiveLock);
+				add(castNode(RangeVar, lfirst(lc)),
+				    s->partbound ? AccessExclusiveLock : ShareUpdateExclusiveLock);
 			foreign_keys(s->tableElts);
 			foreign_keys(s->constraints);
 			return true;
@@ -140,7 +141,7 @@ public:
 		}
 	}
 
-private:
+  private:
 	DdlPlan &plan_;
 };
 

@@ -23,7 +23,8 @@ namespace {
 void execute(const std::string &statements) {
 	int rc = pg::guard([&] { return SPI_execute(statements.c_str(), false, 0); });
 	if (rc < 0) // SPI_ERROR_TRANSACTION cannot happen: parse_statements refused those
-		throw Error(sqlstate::internal_error, fmt::format("SPI_execute failed: {}", SPI_result_code_string(rc)));
+		throw Error(sqlstate::internal_error,
+		            fmt::format("SPI_execute failed: {}", SPI_result_code_string(rc)));
 }
 
 // Commits the run's bookkeeping transaction; a failure here is raised.
@@ -36,10 +37,12 @@ void commit_or_raise() {
 
 void require_nonatomic(FunctionCallInfo fcinfo, const char *procedure) {
 	if (!pg::nonatomic_call(fcinfo))
-		throw Error(sqlstate::active_sql_transaction, fmt::format("{} cannot run inside a transaction block", procedure),
-		            "Each attempt runs in a transaction of its own and commits.",
-		            fmt::format("Use CALL {} outside BEGIN … COMMIT (with autocommit on), and not from a function.",
-		                        procedure));
+		throw Error(
+		    sqlstate::active_sql_transaction,
+		    fmt::format("{} cannot run inside a transaction block", procedure),
+		    "Each attempt runs in a transaction of its own and commits.",
+		    fmt::format("Use CALL {} outside BEGIN … COMMIT (with autocommit on), and not from a function.",
+		                procedure));
 }
 
 namespace {
@@ -82,7 +85,8 @@ void prepend_detail(ErrorData *error, const std::string &detail) {
 	pg::guard([&] { error->detail = pstrdup(text.c_str()); });
 }
 
-void run_attempts(FunctionCallInfo fcinfo, const char *procedure, const std::string &statements, Policy &policy) {
+void run_attempts(FunctionCallInfo fcinfo, const char *procedure, const std::string &statements,
+                  Policy &policy) {
 	require_nonatomic(fcinfo, procedure);
 	pg::spi_connect_nonatomic();
 	commit_or_raise(); // a transaction of our own from the first attempt on

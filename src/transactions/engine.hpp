@@ -17,7 +17,7 @@ namespace concurrency::transactions {
 enum class Outcome { done, failed, gave_up };
 
 class Policy {
-public:
+  public:
 	virtual ~Policy() = default;
 
 	// In each attempt's fresh transaction, before anything runs in it:
@@ -50,7 +50,8 @@ public:
 // procedure was called outside a transaction block. Before the first attempt
 // it commits the calling transaction (as a COMMIT in a procedure would), so
 // that every attempt starts a transaction of its own.
-void run_attempts(FunctionCallInfo fcinfo, const char *procedure, const std::string &statements, Policy &policy);
+void run_attempts(FunctionCallInfo fcinfo, const char *procedure, const std::string &statements,
+                  Policy &policy);
 
 // 25001 unless the procedure may commit; call before doing anything else.
 void require_nonatomic(FunctionCallInfo fcinfo, const char *procedure);

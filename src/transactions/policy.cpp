@@ -7,7 +7,7 @@
 
 #include "common/error.hpp"
 #include "locks/lock_keys.hpp"
-#include "common/pure.hpp"  // last: checks that no PostgreSQL header came before
+#include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::transactions {
 
@@ -78,7 +78,8 @@ std::string short_query(const std::string &query, std::size_t n = 160) {
 
 std::string describe_session(const Blocker &b) {
 	std::string text = fmt::format("pid {} (", b.pid);
-	text += b.application.empty() ? std::string("no application name") : fmt::format("application \"{}\"", b.application);
+	text += b.application.empty() ? std::string("no application name")
+	                              : fmt::format("application \"{}\"", b.application);
 	if (!b.state)
 		return text + ", state not visible to you)";
 	text += fmt::format(", state \"{}\"", *b.state);
@@ -92,8 +93,8 @@ std::string describe_session(const Blocker &b) {
 } // namespace
 
 std::string describe_blocker(const Blocker &b) {
-	return describe_session(b) + fmt::format(" {} {} on {}", b.granted ? "holds" : "waits ahead for", b.mode,
-	                                         b.relation);
+	return describe_session(b) +
+	       fmt::format(" {} {} on {}", b.granted ? "holds" : "waits ahead for", b.mode, b.relation);
 }
 
 Approach next_approach(int consecutive_losses, bool anybody_in_the_way, bool all_short_lived) {
@@ -164,7 +165,8 @@ std::string BlockerLog::longest(std::size_t n) const {
 	std::vector<std::pair<std::int64_t, const Entry *>> by_time;
 	for (const auto &[pid, e] : entries_)
 		by_time.emplace_back(e.total_us + (e.last_seen_us - e.since_us), &e);
-	std::stable_sort(by_time.begin(), by_time.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
+	std::stable_sort(by_time.begin(), by_time.end(),
+	                 [](const auto &a, const auto &b) { return a.first > b.first; });
 	std::string text;
 	for (std::size_t i = 0; i < by_time.size() && i < n; ++i) {
 		if (!text.empty())

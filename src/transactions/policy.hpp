@@ -51,12 +51,12 @@ std::int64_t wait_before_next(std::int64_t delay_us, std::int64_t now_us, std::i
 struct Blocker {
 	int pid = 0;
 	std::string application;
-	std::optional<std::string> state;   // none: not visible to the caller
-	std::optional<double> xact_age_s;   // age of its transaction, when visible
-	std::string query;                  // as pg_stat_activity shows it (masked text included)
-	std::string relation;               // the relation it is in the way on
-	std::string mode;                   // the lock mode it holds or waits for
-	bool granted = true;                // false: queued ahead of us
+	std::optional<std::string> state; // none: not visible to the caller
+	std::optional<double> xact_age_s; // age of its transaction, when visible
+	std::string query;                // as pg_stat_activity shows it (masked text included)
+	std::string relation;             // the relation it is in the way on
+	std::string mode;                 // the lock mode it holds or waits for
+	bool granted = true;              // false: queued ahead of us
 };
 
 // 'pid 4711 (application "psql", state "idle in transaction", transaction
@@ -91,7 +91,7 @@ Signal signal_for(const Blocker &b);
 
 // Everyone seen in the way during one run_ddl call.
 class BlockerLog {
-public:
+  public:
 	explicit BlockerLog(std::int64_t notice_interval_us) : notice_interval_us_(notice_interval_us) {}
 
 	// Records one look at the sessions in the way at `now_us`, and returns
@@ -112,12 +112,12 @@ public:
 	// that were in the way longest (in total), for the final error.
 	std::string longest(std::size_t n) const;
 
-private:
+  private:
 	struct Entry {
 		Blocker last;
-		std::int64_t since_us = 0;     // start of the current unbroken sighting
+		std::int64_t since_us = 0; // start of the current unbroken sighting
 		std::int64_t last_seen_us = 0;
-		std::int64_t total_us = 0;     // closed sightings
+		std::int64_t total_us = 0; // closed sightings
 		std::optional<std::int64_t> last_notice_us;
 		bool in_last_look = false;
 	};

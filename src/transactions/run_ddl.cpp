@@ -124,12 +124,12 @@ std::int64_t interval_micros(FunctionCallInfo fcinfo, int n, const char *argname
 }
 
 class WaitPolitely final : public Policy {
-public:
-	WaitPolitely(std::string statements, DdlPlan plan, std::int64_t lock_timeout_us, std::int64_t max_duration_us,
-	             std::optional<std::int64_t> terminate_after_us)
+  public:
+	WaitPolitely(std::string statements, DdlPlan plan, std::int64_t lock_timeout_us,
+	             std::int64_t max_duration_us, std::optional<std::int64_t> terminate_after_us)
 	    : statements_(std::move(statements)), plan_(std::move(plan)), lock_timeout_us_(lock_timeout_us),
-	      max_duration_us_(max_duration_us),
-	      terminate_after_us_(terminate_after_us), log_(notice_interval_us) {
+	      max_duration_us_(max_duration_us), terminate_after_us_(terminate_after_us),
+	      log_(notice_interval_us) {
 		start_ = GetCurrentTimestamp();
 		deadline_ = max_duration_us > PG_INT64_MAX - start_ ? PG_INT64_MAX : start_ + max_duration_us;
 	}
@@ -138,8 +138,8 @@ public:
 		attempt_start_ = GetCurrentTimestamp();
 		std::string value = fmt::format("{}ms", locks::timeout_ms_for_lock_timeout(lock_timeout_us_));
 		pg::guard([&] {
-			(void)set_config_option("lock_timeout", value.c_str(), PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
-			                        true, 0, false);
+			(void)set_config_option("lock_timeout", value.c_str(), PGC_USERSET, PGC_S_SESSION,
+			                        GUC_ACTION_LOCAL, true, 0, false);
 		});
 	}
 
@@ -176,12 +176,13 @@ public:
 		TimestampTz now = GetCurrentTimestamp();
 		std::vector<std::size_t> due = log_.observe(blockers, now - start_);
 		signal_blockers(now);
-		approach_ = next_approach(losses_, log_.anybody_in_last_look(), log_.all_short_lived(lock_timeout_us_));
+		approach_ =
+		    next_approach(losses_, log_.anybody_in_last_look(), log_.all_short_lived(lock_timeout_us_));
 
 		if (now >= deadline_)
 			return std::nullopt;
-		std::int64_t wait = wait_before_next(backoff_delay_us(attempt, pg::random_unit(), ddl_backoff(lock_timeout_us_)),
-		                                     now, deadline_);
+		std::int64_t wait = wait_before_next(
+		    backoff_delay_us(attempt, pg::random_unit(), ddl_backoff(lock_timeout_us_)), now, deadline_);
 		if (!due.empty() || (blockers.empty() && now - last_unnamed_notice_ >= notice_interval_us)) {
 			if (blockers.empty())
 				last_unnamed_notice_ = now;
@@ -201,15 +202,16 @@ public:
 	}
 
 	[[noreturn]] void give_up(int attempts, ErrorData *) override {
-		throw Error(sqlstate::lock_not_available,
-		            fmt::format("run_ddl gave up: its locks were not obtained within max_duration ({})",
-		                        locks::human_duration(static_cast<double>(max_duration_us_) / 1e6)),
-		            give_up_detail(attempts, waited_s_, log_.longest(3)),
-		            "End or wait out the sessions in the way (concurrency.lock_tree shows them), or allow more "
-		            "max_duration, or pass terminate_blockers_after.");
+		throw Error(
+		    sqlstate::lock_not_available,
+		    fmt::format("run_ddl gave up: its locks were not obtained within max_duration ({})",
+		                locks::human_duration(static_cast<double>(max_duration_us_) / 1e6)),
+		    give_up_detail(attempts, waited_s_, log_.longest(3)),
+		    "End or wait out the sessions in the way (concurrency.lock_tree shows them), or allow more "
+		    "max_duration, or pass terminate_blockers_after.");
 	}
 
-private:
+  private:
 	void resolve_targets() {
 		locks_.clear();
 		for (const DdlTarget &t : plan_.targets) {
@@ -219,13 +221,15 @@ private:
 				return RangeVarGetRelid(rv, NoLock, true);
 			});
 			if (!OidIsValid(relid))
-				continue; // not there (yet): created by an earlier statement, or a mistake the statement reports
+				continue; // not there (yet): created by an earlier statement, or a mistake the statement
+				          // reports
 			locks_.push_back(Lock{relid, t.mode});
 			if (t.drop_index) {
 				Oid table = pg::guard([&] {
 					char kind = get_rel_relkind(relid);
-					return kind == RELKIND_INDEX || kind == RELKIND_PARTITIONED_INDEX ? IndexGetRelation(relid, true)
-					                                                                  : InvalidOid;
+					return kind == RELKIND_INDEX || kind == RELKIND_PARTITIONED_INDEX
+					           ? IndexGetRelation(relid, true)
+					           : InvalidOid;
 				});
 				if (OidIsValid(table))
 					locks_.push_back(Lock{table, AccessExclusiveLock});
@@ -243,7 +247,8 @@ private:
 	}
 
 	void report_attempt(int attempt, Approach tried, const std::optional<Lock> &on, const ErrorData *error,
-	                    const std::vector<Blocker> &blockers, const std::vector<std::size_t> &due, std::int64_t wait) {
+	                    const std::vector<Blocker> &blockers, const std::vector<std::size_t> &due,
+	                    std::int64_t wait) {
 		std::string what;
 		if (on && tried == Approach::conditional && !error)
 			what = fmt::format("{} on {} is taken; waiting without queueing", mode_name(on->mode),
@@ -263,12 +268,14 @@ private:
 		}
 		if (blockers.empty())
 			detail = on ? "Nobody holds a conflicting lock on it any more: they finished while it looked."
-			            : "Nobody holds a conflicting lock on the relations named in the statements: the lock it waited "
+			            : "Nobody holds a conflicting lock on the relations named in the statements: the "
+			              "lock it waited "
 			              "for was one that could not be known in advance.";
 		if (error && error->message)
 			detail += fmt::format("\nThe error was: {}", error->message);
 		pg::guard([&] {
-			ereport(NOTICE, (errmsg_internal("%s", message.c_str()), errdetail_internal("%s", detail.c_str())));
+			ereport(NOTICE,
+			        (errmsg_internal("%s", message.c_str()), errdetail_internal("%s", detail.c_str())));
 		});
 	}
 
@@ -304,10 +311,11 @@ private:
 				message = fmt::format("run_ddl: could not signal pid {}: {}", b.pid,
 				                      failure->message ? failure->message : "");
 			else if (sent)
-				message = fmt::format("run_ddl: {} pid {} after terminate_blockers_after ({}): {}",
-				                      signal == Signal::terminate ? "terminated" : "cancelled the query of", b.pid,
-				                      locks::human_duration(static_cast<double>(*terminate_after_us_) / 1e6),
-				                      describe_blocker(b));
+				message =
+				    fmt::format("run_ddl: {} pid {} after terminate_blockers_after ({}): {}",
+				                signal == Signal::terminate ? "terminated" : "cancelled the query of", b.pid,
+				                locks::human_duration(static_cast<double>(*terminate_after_us_) / 1e6),
+				                describe_blocker(b));
 			if (sent && std::find(terminated_.begin(), terminated_.end(), b.pid) == terminated_.end())
 				terminated_.push_back(b.pid);
 			if (!message.empty())
@@ -318,10 +326,13 @@ private:
 	// One row in concurrency.ddl_log, written as the table's owner (callers
 	// may read their own rows, through row security, but not write any).
 	void write_log(Outcome outcome, int attempts, const ErrorData *error, TimestampTz now) {
-		const char *outcome_text = outcome == Outcome::done ? "done" : outcome == Outcome::failed ? "failed" : "gave up";
+		const char *outcome_text = outcome == Outcome::done     ? "done"
+		                           : outcome == Outcome::failed ? "failed"
+		                                                        : "gave up";
 		std::string error_text;
 		if (outcome == Outcome::failed && error)
-			error_text = fmt::format("{}: {}", pg::sqlstate_of(error).code, error->message ? error->message : "");
+			error_text =
+			    fmt::format("{}: {}", pg::sqlstate_of(error).code, error->message ? error->message : "");
 		else if (outcome == Outcome::gave_up)
 			error_text = fmt::format("55P03: locks not obtained within max_duration ({})",
 			                         locks::human_duration(static_cast<double>(max_duration_us_) / 1e6));
@@ -332,36 +343,34 @@ private:
 
 		Oid caller = GetUserId();
 		pg::spi_connect();
-		SPIPlanPtr owner_plan = pg::prepared_plan(
-		    "transactions:ddl_log_owner",
-		    "SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = 'concurrency.ddl_log'::pg_catalog.regclass", 0,
-		    nullptr);
+		SPIPlanPtr owner_plan = pg::prepared_plan("transactions:ddl_log_owner",
+		                                          "SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid "
+		                                          "= 'concurrency.ddl_log'::pg_catalog.regclass",
+		                                          0, nullptr);
 		pg::execute(owner_plan, nullptr, nullptr, true, 1);
 		bool isnull = false;
 		Oid owner = DatumGetObjectId(pg::column(0, 1, &isnull));
 
-		static const Oid types[] = {OIDOID, TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID, FLOAT8OID, TEXTOID, TEXTOID, TEXTOID};
-		SPIPlanPtr plan = pg::prepared_plan(
-		    "transactions:ddl_log_insert",
-		    "INSERT INTO concurrency.ddl_log (run_by, statements, started, finished, attempts, waited, outcome, error,"
-		    "                                 blockers_terminated)"
-		    " VALUES (pg_catalog.pg_get_userbyid($1), $2, $3, $4, $5, pg_catalog.make_interval(secs => $6), $7, $8,"
-		    "         $9::pg_catalog.int4[])",
-		    9, types);
-		Datum values[] = {ObjectIdGetDatum(caller),
-		                  pg::text_datum(statements_),
-		                  TimestampTzGetDatum(start_),
-		                  TimestampTzGetDatum(now),
-		                  Int32GetDatum(attempts),
-		                  Float8GetDatum(waited_s_),
-		                  pg::text_datum(outcome_text),
-		                  pg::text_datum(error_text),
-		                  pg::text_datum(pids)};
+		static const Oid types[] = {OIDOID,    TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID,
+		                            FLOAT8OID, TEXTOID, TEXTOID,        TEXTOID};
+		SPIPlanPtr plan = pg::prepared_plan("transactions:ddl_log_insert",
+		                                    "INSERT INTO concurrency.ddl_log (run_by, statements, started, "
+		                                    "finished, attempts, waited, outcome, error,"
+		                                    "                                 blockers_terminated)"
+		                                    " VALUES (pg_catalog.pg_get_userbyid($1), $2, $3, $4, $5, "
+		                                    "pg_catalog.make_interval(secs => $6), $7, $8,"
+		                                    "         $9::pg_catalog.int4[])",
+		                                    9, types);
+		Datum values[] = {
+		    ObjectIdGetDatum(caller),     pg::text_datum(statements_), TimestampTzGetDatum(start_),
+		    TimestampTzGetDatum(now),     Int32GetDatum(attempts),     Float8GetDatum(waited_s_),
+		    pg::text_datum(outcome_text), pg::text_datum(error_text),  pg::text_datum(pids)};
 		const char nulls[] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', error_text.empty() ? 'n' : ' ', ' '};
 		Oid saved_user;
 		int saved_context;
 		GetUserIdAndSecContext(&saved_user, &saved_context);
-		SetUserIdAndSecContext(owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+		SetUserIdAndSecContext(owner,
+		                       saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 		try {
 			pg::execute(plan, values, nulls, false);
 		} catch (...) {
@@ -411,10 +420,12 @@ CONCURRENCY_FUNCTION(concurrency_run_ddl) {
 	require_nonatomic(fcinfo, "concurrency.run_ddl");
 	if (terminate_after_us &&
 	    !pg::guard([] { return superuser() || has_privs_of_role(GetUserId(), ROLE_PG_SIGNAL_BACKEND); }))
-		throw Error(sqlstate::insufficient_privilege, "terminate_blockers_after needs the right to signal other sessions",
-		            "Only superusers and members of pg_signal_backend may terminate or cancel other sessions.",
-		            "Grant pg_signal_backend to the role that runs migrations, or leave terminate_blockers_after "
-		            "NULL.");
+		throw Error(
+		    sqlstate::insufficient_privilege,
+		    "terminate_blockers_after needs the right to signal other sessions",
+		    "Only superusers and members of pg_signal_backend may terminate or cancel other sessions.",
+		    "Grant pg_signal_backend to the role that runs migrations, or leave terminate_blockers_after "
+		    "NULL.");
 	List *parsed = parse_statements(statements);
 	WaitPolitely policy(statements, ddl_plan(parsed), lock_timeout_us, max_duration_us, terminate_after_us);
 	run_attempts(fcinfo, "concurrency.run_ddl", statements, policy);

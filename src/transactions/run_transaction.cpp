@@ -20,8 +20,9 @@ namespace concurrency::transactions {
 namespace {
 
 class RetryOnConflict final : public Policy {
-public:
-	RetryOnConflict(std::string isolation, int max_attempts) : isolation_(std::move(isolation)), max_attempts_(max_attempts) {}
+  public:
+	RetryOnConflict(std::string isolation, int max_attempts)
+	    : isolation_(std::move(isolation)), max_attempts_(max_attempts) {}
 
 	void begin_attempt(int) override {
 		// what SET TRANSACTION ISOLATION LEVEL does, before the first snapshot
@@ -39,25 +40,30 @@ public:
 		if (attempt >= max_attempts_)
 			return std::nullopt;
 		std::int64_t wait = backoff_delay_us(attempt, pg::random_unit(), transaction_backoff());
-		std::string message = fmt::format("run_transaction: attempt {} of {} failed with SQLSTATE {}, retrying",
-		                                  attempt, max_attempts_, pg::sqlstate_of(error).code);
+		std::string message =
+		    fmt::format("run_transaction: attempt {} of {} failed with SQLSTATE {}, retrying", attempt,
+		                max_attempts_, pg::sqlstate_of(error).code);
 		std::string detail = fmt::format("Waiting {} before attempt {}. The error was: {}",
 		                                 locks::human_duration(static_cast<double>(wait) / 1e6), attempt + 1,
 		                                 error->message ? error->message : "");
-		pg::guard([&] { ereport(NOTICE, (errmsg_internal("%s", message.c_str()), errdetail_internal("%s", detail.c_str()))); });
+		pg::guard([&] {
+			ereport(NOTICE,
+			        (errmsg_internal("%s", message.c_str()), errdetail_internal("%s", detail.c_str())));
+		});
 		return wait;
 	}
 
 	void finish(Outcome, int, const ErrorData *) override {}
 
 	[[noreturn]] void give_up(int attempts, ErrorData *error) override {
-		prepend_detail(error, fmt::format("run_transaction gave up after {} attempt{}, each failed with a "
-		                                  "serialization failure or a deadlock; this is the last one's error.",
-		                                  attempts, attempts == 1 ? "" : "s"));
+		prepend_detail(error,
+		               fmt::format("run_transaction gave up after {} attempt{}, each failed with a "
+		                           "serialization failure or a deadlock; this is the last one's error.",
+		                           attempts, attempts == 1 ? "" : "s"));
 		throw pg::PgException(error);
 	}
 
-private:
+  private:
 	std::string isolation_;
 	int max_attempts_;
 };
@@ -76,8 +82,9 @@ CONCURRENCY_FUNCTION(concurrency_run_transaction) {
 	int max_attempts = PG_GETARG_INT32(2);
 	std::optional<std::string> isolation = isolation_setting(isolation_text);
 	if (!isolation)
-		throw Error(sqlstate::invalid_parameter_value, fmt::format("unknown isolation level \"{}\"", isolation_text),
-		            "", "Use 'read committed', 'repeatable read' or 'serializable'.");
+		throw Error(sqlstate::invalid_parameter_value,
+		            fmt::format("unknown isolation level \"{}\"", isolation_text), "",
+		            "Use 'read committed', 'repeatable read' or 'serializable'.");
 	if (max_attempts < 1)
 		throw Error(sqlstate::invalid_parameter_value, "max_attempts must be at least 1");
 	require_nonatomic(fcinfo, "concurrency.run_transaction");

@@ -55,8 +55,8 @@ CONCURRENCY_FUNCTION(border_test_subtransaction) {
 	for (int i = 0; i < count; ++i) {
 		ErrorData *error = concurrency::pg::in_subtransaction(
 		    [] { guard([] { return DirectFunctionCall1(int4in, CStringGetDatum("x")); }); });
-		if (error && error->sqlerrcode == ERRCODE_INVALID_TEXT_REPRESENTATION && CurrentMemoryContext == context &&
-		    CurrentResourceOwner == owner)
+		if (error && error->sqlerrcode == ERRCODE_INVALID_TEXT_REPRESENTATION &&
+		    CurrentMemoryContext == context && CurrentResourceOwner == owner)
 			++survived;
 	}
 	PG_RETURN_INT32(survived);

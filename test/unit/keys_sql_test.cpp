@@ -14,10 +14,10 @@ using concurrency::queue::slot_table_name;
 
 namespace {
 std::vector<std::string> statements(const KeySql &sql) {
-	return {sql.lock_key(),        sql.add_key(),        sql.enqueue("dedupe_key IS NOT NULL"),
-	        sql.admit(),           sql.forget_key(),     sql.rebalance(),      sql.lock_free_slots(),
-	        sql.recheck_slots(),   sql.fill_slots(),     sql.resize_slots(),
-	        sql.queue_keys()};
+	return {sql.lock_key(),        sql.add_key(),       sql.enqueue("dedupe_key IS NOT NULL"),
+	        sql.admit(),           sql.forget_key(),    sql.rebalance(),
+	        sql.lock_free_slots(), sql.recheck_slots(), sql.fill_slots(),
+	        sql.resize_slots(),    sql.queue_keys()};
 }
 } // namespace
 
@@ -50,9 +50,10 @@ TEST(KeySql, SlotsAreTakenWithoutWaiting) {
 	EXPECT_NE(sql.lock_free_slots().find("FOR UPDATE OF s SKIP LOCKED"), std::string::npos);
 	// a slot is free when the lease written in it is over
 	for (const std::string &s : {sql.lock_free_slots(), sql.recheck_slots()})
-		EXPECT_NE(s.find("t.lease_token OPERATOR(pg_catalog.=) s.lease_token AND t.state OPERATOR(pg_catalog.=) "
-		                 "'leased'"),
-		          std::string::npos)
+		EXPECT_NE(
+		    s.find("t.lease_token OPERATOR(pg_catalog.=) s.lease_token AND t.state OPERATOR(pg_catalog.=) "
+		           "'leased'"),
+		    std::string::npos)
 		    << s;
 }
 
@@ -60,7 +61,8 @@ TEST(KeySql, AdmissionIsInEnqueueOrderAndReadsTheLimitFromTheCatalog) {
 	KeySql sql("jobs");
 	std::string admit = sql.admit();
 	EXPECT_NE(admit.find("ORDER BY id"), std::string::npos) << admit;
-	EXPECT_NE(admit.find("FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $2"), std::string::npos) << admit;
+	EXPECT_NE(admit.find("FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $2"), std::string::npos)
+	    << admit;
 	// a blocked task cancelled meanwhile is not admitted
 	EXPECT_NE(admit.find("WHERE t.state OPERATOR(pg_catalog.=) 'blocked'"), std::string::npos) << admit;
 	EXPECT_NE(sql.enqueue("h").find("THEN 'blocked'"), std::string::npos);

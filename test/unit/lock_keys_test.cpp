@@ -20,9 +20,25 @@ namespace {
 constexpr std::int64_t int64_min = std::numeric_limits<std::int64_t>::min();
 constexpr std::int64_t int64_max = std::numeric_limits<std::int64_t>::max();
 
-const std::vector<std::int64_t> interesting_values = {
-    0, 1, -1, 2, -2, 42, -42, 4294967295LL, 4294967296LL, -4294967296LL, -4294967295LL, 2147483647LL,
-    2147483648LL, -2147483648LL, int64_min, int64_max, int64_min + 1, int64_max - 1, 0x0123456789ABCDEFLL};
+const std::vector<std::int64_t> interesting_values = {0,
+                                                      1,
+                                                      -1,
+                                                      2,
+                                                      -2,
+                                                      42,
+                                                      -42,
+                                                      4294967295LL,
+                                                      4294967296LL,
+                                                      -4294967296LL,
+                                                      -4294967295LL,
+                                                      2147483647LL,
+                                                      2147483648LL,
+                                                      -2147483648LL,
+                                                      int64_min,
+                                                      int64_max,
+                                                      int64_min + 1,
+                                                      int64_max - 1,
+                                                      0x0123456789ABCDEFLL};
 } // namespace
 
 // PostgreSQL's SET_LOCKTAG_INT64: field2 = (uint32)(key >> 32), field3 = (uint32)key, field4 = 1.
@@ -95,8 +111,8 @@ TEST(LowestFreeSlot, FindsTheFirstGap) {
 	EXPECT_EQ(lowest_free_slot({16}), 17);
 	EXPECT_EQ(lowest_free_slot({17}), 16);
 	EXPECT_EQ(lowest_free_slot({16, 17, 19}), 18);
-	EXPECT_EQ(lowest_free_slot({19, 16, 17}), 18);        // any order
-	EXPECT_EQ(lowest_free_slot({16, 16, 17, 17}), 18);    // duplicates
+	EXPECT_EQ(lowest_free_slot({19, 16, 17}), 18);          // any order
+	EXPECT_EQ(lowest_free_slot({16, 16, 17, 17}), 18);      // duplicates
 	EXPECT_EQ(lowest_free_slot({1, 2, 15, 16, 70000}), 17); // values outside the range ignored
 }
 
@@ -122,8 +138,8 @@ TEST(Timeout, IntervalToMicroseconds) {
 	EXPECT_FALSE(timeout_micros(0, -1, 86399LL * 1000000));
 	EXPECT_FALSE(timeout_micros(std::numeric_limits<std::int32_t>::min(), 0, 0));
 	// no overflow: clamped
-	EXPECT_EQ(timeout_micros(std::numeric_limits<std::int32_t>::max(), std::numeric_limits<std::int32_t>::max(),
-	                         int64_max),
+	EXPECT_EQ(timeout_micros(std::numeric_limits<std::int32_t>::max(),
+	                         std::numeric_limits<std::int32_t>::max(), int64_max),
 	          int64_max);
 }
 
@@ -189,7 +205,8 @@ TEST(LockMessages, InvisibleStatePreparedAndMany) {
 TEST(LockMessages, QueuedAheadAndNobody) {
 	LockHolder waiter{11, "w", std::string("active"), true, 1.5, false, "ExclusiveLock"};
 	std::string d = describe_holders({waiter}, 1);
-	EXPECT_EQ(d.rfind("Not held in a conflicting mode, but queued ahead of this request: pid 11", 0), 0u) << d;
+	EXPECT_EQ(d.rfind("Not held in a conflicting mode, but queued ahead of this request: pid 11", 0), 0u)
+	    << d;
 	EXPECT_NE(d.find("waiting for ExclusiveLock"), std::string::npos) << d;
 	EXPECT_FALSE(held_by_idle_session({waiter})); // a waiter holds nothing
 	EXPECT_EQ(describe_holders({}, 0), "No session holds it any more.");
@@ -208,7 +225,7 @@ TEST(SubsystemNames, Rules) {
 	std::string name62;
 	for (int i = 0; i < 31; ++i)
 		name62 += e_acute;
-	EXPECT_FALSE(name_problem(name62 + "x", max_subsystem_name_bytes)); // 63 bytes
+	EXPECT_FALSE(name_problem(name62 + "x", max_subsystem_name_bytes));    // 63 bytes
 	EXPECT_TRUE(name_problem(name62 + e_acute, max_subsystem_name_bytes)); // 64 bytes, 32 characters
 	EXPECT_TRUE(name_problem("", max_subsystem_name_bytes));
 	EXPECT_TRUE(name_problem("two words", max_subsystem_name_bytes));

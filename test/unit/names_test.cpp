@@ -23,14 +23,15 @@ TEST(NameRules, RejectsEmptyAndTooLong) {
 }
 
 TEST(NameRules, RejectsWhitespaceAndControls) {
-	for (const std::string &bad : std::initializer_list<std::string>{"a b", "a\tb", "a\nb", "a\rb", std::string("a\0b", 3), "a\x7f", "\x1b[31m",
-	                        "a\xc2\xa0"
-	                        "b",
-	                        "a\xe2\x80\x83"
-	                        "b",
-	                        "a\xe3\x80\x80"
-	                        "b",
-	                        "a\xc2\x85"})
+	for (const std::string &bad : std::initializer_list<std::string>{
+	         "a b", "a\tb", "a\nb", "a\rb", std::string("a\0b", 3), "a\x7f", "\x1b[31m",
+	         "a\xc2\xa0"
+	         "b",
+	         "a\xe2\x80\x83"
+	         "b",
+	         "a\xe3\x80\x80"
+	         "b",
+	         "a\xc2\x85"})
 		EXPECT_TRUE(name_problem(bad, 63)) << bad;
 }
 

@@ -10,17 +10,19 @@ using concurrency::queue::ClaimKey;
 using concurrency::queue::ScanPolicy;
 
 namespace {
-constexpr std::uint32_t fresh = 3;     // horizon lag of a healthy server
+constexpr std::uint32_t fresh = 3;       // horizon lag of a healthy server
 constexpr std::uint32_t pinned = 50'000; // someone holds an old snapshot
 constexpr std::int64_t ms = 1000;
 
-ClaimKey key(std::int64_t priority, std::int64_t run_at, std::int64_t id) { return {-priority, run_at, id}; }
+ClaimKey key(std::int64_t priority, std::int64_t run_at, std::int64_t id) {
+	return {-priority, run_at, id};
+}
 } // namespace
 
 TEST(ClaimKey, OrdersByPriorityThenRunAtThenId) {
-	EXPECT_LT(key(10, 500, 9), key(0, 1, 1));  // higher priority first
-	EXPECT_LT(key(0, 1, 9), key(0, 2, 1));     // then earlier run_at
-	EXPECT_LT(key(0, 1, 1), key(0, 1, 2));     // then lower id
+	EXPECT_LT(key(10, 500, 9), key(0, 1, 1)); // higher priority first
+	EXPECT_LT(key(0, 1, 9), key(0, 2, 1));    // then earlier run_at
+	EXPECT_LT(key(0, 1, 1), key(0, 1, 2));    // then lower id
 	EXPECT_TRUE(ClaimKey::front().is_front());
 	EXPECT_LT(ClaimKey::front(), key(std::numeric_limits<int>::max(), -1, 1));
 	// the lowest priority negates without overflow (int4 widened to int8)

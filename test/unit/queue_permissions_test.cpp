@@ -38,7 +38,8 @@ TEST(QueuePermissions, EachPermissionIsItsOwnBit) {
 		seen |= mask_of(p);
 	}
 	EXPECT_EQ(seen, all_permissions);
-	EXPECT_EQ(permission_names(all_permissions), (std::vector<std::string>{"enqueue", "work", "read", "manage"}));
+	EXPECT_EQ(permission_names(all_permissions),
+	          (std::vector<std::string>{"enqueue", "work", "read", "manage"}));
 	EXPECT_EQ(permission_names(mask_of(Permission::manage) | mask_of(Permission::enqueue)),
 	          (std::vector<std::string>{"enqueue", "manage"}));
 	EXPECT_EQ(permission_choices(), "enqueue, work, read, manage");

@@ -35,7 +35,8 @@ TEST(StatsSql, EveryCountReadsOnlyThePartialIndexOfItsState) {
 	const std::string table = "FROM concurrency.\"q_jobs\" WHERE ";
 	EXPECT_EQ(occurrences(stats, "FROM concurrency.\"q_jobs\""), occurrences(stats, table)) << stats;
 	for (const char *predicate :
-	     {"state OPERATOR(pg_catalog.=) 'ready')", "state OPERATOR(pg_catalog.=) 'scheduled' AND run_at OPERATOR(pg_catalog.>) $1",
+	     {"state OPERATOR(pg_catalog.=) 'ready')",
+	      "state OPERATOR(pg_catalog.=) 'scheduled' AND run_at OPERATOR(pg_catalog.>) $1",
 	      "state OPERATOR(pg_catalog.=) 'scheduled' AND run_at OPERATOR(pg_catalog.<=) $1",
 	      "state OPERATOR(pg_catalog.=) 'leased')", "state OPERATOR(pg_catalog.=) 'dead')",
 	      "state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[]))",
@@ -43,14 +44,16 @@ TEST(StatsSql, EveryCountReadsOnlyThePartialIndexOfItsState) {
 		EXPECT_NE(stats.find(table + predicate), std::string::npos) << predicate << " in:\n" << stats;
 	EXPECT_EQ(occurrences(stats, table), 7u) << stats;
 	// the finished tasks' predicate is the one of the table's index
-	EXPECT_NE(QueueSql("jobs").create_table().find("WHERE state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[])"),
+	EXPECT_NE(QueueSql("jobs").create_table().find(
+	              "WHERE state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[])"),
 	          std::string::npos);
 }
 
 TEST(StatsSql, DeadIndexNameFitsAndHostileNameStaysInsideItsQuotes) {
 	EXPECT_LE(queue_index_name(std::string(max_queue_name_bytes, 'x'), "dead").size(), 63u);
 	StatsSql sql("a\"; DROP TABLE t; --");
-	EXPECT_EQ(sql.create_index(), "CREATE INDEX \"q_a\"\"; DROP TABLE t; --_dead\" ON concurrency.\"q_a\"\"; DROP TABLE t; --\" "
-	                              "(id) WHERE state = 'dead'");
+	EXPECT_EQ(sql.create_index(),
+	          "CREATE INDEX \"q_a\"\"; DROP TABLE t; --_dead\" ON concurrency.\"q_a\"\"; DROP TABLE t; --\" "
+	          "(id) WHERE state = 'dead'");
 	EXPECT_NE(sql.stats().find("FROM concurrency.\"q_a\"\"; DROP TABLE t; --\" WHERE"), std::string::npos);
 }

@@ -36,7 +36,8 @@ TEST(Isolation, AcceptsPostgresLevelsInAnySpelling) {
 }
 
 TEST(Isolation, RefusesAnythingElse) {
-	for (const char *bad : {"", " ", "snapshot", "readcommitted", "read committed;", "serializable x", "read\0x"})
+	for (const char *bad :
+	     {"", " ", "snapshot", "readcommitted", "read committed;", "serializable x", "read\0x"})
 		EXPECT_FALSE(isolation_setting(bad)) << bad;
 }
 
@@ -107,8 +108,9 @@ TEST(ShortLived, IdleInTransactionIsNeverShortLived) {
 TEST(ShortLived, ByTransactionAgeOrTimeSeen) {
 	EXPECT_TRUE(short_lived(blocker(1, "active", 0.2), 0, 1 * s));
 	EXPECT_FALSE(short_lived(blocker(1, "active", 1.5), 0, 1 * s));
-	EXPECT_FALSE(short_lived(blocker(1, "active", 0.2), 2 * s, 1 * s)); // seen in the way longer than its age says
-	EXPECT_TRUE(short_lived(blocker(1, nullptr), 100 * ms, 1 * s));     // not visible: by how long we saw it
+	EXPECT_FALSE(
+	    short_lived(blocker(1, "active", 0.2), 2 * s, 1 * s)); // seen in the way longer than its age says
+	EXPECT_TRUE(short_lived(blocker(1, nullptr), 100 * ms, 1 * s)); // not visible: by how long we saw it
 	EXPECT_FALSE(short_lived(blocker(1, nullptr), 1 * s, 1 * s));
 }
 
@@ -122,13 +124,15 @@ TEST(Signal, TerminatesIdleTransactionsAndCancelsActiveQueries) {
 TEST(Describe, NamesEverythingPgStatActivityShows) {
 	Blocker b = blocker(4711, "idle in transaction", 8.2);
 	b.application = "psql";
-	EXPECT_EQ(describe_blocker(b), "pid 4711 (application \"psql\", state \"idle in transaction\", transaction open "
-	                               "for 8.2 s, query \"SELECT 1\") holds AccessShareLock on \"public\".\"t\"");
+	EXPECT_EQ(describe_blocker(b),
+	          "pid 4711 (application \"psql\", state \"idle in transaction\", transaction open "
+	          "for 8.2 s, query \"SELECT 1\") holds AccessShareLock on \"public\".\"t\"");
 	Blocker hidden = blocker(12, nullptr);
 	hidden.application = "";
 	hidden.granted = false;
-	EXPECT_EQ(describe_blocker(hidden), "pid 12 (no application name, state not visible to you) waits ahead for "
-	                                    "AccessShareLock on \"public\".\"t\"");
+	EXPECT_EQ(describe_blocker(hidden),
+	          "pid 12 (no application name, state not visible to you) waits ahead for "
+	          "AccessShareLock on \"public\".\"t\"");
 }
 
 TEST(Describe, LongQueriesAreCutOnOneLine) {
@@ -182,6 +186,7 @@ TEST(BlockerLog, ShortLivedLookAndLongestList) {
 
 TEST(Messages, GiveUpAndSuccess) {
 	EXPECT_EQ(give_up_detail(1, 0.5, ""), "1 attempt, 500 ms waited.");
-	EXPECT_EQ(give_up_detail(42, 600, "pid 1 (…)"), "42 attempts, 10 min waited. In the way longest: pid 1 (…).");
+	EXPECT_EQ(give_up_detail(42, 600, "pid 1 (…)"),
+	          "42 attempts, 10 min waited. In the way longest: pid 1 (…).");
 	EXPECT_EQ(success_notice(3, 2.5), "run_ddl: done in 3 attempts, 2.5 s waited");
 }

@@ -17,8 +17,16 @@ namespace {
 // PostgreSQL's table-lock conflict table (lock.c, LockConflicts), by mode:
 // 1 AccessShare 2 RowShare 3 RowExclusive 4 ShareUpdateExclusive 5 Share
 // 6 ShareRowExclusive 7 Exclusive 8 AccessExclusive.
-enum Mode { AccessShare = 1, RowShare, RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive,
-	        AccessExclusive };
+enum Mode {
+	AccessShare = 1,
+	RowShare,
+	RowExclusive,
+	ShareUpdateExclusive,
+	Share,
+	ShareRowExclusive,
+	Exclusive,
+	AccessExclusive
+};
 constexpr LockMask bits(std::initializer_list<int> modes) {
 	LockMask m = 0;
 	for (int mode : modes)
@@ -33,12 +41,15 @@ const LockMask conflicts[] = {
     bits({ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive}),
     bits({RowExclusive, ShareUpdateExclusive, ShareRowExclusive, Exclusive, AccessExclusive}),
     bits({RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive}),
-    bits({RowShare, RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive}),
+    bits(
+        {RowShare, RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive, AccessExclusive}),
     bits({AccessShare, RowShare, RowExclusive, ShareUpdateExclusive, Share, ShareRowExclusive, Exclusive,
           AccessExclusive}),
 };
 
-LockEntry holder(std::uint32_t session, LockMask held) { return {session, held, 0, none}; }
+LockEntry holder(std::uint32_t session, LockMask held) {
+	return {session, held, 0, none};
+}
 LockEntry queued(std::uint32_t session, int mode, std::uint32_t pos, LockMask held = 0) {
 	return {session, held, mode, pos};
 }
@@ -50,7 +61,9 @@ std::vector<BlockEdge> edges_of(const std::vector<LockEntry> &entries) {
 struct Brief {
 	std::uint32_t waiter, blocker;
 	bool hard;
-	bool operator==(const Brief &o) const { return waiter == o.waiter && blocker == o.blocker && hard == o.hard; }
+	bool operator==(const Brief &o) const {
+		return waiter == o.waiter && blocker == o.blocker && hard == o.hard;
+	}
 };
 std::vector<Brief> brief(const std::vector<BlockEdge> &edges) {
 	std::vector<Brief> out;
@@ -67,8 +80,8 @@ std::ostream &operator<<(std::ostream &os, const Brief &b) {
 // The seed scenario: an open transaction read the table (AccessShare held),
 // ALTER TABLE waits for AccessExclusive, a SELECT queues behind the ALTER.
 TEST(DeriveEdges, DdlLockQueue) {
-	auto edges = edges_of({holder(0, mode_bit(AccessShare)), queued(1, AccessExclusive, 0),
-	                       queued(2, AccessShare, 1)});
+	auto edges = edges_of(
+	    {holder(0, mode_bit(AccessShare)), queued(1, AccessExclusive, 0), queued(2, AccessShare, 1)});
 	EXPECT_EQ(brief(edges), (std::vector<Brief>{{1, 0, true}, {2, 1, false}}));
 	EXPECT_EQ(edges[0].conflicting_held, mode_bit(AccessShare));
 	EXPECT_EQ(edges[0].waiting_mode, AccessExclusive);
@@ -116,8 +129,9 @@ TEST(DeriveEdges, HoldingBeatsQueuing) {
 	// 1 holds AccessShare and waits for AccessExclusive (a lock upgrade), 2
 	// waits for AccessExclusive behind it: 1 blocks 2 by what it holds (hard),
 	// not merely by being queued ahead; 1 itself waits on 0's AccessShare.
-	auto edges = edges_of({holder(0, mode_bit(AccessShare)), queued(1, AccessExclusive, 0, mode_bit(AccessShare)),
-	                       queued(2, AccessExclusive, 1)});
+	auto edges =
+	    edges_of({holder(0, mode_bit(AccessShare)), queued(1, AccessExclusive, 0, mode_bit(AccessShare)),
+	              queued(2, AccessExclusive, 1)});
 	EXPECT_EQ(brief(edges), (std::vector<Brief>{{1, 0, true}, {2, 0, true}, {2, 1, true}}));
 }
 
@@ -125,19 +139,20 @@ TEST(DeriveEdges, LockGroupIsOneSessionAndNeverBlocksItself) {
 	// session 5 is a leader with a worker: both hold AccessShare; session 7
 	// waits for AccessExclusive; session 5's worker also queues for
 	// AccessExclusive ahead of 7 (two raw edges 7 -> 5 merge into one, hard).
-	auto edges = edges_of({holder(5, mode_bit(AccessShare)), queued(5, AccessExclusive, 0, mode_bit(AccessShare)),
-	                       queued(7, AccessExclusive, 1)});
+	auto edges =
+	    edges_of({holder(5, mode_bit(AccessShare)), queued(5, AccessExclusive, 0, mode_bit(AccessShare)),
+	              queued(7, AccessExclusive, 1)});
 	ASSERT_EQ(brief(edges), (std::vector<Brief>{{7, 5, true}}));
 	EXPECT_EQ(edges[0].conflicting_held, mode_bit(AccessShare));
 	EXPECT_EQ(edges[0].blocker_wait_mode, 0); // the hard reason wins; the queued request is not a soft one
 }
 
 TEST(DeriveEdges, SeveralLocksAndBadInputIgnored) {
-	std::vector<LockEntry> entries = {holder(0, mode_bit(Exclusive)), queued(1, RowShare, 0),
-	                                  holder(2, mode_bit(AccessShare)), queued(3, AccessExclusive, 0),
-	                                  queued(4, 42, 1), queued(5, -1, 2)};
-	std::vector<AwaitedLock> locks = {{0, 2, conflicts, 8}, {2, 4, conflicts, 8}, {6, 5, conflicts, 8},
-	                                  {0, 0, nullptr, 8}};
+	std::vector<LockEntry> entries = {
+	    holder(0, mode_bit(Exclusive)), queued(1, RowShare, 0), holder(2, mode_bit(AccessShare)),
+	    queued(3, AccessExclusive, 0),  queued(4, 42, 1),       queued(5, -1, 2)};
+	std::vector<AwaitedLock> locks = {
+	    {0, 2, conflicts, 8}, {2, 4, conflicts, 8}, {6, 5, conflicts, 8}, {0, 0, nullptr, 8}};
 	auto edges = derive_edges(locks, entries);
 	EXPECT_EQ(brief(edges), (std::vector<Brief>{{1, 0, true}, {3, 2, true}}));
 	EXPECT_EQ(edges[1].lock, 1u);
@@ -195,7 +210,8 @@ void check_invariants(const WaitGraph &g, const Edges &edges) {
 		if (node.parent == none) {
 			EXPECT_EQ(node.depth, 0u);
 			EXPECT_EQ(node.root, v);
-			EXPECT_TRUE(blockers.empty() || node.in_cycle) << "only a cycle can put a waiting node at the root";
+			EXPECT_TRUE(blockers.empty() || node.in_cycle)
+			    << "only a cycle can put a waiting node at the root";
 		} else {
 			EXPECT_TRUE(std::binary_search(blockers.begin(), blockers.end(), node.parent));
 			EXPECT_EQ(node.depth, g.node(node.parent).depth + 1);
@@ -230,7 +246,9 @@ TEST(WaitGraph, Empty) {
 	EXPECT_TRUE(g.tree_order().empty());
 }
 
-TEST(WaitGraph, RejectsEdgesBeyondTheNodes) { EXPECT_THROW(WaitGraph(2, {{0, 2}}), std::invalid_argument); }
+TEST(WaitGraph, RejectsEdgesBeyondTheNodes) {
+	EXPECT_THROW(WaitGraph(2, {{0, 2}}), std::invalid_argument);
+}
 
 TEST(WaitGraph, DdlLockQueueTree) {
 	// 0 idle in transaction; 1 ALTER waits on 0; 2..4 SELECTs wait on 1
@@ -431,7 +449,8 @@ TEST(WaitGraph, TransitiveCountsAcrossBitsetChunks) {
 }
 
 TEST(DescribeAdvisory, SubsystemsByNameOthersByRawKey) {
-	std::vector<SubsystemKey> registry = {{"outbox_relay", 42, 16}, {"billing", -7, 17}, {"big", INT64_MAX, 65535}};
+	std::vector<SubsystemKey> registry = {
+	    {"outbox_relay", 42, 16}, {"billing", -7, 17}, {"big", INT64_MAX, 65535}};
 	EXPECT_EQ(describe_advisory(0, 42, 1, registry), "subsystem outbox_relay");
 	// -7 as pg_locks shows it: classid 0xffffffff, objid 0xfffffff9
 	EXPECT_EQ(describe_advisory(0xffffffffu, 0xfffffff9u, 1, registry), "subsystem billing");
@@ -440,7 +459,8 @@ TEST(DescribeAdvisory, SubsystemsByNameOthersByRawKey) {
 	// resource locks: objsubid = slot, resource = classid << 32 | objid, signed
 	EXPECT_EQ(describe_advisory(0, 1001, 16, registry), "subsystem outbox_relay resource 1001");
 	EXPECT_EQ(describe_advisory(0xffffffffu, 0xffffffffu, 17, registry), "subsystem billing resource -1");
-	EXPECT_EQ(describe_advisory(0x80000000u, 0, 65535, registry), "subsystem big resource -9223372036854775808");
+	EXPECT_EQ(describe_advisory(0x80000000u, 0, 65535, registry),
+	          "subsystem big resource -9223372036854775808");
 	// the two-int4 form, a slot nobody has, and Citus's classes
 	EXPECT_EQ(describe_advisory(0xffffffffu, 5, 2, registry), "advisory lock (-1, 5)");
 	EXPECT_EQ(describe_advisory(0, 5, 18, registry), "advisory lock classid 0 objid 5 objsubid 18");
