@@ -8,7 +8,7 @@ packages=(
   # the server the tests run against, and its client tools
   postgresql-15 postgresql-contrib postgresql-common
   # unit tests, sanitizer run, TAP tests, fuzz suite and examples
-  cmake clang-14 llvm-14 googletest libgtest-dev valgrind libipc-run-perl python3 python3-psycopg
+  cmake clang-14 llvm-14 clang-format googletest libgtest-dev valgrind libipc-run-perl python3 python3-psycopg
   # the Debian package (debian/, pg_buildext)
   dpkg-dev debhelper fakeroot postgresql-server-dev-all
   # a real pooler and the monitoring exporter, for their TAP tests

@@ -11,15 +11,16 @@
 #     TAP tests (PostgreSQL::Test::Cluster, run as the postgres user because
 #     initdb refuses root; they include PgBouncer and postgres_exporter);
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
-#   once: the memory-safety run (PostgreSQL 15), GoogleTest unit tests (CTest),
+#   once: the memory-safety run (PostgreSQL 15), the C++ formatting check
+#     (scripts/format-check.sh), GoogleTest unit tests (CTest),
 #     the Node.js client's tests (clients/node, with PgBouncer),
 #     the Debian package (built, installed, smoke-tested) and the check that the
 #     module needs no shared library beyond the server and the C/C++ runtime.
 # Usage: sudo scripts/test.sh
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
-#   SKIP="sanitize package" to leave out steps (sanitize, unit, node, package,
-#   and citus: the Citus suite on PostgreSQL 18); CI runs them all.
+#   SKIP="sanitize package" to leave out steps (sanitize, format, unit, node,
+#   package, and citus: the Citus suite on PostgreSQL 18); CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -212,6 +213,13 @@ if ! skipped sanitize; then
   grep -E 'valgrind errors|Invalid|runtime error|\.\.\. +FAILED|\.\.\. +failed' "$logs/sanitize.log" | head -20
   grep -q -E '\.\.\. +(FAILED|failed)' "$logs/sanitize.log" && sed -n '/^diff /,$p' "$logs/sanitize.log" | head -80
   count_summary sanitize "$logs/sanitize.log"
+fi
+
+if ! skipped format; then
+  echo "== C++ formatting (scripts/format-check.sh: clang-format --dry-run --Werror)"
+  bash scripts/format-check.sh >"$logs/format.log" 2>&1
+  grep -E '^FAIL ' "$logs/format.log" | head -20
+  count_summary format "$logs/format.log"
 fi
 
 if ! skipped unit; then
