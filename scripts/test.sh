@@ -10,12 +10,13 @@
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
 #   once: the memory-safety run (PostgreSQL 15), GoogleTest unit tests (CTest),
 #     the Debian package (built, installed, smoke-tested) and the check that the
-#     module needs no shared library beyond the server and the C/C++ runtime.
+#     module needs no shared library beyond the server and the C/C++ runtime,
+#     the Python client's tests (clients/python/run-tests.sh, PostgreSQL 15).
 # Usage: sudo scripts/test.sh
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
-#   SKIP="sanitize package" to leave out steps (sanitize, unit, package, and
-#   citus: the Citus suite on PostgreSQL 18); CI runs them all.
+#   SKIP="sanitize package" to leave out steps (sanitize, unit, package, python,
+#   and citus: the Citus suite on PostgreSQL 18); CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -192,6 +193,13 @@ if ! skipped package; then
   bash scripts/package-check.sh >"$logs/package.log" 2>&1
   grep -E '^(ok|FAIL) ' "$logs/package.log"
   count_summary package "$logs/package.log"
+fi
+if ! skipped python; then
+  # against the system's PostgreSQL 15, where the per-version run installed the extension
+  echo "== Python client: pytest against a cluster and PgBouncer (clients/python/run-tests.sh)"
+  bash clients/python/run-tests.sh /usr/lib/postgresql/15/bin/pg_config >"$logs/python.log" 2>&1
+  grep -E '^(FAILED|ERROR) |^SKIPPED' "$logs/python.log"
+  count_summary "python client" "$logs/python.log"
 fi
 version_lines+=("once: $vpassed passed, $vfailed failed")
 
