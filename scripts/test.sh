@@ -52,16 +52,16 @@ copy_tree() { # destination
 }
 
 # pg_regress and isolation output: "test name ... ok" lines, then a summary per run.
-count_installcheck() { # name log dir
-  local started ok bad summaries d
+count_installcheck() { # name log dir [runs: how many summaries it must have, default 4]
+  local started ok bad summaries d runs=${4:-4}
   grep -E '\.\.\. |^(not )?ok +[0-9]+ |tests? (passed|failed)' "$2"
   started=$(grep -cE '^(test |     |ok +[0-9]+ +[-+] |not ok +[0-9]+ +[-+] )' "$2")
   ok=$(grep -cE '^((test |     )\S+ +\.\.\. +ok |ok +[0-9]+ +[-+] )' "$2")
   bad=$((started - ok))
-  # each of the four runs (regress, isolation, the border's regress and
-  # isolation) must end with its summary; a run that died early fails
+  # each run (regress, isolation, the border's regress and isolation) must
+  # end with its summary; a run that died early fails
   summaries=$(grep -cE 'tests? (passed|failed)|^# All [0-9]+ tests passed|^# [0-9]+ of [0-9]+ tests failed' "$2")
-  [ "$summaries" -lt 4 ] && bad=$((bad + 4 - summaries))
+  [ "$summaries" -lt "$runs" ] && bad=$((bad + runs - summaries))
   for d in "$3/regression.diffs" "$3/output_iso/regression.diffs" "$3/test/module/regression.diffs" \
            "$3/test/module/output_iso/regression.diffs"; do
     [ -s "$d" ] && { echo "---- $d"; head -n 200 "$d"; }
@@ -116,6 +116,22 @@ test_version() { # version pg_config
     cluster_stop
   else
     count 0 1 "$v cluster start"
+  fi
+
+  # The queue's suites again on a server where every claim is the claim
+  # statement: the direct claim (src/queue/claim_direct.cpp) must change
+  # nothing that they can see.
+  echo "== $v: the queue's regression and isolation suites with concurrency.direct_claim = off"
+  if cluster_start "$pg_config" "concurrency.direct_claim = off"; then
+    local queue_regress queue_isolation
+    queue_regress=$(cd "$tree/sql" && ls 2*_queue*.sql | sed 's/\.sql$//' | tr '\n' ' ')
+    queue_isolation=$(cd "$tree/test/isolation/specs" && ls queue_*.spec | sed 's/\.spec$//' | tr '\n' ' ')
+    (cd "$tree" && make -s installcheck PG_CONFIG="$pg_config" REGRESS="$queue_regress" ISOLATION=
+     make -s installcheck PG_CONFIG="$pg_config" REGRESS= ISOLATION="$queue_isolation") >"$logs/installcheck-statement-$v.log" 2>&1
+    count_installcheck "$v queue suites, direct_claim off" "$logs/installcheck-statement-$v.log" "$tree" 2
+    cluster_stop
+  else
+    count 0 1 "$v cluster start (direct_claim off)"
   fi
 
   echo "== $v: TAP tests"
