@@ -169,3 +169,30 @@ def test_pool(admin, dsn, queue):
     with pool_module.ConnectionPool(dsn, min_size=1, max_size=4, kwargs={"prepare_threshold": None}) as pool:
         Worker(pool, queue, record, concurrency=2).run(drain=True)
     assert counts(admin, queue) == (20, 20)
+
+
+def test_features_match_the_server(admin, dsn, queue):
+    worker = Worker(dsn, queue, record)
+    worker.start(drain=True)
+    worker.stop(timeout=30)
+    has = admin.execute("SELECT count(*) FILTER (WHERE proname = 'release') > 0, "
+                        "       count(*) FILTER (WHERE proname = 'dequeue' AND 'wait' = ANY (proargnames)) > 0 "
+                        "  FROM pg_proc WHERE pronamespace = 'concurrency'::regnamespace").fetchone()
+    assert (worker.features.release, worker.features.wait) == has
+
+
+def test_task_enqueued_while_waiting_is_claimed(admin, dsn, queue):
+    """A worker in a claim that waits far longer than this test may take (or,
+    without dequeue(wait), polling) picks up a task enqueued meanwhile."""
+    worker = Worker(dsn, queue, record, wait=600, poll_interval=0.2)
+    thread = run_in_thread(worker.run, False, False)
+    wait_until(lambda: worker.features is not None, "the worker to start")
+    if worker.features.wait:
+        wait_until(lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                                         "AND state = 'active' AND query LIKE '%%dequeue%%'",
+                                         (worker.name,)).fetchone()[0] == 1, "the claim to wait")
+    task_id = enqueue(admin, queue, {"late": True})
+    wait_until(lambda: counts(admin, queue) == (1, 1), "the task to be done", timeout=120)
+    assert worker.stop(timeout=30)
+    thread.join(30)
+    assert admin.execute(f"SELECT task_id FROM {results_table(queue)}").fetchall() == [(task_id,)]
