@@ -16,6 +16,9 @@ packages=(
   # a real pooler and the monitoring exporter, for their TAP tests
   pgbouncer prometheus-postgres-exporter
 )
+# the Node.js client's tests (clients/node) and bench/peers: Debian's
+# Node.js and npm, unless a node is there already
+command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
