@@ -205,8 +205,8 @@ if ! skipped unit; then
   fi
 fi
 
-# before the package check, whose dpkg -r takes the extension out of the
-# system's PostgreSQL 15 again
+# the clients before the package check, whose dpkg -r takes the extension out
+# of the system's PostgreSQL 15 again
 if ! skipped node; then
   echo "== Node.js client: clients/node on PostgreSQL 15, with PgBouncer (clients/node/test/run.sh)"
   PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config bash clients/node/test/run.sh >"$logs/node.log" 2>&1
@@ -214,19 +214,18 @@ if ! skipped node; then
   grep -q '^ℹ fail [1-9]' "$logs/node.log" && sed -n '/failing tests:/,$p' "$logs/node.log" | head -80
   count_summary node "$logs/node.log"
 fi
+if ! skipped python; then
+  echo "== Python client: pytest on PostgreSQL 15, with PgBouncer (clients/python/run-tests.sh)"
+  bash clients/python/run-tests.sh /usr/lib/postgresql/15/bin/pg_config >"$logs/python.log" 2>&1
+  grep -E '^(FAILED|ERROR) |^SKIPPED' "$logs/python.log"
+  count_summary python "$logs/python.log"
+fi
 
 if ! skipped package; then
   echo "== Debian package (scripts/package-check.sh)"
   bash scripts/package-check.sh >"$logs/package.log" 2>&1
   grep -E '^(ok|FAIL) ' "$logs/package.log"
   count_summary package "$logs/package.log"
-fi
-if ! skipped python; then
-  # against the system's PostgreSQL 15, where the per-version run installed the extension
-  echo "== Python client: pytest against a cluster and PgBouncer (clients/python/run-tests.sh)"
-  bash clients/python/run-tests.sh /usr/lib/postgresql/15/bin/pg_config >"$logs/python.log" 2>&1
-  grep -E '^(FAILED|ERROR) |^SKIPPED' "$logs/python.log"
-  count_summary "python client" "$logs/python.log"
 fi
 version_lines+=("once: $vpassed passed, $vfailed failed")
 
