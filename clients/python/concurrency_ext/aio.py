@@ -277,6 +277,7 @@ class AsyncWorker(_core.Settings):
         except psycopg.Error as e:  # the commit failed (a deferred constraint, a serialization failure)
             if conn.broken:
                 raise
+            following = ([], None)  # the next claim rolled back with it
             await self._fail(conn, held, task, e)
         return following
 
@@ -316,6 +317,7 @@ class AsyncWorker(_core.Settings):
                 if conn.broken:
                     raise
                 failures += [(t, e) for t in done]
+                following = ([], None)  # the next claim rolled back with it
                 pending = []
             except LeaseLostError as e:
                 lost = next((t for t in pending if t.id == lost_task_id(e)), None)

@@ -317,6 +317,7 @@ class Worker(_core.Settings):
         except psycopg.Error as e:  # the commit failed (a deferred constraint, a serialization failure)
             if conn.broken:
                 raise
+            following = ([], None)  # the next claim rolled back with it
             self._fail(conn, held, task, e)
         return following
 
@@ -358,6 +359,7 @@ class Worker(_core.Settings):
                 if conn.broken:
                     raise
                 failures += [(t, e) for t in done]
+                following = ([], None)  # the next claim rolled back with it
                 pending = []
             except LeaseLostError as e:
                 # one lease is lost and the batch rolled back: again without it

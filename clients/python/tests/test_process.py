@@ -14,8 +14,8 @@ from conftest import results_table, states, wait_until
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def start(dsn, queue, concurrency=1, batch=1):
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))
+def start(dsn, queue, concurrency=1, batch=1, hang=False):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE), CE_HANG="1" if hang else "0")
     return subprocess.Popen([sys.executable, os.path.join(HERE, "worker_proc.py"), dsn, queue, str(concurrency),
                              str(batch)], stdout=subprocess.PIPE, text=True, env=env)
 
@@ -37,7 +37,7 @@ def test_sigkill_mid_task_and_restart_every_task_once(admin, dsn, queue):
     payloads = [{"n": i, "sleep": 0.01} for i in range(40)]
     payloads[12] = {"n": 12, "hang": True}
     ids = enqueue_batch(admin, queue, payloads)
-    first = start(dsn, queue, concurrency=2)
+    first = start(dsn, queue, concurrency=2, hang=True)
     read_until(first, f"started {ids[12]}")
     first.send_signal(signal.SIGKILL)
     first.wait(30)

@@ -1,8 +1,9 @@
 """A worker process for the tests that kill or signal one:
     worker_proc.py CONNINFO QUEUE CONCURRENCY BATCH
 Each task prints "started <id>" when its handler begins, waits
-payload["sleep"] seconds, hangs forever on its first attempt if
-payload["hang"], and records itself in the queue's results table."""
+payload["sleep"] seconds, hangs forever if payload["hang"] and the
+environment has CE_HANG=1, and records itself in the queue's results table."""
+import os
 import sys
 import threading
 
@@ -15,7 +16,7 @@ conninfo, queue, concurrency, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 def handler(task, conn):
     print(f"started {task.id}", flush=True)
-    if task.payload.get("hang") and task.attempt == 1:
+    if task.payload.get("hang") and os.environ.get("CE_HANG") == "1":
         threading.Event().wait()
     threading.Event().wait(task.payload.get("sleep", 0))
     conn.execute(f'INSERT INTO "r_{queue}" VALUES (%s, %s, %s, %s)',
