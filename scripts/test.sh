@@ -5,6 +5,9 @@
 # them all, after one such line per version:
 #   per version: pg_regress suites and isolation specs, the fuzz suite and the
 #     upgrade check (each on a throw-away cluster of its own, scripts/cluster.sh),
+#     on a cluster with the library preloaded the docs' SQL blocks
+#     (test/docs/run_docs.py) and make installcheck leaving the lock history
+#     alone (test/live/installcheck_live.py),
 #     TAP tests (PostgreSQL::Test::Cluster, run as the postgres user because
 #     initdb refuses root; they include PgBouncer and postgres_exporter);
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
@@ -121,9 +124,11 @@ test_version() { # version pg_config
 
   # The queue's suites again on a server where every claim is the claim
   # statement: the direct claim (src/queue/claim_direct.cpp) must change
-  # nothing that they can see.
-  echo "== $v: the queue's regression and isolation suites with concurrency.direct_claim = off"
-  if cluster_start "$pg_config" "concurrency.direct_claim = off"; then
+  # nothing that they can see. This server preloads the module, so that
+  # dequeue(…, wait) is woken by commits through shared memory here (the
+  # server above has waiters poll): queue_wait passes either way.
+  echo "== $v: the queue's regression and isolation suites with concurrency.direct_claim = off, module preloaded"
+  if cluster_start "$pg_config" "concurrency.direct_claim = off" "shared_preload_libraries = 'concurrency_ext'"; then
     local queue_regress queue_isolation
     queue_regress=$(cd "$tree/sql" && ls 2*_queue*.sql | sed 's/\.sql$//' | tr '\n' ' ')
     queue_isolation=$(cd "$tree/test/isolation/specs" && ls queue_*.spec | sed 's/\.spec$//' | tr '\n' ' ')
@@ -133,6 +138,25 @@ test_version() { # version pg_config
     cluster_stop
   else
     count 0 1 "$v cluster start (direct_claim off)"
+  fi
+
+  # A server as users run it, with the library preloaded (the lock-history
+  # sampler running): the docs' SQL examples run as pasted, and make
+  # installcheck passes there and leaves the server's lock history alone.
+  if cluster_start "$pg_config" "shared_preload_libraries = 'concurrency_ext'" "concurrency.history_interval = '20ms'"; then
+    echo "== $v: every SQL block of README.md and docs/*.md, as pasted (test/docs/run_docs.py)"
+    /usr/bin/python3 test/docs/run_docs.py >"$logs/docs-$v.log" 2>&1
+    grep -E '^FAIL ' "$logs/docs-$v.log"
+    count_summary "$v docs" "$logs/docs-$v.log"
+
+    echo "== $v: make installcheck on a live server with the preload (test/live/installcheck_live.py)"
+    /usr/bin/python3 test/live/installcheck_live.py "$pg_config" "$tree" >"$logs/live-$v.log" 2>&1
+    grep -E '^(ok|FAIL) ' "$logs/live-$v.log"
+    grep -q '^FAIL ' "$logs/live-$v.log" && sed -n '/^FAIL /,$p' "$logs/live-$v.log" | head -n 80
+    count_summary "$v installcheck on a live server" "$logs/live-$v.log"
+    cluster_stop
+  else
+    count 0 1 "$v cluster start (preloaded)"
   fi
 
   echo "== $v: TAP tests"

@@ -74,16 +74,16 @@ void enqueue_params(FunctionCallInfo fcinfo, TimestampTz now, int32 priority, Da
 	            "The task holding its dedupe_key kept disappearing.", "Retry the transaction.");
 }
 
-// A concurrency_key must fit the indexes built on it (a B-tree entry holds
-// about a third of a page).
-void check_concurrency_key(Datum key, int element) {
+// A concurrency_key or dedupe_key must fit the indexes built on it (a B-tree
+// entry holds about a third of a page): 22023 before anything is written,
+// rather than the B-tree's own 54000 in the middle of the insert.
+void check_key_size(Datum key, const char *argument, std::size_t max_bytes, int element) {
 	Size bytes = pg::guard([&] { return toast_raw_datum_size(key); }) - VARHDRSZ;
-	if (bytes > max_concurrency_key_bytes)
-		throw Error(
-		    sqlstate::invalid_parameter_value,
-		    element < 0 ? "concurrency_key is too long"
-		                : fmt::format("concurrency_keys[{}] is too long", element + 1),
-		    fmt::format("It has {} bytes; at most {} are allowed.", bytes, max_concurrency_key_bytes));
+	if (bytes > max_bytes)
+		throw Error(sqlstate::invalid_parameter_value,
+		            element < 0 ? fmt::format("{} is too long", argument)
+		                        : fmt::format("{}s[{}] is too long", argument, element + 1),
+		            fmt::format("It has {} bytes; at most {} are allowed.", bytes, max_bytes));
 }
 
 // One task of enqueue_batch, element i of its arrays, added on its own (as
@@ -125,8 +125,10 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	pg::require_arg(fcinfo, 1, "payload");
 	int32 priority = int32_arg(fcinfo, 3, "priority");
 	check_run_at(fcinfo, 2);
+	if (!arg_null(fcinfo, 4))
+		check_key_size(PG_GETARG_DATUM(4), "dedupe_key", max_dedupe_key_bytes, -1);
 	if (!arg_null(fcinfo, 5))
-		check_concurrency_key(PG_GETARG_DATUM(5), -1);
+		check_key_size(PG_GETARG_DATUM(5), "concurrency_key", max_concurrency_key_bytes, -1);
 	TimestampTz now = clock_now();
 
 	Datum values[6];
@@ -169,6 +171,9 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			throw Error(sqlstate::invalid_parameter_value, "dedupe_keys must have one element per payload",
 			            fmt::format("There are {} payloads and {} dedupe keys.", payloads.n, dedupe_keys.n),
 			            "Use NULL elements for payloads without a key.");
+		for (int i = 0; i < dedupe_keys.n; ++i)
+			if (!dedupe_keys.nulls[i])
+				check_key_size(dedupe_keys.elems[i], "dedupe_key", max_dedupe_key_bytes, i);
 	}
 	if (has_keys) {
 		concurrency_keys = array_arg(fcinfo, 5, "concurrency_keys", TEXTOID);
@@ -179,7 +184,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			    "Use NULL elements for payloads without a key.");
 		for (int i = 0; i < concurrency_keys.n; ++i)
 			if (!concurrency_keys.nulls[i])
-				check_concurrency_key(concurrency_keys.elems[i], i);
+				check_key_size(concurrency_keys.elems[i], "concurrency_key", max_concurrency_key_bytes, i);
 	}
 	TimestampTz now = clock_now();
 
@@ -222,7 +227,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			add_id_row(out, enqueue_element(q, values, nulls, payloads, has_dedupe ? &dedupe_keys : nullptr,
 			                                &concurrency_keys, i, &inserted_any));
 		if (inserted_any)
-			q.notify();
+			q.notify(static_cast<uint64>(payloads.n));
 		pg::spi_finish();
 		return Datum(0);
 	}
@@ -290,7 +295,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	for (int64 id : ids)
 		add_id_row(out, id);
 	if (inserted_any)
-		q.notify();
+		q.notify(std::max<uint64>(n, 1));
 	pg::spi_finish();
 	return Datum(0);
 }
