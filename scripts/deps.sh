@@ -13,7 +13,13 @@ packages=(
   dpkg-dev debhelper fakeroot postgresql-server-dev-all
   # a real pooler and the monitoring exporter, for their TAP tests
   pgbouncer prometheus-postgres-exporter
+  # the dashboard's browser tests (clients/dashboard: playwright-core drives it)
+  chromium
 )
+# Node.js and npm for the clients in clients/: Debian's, unless a node is on
+# the PATH already (another distribution's node brings its own npm).
+if ! command -v node >/dev/null 2>&1; then packages+=(nodejs npm)
+elif ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
