@@ -9,3 +9,170 @@
 -- permissions, registered subsystems, lock history), and the result must
 -- equal a fresh install (scripts/upgrade-check.sh).
 -- ---------------------------------------------------------------------------
+-- ---------------------------------------------------------------------------
+-- concurrency_monitor: a role whose members hold permission read on every
+-- queue of every database where the extension is installed, present and
+-- future — for metrics exporters and dashboards, as pg_monitor is for the
+-- server's own statistics: GRANT concurrency_monitor TO postgres_exporter.
+-- It gives read through the functions (queue_stats, queue_keys, task_status),
+-- not SELECT on the queues' tables.
+--
+-- Roles belong to the cluster, not to a database: the first CREATE EXTENSION
+-- (or ALTER EXTENSION ... UPDATE) creates it, later ones find it; DROP
+-- EXTENSION leaves it (DROP ROLE it when no database uses the extension).
+-- pg_dump does not dump roles: pg_dumpall --roles-only keeps it and its
+-- members, and a restore into a cluster without it creates it again with the
+-- extension.
+-- ---------------------------------------------------------------------------
+DO $monitor$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'concurrency_monitor') THEN
+        CREATE ROLE concurrency_monitor NOLOGIN;
+        COMMENT ON ROLE concurrency_monitor IS
+            'members hold permission read on every concurrency_ext queue (counts, keys, task status), present and future';
+    END IF;
+END
+$monitor$;
+-- The lock diagnostics of 0.2.0 give way to 0.3.0's, which src/sql/30_diagnostics.sql
+-- (in INSTALL_PARTS) creates again, defined once: lock_tree gains usename,
+-- application_name and client_addr beside each pid and a cancel action for a
+-- DDL that holds readers up only by its place in the lock queue (from the new
+-- column blocks_only_by_queue of lock_tree_nodes); lock_waits gains the
+-- client address of both sides. Result columns cannot change in place, so the
+-- views and functions are dropped first. They hold no data; GRANTs or
+-- REVOKEs made on them by hand must be made again after the update.
+DROP VIEW concurrency.lock_tree;
+DROP VIEW concurrency.lock_waits;
+DROP FUNCTION concurrency.lock_tree_nodes();
+DROP FUNCTION concurrency.lock_wait_edges();
+DROP FUNCTION concurrency.locked_object(pg_catalog.pg_locks);
+-- ---------------------------------------------------------------------------
+-- Lock diagnostics: who waits for whom, from one consistent snapshot of the
+-- heavyweight lock manager (not LWLocks, not buffer pins).
+-- ---------------------------------------------------------------------------
+
+-- The raw edges, with pg_blocking_pids() semantics, from one snapshot.
+CREATE FUNCTION concurrency.lock_wait_edges(
+    OUT snapshot_at timestamptz, OUT ord integer,
+    OUT waiting_pid integer, OUT waiting_mode text, OUT lock_type text, OUT locked_object text,
+    OUT waiting_since timestamptz,
+    OUT blocking_pid integer, OUT blocking_xid xid, OUT blocking_mode text,
+    OUT blocking_holds boolean, OUT blocking_waiting boolean)
+    RETURNS SETOF record
+    LANGUAGE c VOLATILE PARALLEL RESTRICTED
+    AS 'MODULE_PATHNAME', 'concurrency_lock_wait_edges';
+COMMENT ON FUNCTION concurrency.lock_wait_edges() IS
+    'edges "waiting session -> session in its way" (pg_blocking_pids semantics) from one snapshot of the lock manager, without pg_stat_activity details';
+
+-- The wait tree, from one snapshot.
+CREATE FUNCTION concurrency.lock_tree_nodes(
+    OUT snapshot_at timestamptz, OUT ord integer,
+    OUT pid integer, OUT xid xid, OUT root_pid integer, OUT depth integer,
+    OUT path integer[], OUT blocked_by integer[],
+    OUT blocks_direct integer, OUT blocks_total integer, OUT in_cycle boolean,
+    OUT waiting_since timestamptz, OUT blocks_only_by_queue boolean)
+    RETURNS SETOF record
+    LANGUAGE c VOLATILE PARALLEL RESTRICTED
+    AS 'MODULE_PATHNAME', 'concurrency_lock_tree_nodes';
+COMMENT ON FUNCTION concurrency.lock_tree_nodes() IS
+    'every session in a wait chain, placed under the blocker on its longest chain from a root, from one snapshot of the lock manager; blocks_only_by_queue: others wait for it only because its own request is queued ahead of theirs';
+
+-- What a pg_locks row locks, in words: SELECT concurrency.locked_object(l) FROM pg_locks l.
+CREATE FUNCTION concurrency.locked_object(lock pg_catalog.pg_locks) RETURNS text
+    LANGUAGE c STABLE STRICT PARALLEL RESTRICTED
+    AS 'MODULE_PATHNAME', 'concurrency_locked_object';
+COMMENT ON FUNCTION concurrency.locked_object(pg_catalog.pg_locks) IS
+    'what a pg_locks row locks, readable: qualified relation name, tuple, transaction, or advisory lock by subsystem name and resource';
+
+-- Session details come from pg_stat_get_activity(), the function behind
+-- pg_stat_activity, read once per query and as the current user: other roles'
+-- query text, state and transaction start show only to members of
+-- pg_read_all_stats (or of the session's role), exactly as in pg_stat_activity.
+-- (The function rather than the view: the view's joins cost as much again;
+-- lock_waits reads it once for both sides of the edges.)
+CREATE VIEW concurrency.lock_waits AS
+WITH activity AS MATERIALIZED (
+    SELECT s.pid, s.usesysid, s.application_name, s.client_addr, s.state, s.query, s.xact_start
+      FROM pg_catalog.pg_stat_get_activity(NULL) s
+), prepared AS MATERIALIZED (
+    SELECT p.transaction, p.gid, p.prepared, p.ownerid
+      FROM pg_catalog.pg_prepared_xact() p
+)
+SELECT e.waiting_pid,
+       pg_catalog.pg_get_userbyid(w.usesysid) AS waiting_user,
+       w.application_name AS waiting_application,
+       w.client_addr AS waiting_client_addr,
+       w.query AS waiting_query,
+       e.waiting_mode,
+       e.lock_type,
+       e.locked_object,
+       e.waiting_since,
+       e.snapshot_at - e.waiting_since AS waited,
+       e.blocking_pid,
+       pg_catalog.pg_get_userbyid(COALESCE(b.usesysid, p.ownerid)) AS blocking_user,
+       b.application_name AS blocking_application,
+       b.client_addr AS blocking_client_addr,
+       CASE WHEN e.blocking_xid IS NOT NULL THEN 'prepared' ELSE b.state END AS blocking_state,
+       b.query AS blocking_query,
+       e.snapshot_at - COALESCE(b.xact_start, p.prepared) AS blocking_xact_age,
+       e.blocking_mode,
+       e.blocking_holds,
+       e.blocking_waiting,
+       p.gid AS blocking_gid,
+       e.snapshot_at
+  FROM concurrency.lock_wait_edges() e
+  LEFT JOIN activity w ON w.pid = e.waiting_pid
+  LEFT JOIN activity b ON b.pid = e.blocking_pid AND e.blocking_xid IS NULL
+  LEFT JOIN prepared p ON p.transaction OPERATOR(pg_catalog.=) e.blocking_xid
+ ORDER BY e.ord;
+COMMENT ON VIEW concurrency.lock_waits IS
+    'one row per edge "waiting session -> session it waits for" (pg_blocking_pids semantics), from one snapshot of the lock manager';
+GRANT SELECT ON concurrency.lock_waits TO PUBLIC;
+
+-- The action: for a root, what ends its transaction or statement; for a
+-- session that holds others up only by its place in the lock queue (a DDL
+-- waiting behind an idle or prepared transaction, with readers queued behind
+-- it), cancelling its statement: the readers go on at once, the root keeps its
+-- transaction, and nothing written is lost. The root's own action stays.
+CREATE VIEW concurrency.lock_tree AS
+WITH activity AS MATERIALIZED (
+    SELECT s.pid, s.usesysid, s.application_name, s.client_addr, s.state, s.query, s.xact_start
+      FROM pg_catalog.pg_stat_get_activity(NULL) s
+)
+SELECT t.pid,
+       pg_catalog.pg_get_userbyid(COALESCE(a.usesysid, p.ownerid)) AS usename,
+       a.application_name,
+       a.client_addr,
+       t.root_pid,
+       t.depth,
+       t.path,
+       t.blocked_by,
+       t.blocks_direct,
+       t.blocks_total,
+       t.in_cycle,
+       CASE WHEN t.xid IS NOT NULL THEN 'prepared' ELSE a.state END AS state,
+       a.query,
+       t.snapshot_at - t.waiting_since AS waited,
+       t.snapshot_at - COALESCE(a.xact_start, p.prepared) AS xact_age,
+       CASE WHEN t.depth = 0 THEN
+           CASE WHEN t.xid IS NOT NULL THEN pg_catalog.format('ROLLBACK PREPARED %L', p.gid)
+                WHEN a.state IN ('active', 'fastpath function call')
+                    THEN pg_catalog.format('SELECT pg_cancel_backend(%s)', t.pid)
+                WHEN a.state IN ('idle in transaction', 'idle in transaction (aborted)', 'idle')
+                    THEN pg_catalog.format('SELECT pg_terminate_backend(%s)', t.pid)
+           END
+            WHEN t.blocks_only_by_queue AND t.xid IS NULL
+                 AND (t.root_pid OPERATOR(pg_catalog.=) 0
+                      OR r.state IN ('idle in transaction', 'idle in transaction (aborted)'))
+                THEN pg_catalog.format('SELECT pg_cancel_backend(%s)', t.pid)
+       END AS action,
+       p.gid,
+       t.snapshot_at
+  FROM concurrency.lock_tree_nodes() t
+  LEFT JOIN activity a ON a.pid OPERATOR(pg_catalog.=) t.pid AND t.xid IS NULL
+  LEFT JOIN activity r ON r.pid OPERATOR(pg_catalog.=) t.root_pid
+  LEFT JOIN pg_catalog.pg_prepared_xact() p ON p.transaction OPERATOR(pg_catalog.=) t.xid
+ ORDER BY t.ord;
+COMMENT ON VIEW concurrency.lock_tree IS
+    'every session in a wait chain with its user, application and client, its root blocker, depth, path and transitive blocked count, and the statement that frees the chain (never executed): for roots, and for a DDL that holds readers up behind an idle or prepared root only by its place in the lock queue';
+GRANT SELECT ON concurrency.lock_tree TO PUBLIC;

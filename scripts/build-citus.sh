@@ -4,8 +4,9 @@
 # Reuses a finished build of the same tarball. Needs root (apt, install).
 #
 # Usage: scripts/build-citus.sh [PG_CONFIG]
-#   CITUS_TARBALL  the source (default ../shared/vendor/citus-14.0.1.tar.xz
-#                  next to the repository, else /work/shared/vendor/…)
+#   CITUS_TARBALL  the source (default shared/vendor/citus-14.0.1.tar.xz in
+#                  the checkout's parent directory: ../shared/vendor/… from the
+#                  top of the tree, found from this script's own location)
 #   CITUS_WORK     where it is unpacked and built (default /var/tmp/concurrency_ext-citus)
 # Exit status 3 with a line "Citus: skipped, <why>" when the tarball or
 # PostgreSQL 18 is missing; 0 with the installed citus.so on the last line.
@@ -14,9 +15,8 @@ cd "$(dirname "$0")/.."
 pg_config=${1:-${PG18_PREFIX:-/opt/concurrency_ext/pg18}/bin/pg_config}
 tarball=${CITUS_TARBALL:-}
 if [ -z "$tarball" ]; then
-  for t in ../shared/vendor/citus-14.0.1.tar.xz /work/shared/vendor/citus-14.0.1.tar.xz; do
-    [ -f "$t" ] && { tarball=$(readlink -f "$t"); break; }
-  done
+  t=../shared/vendor/citus-14.0.1.tar.xz
+  [ -f "$t" ] && tarball=$(readlink -f "$t")
 fi
 [ -n "$tarball" ] && [ -f "$tarball" ] || { echo "Citus: skipped, source tarball citus-14.0.1.tar.xz not found (set CITUS_TARBALL)"; exit 3; }
 prefix=$(dirname "$(dirname "$pg_config")")

@@ -16,10 +16,9 @@ packages=(
   # the dashboard's browser tests (clients/dashboard: playwright-core drives it)
   chromium
 )
-# Node.js and npm for the clients in clients/: Debian's, unless a node is on
-# the PATH already (another distribution's node brings its own npm).
-if ! command -v node >/dev/null 2>&1; then packages+=(nodejs npm)
-elif ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
+# the Node.js client's tests (clients/node), the dashboard's (clients/dashboard)
+# and bench/peers: Debian's Node.js and npm, unless a node is there already
+command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Runs the pg_regress suites and isolation specs against a build of the module
 # with UndefinedBehaviorSanitizer, in a private server (a relocated copy of the
-# Debian server under /work/pg-sanitize) running under valgrind memcheck. Any
-# UBSan report, and any valgrind error with a frame in our module, fails the
-# run. Ends with "N passed, M failed".
+# Debian server, pg-sanitize beside the checkout: scripts/dev-cluster.sh)
+# running under valgrind memcheck. Any UBSan report, and any valgrind error
+# with a frame in our module, fails the run. Ends with "N passed, M failed".
 # Usage: sudo scripts/sanitize.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "run as root: sudo $0" >&2; exit 2; }
 name=sanitize port=${SANITIZE_PORT:-5690}
-# One run at a time: the private server copy (/work/pg-sanitize) is shared.
+# One run at a time: the private server copy (pg-sanitize) is shared.
 exec 8>/var/tmp/concurrency_ext-sanitize.lock
 flock 8
 eval "$(bash scripts/dev-cluster.sh "$name" "$port")"

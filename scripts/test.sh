@@ -5,18 +5,22 @@
 # them all, after one such line per version:
 #   per version: pg_regress suites and isolation specs, the fuzz suite and the
 #     upgrade check (each on a throw-away cluster of its own, scripts/cluster.sh),
+#     on a cluster with the library preloaded the docs' SQL blocks
+#     (test/docs/run_docs.py) and make installcheck leaving the lock history
+#     alone (test/live/installcheck_live.py),
 #     TAP tests (PostgreSQL::Test::Cluster, run as the postgres user because
 #     initdb refuses root; they include PgBouncer and postgres_exporter);
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
 #   once: the dashboard's browser tests (clients/dashboard/test/run.sh), the
 #     memory-safety run (PostgreSQL 15), GoogleTest unit tests (CTest),
+#     the Node.js client's tests (clients/node, with PgBouncer),
 #     the Debian package (built, installed, smoke-tested) and the check that the
 #     module needs no shared library beyond the server and the C/C++ runtime.
 # Usage: sudo scripts/test.sh
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
-#   SKIP="sanitize package" to leave out steps (dashboard, sanitize, unit, package, and
-#   citus: the Citus suite on PostgreSQL 18); CI runs them all.
+#   SKIP="sanitize package" to leave out steps (dashboard, sanitize, unit, node,
+#   package, and citus: the Citus suite on PostgreSQL 18); CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -52,16 +56,16 @@ copy_tree() { # destination
 }
 
 # pg_regress and isolation output: "test name ... ok" lines, then a summary per run.
-count_installcheck() { # name log dir
-  local started ok bad summaries d
+count_installcheck() { # name log dir [runs: how many summaries it must have, default 4]
+  local started ok bad summaries d runs=${4:-4}
   grep -E '\.\.\. |^(not )?ok +[0-9]+ |tests? (passed|failed)' "$2"
   started=$(grep -cE '^(test |     |ok +[0-9]+ +[-+] |not ok +[0-9]+ +[-+] )' "$2")
   ok=$(grep -cE '^((test |     )\S+ +\.\.\. +ok |ok +[0-9]+ +[-+] )' "$2")
   bad=$((started - ok))
-  # each of the four runs (regress, isolation, the border's regress and
-  # isolation) must end with its summary; a run that died early fails
+  # each run (regress, isolation, the border's regress and isolation) must
+  # end with its summary; a run that died early fails
   summaries=$(grep -cE 'tests? (passed|failed)|^# All [0-9]+ tests passed|^# [0-9]+ of [0-9]+ tests failed' "$2")
-  [ "$summaries" -lt 4 ] && bad=$((bad + 4 - summaries))
+  [ "$summaries" -lt "$runs" ] && bad=$((bad + runs - summaries))
   for d in "$3/regression.diffs" "$3/output_iso/regression.diffs" "$3/test/module/regression.diffs" \
            "$3/test/module/output_iso/regression.diffs"; do
     [ -s "$d" ] && { echo "---- $d"; head -n 200 "$d"; }
@@ -116,6 +120,41 @@ test_version() { # version pg_config
     cluster_stop
   else
     count 0 1 "$v cluster start"
+  fi
+
+  # The queue's suites again on a server where every claim is the claim
+  # statement: the direct claim (src/queue/claim_direct.cpp) must change
+  # nothing that they can see.
+  echo "== $v: the queue's regression and isolation suites with concurrency.direct_claim = off"
+  if cluster_start "$pg_config" "concurrency.direct_claim = off"; then
+    local queue_regress queue_isolation
+    queue_regress=$(cd "$tree/sql" && ls 2*_queue*.sql | sed 's/\.sql$//' | tr '\n' ' ')
+    queue_isolation=$(cd "$tree/test/isolation/specs" && ls queue_*.spec | sed 's/\.spec$//' | tr '\n' ' ')
+    (cd "$tree" && make -s installcheck PG_CONFIG="$pg_config" REGRESS="$queue_regress" ISOLATION=
+     make -s installcheck PG_CONFIG="$pg_config" REGRESS= ISOLATION="$queue_isolation") >"$logs/installcheck-statement-$v.log" 2>&1
+    count_installcheck "$v queue suites, direct_claim off" "$logs/installcheck-statement-$v.log" "$tree" 2
+    cluster_stop
+  else
+    count 0 1 "$v cluster start (direct_claim off)"
+  fi
+
+  # A server as users run it, with the library preloaded (the lock-history
+  # sampler running): the docs' SQL examples run as pasted, and make
+  # installcheck passes there and leaves the server's lock history alone.
+  if cluster_start "$pg_config" "shared_preload_libraries = 'concurrency_ext'" "concurrency.history_interval = '20ms'"; then
+    echo "== $v: every SQL block of README.md and docs/*.md, as pasted (test/docs/run_docs.py)"
+    /usr/bin/python3 test/docs/run_docs.py >"$logs/docs-$v.log" 2>&1
+    grep -E '^FAIL ' "$logs/docs-$v.log"
+    count_summary "$v docs" "$logs/docs-$v.log"
+
+    echo "== $v: make installcheck on a live server with the preload (test/live/installcheck_live.py)"
+    /usr/bin/python3 test/live/installcheck_live.py "$pg_config" "$tree" >"$logs/live-$v.log" 2>&1
+    grep -E '^(ok|FAIL) ' "$logs/live-$v.log"
+    grep -q '^FAIL ' "$logs/live-$v.log" && sed -n '/^FAIL /,$p' "$logs/live-$v.log" | head -n 80
+    count_summary "$v installcheck on a live server" "$logs/live-$v.log"
+    cluster_stop
+  else
+    count 0 1 "$v cluster start (preloaded)"
   fi
 
   echo "== $v: TAP tests"
@@ -198,6 +237,16 @@ if ! skipped unit; then
   else
     cat "$logs/cmake.log"; count 0 1 "unit (build)"
   fi
+fi
+
+# before the package check, whose dpkg -r takes the extension out of the
+# system's PostgreSQL 15 again
+if ! skipped node; then
+  echo "== Node.js client: clients/node on PostgreSQL 15, with PgBouncer (clients/node/test/run.sh)"
+  PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config bash clients/node/test/run.sh >"$logs/node.log" 2>&1
+  grep -E '^[[:space:]]*(✔|✖) ' "$logs/node.log" | grep -vE '^[[:space:]]{4,}'
+  grep -q '^ℹ fail [1-9]' "$logs/node.log" && sed -n '/failing tests:/,$p' "$logs/node.log" | head -80
+  count_summary node "$logs/node.log"
 fi
 
 if ! skipped package; then

@@ -47,7 +47,11 @@ RESET enable_bitmapscan;
 -- the task stays ready
 CREATE UNIQUE INDEX direct_one_per_worker ON concurrency."q_direct" (worker) WHERE state = 'leased' AND worker = 'solo';
 SELECT count(*) AS claimed FROM concurrency.dequeue('direct', worker => 'solo');
+-- (the statement's error names the statement in its CONTEXT, the direct
+-- claim's does not: concurrency.direct_claim = off shows the first)
+\set SHOW_CONTEXT never
 SELECT count(*) AS claimed FROM concurrency.dequeue('direct', worker => 'solo');
+\set SHOW_CONTEXT errors
 SELECT count(*) AS ready FROM concurrency."q_direct" WHERE state = 'ready';
 DROP INDEX concurrency.direct_one_per_worker;
 
@@ -81,3 +85,30 @@ SELECT count(*) FILTER (WHERE NOT checked) AS broken_indexes
 SELECT concurrency.drop_queue('direct');
 DROP TABLE direct_log;
 DROP FUNCTION direct_log_claim();
+
+-- concurrency.direct_claim (on by default; a superuser's setting): off, the
+-- claim is the statement's. The direct claim describes the table in a memory
+-- context of its own, "concurrency_ext claim", at a backend's first claim
+-- from a queue; the statement leaves none. Each side in a fresh backend.
+SELECT concurrency.create_queue('switch');
+SELECT count(*) FROM concurrency.enqueue_batch('switch',
+    (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, 4) AS i));
+\c
+SET concurrency.direct_claim = off;
+SELECT count(*) AS claimed FROM concurrency.dequeue('switch', 2);
+SELECT count(*) AS direct_contexts FROM pg_backend_memory_contexts WHERE name = 'concurrency_ext claim';
+\c
+SET concurrency.direct_claim = on;
+SELECT count(*) AS claimed FROM concurrency.dequeue('switch', 2);
+SELECT count(*) AS direct_contexts FROM pg_backend_memory_contexts WHERE name = 'concurrency_ext claim';
+SELECT state, count(*) FROM concurrency."q_switch" GROUP BY state ORDER BY state;
+RESET concurrency.direct_claim;
+-- only a superuser may change it (42501 for anyone else)
+CREATE ROLE direct_claim_user;
+SET ROLE direct_claim_user;
+\set VERBOSITY terse
+SET concurrency.direct_claim = off;
+\set VERBOSITY default
+RESET ROLE;
+DROP ROLE direct_claim_user;
+SELECT concurrency.drop_queue('switch');

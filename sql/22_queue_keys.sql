@@ -93,6 +93,19 @@ SELECT count(*) AS long_keys FROM concurrency."q_keys" WHERE octet_length(concur
 -- the longest key is accepted
 SELECT concurrency.enqueue('keys', '{}', concurrency_key => repeat('k', 1024)) > 0 AS accepted;
 
+-- a dedupe_key has the same limit: 22023 before anything is written (not the
+-- B-tree's 54000 from inside the insert), in enqueue and in enqueue_batch
+SELECT concurrency.create_queue('dedupe_limit');
+\set VERBOSITY sqlstate
+SELECT concurrency.enqueue('dedupe_limit', '{}', dedupe_key => repeat('d', 6400));
+SELECT concurrency.enqueue('dedupe_limit', '{}', dedupe_key => repeat('d', 1025));
+SELECT concurrency.enqueue_batch('dedupe_limit', ARRAY['{}', '{}']::jsonb[], dedupe_keys => ARRAY['short', repeat('d', 1025)]);
+\set VERBOSITY default
+SELECT concurrency.enqueue_batch('dedupe_limit', ARRAY['{}']::jsonb[], dedupe_keys => ARRAY[repeat('d', 1025)]);
+SELECT count(*) AS written FROM concurrency."q_dedupe_limit";
+SELECT concurrency.enqueue('dedupe_limit', '{}', dedupe_key => repeat('d', 1024)) > 0 AS longest_accepted;
+SELECT concurrency.drop_queue('dedupe_limit');
+
 -- the key table holds the keys in use: a key's row goes with its last live
 -- task (completed, failed for good or cancelled), and comes back with the
 -- key's next task

@@ -115,6 +115,7 @@ CONCURRENCY_FUNCTION(concurrency_lock_tree_nodes) {
 	for (const auto &e : picture.edges)
 		pairs.emplace_back(node_of[e.waiter], node_of[e.blocker]);
 	WaitGraph graph(session_of.size(), pairs);
+	std::vector<bool> queue_only = blocks_only_by_queue(picture.sessions.size(), picture.edges);
 
 	auto pid_of = [&](uint32_t node) { return picture.sessions[session_of[node]].pid; };
 	std::vector<Datum> path, blocked_by;
@@ -131,8 +132,8 @@ CONCURRENCY_FUNCTION(concurrency_lock_tree_nodes) {
 		Datum path_array = int4_array(path);
 		Datum blocked_by_array = int4_array(blocked_by);
 		++ord;
-		Datum values[12];
-		bool nulls[12] = {};
+		Datum values[13];
+		bool nulls[13] = {};
 		values[0] = TimestampTzGetDatum(picture.taken_at);
 		values[1] = Int32GetDatum(ord);
 		values[2] = Int32GetDatum(session.pid);
@@ -147,6 +148,7 @@ CONCURRENCY_FUNCTION(concurrency_lock_tree_nodes) {
 		values[10] = BoolGetDatum(node.in_cycle);
 		values[11] = TimestampTzGetDatum(session.waiting_since);
 		nulls[11] = !session.waiting || session.waiting_since == 0;
+		values[12] = BoolGetDatum(queue_only[session_of[v]]);
 		pg::add_row(out, values, nulls);
 	}
 	return (Datum)0;

@@ -108,6 +108,21 @@ std::vector<BlockEdge> derive_edges(const std::vector<AwaitedLock> &locks, const
 	return edges;
 }
 
+std::vector<bool> blocks_only_by_queue(std::size_t session_count, const std::vector<BlockEdge> &edges) {
+	std::vector<bool> soft_only(session_count, false), hard(session_count, false);
+	for (const auto &e : edges) {
+		if (e.blocker >= session_count)
+			continue;
+		if (e.hard)
+			hard[e.blocker] = true;
+		else
+			soft_only[e.blocker] = true;
+	}
+	for (std::size_t s = 0; s < session_count; ++s)
+		soft_only[s] = soft_only[s] && !hard[s];
+	return soft_only;
+}
+
 WaitGraph::WaitGraph(std::size_t node_count,
                      const std::vector<std::pair<std::uint32_t, std::uint32_t>> &edges) {
 	if (node_count >= none)

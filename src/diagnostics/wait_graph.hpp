@@ -67,6 +67,15 @@ std::vector<BlockEdge> derive_edges(const std::vector<AwaitedLock> &locks, const
 // The strongest (highest-numbered) mode in a mask, or 0 for an empty mask.
 int strongest_mode(LockMask mask);
 
+// Per session 0..session_count-1: true when others wait for it and every one
+// of those edges is soft — it is in their way only because its own request is
+// queued ahead of theirs, while it holds nothing they need (a DDL waiting in
+// the lock queue with readers behind it). Ending its wait (pg_cancel_backend)
+// lets them go on as far as it is concerned. False for a session nobody
+// waits for, or one that holds a mode someone waits for. Edges with a session
+// id >= session_count are ignored.
+std::vector<bool> blocks_only_by_queue(std::size_t session_count, const std::vector<BlockEdge> &edges);
+
 // The waits-for graph over sessions 0..n-1 and its tree placement.
 //
 // Placement: a session that waits for nobody is a root (depth 0). Any other

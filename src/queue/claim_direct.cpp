@@ -410,12 +410,8 @@ bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval
 	static const bool citus = pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; });
 	if (citus)
 		return false;
-	if (!OidIsValid(info.ready_index) || !OidIsValid(info.token_sequence)) {
-		info.ready_index = concurrency_relid(queue_index_name(info.name, "ready"));
-		info.token_sequence = concurrency_relid("lease_token");
-		if (!OidIsValid(info.ready_index) || !OidIsValid(info.token_sequence))
-			return false; // the statement says what is missing
-	}
+	if (!claim_relations(info))
+		return false; // the statement says what is missing
 	return pg::guard([&] { return claim(info, now, wanted, lease, worker, worker_null, start, tasks, count); });
 }
 

@@ -1,18 +1,21 @@
-// SQL-callable functions that finish tasks in bulk or look them up
-// (src/sql/20_queue.sql): batch complete, fail and heartbeat, cancel, purge,
-// task_status.
+// Finishing tasks (src/sql/20_queue.sql, src/sql/22_queue_tasks.sql): what a
+// worker does with its lease (heartbeat, complete, fail, one task or a
+// batch), and what an operator does to tasks (cancel, retry_dead).
 //
 // The batch forms are all or nothing: the statement acts on every named
 // lease it finds; if one is missing, the call raises CE001 naming that task
 // (the first one in argument order) and the error takes the statement's
 // changes with it, like any error in the caller's transaction or savepoint.
 #include <optional>
+#include <random>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "common/backoff.hpp"
 
 #include "pg/srf.hpp"
 #include "queue/distributed.hpp"
@@ -31,25 +34,31 @@ using namespace concurrency::queue;
 
 namespace {
 
-// The int8[] argument n as values; NULL array or element: 22004.
-std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	pg::require_arg(fcinfo, n, argname);
-	ArrayType *array = pg::guard([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(n)); });
-	if (ARR_NDIM(array) > 1)
-		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must be a one-dimensional array", argname));
-	Datum *elems = nullptr;
-	bool *nulls = nullptr;
-	int count = 0;
-	pg::guard([&] { deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &count); });
-	std::vector<int64> out;
-	out.reserve(static_cast<std::size_t>(count));
-	for (int i = 0; i < count; ++i) {
-		if (nulls[i])
-			throw Error(sqlstate::null_value_not_allowed, fmt::format("{} must not contain null", argname),
-			            fmt::format("Element {} is null.", i + 1));
-		out.push_back(DatumGetInt64(elems[i]));
+// What becomes of a task that failed at `attempt`: "dead" when its attempts
+// are used up, else "scheduled" or "ready" with the run_at of its retry
+// (after retry_in, or the jittered exponential backoff).
+struct AfterFailure {
+	const char *state;
+	TimestampTz run_at;
+};
+
+AfterFailure after_failure(int32 attempt, int32 max_attempts, const std::optional<Interval> &retry_in,
+                           TimestampTz now) {
+	if (attempt >= max_attempts)
+		return {"dead", now};
+	TimestampTz run_at;
+	if (retry_in) {
+		Interval delay = *retry_in;
+		run_at = pg::guard([&] {
+			return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+			                                               IntervalPGetDatum(&delay)));
+		});
+	} else {
+		// uniform in [0, 1), for the jitter; seeded once per backend
+		static std::mt19937_64 engine{std::random_device{}()};
+		run_at = now + backoff_delay_us(attempt, std::uniform_real_distribution<double>(0.0, 1.0)(engine));
 	}
-	return out;
+	return {run_at > now ? "scheduled" : "ready", run_at};
 }
 
 // task_ids and lease_tokens (arguments 1 and 2) of a batch: same length,
@@ -93,6 +102,140 @@ void require_all(Queue &q, const Leases &l, uint64 found) {
 }
 
 } // namespace
+
+// concurrency.heartbeat(queue, task_id, lease_token, extend) -> new deadline
+CONCURRENCY_FUNCTION(concurrency_heartbeat) {
+	queue::QueueName name = queue::queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	int64 token = int64_arg(fcinfo, 2, "lease_token");
+	std::optional<Interval> extend_arg;
+	if (!PG_ARGISNULL(3))
+		extend_arg = queue::positive_interval_arg(fcinfo, 3, "extend");
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "heartbeat");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_heartbeat");
+	Interval extend = extend_arg ? *extend_arg : q.info().lease;
+	static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID};
+	Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
+	                   IntervalPGetDatum(&extend)};
+	if (q.run(QueueStatement::heartbeat, 4, types, values) == 0)
+		q.lease_lost(task_id);
+	bool isnull = false;
+	TimestampTz deadline = DatumGetTimestampTz(queue::column(0, 1, &isnull));
+	pg::spi_finish();
+	PG_RETURN_TIMESTAMPTZ(deadline);
+}
+
+// concurrency.complete(queue, task_id, lease_token, result). On a queue that
+// retains tasks the task stays as done with its result; on one that does not,
+// it is deleted and the result is dropped (a worker need not know how its
+// queue is set up).
+CONCURRENCY_FUNCTION(concurrency_complete) {
+	queue::QueueName name = queue::queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	int64 token = int64_arg(fcinfo, 2, "lease_token");
+	bool has_result = !arg_null(fcinfo, 3);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "complete");
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		q.maybe_purge(now);
+		return queue::forward_distributed(fcinfo, "distributed_complete");
+	}
+	bool retain = q.info().has_retain;
+	uint64 n = 0;
+	if (retain) {
+		static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, JSONBOID};
+		Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
+		                   has_result ? PG_GETARG_DATUM(3) : Datum(0)};
+		char nulls[4] = {' ', ' ', ' ', has_result ? ' ' : 'n'};
+		n = q.run(QueueStatement::complete_retained, 4, types, values, nulls);
+	} else {
+		static const Oid types[2] = {INT8OID, INT8OID};
+		Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
+		n = q.run(QueueStatement::complete, 2, types, values);
+	}
+	if (n == 0)
+		q.lease_lost(task_id);
+	if (q.info().key_limit > 0)
+		if (auto key = queue::key_column(0, 1))
+			queue::release_keys(q, {*key}, now);
+	q.maybe_purge(now);
+	pg::spi_finish();
+	PG_RETURN_VOID();
+}
+
+// concurrency.fail(queue, task_id, lease_token, error, retry_in) -> 'ready' | 'dead'
+CONCURRENCY_FUNCTION(concurrency_fail) {
+	queue::QueueName name = queue::queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	int64 token = int64_arg(fcinfo, 2, "lease_token");
+	std::optional<Interval> retry_in = queue::retry_in_arg(fcinfo, 4);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "fail");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_fail");
+	static const Oid lock_types[2] = {INT8OID, INT8OID};
+	Datum lock_values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
+	if (q.run(QueueStatement::fail_lock, 2, lock_types, lock_values) == 0)
+		q.lease_lost(task_id);
+	bool isnull = false;
+	int32 attempt = DatumGetInt32(queue::column(0, 1, &isnull));
+	std::optional<std::string> key = q.info().key_limit > 0 ? queue::key_column(0, 2) : std::nullopt;
+
+	auto [state, run_at] = after_failure(attempt, q.info().max_attempts, retry_in, now);
+	static const Oid types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
+	Datum values[4] = {Int64GetDatum(task_id), pg::text_datum(state), TimestampTzGetDatum(run_at),
+	                   PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
+	char nulls[4] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' '};
+	q.run(QueueStatement::fail_update, 4, types, values, nulls);
+	// a task that will be retried keeps its key; a dead one releases it
+	if (key && std::string_view(state) == "dead")
+		queue::release_keys(q, {*key}, now);
+	pg::spi_finish();
+	// a retry waiting for its run_at is 'ready' to the caller (queue_stats
+	// counts it as scheduled until then)
+	return pg::text_datum(std::string_view(state) == "dead" ? "dead" : "ready");
+}
+
+// concurrency.retry_dead(queue, task_ids) -> how many
+CONCURRENCY_FUNCTION(concurrency_retry_dead) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name);
+	AsRole as_owner = authorize(q, Permission::manage, "retry_dead");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_retry_dead");
+	static const Oid types[3] = {TIMESTAMPTZOID, INT8ARRAYOID, BOOLOID};
+	bool limited = q.info().key_limit > 0;
+	Datum values[3] = {TimestampTzGetDatum(now), PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1),
+	                   BoolGetDatum(limited)};
+	char nulls[3] = {' ', PG_ARGISNULL(1) ? 'n' : ' ', ' '};
+	uint64 n = q.run(QueueStatement::retry_dead, 3, types, values, nulls);
+	if (limited) {
+		// revived tasks of keys came back blocked: admit them as their keys allow
+		std::vector<std::string> keys;
+		for (uint64 i = 0; i < n; ++i)
+			if (auto key = queue::key_column(static_cast<int>(i), 2))
+				keys.push_back(*key);
+		queue::release_keys(q, std::move(keys), now);
+	}
+	if (n > 0)
+		q.notify();
+	pg::spi_finish();
+	PG_RETURN_INT64(static_cast<int64>(n));
+}
 
 // concurrency.complete(queue, task_ids, lease_tokens) -> how many (all)
 CONCURRENCY_FUNCTION(concurrency_complete_many) {
@@ -193,14 +336,16 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 		Datum *state_data = states.data();
 		Datum *run_at_data = run_ats.data();
 		int count = static_cast<int>(l.ids.size());
-		Datum state_array = pg::guard(
-		    [&] { return PointerGetDatum(construct_array(state_data, count, TEXTOID, -1, false, TYPALIGN_INT)); });
+		Datum state_array = pg::guard([&] {
+			return PointerGetDatum(construct_array(state_data, count, TEXTOID, -1, false, TYPALIGN_INT));
+		});
 		Datum run_at_array = pg::guard([&] {
 			return PointerGetDatum(
 			    construct_array(run_at_data, count, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 		});
 		static const Oid types[4] = {INT8ARRAYOID, TEXTARRAYOID, TIMESTAMPTZARRAYOID, TEXTOID};
-		Datum values[4] = {l.ids_array, state_array, run_at_array, PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
+		Datum values[4] = {l.ids_array, state_array, run_at_array,
+		                   PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
 		char nulls[4] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' '};
 		q.run(QueueStatement::fail_update_many, 4, types, values, nulls);
 		// tasks that will be retried keep their keys; dead ones release them
@@ -254,54 +399,4 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	}
 	pg::spi_finish();
 	PG_RETURN_INT64(static_cast<int64>(n));
-}
-
-// concurrency.purge(queue) -> how many finished tasks were deleted (every
-// one whose retention has passed, in chunks)
-CONCURRENCY_FUNCTION(concurrency_purge) {
-	QueueName name = queue_name(fcinfo);
-	TimestampTz now = clock_now();
-
-	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::manage, "purge");
-	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
-		return forward_distributed(fcinfo, "distributed_purge");
-	constexpr int32 chunk = 10'000;
-	uint64 total = 0;
-	for (;;) {
-		uint64 n = q.purge(now, chunk);
-		total += n;
-		if (n < static_cast<uint64>(chunk))
-			break;
-	}
-	pg::spi_finish();
-	PG_RETURN_INT64(static_cast<int64>(total));
-}
-
-// concurrency.task_status(queue, id) -> one row, or none
-CONCURRENCY_FUNCTION(concurrency_task_status) {
-	QueueName name = queue_name(fcinfo);
-	pg::require_arg(fcinfo, 1, "id");
-	int64 id = PG_GETARG_INT64(1);
-	TimestampTz now = clock_now();
-
-	pg::ResultSet out = pg::materialize(fcinfo);
-	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::read, "task_status");
-	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
-		return forward_distributed(fcinfo, "distributed_task_status", &out);
-	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};
-	Datum values[2] = {Int64GetDatum(id), TimestampTzGetDatum(now)};
-	if (q.run("task_status", q.sql().task_status(), 2, types, values) == 1) {
-		constexpr int ncols = 13;
-		Datum cols[ncols];
-		bool isnull[ncols];
-		for (int c = 0; c < ncols; ++c)
-			cols[c] = column(0, c + 1, &isnull[c]);
-		pg::add_row(out, cols, isnull);
-	}
-	pg::spi_finish();
-	return Datum(0);
 }

@@ -1,5 +1,6 @@
 // Backend start-up for the task-queue capability.
 #include "queue/init.hpp"
+#include "queue/claim.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 
@@ -7,6 +8,7 @@ namespace concurrency::queue {
 
 void init() {
 	cache_init();
+	define_claim_settings();
 	permissions_init();
 }
 

@@ -5,7 +5,8 @@ namespace concurrency::queue {
 
 // Registers the invalidation callbacks of the per-backend queue cache
 // (see QueueInfo in queue/queue.hpp) and of the permission caches
-// (queue/permissions.hpp).
+// (queue/permissions.hpp), and defines the queue's settings
+// (concurrency.direct_claim, queue/claim.hpp).
 void init();
 
 } // namespace concurrency::queue

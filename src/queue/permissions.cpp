@@ -30,6 +30,8 @@ namespace concurrency::queue {
 namespace {
 
 constexpr const char *permission_table_name = "queue_permission";
+// The role whose members hold read on every queue (src/sql/24_queue_monitor.sql).
+constexpr const char *monitor_role_name = "concurrency_monitor";
 
 struct Grant {
 	Oid grantee; // InvalidOid: PUBLIC
@@ -128,6 +130,14 @@ PermissionMask held_by(Queue &q, Oid user, Oid owner) {
 		if ((mask & g.mask) != g.mask &&
 		    (!OidIsValid(g.grantee) || pg::guard([&] { return has_privs_of_role(user, g.grantee); })))
 			mask |= g.mask;
+	// Members of concurrency_monitor (created by CREATE EXTENSION, like
+	// pg_monitor for the server's statistics) may read every queue, present
+	// and future: what a metrics exporter needs.
+	if (!(mask & mask_of(Permission::read)) && pg::guard([&] {
+		    Oid monitor = get_role_oid(monitor_role_name, true);
+		    return OidIsValid(monitor) && has_privs_of_role(user, monitor);
+	    }))
+		mask |= mask_of(Permission::read);
 	return mask;
 }
 

@@ -2,14 +2,12 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
-#include <random>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "pg/invalidation.hpp"
-#include "common/backoff.hpp"
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
 #include "queue/queue.hpp"
@@ -22,7 +20,6 @@ extern "C" {
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "access/transam.h"
 #include "executor/tuptable.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
@@ -30,7 +27,6 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "commands/async.h"
-#include "storage/procarray.h"
 #include "utils/acl.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -56,7 +52,8 @@ HTAB *queues() {
 		ctl.keysize = max_queue_name_bytes + 1;
 		ctl.entrysize = sizeof(QueueInfo);
 		queue_table = pg::guard([&] {
-			ctl.hcxt = AllocSetContextCreate(TopMemoryContext, "concurrency_ext queues", ALLOCSET_SMALL_SIZES);
+			ctl.hcxt =
+			    AllocSetContextCreate(TopMemoryContext, "concurrency_ext queues", ALLOCSET_SMALL_SIZES);
 			return hash_create("concurrency_ext queues", 16, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 		});
 	}
@@ -78,8 +75,12 @@ void invalidate(Oid relid, bool privileges_only) {
 	}
 }
 
-void relation_changed(Datum, Oid relid) { invalidate(relid, false); }
-void roles_changed(Datum, int, uint32) { invalidate(InvalidOid, true); }
+void relation_changed(Datum, Oid relid) {
+	invalidate(relid, false);
+}
+void roles_changed(Datum, int, uint32) {
+	invalidate(InvalidOid, true);
+}
 
 void free_plans(QueueInfo &info) {
 	for (SPIPlanPtr &plan : info.plans) {
@@ -92,7 +93,9 @@ void free_plans(QueueInfo &info) {
 // Plan keys of the statements kept by string: "queue:<name>\x1f<op>". A queue
 // name has no control characters, so the prefix "queue:<name>\x1f" names the
 // plans of exactly one queue.
-std::string plan_prefix(std::string_view queue) { return fmt::format("queue:{}\x1f", queue); }
+std::string plan_prefix(std::string_view queue) {
+	return fmt::format("queue:{}\x1f", queue);
+}
 
 // Piggy-backed purge: a chunk at most this often per backend and queue while
 // the chunks come back short, at once while they come back full.
@@ -103,10 +106,8 @@ void load_settings(QueueInfo &info) {
 	static const Oid types[1] = {TEXTOID};
 	SPIPlanPtr plan = nullptr;
 	try {
-		plan = pg::prepared_plan("queue-catalog:settings",
-		                         "SELECT lease, max_attempts, retain, key_limit, max_leased FROM concurrency.queue "
-		                         "WHERE name OPERATOR(pg_catalog.=) $1",
-		                         1, types, CURSOR_OPT_GENERIC_PLAN);
+		plan = pg::prepared_plan("queue-catalog:settings", catalog_sql::settings, 1, types,
+		                         CURSOR_OPT_GENERIC_PLAN);
 	} catch (const pg::PgException &e) {
 		// a 0.1.0 catalog under the 0.2.0 module: the package was upgraded,
 		// the extension not yet
@@ -140,7 +141,8 @@ Oid index_relid(std::string_view queue, std::string_view suffix) {
 	std::string index = queue_index_name(queue, suffix);
 	Oid relid = concurrency_relid(index);
 	if (!OidIsValid(relid))
-		throw Error(sqlstate::undefined_object, fmt::format("index concurrency.{} does not exist", quote_ident(index)),
+		throw Error(sqlstate::undefined_object,
+		            fmt::format("index concurrency.{} does not exist", quote_ident(index)),
 		            fmt::format("Queue \"{}\" needs it to find due tasks.", queue),
 		            "Drop the queue and create it again, or re-create the index as create_queue does.");
 	return relid;
@@ -214,22 +216,6 @@ void cache_init() {
 	CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum)0);
 }
 
-std::string queue_name_arg(FunctionCallInfo fcinfo) { return std::string(queue_name(fcinfo).view()); }
-
-QueueName queue_name(FunctionCallInfo fcinfo) {
-	pg::require_arg(fcinfo, 0, "queue");
-	text *t = pg::guard([&] { return PG_DETOAST_DATUM_PACKED(PG_GETARG_DATUM(0)); });
-	std::string_view name(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
-	if (auto problem = name_problem(name, max_queue_name_bytes))
-		throw Error(sqlstate::invalid_parameter_value, "invalid queue name", fmt::format("The {}.", *problem),
-		            fmt::format("A queue name has 1 to {} bytes and no whitespace or control characters.",
-		                        max_queue_name_bytes));
-	QueueName out;
-	std::memcpy(out.bytes, name.data(), name.size());
-	out.size = name.size();
-	return out;
-}
-
 Oid concurrency_relid(const std::string &relname) {
 	return pg::guard([&] {
 		Oid nsp = get_namespace_oid("concurrency", true);
@@ -237,7 +223,9 @@ Oid concurrency_relid(const std::string &relname) {
 	});
 }
 
-Oid queue_relid(std::string_view queue) { return concurrency_relid(queue_table_name(queue)); }
+Oid queue_relid(std::string_view queue) {
+	return concurrency_relid(queue_table_name(queue));
+}
 
 TimestampTz clock_now() {
 	return pg::guard([] { return GetCurrentTimestamp(); });
@@ -254,13 +242,22 @@ Oid relation_owner(Oid relid) {
 	});
 }
 
+bool claim_relations(QueueInfo &info) {
+	if (!OidIsValid(info.ready_index) || !OidIsValid(info.token_sequence)) {
+		info.ready_index = concurrency_relid(queue_index_name(info.name, "ready"));
+		info.token_sequence = concurrency_relid("lease_token");
+	}
+	return OidIsValid(info.ready_index) && OidIsValid(info.token_sequence);
+}
+
 void forget_queue(std::string_view queue) {
 	std::string prefix = plan_prefix(queue);
 	pg::guard([&] { pg::forget_plans(prefix.c_str()); });
 	char key[max_queue_name_bytes + 1] = {};
 	std::memcpy(key, queue.data(), std::min(queue.size(), max_queue_name_bytes));
 	HTAB *table = queues();
-	auto *info = static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_FIND, nullptr); }));
+	auto *info =
+	    static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_FIND, nullptr); }));
 	if (info) {
 		free_plans(*info);
 		pg::guard([&] { forget_direct(*info); });
@@ -268,67 +265,13 @@ void forget_queue(std::string_view queue) {
 	}
 }
 
-Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
-	Interval value = *PG_GETARG_INTERVAL_P(n);
-	Interval zero{};
-	bool positive = pg::guard([&] {
-		return DatumGetBool(DirectFunctionCall2(interval_gt, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
-	});
-	if (!positive)
-		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must be positive", argname));
-	return value;
-}
-
-std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n) {
-	if (PG_NARGS() <= n || PG_ARGISNULL(n))
-		return std::nullopt;
-	Interval value = *PG_GETARG_INTERVAL_P(n);
-	Interval zero{};
-	bool negative = pg::guard([&] {
-		return DatumGetBool(DirectFunctionCall2(interval_lt, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
-	});
-	if (negative)
-		throw Error(sqlstate::invalid_parameter_value, "retry_in must not be negative");
-	return value;
-}
-
-AfterFailure after_failure(int32 attempt, int32 max_attempts, const std::optional<Interval> &retry_in,
-                           TimestampTz now) {
-	if (attempt >= max_attempts)
-		return {"dead", now};
-	TimestampTz run_at;
-	if (retry_in) {
-		Interval delay = *retry_in;
-		run_at = pg::guard([&] {
-			return DatumGetTimestampTz(
-			    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(&delay)));
-		});
-	} else {
-		// uniform in [0, 1), for the jitter; seeded once per backend
-		static std::mt19937_64 engine{std::random_device{}()};
-		run_at = now + backoff_delay_us(attempt, std::uniform_real_distribution<double>(0.0, 1.0)(engine));
-	}
-	return {run_at > now ? "scheduled" : "ready", run_at};
-}
-
-uint32 horizon_lag() {
-	return pg::guard([] {
-		TransactionId next = XidFromFullTransactionId(ReadNextFullTransactionId());
-#if PG_VERSION_NUM >= 140000
-		TransactionId oldest = GetOldestNonRemovableTransactionId(nullptr);
-#else
-		TransactionId oldest = GetOldestXmin(nullptr, PROCARRAY_FLAGS_DEFAULT);
-#endif
-		return TransactionIdIsNormal(oldest) ? static_cast<uint32>(next - oldest) : 0u;
-	});
-}
-
 Queue::Queue(std::string_view name) : info_(nullptr) {
 	char key[max_queue_name_bytes + 1] = {};
 	std::memcpy(key, name.data(), std::min(name.size(), max_queue_name_bytes));
 	HTAB *table = queues();
 	bool found = false;
-	auto *info = static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_ENTER, &found); }));
+	auto *info =
+	    static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_ENTER, &found); }));
 	if (!found) {
 		// the key is in place; the rest is constructed here
 		new (&info->cursor) ClaimCursor();
@@ -398,8 +341,8 @@ uint64 Queue::run(const char *op, const std::string &sql, int nargs, const Oid *
 	return run_internal(op, sql, nargs, types, values, nulls, Access::caller);
 }
 
-uint64 Queue::run_internal(const char *op, const std::string &sql, int nargs, const Oid *types, const Datum *values,
-                           const char *nulls, Access access) {
+uint64 Queue::run_internal(const char *op, const std::string &sql, int nargs, const Oid *types,
+                           const Datum *values, const char *nulls, Access access) {
 	std::string key = plan_prefix(name()) + op;
 	SPIPlanPtr plan = pg::prepared_plan(key.c_str(), sql.c_str(), nargs, types, CURSOR_OPT_GENERIC_PLAN);
 	bool latest = access == Access::latest || access == Access::owner_latest;
@@ -444,7 +387,8 @@ void Queue::lease_lost(int64 task_id) {
 	Datum values[1] = {Int64GetDatum(task_id)};
 	const char *hint = "Roll back the work done under this lease: the task is no longer yours.";
 	if (run(QueueStatement::inspect, 1, types, values) == 0)
-		throw Error(sqlstate::lease_lost, fmt::format("task {} of queue \"{}\" does not exist", task_id, name()),
+		throw Error(sqlstate::lease_lost,
+		            fmt::format("task {} of queue \"{}\" does not exist", task_id, name()),
 		            "It was completed already, or it never existed.", hint);
 	bool isnull = false;
 	std::string state = pg::guard([&] { return TextDatumGetCString(column(0, 1, &isnull)); });
@@ -462,12 +406,13 @@ void Queue::lease_lost(int64 task_id) {
 	// The token given may be of an earlier lease of this task, of another task,
 	// or never issued at all: say only what is known.
 	else if (held)
-		detail = fmt::format("The lease token does not match the task's current lease: it is {} at attempt {}{}.",
-		                     state, attempt, worker.empty() ? "" : fmt::format(", worker \"{}\"", worker));
+		detail =
+		    fmt::format("The lease token does not match the task's current lease: it is {} at attempt {}{}.",
+		                state, attempt, worker.empty() ? "" : fmt::format(", worker \"{}\"", worker));
 	else
 		detail = fmt::format("The task has no lease now: it is {} at attempt {}.", state, attempt);
-	throw Error(sqlstate::lease_lost, fmt::format("lease on task {} of queue \"{}\" was lost", task_id, name()), detail,
-	            hint);
+	throw Error(sqlstate::lease_lost,
+	            fmt::format("lease on task {} of queue \"{}\" was lost", task_id, name()), detail, hint);
 }
 
 bool Queue::tasks_wait(TimestampTz now, TimestampTz floor) {
@@ -490,7 +435,8 @@ bool Queue::tasks_wait(TimestampTz now, TimestampTz floor) {
 			table_close(heap, NoLock);
 			return Due::waiting;
 		}
-		Snapshot snapshot = RegisterSnapshot(ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot());
+		Snapshot snapshot =
+		    RegisterSnapshot(ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot());
 		bool found = due_entry(heap, info.scheduled_index, snapshot, floor, now) ||
 		             due_entry(heap, info.leased_index, snapshot, floor, now);
 		UnregisterSnapshot(snapshot);

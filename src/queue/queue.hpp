@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/names.hpp"
+#include "queue/args.hpp"
 #include "queue/claim_cursor.hpp"
 #include "queue/queue_sql.hpp"
 #include "pg/datum.hpp"
@@ -20,13 +21,6 @@ extern "C" {
 }
 
 namespace concurrency::queue {
-
-// A validated queue name in a fixed buffer: reading one allocates nothing.
-struct QueueName {
-	char bytes[max_queue_name_bytes + 1] = {};
-	std::size_t size = 0;
-	std::string_view view() const { return {bytes, size}; }
-};
 
 struct DirectClaim; // claim_direct.cpp
 
@@ -48,8 +42,9 @@ struct QueueInfo {
 	Oid scheduled_index;
 	Oid leased_index;
 	// its ready index and the lease-token sequence, for the claim without
-	// the executor (claim_direct.hpp; InvalidOid until the first claim), and
-	// what that claim keeps about the table (nullptr until then)
+	// the executor (claim_direct.hpp; InvalidOid until the first claim:
+	// claim_relations), and what that claim keeps about the table (nullptr
+	// until then)
 	Oid ready_index;
 	Oid token_sequence;
 	DirectClaim *direct;
@@ -80,7 +75,7 @@ enum class Access { caller, latest, owner, owner_latest };
 
 // An open queue for the duration of one function call (SPI connected).
 class Queue {
-public:
+  public:
 	// Looks the queue up (42704 if it does not exist) and loads its settings
 	// when this backend has no valid copy of them.
 	explicit Queue(std::string_view name);
@@ -93,7 +88,8 @@ public:
 
 	// Runs hot statement `s` of this queue, prepared on first use in this
 	// backend and kept. Returns SPI_processed; rows are in SPI_tuptable.
-	uint64 run(QueueStatement s, int nargs, const Oid *types, const Datum *values, const char *nulls = nullptr);
+	uint64 run(QueueStatement s, int nargs, const Oid *types, const Datum *values,
+	           const char *nulls = nullptr);
 
 	// Runs statement `op` with text `sql`, prepared on first use in this
 	// backend and kept under a string key (for statements off the hot path).
@@ -101,8 +97,8 @@ public:
 	           const char *nulls = nullptr);
 
 	// Runs statement `op` (kept by string key) with `access`.
-	uint64 run_internal(const char *op, const std::string &sql, int nargs, const Oid *types, const Datum *values,
-	                    const char *nulls, Access access);
+	uint64 run_internal(const char *op, const std::string &sql, int nargs, const Oid *types,
+	                    const Datum *values, const char *nulls, Access access);
 
 	// Raises CE001 for task `task_id` after a statement under a lease token
 	// found nothing, with what became of the task.
@@ -127,16 +123,11 @@ public:
 	// as the queue's owner, like every statement of the queue functions.
 	void maybe_purge(TimestampTz now);
 
-private:
+  private:
 	QueueInfo *info_;
 	mutable std::optional<QueueSql> sql_;
 	uint64 execute(SPIPlanPtr plan, const Datum *values, const char *nulls);
 };
-
-// Validated queue name from argument 0 (22004 when NULL, 22023 when invalid).
-std::string queue_name_arg(FunctionCallInfo fcinfo);
-// The same into a fixed buffer (no allocation).
-QueueName queue_name(FunctionCallInfo fcinfo);
 
 // Oid of relation concurrency.<relname>, or InvalidOid.
 Oid concurrency_relid(const std::string &relname);
@@ -149,32 +140,16 @@ Oid relation_owner(Oid relid);
 // Oid of concurrency."q_<queue>", or InvalidOid.
 Oid queue_relid(std::string_view queue);
 
+// Looks up the ready index and the lease-token sequence of the claim without
+// the executor, once per cache entry (reset with the other OIDs when the
+// entry is revalidated). False when either is missing.
+bool claim_relations(QueueInfo &info);
+
 // Forgets this backend's plans and settings of `queue` (after DROP).
 void forget_queue(std::string_view queue);
 
 // Registers the invalidation callbacks of the cache (from _PG_init).
 void cache_init();
-
-// Positive interval from argument n (22023 otherwise); n must not be NULL.
-Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname);
-
-// retry_in from argument n: NULL (nullopt) or not negative (22023 otherwise).
-std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n);
-
-// What becomes of a task that failed at `attempt`: "dead" when its attempts
-// are used up, else "scheduled" or "ready" with the run_at of its retry
-// (after retry_in, or the jittered exponential backoff).
-struct AfterFailure {
-	const char *state;
-	TimestampTz run_at;
-};
-AfterFailure after_failure(int32 attempt, int32 max_attempts, const std::optional<Interval> &retry_in,
-                           TimestampTz now);
-
-// How many transaction ids the xmin horizon (the oldest one that some
-// snapshot may still need, server-wide) trails the next one by. Scans the
-// process array: sample it (HorizonSampler), do not call it per claim.
-uint32 horizon_lag();
 
 // The queue's functions read arguments, run statements and read columns with
 // the border's helpers (src/pg).

@@ -14,12 +14,14 @@ namespace concurrency::queue {
 
 // Identifiers derived from a queue name (unquoted). A valid queue name has at
 // most max_queue_name_bytes (48) bytes, so each fits in 63 bytes.
-std::string queue_table_name(std::string_view queue);            // q_<queue>
+std::string queue_table_name(std::string_view queue);                          // q_<queue>
 std::string queue_index_name(std::string_view queue, std::string_view suffix); // q_<queue>_<suffix>
-std::string queue_channel(std::string_view queue);               // concurrency_<queue>
+std::string queue_channel(std::string_view queue);                             // concurrency_<queue>
 
-// Longest concurrency_key accepted (bytes): an index entry must hold it.
+// Longest concurrency_key and dedupe_key accepted (bytes): an index entry
+// must hold it.
 inline constexpr std::size_t max_concurrency_key_bytes = 1024;
+inline constexpr std::size_t max_dedupe_key_bytes = 1024;
 
 // The statements of one queue that the hot functions run, kept per backend
 // in an array indexed by this (no string keys on the hot path).
@@ -47,7 +49,7 @@ enum class QueueStatement {
 };
 
 class QueueSql {
-public:
+  public:
 	explicit QueueSql(std::string_view queue);
 
 	// The condition under which a task holds its dedupe_key (the predicate of
@@ -138,10 +140,48 @@ public:
 	// The text of statement `s` (one of the above).
 	std::string text(QueueStatement s) const;
 
-private:
+  private:
 	std::string queue_;
 	std::string table_;
 	std::string name(std::string_view suffix) const;
 };
+
+// The statements on the catalog concurrency.queue (one row per queue, its
+// settings), run by the admin functions (admin.cpp), the cache (queue.cpp)
+// and queue_stats (inspect.cpp). The catalog's columns: name, lease,
+// max_attempts, retain, key_limit, max_leased, created_by.
+namespace catalog_sql {
+// $1 name, $2..$6 the settings, $7 created_by: no row when the queue exists
+inline constexpr const char *insert =
+    "INSERT INTO concurrency.queue (name, lease, max_attempts, retain, key_limit, max_leased, created_by) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7::pg_catalog.name) ON CONFLICT (name) DO NOTHING";
+// $1 name, $2..$6 the settings asked for -> whether the queue has them, its
+// settings and those asked for in words
+inline constexpr const char *compare_settings =
+    "SELECT lease = $2 AND max_attempts = $3 AND retain IS NOT DISTINCT FROM $4 "
+    "AND key_limit IS NOT DISTINCT FROM $5 AND max_leased IS NOT DISTINCT FROM $6, "
+    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s', "
+    "       lease, max_attempts, coalesce(retain::text, 'none'), "
+    "       coalesce(key_limit::text, 'none'), coalesce(max_leased::text, 'none')), "
+    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s', "
+    "       $2, $3, coalesce($4::text, 'none'), "
+    "       coalesce($5::text, 'none'), coalesce($6::text, 'none')) "
+    "FROM concurrency.queue WHERE name = $1";
+// $1 name, $2..$6 the settings (NULL keeps lease and max_attempts), $7..$9
+// whether retain, key_limit, max_leased are given (their NULL removes them)
+inline constexpr const char *update = "UPDATE concurrency.queue SET lease = coalesce($2, lease), "
+                                      "max_attempts = coalesce($3, max_attempts), "
+                                      "retain = CASE WHEN $7 THEN $4 ELSE retain END, "
+                                      "key_limit = CASE WHEN $8 THEN $5 ELSE key_limit END, "
+                                      "max_leased = CASE WHEN $9 THEN $6 ELSE max_leased END "
+                                      "WHERE name = $1";
+// $1 name
+inline constexpr const char *remove = "DELETE FROM concurrency.queue WHERE name = $1";
+// $1 name -> lease, max_attempts, retain, key_limit, max_leased
+inline constexpr const char *settings = "SELECT lease, max_attempts, retain, key_limit, max_leased "
+                                        "FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1";
+// every queue's name, in order
+inline constexpr const char *names = "SELECT name FROM concurrency.queue ORDER BY name";
+} // namespace catalog_sql
 
 } // namespace concurrency::queue

@@ -22,12 +22,12 @@ CREATE FUNCTION concurrency.lock_tree_nodes(
     OUT pid integer, OUT xid xid, OUT root_pid integer, OUT depth integer,
     OUT path integer[], OUT blocked_by integer[],
     OUT blocks_direct integer, OUT blocks_total integer, OUT in_cycle boolean,
-    OUT waiting_since timestamptz)
+    OUT waiting_since timestamptz, OUT blocks_only_by_queue boolean)
     RETURNS SETOF record
     LANGUAGE c VOLATILE PARALLEL RESTRICTED
     AS 'MODULE_PATHNAME', 'concurrency_lock_tree_nodes';
 COMMENT ON FUNCTION concurrency.lock_tree_nodes() IS
-    'every session in a wait chain, placed under the blocker on its longest chain from a root, from one snapshot of the lock manager';
+    'every session in a wait chain, placed under the blocker on its longest chain from a root, from one snapshot of the lock manager; blocks_only_by_queue: others wait for it only because its own request is queued ahead of theirs';
 
 -- What a pg_locks row locks, in words: SELECT concurrency.locked_object(l) FROM pg_locks l.
 CREATE FUNCTION concurrency.locked_object(lock pg_catalog.pg_locks) RETURNS text
@@ -44,7 +44,7 @@ COMMENT ON FUNCTION concurrency.locked_object(pg_catalog.pg_locks) IS
 -- lock_waits reads it once for both sides of the edges.)
 CREATE VIEW concurrency.lock_waits AS
 WITH activity AS MATERIALIZED (
-    SELECT s.pid, s.usesysid, s.application_name, s.state, s.query, s.xact_start
+    SELECT s.pid, s.usesysid, s.application_name, s.client_addr, s.state, s.query, s.xact_start
       FROM pg_catalog.pg_stat_get_activity(NULL) s
 ), prepared AS MATERIALIZED (
     SELECT p.transaction, p.gid, p.prepared, p.ownerid
@@ -53,6 +53,7 @@ WITH activity AS MATERIALIZED (
 SELECT e.waiting_pid,
        pg_catalog.pg_get_userbyid(w.usesysid) AS waiting_user,
        w.application_name AS waiting_application,
+       w.client_addr AS waiting_client_addr,
        w.query AS waiting_query,
        e.waiting_mode,
        e.lock_type,
@@ -62,6 +63,7 @@ SELECT e.waiting_pid,
        e.blocking_pid,
        pg_catalog.pg_get_userbyid(COALESCE(b.usesysid, p.ownerid)) AS blocking_user,
        b.application_name AS blocking_application,
+       b.client_addr AS blocking_client_addr,
        CASE WHEN e.blocking_xid IS NOT NULL THEN 'prepared' ELSE b.state END AS blocking_state,
        b.query AS blocking_query,
        e.snapshot_at - COALESCE(b.xact_start, p.prepared) AS blocking_xact_age,
@@ -79,8 +81,20 @@ COMMENT ON VIEW concurrency.lock_waits IS
     'one row per edge "waiting session -> session it waits for" (pg_blocking_pids semantics), from one snapshot of the lock manager';
 GRANT SELECT ON concurrency.lock_waits TO PUBLIC;
 
+-- The action: for a root, what ends its transaction or statement; for a
+-- session that holds others up only by its place in the lock queue (a DDL
+-- waiting behind an idle or prepared transaction, with readers queued behind
+-- it), cancelling its statement: the readers go on at once, the root keeps its
+-- transaction, and nothing written is lost. The root's own action stays.
 CREATE VIEW concurrency.lock_tree AS
+WITH activity AS MATERIALIZED (
+    SELECT s.pid, s.usesysid, s.application_name, s.client_addr, s.state, s.query, s.xact_start
+      FROM pg_catalog.pg_stat_get_activity(NULL) s
+)
 SELECT t.pid,
+       pg_catalog.pg_get_userbyid(COALESCE(a.usesysid, p.ownerid)) AS usename,
+       a.application_name,
+       a.client_addr,
        t.root_pid,
        t.depth,
        t.path,
@@ -99,13 +113,18 @@ SELECT t.pid,
                 WHEN a.state IN ('idle in transaction', 'idle in transaction (aborted)', 'idle')
                     THEN pg_catalog.format('SELECT pg_terminate_backend(%s)', t.pid)
            END
+            WHEN t.blocks_only_by_queue AND t.xid IS NULL
+                 AND (t.root_pid OPERATOR(pg_catalog.=) 0
+                      OR r.state IN ('idle in transaction', 'idle in transaction (aborted)'))
+                THEN pg_catalog.format('SELECT pg_cancel_backend(%s)', t.pid)
        END AS action,
        p.gid,
        t.snapshot_at
   FROM concurrency.lock_tree_nodes() t
-  LEFT JOIN pg_catalog.pg_stat_get_activity(NULL) a ON a.pid = t.pid AND t.xid IS NULL
+  LEFT JOIN activity a ON a.pid OPERATOR(pg_catalog.=) t.pid AND t.xid IS NULL
+  LEFT JOIN activity r ON r.pid OPERATOR(pg_catalog.=) t.root_pid
   LEFT JOIN pg_catalog.pg_prepared_xact() p ON p.transaction OPERATOR(pg_catalog.=) t.xid
  ORDER BY t.ord;
 COMMENT ON VIEW concurrency.lock_tree IS
-    'every session in a wait chain with its root blocker, depth, path and transitive blocked count, and for roots the statement that frees the chain (never executed)';
+    'every session in a wait chain with its user, application and client, its root blocker, depth, path and transitive blocked count, and the statement that frees the chain (never executed): for roots, and for a DDL that holds readers up behind an idle or prepared root only by its place in the lock queue';
 GRANT SELECT ON concurrency.lock_tree TO PUBLIC;

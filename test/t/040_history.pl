@@ -102,20 +102,48 @@ like(
 	qr/LOG:  lock wait episode \d+ ended \(released\) after [0-9.]+ s: root blocker pid $root_pid \(application "root", state "idle in transaction"\) blocked up to 3 sessions \(waiters: [0-9, ]+\); root query: SELECT count\(\*\) FROM accounts ;\n/,
 	'the LOG line names the root, its application, state and query, the waiters and the duration');
 
+# A root that holds the table in SHARE mode in an open transaction, the
+# ALTER queued behind it; returns the root's pid and its open episode's id.
+sub share_root_with_alter {
+	my ($s, $name, $alter_sql) = @_;
+	$s->query_safe('BEGIN');
+	$s->query_safe('LOCK TABLE accounts IN SHARE MODE');
+	my $pid = pid_of($name);
+	send_and_wait_for_lock($alter, 'alter', $alter_sql);
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM concurrency.lock_history WHERE root_pid = $pid AND ended_at IS NULL")
+	  or die 'no open episode';
+	return ($pid, $node->safe_psql('postgres',
+		"SELECT episode_id FROM concurrency.lock_history WHERE root_pid = $pid AND ended_at IS NULL"));
+}
+
 # --- the root terminated
-$root->query_safe('BEGIN');
-$root->query_safe('LOCK TABLE accounts IN SHARE MODE');
-$root_pid = pid_of('root');
-send_and_wait_for_lock($alter, 'alter', 'ALTER TABLE accounts DROP COLUMN note;');
-$node->poll_query_until('postgres', "SELECT count(*) = 1 FROM concurrency.lock_history WHERE root_pid = $root_pid AND ended_at IS NULL")
-  or die 'no open episode';
-my $exited = $node->safe_psql('postgres',
-	"SELECT episode_id FROM concurrency.lock_history WHERE root_pid = $root_pid AND ended_at IS NULL");
+($root_pid, my $exited) = share_root_with_alter($root, 'root', 'ALTER TABLE accounts DROP COLUMN note;');
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($root_pid)");
 $node->poll_query_until('postgres',
 	"SELECT ended_by = 'root_exited' FROM concurrency.lock_history WHERE episode_id = $exited")
   or die 'the episode did not end';
 pass('after pg_terminate_backend: ended_by root_exited');
+
+# --- the root committed and disconnected between two samples: the sampler
+# finds it gone, and cannot tell that from a termination (root_exited too).
+# Sampling is paused around the commit so that no sample falls in between.
+my $leaver = session('leaver');
+my ($leaver_pid, $left) = share_root_with_alter($leaver, 'leaver', 'ALTER TABLE accounts ADD COLUMN note text;');
+$node->safe_psql('postgres', "ALTER SYSTEM SET concurrency.history_interval = 0");
+$node->reload;
+$node->poll_query_until('postgres', "SELECT interval_ms = 0 FROM concurrency.lock_history_status()")
+  or die 'sampling did not stop';
+$leaver->query_safe('COMMIT');
+$leaver->quit;
+$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $leaver_pid")
+  or die 'the root did not leave';
+$node->safe_psql('postgres', "ALTER SYSTEM SET concurrency.history_interval = '20ms'");
+$node->reload;
+$node->poll_query_until('postgres', "SELECT ended_at IS NOT NULL FROM concurrency.lock_history WHERE episode_id = $left")
+  or die 'the episode did not end';
+is($node->safe_psql('postgres', "SELECT ended_by FROM concurrency.lock_history WHERE episode_id = $left"),
+	'root_exited', 'a root that committed and disconnected between two samples: ended_by root_exited');
 
 # --- masking: other roles' query text and details, as in pg_stat_activity
 my $masked = q(

@@ -1,8 +1,11 @@
 # examples/monitoring/queries.yaml with a real postgres_exporter (Debian's
 # prometheus-postgres-exporter): the exporter is started against a cluster
-# with a queue, a lock wait and keyed tasks, and the concurrency_* metrics
-# appear in its /metrics output with the values the views hold.
-# Skipped when the exporter is not installed.
+# with queues, a lock wait and keyed tasks, as docs/operations.md says to run
+# it (a role with pg_monitor and concurrency_monitor, nothing else), and the
+# concurrency_* metrics appear in its /metrics output with the values the
+# views hold, for a queue created after the grant too. Started again as a
+# role that may read one queue only, it leaves the other queues out and still
+# serves every other series. Skipped when the exporter is not installed.
 use strict;
 use warnings;
 use IPC::Run;
@@ -35,6 +38,16 @@ $node->safe_psql('postgres', q{
   SELECT concurrency.enqueue('emails', '{}') FROM generate_series(1, 3);
   SELECT concurrency.enqueue('emails', '{}', run_at => now() + interval '1 hour');
   SELECT concurrency.create_queue('empty');
+  CREATE ROLE exporter LOGIN;
+  GRANT pg_monitor TO exporter;
+  GRANT concurrency_monitor TO exporter;
+  CREATE ROLE partial_exporter LOGIN;
+  GRANT pg_monitor TO partial_exporter;
+  SELECT concurrency.grant_queue('emails', 'partial_exporter', '{read}');
+  -- created after the grant: concurrency_monitor reads it too
+  SELECT concurrency.create_queue('later', key_limit => 1);
+  SELECT concurrency.enqueue('later', '{}', concurrency_key => 'k1') FROM generate_series(1, 3);
+  SELECT concurrency.enqueue('later', '{}', concurrency_key => 'k2');
 });
 my $has_keys = $node->safe_psql('postgres',
 	q{SELECT to_regprocedure('concurrency.queue_keys(text)') IS NOT NULL}) eq 't';
@@ -49,29 +62,38 @@ $waiter->query_until(qr/waiting/, "\\echo waiting\nBEGIN; SELECT concurrency.xac
 $node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM concurrency.lock_waits})
   or die 'the waiter does not wait';
 
-my $http_port = PostgreSQL::Test::Cluster::get_free_port();
-my $host = $node->host;
-my $port = $node->port;
-local $ENV{DATA_SOURCE_NAME} = "host=$host port=$port user=$user dbname=postgres sslmode=disable";
-my ($eout, $eerr);
-my $exp = IPC::Run::start(
-	[ $exporter, "--extend.query-path=$queries", "--web.listen-address=127.0.0.1:$http_port" ],
-	'>', \$eout, '2>', \$eerr);
-END { $exp->kill_kill if $exp; }
-
-my $metrics = '';
-my $http = HTTP::Tiny->new(timeout => 10);
-for (1 .. 100)
+# Starts the exporter as a role and returns its first /metrics page that has
+# the concurrency_* series, and its log (and stops it again).
+sub scrape
 {
-	my $response = $http->get("http://127.0.0.1:$http_port/metrics");
-	if ($response->{success} && $response->{content} =~ /^concurrency_lock_tree_root_blockers/m)
+	my ($role) = @_;
+	my $http_port = PostgreSQL::Test::Cluster::get_free_port();
+	my $host = $node->host;
+	my $port = $node->port;
+	local $ENV{DATA_SOURCE_NAME} = "host=$host port=$port user=$role dbname=postgres sslmode=disable";
+	my ($eout, $eerr) = ('', '');
+	my $exp = IPC::Run::start(
+		[ $exporter, "--extend.query-path=$queries", "--web.listen-address=127.0.0.1:$http_port" ],
+		'>', \$eout, '2>', \$eerr);
+	my $page = '';
+	my $http = HTTP::Tiny->new(timeout => 10);
+	for (1 .. 100)
 	{
-		$metrics = $response->{content};
-		last;
+		my $response = $http->get("http://127.0.0.1:$http_port/metrics");
+		if ($response->{success} && $response->{content} =~ /^concurrency_lock_tree_root_blockers/m)
+		{
+			$page = $response->{content};
+			last;
+		}
+		usleep(200_000);
 	}
-	usleep(200_000);
+	$exp->kill_kill;
+	diag($eerr) if $page eq '';
+	return ($page, $eerr);
 }
-ok($metrics ne '', 'the exporter serves /metrics with concurrency_* series') or diag($eerr);
+
+my ($metrics, $errors) = scrape('exporter');
+ok($metrics ne '', 'the exporter, as a role with pg_monitor and concurrency_monitor, serves the concurrency_* series');
 
 # the value of one series: name{labels...} value
 sub value
@@ -90,7 +112,14 @@ sub value
 is(value('concurrency_queue_ready', 'queue="emails"'), '3', 'queue_stats: ready tasks per queue');
 is(value('concurrency_queue_scheduled', 'queue="emails"'), '1', 'queue_stats: scheduled tasks');
 is(value('concurrency_queue_ready', 'queue="empty"'), '0', 'an empty queue has its series too');
-ok(defined value('concurrency_queue_oldest_ready_age_seconds', 'queue="emails"'), 'queue lag (oldest ready age)');
+is(value('concurrency_queue_oldest_ready_age_seconds', 'queue="empty"'), '0', 'no ready task: lag 0');
+my $lag = value('concurrency_queue_oldest_ready_age_seconds', 'queue="emails"');
+ok(defined $lag && $lag > 0, 'queue lag (oldest ready age) of a queue with ready tasks');
+is(value('concurrency_queue_ready', 'queue="later"'), '2', 'a queue created after the grant is read too (one ready per key)');
+is(value('concurrency_queue_keys_keys', 'queue="later"'), '2', 'queue_keys: keys with live tasks');
+is(value('concurrency_queue_keys_keys_waiting', 'queue="later"'), '2',
+	'keys_waiting counts keys with tasks waiting to run, ready ones included (as its description says)');
+is(value('concurrency_queue_keys_max_waiting_per_key', 'queue="later"'), '3', 'the most tasks waiting under one key');
 is(value('concurrency_lock_waits_waiting_sessions'), '1', 'lock_waits: the waiting session');
 is(value('concurrency_lock_tree_root_blockers'), '1', 'lock_tree: its root blocker');
 is(value('concurrency_lock_tree_largest_tree'), '1', 'lock_tree: sessions blocked by the root');
@@ -106,10 +135,23 @@ SKIP:
 	ok(defined $open && $open >= 1, 'lock_history: the wait going on is an open episode');
 }
 
+# every description says what its query counts: the one fixed for keys_waiting
+like($metrics, qr/^# HELP concurrency_queue_keys_keys_waiting concurrency keys with tasks waiting to run \(ready, scheduled, or blocked behind key_limit\)/m,
+	'keys_waiting is described as what it counts');
+
+# a role that may read one queue only: the others are left out, nothing fails
+($metrics, $errors) = scrape('partial_exporter');
+ok($metrics ne '', 'the exporter as a role with read on one queue serves its series');
+is(value('concurrency_queue_ready', 'queue="emails"'), '3', 'the readable queue is there');
+ok(!defined value('concurrency_queue_ready', 'queue="empty"'), 'a queue it may not read is left out, not NaN');
+ok(!defined value('concurrency_queue_oldest_ready_age_seconds', 'queue="later"'), 'and has no lag series (not 0)');
+ok(defined value('concurrency_queue_keys_keys', 'queue="emails"'),
+	'queue_keys over the readable queue is scraped: the unreadable ones do not fail the query');
+unlike($errors, qr/lacks permission/, 'no query of the scrape failed on a permission');
+is(value('concurrency_lock_tree_root_blockers'), '1', 'the lock series are there as well');
+
 $holder->query_safe('COMMIT');
 $waiter->query_safe('COMMIT');
 $holder->quit;
 $waiter->quit;
-$exp->kill_kill;
-undef $exp;
 done_testing();

@@ -76,6 +76,31 @@ TEST(DeriveEdges, DdlLockQueue) {
 	EXPECT_EQ(edges[1].waiting_mode, AccessShare);
 }
 
+// The ALTER (1) is in the readers' way only by its queued request: cancelling
+// it frees them. The open transaction (0) holds what the ALTER needs: not so.
+TEST(BlocksOnlyByQueue, TheWaitingDdlNotTheHolder) {
+	auto edges = edges_of({holder(0, mode_bit(AccessShare)), queued(1, AccessExclusive, 0),
+	                       queued(2, AccessShare, 1), queued(3, AccessShare, 2)});
+	EXPECT_EQ(blocks_only_by_queue(4, edges), (std::vector<bool>{false, true, false, false}));
+}
+
+// A waiter that also holds a mode others need blocks them hard: cancelling
+// its statement ends its transaction and frees them too, but it is not a mere
+// place in the queue (its transaction's work would be lost).
+TEST(BlocksOnlyByQueue, AWaiterThatHoldsIsNotQueueOnly) {
+	auto edges =
+	    edges_of({holder(0, mode_bit(AccessShare)), queued(1, AccessExclusive, 0, mode_bit(AccessShare)),
+	              queued(2, AccessExclusive, 1)});
+	EXPECT_EQ(blocks_only_by_queue(3, edges), (std::vector<bool>{false, false, false}));
+	// soft on one lock, hard on another: not queue-only
+	std::vector<BlockEdge> mixed = {BlockEdge{2, 1, 0, AccessShare, false, 0, AccessExclusive},
+	                                BlockEdge{3, 1, 1, RowExclusive, true, mode_bit(Exclusive), 0}};
+	EXPECT_EQ(blocks_only_by_queue(4, mixed), (std::vector<bool>{false, false, false, false}));
+	// out-of-range ids are ignored
+	EXPECT_EQ(blocks_only_by_queue(2, {BlockEdge{0, 7, 0, AccessShare, false, 0, AccessExclusive}}),
+	          (std::vector<bool>{false, false}));
+}
+
 TEST(DeriveEdges, OnlyConflictingHoldersAndOnlyWaitersAhead) {
 	// 0 holds RowExclusive; 1 waits Share (conflicts with 0); 2 waits
 	// RowExclusive (conflicts with 1's queued Share, not with 0); 3 waits

@@ -1,0 +1,130 @@
+// Types of concurrency-ext (index.js).
+import type { EventEmitter } from 'node:events';
+
+// node-postgres's Pool and Client as far as they are used here (pg ships no
+// types of its own; @types/pg's Pool and PoolClient fit these).
+export interface PoolClient {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[]; rowCount: number | null }>;
+  release(err?: Error | boolean): void;
+}
+export interface Pool {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[]; rowCount: number | null }>;
+  connect(): Promise<PoolClient>;
+  options?: { max?: number };
+}
+
+/** A JSON value: what a task's payload and result may be. */
+export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+
+/** A claimed task, as the handler gets it. Ids and tokens are bigint, given as strings. */
+export interface Task<P = Json> {
+  id: string;
+  queue: string;
+  leaseToken: string;
+  /** 1 on the first claim, counting every claim of this task */
+  attempt: number;
+  payload: P;
+  enqueuedAt: Date;
+  leaseExpiresAt: Date;
+  /** aborted when the lease is lost (its reason the LeaseLostError) or the worker stopped past its deadline */
+  signal: AbortSignal;
+  /** extends the lease now, with progress where the server keeps it */
+  heartbeat(progress?: Json): Promise<void>;
+}
+
+/** Anything with node-postgres's query(): a Pool, or a Client inside the producer's transaction. */
+export type Queryable = Pick<Pool, 'query'>;
+
+export interface WorkerOptionsBase {
+  pool: Pool;
+  queue: string;
+  /** handlers running at once (each holds a pool connection; the pool needs one more for heartbeats); default 1 */
+  concurrency?: number;
+  /** the lease per claim: milliseconds or a PostgreSQL interval; default the queue's */
+  lease?: number | string;
+  /** the longest a claim waits on the server for work, ms (with the waiting dequeue); default 2000 */
+  wait?: number;
+  /** polling (a server without the waiting dequeue): the longest sleep after empty claims, ms; default 1000 */
+  pollInterval?: number;
+  /** heartbeat every third of the lease; default true */
+  heartbeat?: boolean;
+  /** the worker name recorded with the claims */
+  name?: string;
+  /** SIGTERM and SIGINT stop the worker, then the process exits 0; default false */
+  handleSignals?: boolean;
+  /** how long stop() (and the signal handlers) wait for running handlers, ms; default 30000 */
+  shutdownTimeout?: number;
+}
+
+export interface SingleWorkerOptions<P = Json> extends WorkerOptionsBase {
+  batch?: 1;
+  /** runs in a transaction that ends with complete; what it returns is the task's result */
+  handler: (task: Task<P>, client: PoolClient) => Promise<Json | void> | Json | void;
+}
+
+export interface BatchWorkerOptions<P = Json> extends WorkerOptionsBase {
+  /** tasks per claim (> 1): the handler gets them together, and complete_batch finishes them */
+  batch: number;
+  handler: (tasks: Task<P>[], client: PoolClient) => Promise<unknown> | unknown;
+}
+
+export type WorkerOptions<P = Json> = SingleWorkerOptions<P> | BatchWorkerOptions<P>;
+
+export interface ServerFeatures {
+  wait: boolean;
+  release: boolean;
+  releaseBatch: boolean;
+  progress: boolean;
+  completeBatch: boolean;
+}
+
+export declare class Worker<P = Json> extends EventEmitter {
+  constructor(options: WorkerOptions<P>);
+  readonly queue: string;
+  features: ServerFeatures | null;
+  /** reads what the server offers and starts claiming */
+  start(): Promise<this>;
+  /** stops claiming, waits for running handlers up to timeout ms; resolves with how many were still running */
+  stop(options?: { timeout?: number }): Promise<number>;
+  on(event: 'completed', listener: (task: Task<P>, result: unknown) => void): this;
+  on(event: 'failed', listener: (task: Task<P>, error: unknown) => void): this;
+  on(event: 'leaseLost', listener: (task: Task<P>, error: LeaseLostError) => void): this;
+  on(event: 'released', listener: (task: Task<P>) => void): this;
+  on(event: 'error', listener: (error: Error) => void): this;
+}
+
+export interface EnqueueOptions {
+  runAt?: Date | string;
+  priority?: number;
+  dedupeKey?: string;
+  concurrencyKey?: string;
+}
+
+export interface EnqueueBatchOptions {
+  runAt?: Date | string;
+  priority?: number;
+  dedupeKeys?: (string | null)[];
+  concurrencyKeys?: (string | null)[];
+}
+
+/** adds a task; resolves with its id */
+export declare function enqueue(db: Queryable, queue: string, payload?: Json, options?: EnqueueOptions): Promise<string>;
+/** adds one task per payload in one statement; resolves with their ids in payload order */
+export declare function enqueueBatch(db: Queryable, queue: string, payloads: Json[], options?: EnqueueBatchOptions): Promise<string[]>;
+export declare function serverFeatures(db: Queryable): Promise<ServerFeatures>;
+
+/** an error of the server, with its SQLSTATE */
+export declare class QueueError extends Error {
+  code: string;
+  detail?: string;
+  hint?: string;
+  cause?: unknown;
+}
+
+/** SQLSTATE CE001: the lease is no longer this worker's; reason is the server's DETAIL */
+export declare class LeaseLostError extends QueueError {
+  code: 'CE001';
+  reason?: string;
+}
+
+export declare const LEASE_LOST: 'CE001';

@@ -1,0 +1,476 @@
+'use strict';
+// Worker runtime and producer API for the concurrency_ext task queue, on
+// node-postgres. Every statement is one parameterised query (node-postgres's
+// unnamed statements), with no LISTEN and no session state, so that it works
+// through PgBouncer in transaction mode as well as on a direct connection.
+
+const { EventEmitter } = require('node:events');
+
+const LEASE_LOST = 'CE001';
+
+// An error of the queue, carrying the server's SQLSTATE (`code`), DETAIL
+// and HINT; `cause` is node-postgres's error.
+class QueueError extends Error {
+  constructor(message, { code, detail, hint, cause } = {}) {
+    super(message, cause ? { cause } : undefined);
+    this.name = 'QueueError';
+    this.code = code;
+    this.detail = detail;
+    this.hint = hint;
+  }
+}
+
+// The task's lease is no longer this worker's (SQLSTATE CE001): another
+// worker claimed it after the lease expired, it was cancelled, or it is gone.
+// `reason` is the server's DETAIL, which says which.
+class LeaseLostError extends QueueError {
+  constructor(message, options = {}) {
+    super(message, { ...options, code: LEASE_LOST });
+    this.name = 'LeaseLostError';
+    this.reason = options.detail;
+  }
+}
+
+// node-postgres's error (or anything else) as ours: CE001 becomes a
+// LeaseLostError, another SQLSTATE a QueueError with it; errors without a
+// SQLSTATE (a dropped connection) pass through unchanged.
+function queueError(err) {
+  if (!err || err instanceof QueueError || typeof err.code !== 'string' || !/^[0-9A-Z]{5}$/.test(err.code)) return err;
+  const options = { code: err.code, detail: err.detail, hint: err.hint, cause: err };
+  return err.code === LEASE_LOST ? new LeaseLostError(err.message, options) : new QueueError(err.message, options);
+}
+
+async function query(db, text, values) {
+  try {
+    return await db.query(text, values);
+  } catch (err) {
+    throw queueError(err);
+  }
+}
+
+// Milliseconds (a number) or a PostgreSQL interval (a string) as an interval
+// parameter; null stays null (the server's default).
+function interval(value, name) {
+  if (value === undefined || value === null) return null;
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value) || value <= 0) throw new RangeError(`${name} must be a positive number of milliseconds`);
+    return `${value} milliseconds`;
+  }
+  if (typeof value === 'string') return value;
+  throw new TypeError(`${name} must be milliseconds (a number) or an interval (a string)`);
+}
+
+// A payload of any JSON type. node-postgres would send a JS array as a
+// PostgreSQL array (and an object through JSON.stringify anyway): sending
+// the JSON text, cast to jsonb, treats every type alike.
+function json(value) {
+  if (value === undefined) return '{}';
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new TypeError('a payload must be a JSON value');
+  return text;
+}
+
+// Named arguments for the options that are set, so that the server's
+// defaults apply to the others.
+function namedArguments(values, fields, options) {
+  const args = [];
+  for (const [option, [argument, cast, convert]] of Object.entries(fields)) {
+    const value = options[option];
+    if (value === undefined) continue;
+    values.push(convert ? convert(value) : value);
+    args.push(`${argument} => $${values.length}${cast}`);
+  }
+  return args;
+}
+
+const ENQUEUE_OPTIONS = {
+  runAt: ['run_at', '::timestamptz'],
+  priority: ['priority', '::integer'],
+  dedupeKey: ['dedupe_key', '::text'],
+  concurrencyKey: ['concurrency_key', '::text'],
+};
+const ENQUEUE_BATCH_OPTIONS = {
+  runAt: ['run_at', '::timestamptz'],
+  priority: ['priority', '::integer'],
+  dedupeKeys: ['dedupe_keys', '::text[]'],
+  concurrencyKeys: ['concurrency_keys', '::text[]'],
+};
+
+// Adds a task and returns its id (a string: ids are bigint). `db` is a Pool
+// or a Client, so that a producer can enqueue inside its own transaction.
+async function enqueue(db, queue, payload, options = {}) {
+  const values = [queue, json(payload)];
+  const args = namedArguments(values, ENQUEUE_OPTIONS, options);
+  const sql = `SELECT concurrency.enqueue(queue => $1::text, payload => $2::jsonb${args.map((a) => ', ' + a).join('')})::text AS id`;
+  const { rows } = await query(db, sql, values);
+  return rows[0].id;
+}
+
+// Adds one task per payload in one statement; returns their ids in payload order.
+async function enqueueBatch(db, queue, payloads, options = {}) {
+  if (!Array.isArray(payloads)) throw new TypeError('payloads must be an array');
+  const values = [queue, payloads.map(json)];
+  const args = namedArguments(values, ENQUEUE_BATCH_OPTIONS, options);
+  const sql = `SELECT id::text AS id FROM concurrency.enqueue_batch(queue => $1::text, payloads => $2::jsonb[]${args
+    .map((a) => ', ' + a)
+    .join('')}) AS id`;
+  const { rows } = await query(db, sql, values);
+  return rows.map((r) => r.id);
+}
+
+// What the server offers beyond 0.2.0 (the waiting dequeue, release,
+// progress), read from pg_proc once per worker.
+async function serverFeatures(db) {
+  const { rows } = await query(
+    db,
+    `SELECT p.proname, p.proargnames::text[] AS args
+       FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+      WHERE n.nspname = 'concurrency'
+        AND p.proname IN ('dequeue', 'release', 'release_batch', 'heartbeat', 'complete_batch')`,
+  );
+  const has = (name, arg) => rows.some((r) => r.proname === name && (!arg || (r.args || []).includes(arg)));
+  if (!has('dequeue')) throw new QueueError('the extension concurrency_ext is not installed in this database', { code: '42883' });
+  return {
+    wait: has('dequeue', 'wait'),
+    release: has('release'),
+    releaseBatch: has('release_batch'),
+    progress: has('heartbeat', 'progress'),
+    completeBatch: has('complete_batch'),
+  };
+}
+
+const POLL_MIN = 50; // ms: the first sleep after an empty claim when polling
+const sleepFor = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// One claim: the tasks of one dequeue call that run together (one task, or
+// a batch), with the heartbeats that keep their lease.
+class Claim {
+  constructor(worker, tasks) {
+    this.worker = worker;
+    this.tasks = tasks;
+    this.lost = null; // the LeaseLostError a heartbeat got
+    this.chain = Promise.resolve(); // heartbeats, one at a time, then complete
+    this.timer = null;
+    this.ended = false;
+    this.controller = new AbortController();
+    for (const task of tasks) {
+      task.signal = this.controller.signal;
+      task.heartbeat = (progress) => this.heartbeat(progress);
+    }
+  }
+
+  // Heartbeats every third of the time the lease has left.
+  schedule(leftSeconds) {
+    if (this.ended || !this.worker.options.heartbeat) return;
+    const every = Math.max(10, (leftSeconds * 1000) / 3);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.heartbeat().catch(() => {}); // reported through the worker
+    }, every);
+    this.timer.unref?.();
+  }
+
+  // Extends the lease now (with the task's progress, where the server keeps
+  // it). Chained behind the one in flight, and never after complete began,
+  // so that a heartbeat cannot reach the server while the task completes
+  // (it would wait for the completing transaction and then find the task
+  // gone: a spurious CE001).
+  heartbeat(progress) {
+    if (progress !== undefined && !this.worker.features.progress)
+      return Promise.reject(new QueueError('this server does not keep progress (heartbeat has no progress argument)', { code: '42883' }));
+    const beat = this.chain.then(async () => {
+      if (this.ended || this.lost) return;
+      const w = this.worker;
+      const values = [w.queue];
+      let call;
+      if (this.tasks.length === 1) {
+        values.push(this.tasks[0].id, this.tasks[0].leaseToken, w.lease);
+        call = 'concurrency.heartbeat($1::text, $2::bigint, $3::bigint, $4::interval';
+        if (progress !== undefined) {
+          values.push(json(progress));
+          call += ', progress => $5::jsonb';
+        }
+        call += ')';
+      } else {
+        values.push(this.tasks.map((t) => t.id), this.tasks.map((t) => t.leaseToken), w.lease);
+        call = 'concurrency.heartbeat_batch($1::text, $2::bigint[], $3::bigint[], $4::interval)';
+      }
+      try {
+        const { rows } = await query(w.pool, `SELECT extract(epoch FROM ${call} - clock_timestamp())::float8 AS left`, values);
+        if (this.timer) clearTimeout(this.timer);
+        this.schedule(rows[0].left);
+      } catch (err) {
+        if (err instanceof LeaseLostError) {
+          // told now, so that a long handler can stop (task.signal)
+          this.lost = err;
+          for (const t of this.tasks) w.emit('leaseLost', t, err);
+          this.controller.abort(err);
+          return;
+        }
+        w.report(err);
+        if (!this.timer) this.schedule(1); // try again soon
+        throw err;
+      }
+    });
+    this.chain = beat.catch(() => {});
+    return beat;
+  }
+
+  // No heartbeat after this one; waits for the one in flight.
+  async end() {
+    this.ended = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.chain;
+  }
+}
+
+class Worker extends EventEmitter {
+  constructor(options) {
+    super();
+    const o = { concurrency: 1, batch: 1, wait: 2000, pollInterval: 1000, heartbeat: true, handleSignals: false, shutdownTimeout: 30000, ...options };
+    if (!o.pool || typeof o.pool.connect !== 'function') throw new TypeError('pool must be a pg.Pool');
+    if (typeof o.queue !== 'string' || o.queue === '') throw new TypeError('queue must be a queue name');
+    if (typeof o.handler !== 'function') throw new TypeError('handler must be a function');
+    for (const k of ['concurrency', 'batch']) if (!Number.isInteger(o[k]) || o[k] < 1) throw new RangeError(`${k} must be an integer >= 1`);
+    for (const k of ['wait', 'pollInterval']) if (!Number.isFinite(o[k]) || o[k] <= 0) throw new RangeError(`${k} must be a positive number of milliseconds`);
+    // each slot holds a connection while its handler runs; heartbeats need one more
+    const max = o.pool.options && o.pool.options.max;
+    if (max && max < o.concurrency + 1)
+      throw new RangeError(`the pool has max ${max} connections: a worker of concurrency ${o.concurrency} needs at least ${o.concurrency + 1}`);
+    this.options = o;
+    this.pool = o.pool;
+    this.queue = o.queue;
+    this.lease = interval(o.lease, 'lease');
+    this.features = null;
+    this.stopping = false;
+    this.slots = [];
+    this.claims = new Set();
+    this.sleepers = new Set();
+    this.signalHandler = null;
+  }
+
+  // Reads what the server offers and starts claiming. Resolves once the
+  // worker runs; fails if the extension or the queue is missing.
+  async start() {
+    if (this.features) throw new Error('the worker has been started already');
+    this.features = await serverFeatures(this.pool);
+    const { rows } = await query(this.pool, `SELECT pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || $1::text)) IS NOT NULL AS ok`, [this.queue]);
+    if (!rows[0].ok) throw new QueueError(`queue "${this.queue}" does not exist`, { code: '42704' });
+    this.claimSql = this.buildClaim();
+    if (this.options.handleSignals) {
+      this.signalHandler = (signal) => {
+        this.stop().finally(() => process.exit(0));
+        void signal;
+      };
+      process.once('SIGTERM', this.signalHandler);
+      process.once('SIGINT', this.signalHandler);
+    }
+    for (let i = 0; i < this.options.concurrency; i++) this.slots.push(this.runSlot());
+    return this;
+  }
+
+  buildClaim() {
+    let args = 'queue => $1::text, batch => $2::integer, lease => $3::interval, worker => $4::text';
+    if (this.features.wait) args += ', wait => $5::interval';
+    return `SELECT task_id::text AS id, lease_token::text AS token, attempt, payload, enqueued_at, lease_expires_at,
+                   extract(epoch FROM lease_expires_at - clock_timestamp())::float8 AS left
+              FROM concurrency.dequeue(${args})`;
+  }
+
+  async claim() {
+    const values = [this.queue, this.options.batch, this.lease, this.options.name ?? null];
+    if (this.features.wait) values.push(`${this.options.wait} milliseconds`);
+    const { rows } = await query(this.pool, this.claimSql, values);
+    return rows;
+  }
+
+  // Sleeps, or less if stop() comes first.
+  pause(ms) {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.sleepers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.sleepers.add(done);
+    });
+  }
+
+  async runSlot() {
+    let idle = POLL_MIN;
+    while (!this.stopping) {
+      let rows;
+      try {
+        rows = await this.claim();
+      } catch (err) {
+        this.report(err);
+        await this.pause(idle);
+        idle = Math.min(idle * 2, this.options.pollInterval);
+        continue;
+      }
+      if (rows.length === 0) {
+        if (!this.features.wait) {
+          await this.pause(idle);
+          idle = Math.min(idle * 2, this.options.pollInterval);
+        }
+        continue;
+      }
+      idle = POLL_MIN;
+      const tasks = rows.map((r) => ({
+        id: r.id,
+        queue: this.queue,
+        leaseToken: r.token,
+        attempt: r.attempt,
+        payload: r.payload,
+        enqueuedAt: r.enqueued_at,
+        leaseExpiresAt: r.lease_expires_at,
+      }));
+      if (this.stopping) {
+        await this.giveBack(tasks);
+        break;
+      }
+      const claim = new Claim(this, tasks);
+      claim.schedule(rows[0].left);
+      this.claims.add(claim);
+      try {
+        await this.execute(claim);
+      } finally {
+        this.claims.delete(claim);
+      }
+    }
+  }
+
+  // Runs the handler in a transaction whose last statement is complete (or
+  // complete_batch); on a throw, rolls back and fails the tasks with the
+  // error's message.
+  async execute(claim) {
+    const { tasks } = claim;
+    const batch = this.options.batch > 1;
+    let client;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      await claim.end();
+      this.report(err);
+      return; // the lease lapses; the task comes back
+    }
+    let broken = false;
+    try {
+      await client.query('BEGIN');
+      const result = await this.options.handler(batch ? tasks : tasks[0], client);
+      await claim.end();
+      if (claim.lost) throw claim.lost;
+      if (batch) {
+        await query(client, 'SELECT concurrency.complete_batch($1::text, $2::bigint[], $3::bigint[])', [
+          this.queue,
+          tasks.map((t) => t.id),
+          tasks.map((t) => t.leaseToken),
+        ]);
+      } else {
+        await query(client, 'SELECT concurrency.complete($1::text, $2::bigint, $3::bigint, $4::jsonb)', [
+          this.queue,
+          tasks[0].id,
+          tasks[0].leaseToken,
+          result === undefined ? null : json(result),
+        ]);
+      }
+      await query(client, 'COMMIT');
+      for (const t of tasks) this.emit('completed', t, result);
+    } catch (thrown) {
+      await claim.end();
+      try {
+        await client.query('ROLLBACK');
+      } catch (rollbackError) {
+        broken = true;
+        this.report(rollbackError);
+      }
+      const err = queueError(thrown);
+      if (claim.lost) {
+        // told when the heartbeat found it
+      } else if (err instanceof LeaseLostError) {
+        for (const t of tasks) this.emit('leaseLost', t, err);
+      } else {
+        await this.failTasks(tasks, err);
+      }
+    } finally {
+      client.release(broken || undefined);
+    }
+  }
+
+  async failTasks(tasks, err) {
+    const message = err instanceof Error ? err.message : String(err);
+    try {
+      if (tasks.length === 1) {
+        await query(this.pool, 'SELECT concurrency.fail($1::text, $2::bigint, $3::bigint, $4::text)', [this.queue, tasks[0].id, tasks[0].leaseToken, message]);
+      } else {
+        await query(this.pool, 'SELECT concurrency.fail_batch($1::text, $2::bigint[], $3::bigint[], $4::text)', [
+          this.queue,
+          tasks.map((t) => t.id),
+          tasks.map((t) => t.leaseToken),
+          message,
+        ]);
+      }
+      for (const t of tasks) this.emit('failed', t, err);
+    } catch (failError) {
+      if (failError instanceof LeaseLostError) for (const t of tasks) this.emit('leaseLost', t, failError);
+      else this.report(failError); // the lease lapses; the task comes back
+    }
+  }
+
+  // Hands claimed tasks back unstarted: ready again, the attempt not
+  // counted. Without release on the server they are left to their lease
+  // (never failed: that would spend an attempt).
+  async giveBack(tasks) {
+    if (!this.features.release && !this.features.releaseBatch) return;
+    try {
+      if (this.features.releaseBatch && tasks.length > 1) {
+        await query(this.pool, 'SELECT concurrency.release_batch($1::text, $2::bigint[], $3::bigint[])', [
+          this.queue,
+          tasks.map((t) => t.id),
+          tasks.map((t) => t.leaseToken),
+        ]);
+      } else {
+        for (const t of tasks) await query(this.pool, 'SELECT concurrency.release($1::text, $2::bigint, $3::bigint)', [this.queue, t.id, t.leaseToken]);
+      }
+      for (const t of tasks) this.emit('released', t);
+    } catch (err) {
+      this.report(err);
+    }
+  }
+
+  report(err) {
+    if (this.listenerCount('error') > 0) this.emit('error', err);
+    else console.error('concurrency-ext worker:', err);
+  }
+
+  // Stops claiming, hands back what a claim in flight brings, and waits for
+  // the running handlers up to `timeout` ms; past it, stops heartbeating
+  // them, so that their leases lapse. Resolves with the number of tasks
+  // still running then.
+  async stop({ timeout = this.options.shutdownTimeout } = {}) {
+    this.stopping = true;
+    if (this.signalHandler) {
+      process.removeListener('SIGTERM', this.signalHandler);
+      process.removeListener('SIGINT', this.signalHandler);
+    }
+    for (const wake of [...this.sleepers]) wake();
+    let timer;
+    const deadline = new Promise((resolve) => {
+      timer = setTimeout(resolve, timeout);
+    });
+    await Promise.race([Promise.all(this.slots), deadline]);
+    clearTimeout(timer);
+    let running = 0;
+    for (const claim of this.claims) {
+      running += claim.tasks.length;
+      claim.ended = true;
+      if (claim.timer) clearTimeout(claim.timer);
+      claim.controller.abort(new Error('the worker stopped: the lease is left to lapse'));
+    }
+    return running;
+  }
+}
+
+module.exports = { Worker, enqueue, enqueueBatch, serverFeatures, QueueError, LeaseLostError, LEASE_LOST };

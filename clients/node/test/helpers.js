@@ -1,0 +1,50 @@
+'use strict';
+// Shared by the tests: pools on the server the runner started (PG*
+// variables), a fresh queue per test, a results table the handlers write to.
+const pg = require('pg');
+
+let counter = 0;
+
+function pool(options = {}) {
+  return new pg.Pool({ max: 10, ...options });
+}
+
+// A pool through the PgBouncer the runner started, or null without one.
+function bouncerPool(options = {}) {
+  if (!process.env.PGBOUNCER_PORT) return null;
+  return new pg.Pool({
+    host: process.env.PGBOUNCER_HOST,
+    port: Number(process.env.PGBOUNCER_PORT),
+    database: process.env.PGBOUNCER_DATABASE,
+    max: 10,
+    ...options,
+  });
+}
+
+// Creates a queue (and a results table of the same name) for one test.
+async function freshQueue(db, prefix, settings = "lease => '30 seconds'") {
+  const name = `${prefix}_${process.pid}_${++counter}`;
+  await db.query(`SELECT concurrency.create_queue('${name}', ${settings})`);
+  await db.query(`CREATE TABLE "r_${name}" (task_id bigint, attempt integer, payload jsonb)`);
+  return name;
+}
+
+// Resolves once check() is truthy (polled; the tests await conditions, not times).
+async function until(check, what, limit = 30000) {
+  const start = Date.now();
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() - start > limit) throw new Error(`gave up waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+// A promise with its resolver, for handlers the test lets go.
+function gate() {
+  let open;
+  const promise = new Promise((r) => (open = r));
+  return { promise, open };
+}
+
+module.exports = { pool, bouncerPool, freshQueue, until, gate };

@@ -1,0 +1,279 @@
+'use strict';
+const { test, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { Worker, enqueueBatch, enqueue, LeaseLostError } = require('..');
+const { pool, freshQueue, until, gate } = require('./helpers');
+
+const db = pool({ max: 20 });
+const workers = [];
+// a test that failed half-way leaves no worker running
+after(async () => {
+  await Promise.all(workers.map((w) => w.stop({ timeout: 1000 })));
+  await db.end();
+});
+
+// A worker whose events are collected; errors fail the test at the end.
+function collect(worker) {
+  workers.push(worker);
+  const seen = { completed: [], failed: [], leaseLost: [], released: [], errors: [] };
+  worker.on('completed', (t) => seen.completed.push(t));
+  worker.on('failed', (t, e) => seen.failed.push([t, e]));
+  worker.on('leaseLost', (t, e) => seen.leaseLost.push([t, e]));
+  worker.on('released', (t) => seen.released.push(t));
+  worker.on('error', (e) => seen.errors.push(e));
+  return seen;
+}
+const stats = async (queue) => (await db.query('SELECT * FROM concurrency.queue_stats WHERE queue = $1', [queue])).rows[0];
+const results = async (queue) =>
+  (await db.query(`SELECT count(*)::int AS n, count(DISTINCT task_id)::int AS distinct FROM "r_${queue}"`)).rows[0];
+const record = (queue) => async (task, client) => {
+  await client.query(`INSERT INTO "r_${queue}" VALUES ($1, $2, $3)`, [task.id, task.attempt, JSON.stringify(task.payload)]);
+};
+
+test('a worker does every task once, its writes in the completing transaction', async () => {
+  const queue = await freshQueue(db, 'worker');
+  await enqueueBatch(db, queue, Array.from({ length: 200 }, (_, i) => ({ i })));
+  const worker = new Worker({ pool: db, queue, concurrency: 4, handler: record(queue) });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === 200, '200 completions');
+  assert.equal(await worker.stop(), 0);
+  assert.deepEqual(await results(queue), { n: 200, distinct: 200 });
+  const s = await stats(queue);
+  assert.equal(Number(s.ready) + Number(s.leased) + Number(s.dead), 0);
+  assert.deepEqual(seen.errors, []);
+});
+
+test('array payloads reach the handler as arrays; a result is kept with the task', async () => {
+  const queue = await freshQueue(db, 'worker', "lease => '30 seconds', retain => '1 hour'");
+  const id = await enqueue(db, queue, [1, [2, 3], { four: 4 }]);
+  let got;
+  const worker = new Worker({ pool: db, queue, handler: async (task) => ((got = task.payload), { sum: 10 }) });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === 1, 'the completion');
+  await worker.stop();
+  assert.deepEqual(got, [1, [2, 3], { four: 4 }]);
+  const { rows } = await db.query('SELECT state, result FROM concurrency.task_status($1, $2)', [queue, id]);
+  assert.deepEqual(rows[0], { state: 'done', result: { sum: 10 } });
+});
+
+test('a throwing handler fails the task with its message; its writes roll back', async () => {
+  const queue = await freshQueue(db, 'worker');
+  const id = await enqueue(db, queue, { n: 1 });
+  const worker = new Worker({
+    pool: db,
+    queue,
+    handler: async (task, client) => {
+      await record(queue)(task, client);
+      throw new Error('the mail server said no');
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.failed.length === 1, 'the failure');
+  await worker.stop();
+  const { rows } = await db.query('SELECT state, attempt, last_error FROM concurrency.task_status($1, $2)', [queue, id]);
+  assert.equal(rows[0].attempt, 1);
+  assert.equal(rows[0].last_error, 'the mail server said no');
+  assert.notEqual(rows[0].state, 'leased');
+  assert.equal((await results(queue)).n, 0);
+});
+
+test('batches: the handler gets the claimed tasks, complete_batch finishes them', async () => {
+  const queue = await freshQueue(db, 'worker');
+  await enqueueBatch(db, queue, Array.from({ length: 50 }, (_, i) => ({ i })));
+  const sizes = [];
+  const worker = new Worker({
+    pool: db,
+    queue,
+    batch: 10,
+    handler: async (tasks, client) => {
+      sizes.push(tasks.length);
+      for (const t of tasks) await record(queue)(t, client);
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === 50, '50 completions');
+  await worker.stop();
+  assert.ok(sizes.every((n) => n >= 1 && n <= 10) && Math.max(...sizes) === 10, `batch sizes ${sizes}`);
+  assert.deepEqual(await results(queue), { n: 50, distinct: 50 });
+  assert.deepEqual(seen.errors, []);
+});
+
+test('heartbeats keep a task longer than its lease', async () => {
+  const queue = await freshQueue(db, 'worker', "lease => '300 milliseconds'");
+  const long = await enqueue(db, queue, { long: true });
+  const worker = new Worker({
+    pool: db,
+    queue,
+    handler: async (task, client) => {
+      // runs until three leases have passed since its claim
+      await until(async () => Date.now() - task.leaseExpiresAt.getTime() > 600, 'the leases to pass');
+      await record(queue)(task, client);
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === 1, 'the completion');
+  await worker.stop();
+  assert.deepEqual(seen.leaseLost, []);
+  assert.deepEqual(seen.errors, []);
+  const { rows } = await db.query(`SELECT attempt FROM "r_${queue}" WHERE task_id = $1`, [long]);
+  assert.deepEqual(rows, [{ attempt: 1 }], 'done once, at its first attempt');
+});
+
+test('no heartbeat races its own complete into a spurious CE001', async () => {
+  // complete made slow (a trigger sleeps while it holds the task's row):
+  // a heartbeat sent meanwhile would wait for the completing transaction,
+  // then find the task gone. Heartbeats come every 100 ms, and each handler
+  // also sends one, unawaited, as it returns; the worker must send none
+  // once the handler has returned, and hold complete back until the one in
+  // flight is answered.
+  const queue = await freshQueue(db, 'worker', "lease => '300 milliseconds'");
+  await db.query(`CREATE FUNCTION "slow_${queue}"() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM pg_sleep(0.4); RETURN OLD; END$$`);
+  await db.query(`CREATE TRIGGER slow BEFORE DELETE ON concurrency."q_${queue}" FOR EACH ROW EXECUTE FUNCTION "slow_${queue}"()`);
+  await enqueueBatch(db, queue, Array.from({ length: 6 }, (_, i) => ({ i })));
+  const beats = [];
+  const worker = new Worker({
+    pool: db,
+    queue,
+    concurrency: 3,
+    handler: async (task, client) => {
+      await record(queue)(task, client);
+      beats.push(task.heartbeat().then(() => 'ok', (e) => e));
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === 6, '6 completions');
+  const last = Date.now();
+  await worker.stop();
+  // an answer to a stray heartbeat would come right after its task's
+  // commit: give it a lease's time to show
+  await until(async () => Date.now() - last > 300, 'a lease to pass');
+  assert.deepEqual(await Promise.all(beats), Array(6).fill('ok'));
+  assert.deepEqual(seen.leaseLost, []);
+  assert.deepEqual(seen.errors, []);
+  assert.deepEqual(await results(queue), { n: 6, distinct: 6 });
+});
+
+test('a handler that outlives its lease loses it: LeaseLostError, its writes rolled back', async () => {
+  const queue = await freshQueue(db, 'worker', "lease => '200 milliseconds'");
+  const id = await enqueue(db, queue, { n: 1 });
+  const taken = gate();
+  const started = gate();
+  const worker = new Worker({
+    pool: db,
+    queue,
+    heartbeat: false,
+    handler: async (task, client) => {
+      await record(queue)(task, client);
+      started.open();
+      await taken.promise;
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await started.promise;
+  // another worker claims the task once the lease expired
+  const other = await until(async () => (await db.query('SELECT task_id::text, lease_token FROM concurrency.dequeue($1)', [queue])).rows[0], 'the reclaim');
+  assert.equal(other.task_id, id);
+  taken.open();
+  await until(async () => seen.leaseLost.length === 1, 'the lost lease');
+  await worker.stop();
+  const [task, err] = seen.leaseLost[0];
+  assert.equal(task.id, id);
+  assert.ok(err instanceof LeaseLostError);
+  assert.equal(err.code, 'CE001');
+  assert.match(err.reason, /lease token does not match/);
+  assert.equal((await results(queue)).n, 0, 'the handler\'s insert rolled back');
+  assert.deepEqual(seen.failed, [], 'the task was not failed');
+  await db.query('SELECT concurrency.complete($1, $2, $3)', [queue, id, other.lease_token]);
+});
+
+test('a cancelled task: the heartbeat aborts task.signal with the reason', async () => {
+  const queue = await freshQueue(db, 'worker', "lease => '300 milliseconds'");
+  const id = await enqueue(db, queue, {});
+  const started = gate();
+  const worker = new Worker({
+    pool: db,
+    queue,
+    handler: async (task, client) => {
+      await record(queue)(task, client);
+      started.open();
+      await new Promise((resolve) => task.signal.addEventListener('abort', resolve));
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await started.promise;
+  await db.query('SELECT concurrency.cancel($1, ARRAY[$2::bigint])', [queue, id]);
+  await until(async () => seen.leaseLost.length === 1, 'the lost lease');
+  await worker.stop();
+  assert.match(seen.leaseLost[0][1].reason, /cancelled/);
+  assert.equal((await results(queue)).n, 0);
+});
+
+test('stop(): no claim after it, running handlers finish, nothing failed, no attempt spent', async () => {
+  const queue = await freshQueue(db, 'worker');
+  const ids = await enqueueBatch(db, queue, Array.from({ length: 10 }, (_, i) => ({ i })));
+  const go = gate();
+  let running = 0;
+  const worker = new Worker({
+    pool: db,
+    queue,
+    concurrency: 3,
+    handler: async (task, client) => {
+      running++;
+      await go.promise;
+      await record(queue)(task, client);
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => running === 3, 'three running handlers');
+  const stopped = worker.stop({ timeout: 30000 });
+  go.open();
+  assert.equal(await stopped, 0, 'no handler was left running');
+  assert.equal(seen.completed.length, 3);
+  const { rows } = await db.query(
+    `SELECT state, count(*)::int AS n, max(attempt) AS attempts FROM (SELECT (concurrency.task_status($1, id)).* FROM unnest($2::bigint[]) id) s GROUP BY state`,
+    [queue, ids],
+  );
+  assert.deepEqual(rows, [{ state: 'ready', n: 7, attempts: 0 }], 'the seven others were never claimed');
+  assert.deepEqual(seen.failed, []);
+});
+
+test('stop() past its deadline leaves the running handler\'s lease to lapse', async () => {
+  const queue = await freshQueue(db, 'worker', "lease => '300 milliseconds'");
+  const id = await enqueue(db, queue, {});
+  const go = gate();
+  const started = gate();
+  const worker = new Worker({
+    pool: db,
+    queue,
+    handler: async (task, client) => {
+      started.open();
+      await go.promise;
+      await record(queue)(task, client);
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await started.promise;
+  assert.equal(await worker.stop({ timeout: 50 }), 1, 'one handler still running');
+  // no more heartbeats: another worker gets the task after its lease
+  const other = await until(async () => (await db.query('SELECT task_id::text, attempt FROM concurrency.dequeue($1)', [queue])).rows[0], 'the reclaim');
+  assert.deepEqual(other, { task_id: id, attempt: 2 });
+  go.open();
+  await until(async () => seen.leaseLost.length === 1, 'the stale handler\'s lost lease');
+  assert.equal((await results(queue)).n, 0);
+});
+
+test('start() refuses a missing queue, and a pool too small for the concurrency', async () => {
+  const worker = new Worker({ pool: db, queue: 'nosuchqueue', handler: async () => {} });
+  await assert.rejects(worker.start(), (err) => err.code === '42704');
+  assert.throws(() => new Worker({ pool: pool({ max: 4 }), queue: 'q', concurrency: 4, handler: async () => {} }), RangeError);
+});

@@ -1,0 +1,321 @@
+// Queue admin and settings (src/sql/21_queue_settings.sql, drop_queue in
+// src/sql/20_queue.sql): create_queue, alter_queue, drop_queue, and the
+// trigger that makes every backend read a queue's settings again.
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "common/sql_text.hpp"
+#include "queue/distributed.hpp"
+#include "queue/keys.hpp"
+#include "queue/keys_sql.hpp"
+#include "queue/permissions.hpp"
+#include "queue/queue.hpp"
+#include "queue/stats_sql.hpp"
+
+extern "C" {
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "utils/acl.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+}
+
+using namespace concurrency;
+using namespace concurrency::queue;
+
+namespace {
+
+std::string interval_text(const Interval &value) {
+	return pg::guard([&] {
+		return DatumGetCString(
+		    DirectFunctionCall1(interval_out, IntervalPGetDatum(const_cast<Interval *>(&value))));
+	});
+}
+
+bool owns_relation(Oid relid, Oid role) {
+	return pg::guard([&] {
+#if PG_VERSION_NUM >= 160000
+		return object_ownercheck(RelationRelationId, relid, role);
+#else
+		return pg_class_ownercheck(relid, role);
+#endif
+	});
+}
+
+// The settings of create_queue and alter_queue, from arguments 1..5.
+// Missing arguments (a 0.1.0 declaration calling this module) count as NULL.
+struct QueueSettings {
+	std::optional<Interval> lease;
+	std::optional<int32> max_attempts;
+	// set: given; its value NULL (nullopt inside): remove the setting
+	std::optional<std::optional<Interval>> retain;
+	std::optional<std::optional<int32>> key_limit;
+	std::optional<std::optional<int32>> max_leased;
+};
+
+// A limit: 0 removes it (nullopt), negative is refused.
+std::optional<std::optional<int32>> limit_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+	if (arg_null(fcinfo, n))
+		return std::nullopt;
+	int32 value = PG_GETARG_INT32(n);
+	if (value < 0)
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must not be negative", argname),
+		            fmt::format("It is {}.", value), fmt::format("Use {} => 0 for no limit.", argname));
+	return value == 0 ? std::optional<int32>() : std::optional<int32>(value);
+}
+
+constexpr int max_retain_years = 100;
+// max_leased is enforced with one slot row per lease (keys.cpp): a bound keeps
+// create_queue and alter_queue from writing millions of them.
+constexpr int32 max_leased_limit = 10000;
+
+QueueSettings settings_args(FunctionCallInfo fcinfo) {
+	QueueSettings s;
+	if (!arg_null(fcinfo, 1))
+		s.lease = queue::positive_interval_arg(fcinfo, 1, "lease");
+	if (!arg_null(fcinfo, 2)) {
+		s.max_attempts = PG_GETARG_INT32(2);
+		if (*s.max_attempts < 1)
+			throw Error(sqlstate::invalid_parameter_value, "max_attempts must be at least 1");
+	}
+	if (!arg_null(fcinfo, 3)) {
+		Interval value = *PG_GETARG_INTERVAL_P(3);
+		Interval zero{};
+		int cmp = pg::guard([&] {
+			return DatumGetInt32(
+			    DirectFunctionCall2(interval_cmp, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
+		});
+		if (cmp < 0)
+			throw Error(sqlstate::invalid_parameter_value, "retain must not be negative",
+			            fmt::format("It is {}.", interval_text(value)),
+			            "Use retain => '0' to retain no tasks.");
+		// purge computes now - retain: a bound keeps that far from the range
+		// of timestamptz (and refuses an infinite interval)
+		Interval longest{};
+		longest.month = max_retain_years * MONTHS_PER_YEAR;
+		bool too_long = pg::guard([&] {
+			return DatumGetBool(
+			    DirectFunctionCall2(interval_gt, IntervalPGetDatum(&value), IntervalPGetDatum(&longest)));
+		});
+		if (too_long)
+			throw Error(sqlstate::invalid_parameter_value, "retain is too long",
+			            fmt::format("It is {}; at most {} years are allowed.", interval_text(value),
+			                        max_retain_years));
+		s.retain = cmp == 0 ? std::optional<Interval>() : std::optional<Interval>(value);
+	}
+	s.key_limit = limit_arg(fcinfo, 4, "key_limit");
+	s.max_leased = limit_arg(fcinfo, 5, "max_leased");
+	if (s.max_leased && *s.max_leased && **s.max_leased > max_leased_limit)
+		throw Error(sqlstate::invalid_parameter_value, "max_leased is too large",
+		            fmt::format("It is {}; at most {} tasks of a queue can be leased at once under a limit.",
+		                        **s.max_leased, max_leased_limit),
+		            "Use max_leased => 0 for no limit.");
+	return s;
+}
+
+// Parameters $2..$6 of the catalog statements: lease, max_attempts, retain,
+// key_limit, max_leased; a setting not given is NULL.
+struct SettingsParams {
+	Datum values[5];
+	char nulls[5];
+	Interval lease, retain;
+	explicit SettingsParams(const QueueSettings &s) : lease(s.lease.value_or(Interval{})), retain{} {
+		bool retain_given = s.retain && *s.retain;
+		if (retain_given)
+			retain = **s.retain;
+		values[0] = IntervalPGetDatum(&lease);
+		values[1] = Int32GetDatum(s.max_attempts.value_or(0));
+		values[2] = IntervalPGetDatum(&retain);
+		values[3] = Int32GetDatum(s.key_limit && *s.key_limit ? **s.key_limit : 0);
+		values[4] = Int32GetDatum(s.max_leased && *s.max_leased ? **s.max_leased : 0);
+		nulls[0] = s.lease ? ' ' : 'n';
+		nulls[1] = s.max_attempts ? ' ' : 'n';
+		nulls[2] = retain_given ? ' ' : 'n';
+		nulls[3] = s.key_limit && *s.key_limit ? ' ' : 'n';
+		nulls[4] = s.max_leased && *s.max_leased ? ' ' : 'n';
+	}
+	SettingsParams(const SettingsParams &) = delete;
+};
+
+} // namespace
+
+// concurrency.create_queue(queue, lease, max_attempts, retain, key_limit,
+// max_leased, distributed) — SECURITY DEFINER: runs as the extension owner;
+// the table it creates belongs to the caller. distributed => true then makes
+// the queue distributed (distribute_queue, on a Citus coordinator only) in
+// the same statement; false leaves an existing queue as it is.
+CONCURRENCY_FUNCTION(concurrency_create_queue) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	pg::require_arg(fcinfo, 1, "lease");
+	pg::require_arg(fcinfo, 2, "max_attempts");
+	QueueSettings settings = settings_args(fcinfo);
+	bool distributed = false; // a 0.1.0 declaration has no such argument
+	if (PG_NARGS() > 6) {
+		pg::require_arg(fcinfo, 6, "distributed");
+		distributed = PG_GETARG_BOOL(6);
+	}
+	if (distributed)
+		queue::require_coordinator(name);
+
+	Oid caller = pg::guard([] { return GetOuterUserId(); });
+	std::string caller_name = pg::guard([&] { return GetUserNameFromId(caller, false); });
+	QueueSql sql(name);
+
+	pg::spi_connect();
+	SettingsParams params(settings);
+	static const Oid insert_types[7] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID,
+	                                    INT4OID, INT4OID,     TEXTOID};
+	Datum insert_values[7] = {pg::text_datum(name),       params.values[0], params.values[1],
+	                          params.values[2],           params.values[3], params.values[4],
+	                          pg::text_datum(caller_name)};
+	char insert_nulls[7] = {' ', ' ', ' ', params.nulls[2], params.nulls[3], params.nulls[4], ' '};
+	uint64 inserted = execute(catalog_sql::insert, 7, insert_types, insert_values, insert_nulls);
+	if (inserted == 0) {
+		// It exists (or another session has just created it: ON CONFLICT waited
+		// for that one to commit). Same settings: nothing to do.
+		uint64 same = execute(catalog_sql::compare_settings, 6, insert_types, insert_values, insert_nulls);
+		bool isnull = false;
+		if (same == 1 && !DatumGetBool(queue::column(0, 1, &isnull))) {
+			std::string existing =
+			    pg::guard([&] { return TextDatumGetCString(queue::column(0, 2, &isnull)); });
+			std::string asked = pg::guard([&] { return TextDatumGetCString(queue::column(0, 3, &isnull)); });
+			throw Error(sqlstate::duplicate_object,
+			            fmt::format("queue \"{}\" already exists with other settings", name),
+			            fmt::format("It has {}; this call asked for {}.", existing, asked),
+			            "Change the settings of an existing queue with concurrency.alter_queue().");
+		}
+		// Same settings. Only a queue whose table was dropped by hand is
+		// missing its table: create it again.
+		if (OidIsValid(queue::queue_relid(name))) {
+			if (distributed)
+				queue::distribute(name);
+			pg::spi_finish();
+			PG_RETURN_VOID();
+		}
+	}
+	KeySql keys(name);
+	execute(sql.create_table());
+	execute(StatsSql(name).create_index());
+	// side tables left by a queue table dropped by hand go with it
+	std::string key_table = key_table_name(name);
+	bool leftovers = pg::guard([&] {
+		return OidIsValid(get_relname_relid(key_table.c_str(), get_namespace_oid("concurrency", false)));
+	});
+	if (leftovers)
+		execute(keys.drop_tables());
+	execute(keys.create_tables());
+	clear_permissions(name);
+	if (caller != pg::guard([] { return GetUserId(); })) {
+		execute(sql.alter_owner(caller_name));
+		execute(keys.alter_owner(caller_name));
+	}
+	if (settings.max_leased && *settings.max_leased) {
+		static const Oid slot_types[1] = {INT4OID};
+		Datum slots[1] = {Int32GetDatum(**settings.max_leased)};
+		execute(keys.resize_slots(), 1, slot_types, slots);
+	}
+	queue::forget_queue(name);
+	if (distributed)
+		queue::distribute(name);
+	pg::spi_finish();
+	PG_RETURN_VOID();
+}
+
+// concurrency.alter_queue(queue, lease, max_attempts, retain, key_limit,
+// max_leased) — SECURITY DEFINER; the caller (GetOuterUserId: the current
+// role outside the function) needs permission manage on the queue.
+// NULL keeps a setting. Every backend reloads the settings at its next
+// transaction (the catalog's statement trigger invalidates the queue caches
+// when the update commits).
+CONCURRENCY_FUNCTION(concurrency_alter_queue) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	QueueSettings settings = settings_args(fcinfo);
+	Oid caller = pg::guard([] { return GetOuterUserId(); });
+	QueueSql sql(name);
+
+	pg::spi_connect();
+	Oid relid = queue::queue_relid(name);
+	if (!OidIsValid(relid))
+		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name), "",
+		            "Create it with concurrency.create_queue().");
+	{
+		Queue q(name);
+		queue::require(q, caller, Permission::manage, "alter_queue");
+	}
+	// a distributed queue keeps its limits with functions of its own
+	// (src/sql/41_distributed_queue.sql)
+	bool distributed = queue::is_distributed(relid);
+	SettingsParams params(settings);
+	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID,
+	                             INT4OID, BOOLOID,     BOOLOID, BOOLOID};
+	Datum values[9] = {pg::text_datum(name),
+	                   params.values[0],
+	                   params.values[1],
+	                   params.values[2],
+	                   params.values[3],
+	                   params.values[4],
+	                   BoolGetDatum(settings.retain.has_value()),
+	                   BoolGetDatum(settings.key_limit.has_value()),
+	                   BoolGetDatum(settings.max_leased.has_value())};
+	char nulls[9] = {
+	    ' ', params.nulls[0], params.nulls[1], params.nulls[2], params.nulls[3], params.nulls[4], ' ', ' ',
+	    ' '};
+	uint64 updated = execute(catalog_sql::update, 9, types, values, nulls);
+	if (updated == 0)
+		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
+		            fmt::format("Table {} exists, but the queue is not in concurrency.queue.", sql.table()));
+	if (settings.key_limit || settings.max_leased) {
+		// the catalog's trigger has invalidated the cache: this sees the new settings
+		Queue q(name);
+		std::optional<int32> slots;
+		if (settings.max_leased)
+			slots = settings.max_leased->value_or(0);
+		if (distributed)
+			queue::distributed_limits(name, settings.key_limit.has_value(), slots);
+		else
+			queue::apply_limits(q, clock_now(), settings.key_limit.has_value(), slots);
+	}
+	pg::spi_finish();
+	PG_RETURN_VOID();
+}
+
+// concurrency.drop_queue(queue) — SECURITY DEFINER; the caller must own the
+// queue's table (superusers do).
+CONCURRENCY_FUNCTION(concurrency_drop_queue) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	Oid caller = pg::guard([] { return GetOuterUserId(); });
+	QueueSql sql(name);
+
+	pg::spi_connect();
+	Oid relid = queue::queue_relid(name);
+	if (OidIsValid(relid)) {
+		if (!owns_relation(relid, caller))
+			throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
+			            fmt::format("Only the owner of table {} may drop the queue.", sql.table()));
+		execute(sql.drop_table());
+		execute(KeySql(name).drop_tables());
+	}
+	static const Oid types[1] = {TEXTOID};
+	Datum values[1] = {pg::text_datum(name)};
+	uint64 deleted = execute(catalog_sql::remove, 1, types, values);
+	if (!OidIsValid(relid) && deleted == 0)
+		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name));
+	queue::forget_queue(name);
+	pg::spi_finish();
+	PG_RETURN_VOID();
+}
+
+// concurrency.queue_changed() — statement trigger on concurrency.queue: a
+// relcache invalidation of the catalog makes every backend read the settings
+// of its cached queues again.
+CONCURRENCY_FUNCTION(concurrency_queue_changed) {
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		throw Error(sqlstate::trigger_protocol_violated, "concurrency.queue_changed() is a trigger function");
+	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
+	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
+	return PointerGetDatum(nullptr);
+}

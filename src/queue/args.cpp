@@ -1,0 +1,111 @@
+// Argument readers shared by the queue's SQL functions (see args.hpp).
+#include "queue/args.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+}
+
+namespace concurrency::queue {
+
+std::string queue_name_arg(FunctionCallInfo fcinfo) {
+	return std::string(queue_name(fcinfo).view());
+}
+
+QueueName queue_name(FunctionCallInfo fcinfo) {
+	pg::require_arg(fcinfo, 0, "queue");
+	text *t = pg::guard([&] { return PG_DETOAST_DATUM_PACKED(PG_GETARG_DATUM(0)); });
+	std::string_view name(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+	if (auto problem = name_problem(name, max_queue_name_bytes))
+		throw Error(sqlstate::invalid_parameter_value, "invalid queue name", fmt::format("The {}.", *problem),
+		            fmt::format("A queue name has 1 to {} bytes and no whitespace or control characters.",
+		                        max_queue_name_bytes));
+	QueueName out;
+	std::memcpy(out.bytes, name.data(), name.size());
+	out.size = name.size();
+	return out;
+}
+
+bool arg_null(FunctionCallInfo fcinfo, int n) {
+	return PG_NARGS() <= n || PG_ARGISNULL(n);
+}
+
+// run_at may be NULL (now) or a finite time: 'infinity' would be a task that
+// never runs, and either infinity breaks every age computed from it.
+void check_run_at(FunctionCallInfo fcinfo, int n) {
+	if (!PG_ARGISNULL(n) && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(n)))
+		throw Error(sqlstate::invalid_parameter_value, "run_at must be a finite time",
+		            "Use NULL to run the task now.");
+}
+
+Interval positive_interval_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+	Interval value = *PG_GETARG_INTERVAL_P(n);
+	Interval zero{};
+	bool positive = pg::guard([&] {
+		return DatumGetBool(
+		    DirectFunctionCall2(interval_gt, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
+	});
+	if (!positive)
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must be positive", argname));
+	return value;
+}
+
+std::optional<Interval> retry_in_arg(FunctionCallInfo fcinfo, int n) {
+	if (arg_null(fcinfo, n))
+		return std::nullopt;
+	Interval value = *PG_GETARG_INTERVAL_P(n);
+	Interval zero{};
+	bool negative = pg::guard([&] {
+		return DatumGetBool(
+		    DirectFunctionCall2(interval_lt, IntervalPGetDatum(&value), IntervalPGetDatum(&zero)));
+	});
+	if (negative)
+		throw Error(sqlstate::invalid_parameter_value, "retry_in must not be negative");
+	return value;
+}
+
+ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, Oid elemtype) {
+	ArrayType *array = pg::guard([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(argno)); });
+	if (ARR_NDIM(array) > 1)
+		throw Error(sqlstate::invalid_parameter_value,
+		            fmt::format("{} must be a one-dimensional array", argname));
+	ArrayArg out;
+	int16 typlen = 0;
+	bool typbyval = false;
+	char typalign = 'i';
+	pg::guard([&] {
+		get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+		deconstruct_array(array, elemtype, typlen, typbyval, typalign, &out.elems, &out.nulls, &out.n);
+	});
+	return out;
+}
+
+std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *argname) {
+	pg::require_arg(fcinfo, n, argname);
+	ArrayType *array = pg::guard([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(n)); });
+	if (ARR_NDIM(array) > 1)
+		throw Error(sqlstate::invalid_parameter_value,
+		            fmt::format("{} must be a one-dimensional array", argname));
+	Datum *elems = nullptr;
+	bool *nulls = nullptr;
+	int count = 0;
+	pg::guard([&] {
+		deconstruct_array(array, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls, &count);
+	});
+	std::vector<int64> out;
+	out.reserve(static_cast<std::size_t>(count));
+	for (int i = 0; i < count; ++i) {
+		if (nulls[i])
+			throw Error(sqlstate::null_value_not_allowed, fmt::format("{} must not contain null", argname),
+			            fmt::format("Element {} is null.", i + 1));
+		out.push_back(DatumGetInt64(elems[i]));
+	}
+	return out;
+}
+
+} // namespace concurrency::queue

@@ -1,0 +1,215 @@
+// The claim (src/sql/20_queue.sql): dequeue, and the Claim it runs (see
+// claim.hpp).
+#include "queue/claim.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "queue/claim_direct.hpp"
+#include "queue/distributed.hpp"
+#include "queue/keys.hpp"
+#include "queue/permissions.hpp"
+
+extern "C" {
+#include "access/transam.h"
+#include "catalog/pg_type.h"
+#include "storage/procarray.h"
+#include "utils/guc.h"
+}
+
+namespace concurrency::queue {
+
+namespace {
+
+// concurrency.direct_claim: off, every claim is the claim statement's (the
+// suites run both ways; an operator can rule the direct path out).
+bool direct_claim = true;
+
+// How many transaction ids the xmin horizon (the oldest one that some
+// snapshot may still need, server-wide) trails the next one by. Scans the
+// process array: sampled (HorizonSampler), not called per claim.
+uint32 horizon_lag() {
+	return pg::guard([] {
+		TransactionId next = XidFromFullTransactionId(ReadNextFullTransactionId());
+#if PG_VERSION_NUM >= 140000
+		TransactionId oldest = GetOldestNonRemovableTransactionId(nullptr);
+#else
+		TransactionId oldest = GetOldestXmin(nullptr, PROCARRAY_FLAGS_DEFAULT);
+#endif
+		return TransactionIdIsNormal(oldest) ? static_cast<uint32>(next - oldest) : 0u;
+	});
+}
+
+} // namespace
+
+void define_claim_settings() {
+	DefineCustomBoolVariable(
+	    "concurrency.direct_claim",
+	    "Claims tasks without the executor where the claim statement's effects can be reproduced.",
+	    "Off, dequeue always runs the claim statement.", &direct_claim, true, PGC_SUSET, 0, nullptr, nullptr,
+	    nullptr);
+}
+
+Claim::Claim(Queue &q, TimestampTz now, const Interval &lease, Datum worker, bool worker_null,
+             pg::ResultSet &out)
+    : q_(q), cursor_(q.info().cursor), now_(now), lease_(lease), worker_(worker), worker_null_(worker_null),
+      out_(out), slotted_(q.info().max_leased > 0) {
+	// the horizon matters to the cursor only to tell whether it is pinned:
+	// sampled at most every 100 ms, not read on every claim
+	cursor_.begin(now, q.info().horizon.lag(now, horizon_lag));
+}
+
+void Claim::emit(Datum *cols, bool *isnull) {
+	pg::add_row(out_, cols, isnull);
+	if (slotted_) {
+		slot_ids_.push_back(DatumGetInt64(cols[0]));
+		slot_tokens_.push_back(DatumGetInt64(cols[1]));
+	}
+}
+
+void Claim::saw(const ClaimKey &greatest) {
+	if (!last_ || *last_ < greatest)
+		last_ = greatest;
+}
+
+void Claim::claim_from(ClaimKey start, int32 wanted) {
+	// the claim without the executor where it applies (claim_direct.hpp):
+	// the tasks come in claim order
+	ClaimedTask *tasks = nullptr;
+	int direct = 0;
+	if (!direct_claim ||
+	    !claim_direct(q_.info(), now_, wanted, lease_, worker_, worker_null_, start, &tasks, &direct)) {
+		claim_by_statement(start, wanted);
+		return;
+	}
+	for (int i = 0; i < direct; ++i)
+		emit(tasks[i].cols, tasks[i].isnull);
+	if (direct > 0)
+		saw(tasks[direct - 1].key);
+	claimed_ += static_cast<std::size_t>(direct);
+}
+
+void Claim::claim_by_statement(ClaimKey start, int32 wanted) {
+	static const Oid types[7] = {TIMESTAMPTZOID, INT4OID,        INTERVALOID, TEXTOID,
+	                             INT8OID,        TIMESTAMPTZOID, INT8OID};
+	Datum values[7] = {TimestampTzGetDatum(now_),
+	                   Int32GetDatum(wanted),
+	                   IntervalPGetDatum(&lease_),
+	                   worker_,
+	                   Int64GetDatum(start.neg_priority),
+	                   TimestampTzGetDatum(start.run_at),
+	                   Int64GetDatum(start.id)};
+	char nulls[7] = {' ', ' ', ' ', worker_null_ ? 'n' : ' ', ' ', ' ', ' '};
+	uint64 n = q_.run(QueueStatement::claim, 7, types, values, nulls);
+	auto emit_row = [&](int row) {
+		Datum cols[6];
+		bool isnull[6];
+		for (int c = 0; c < 6; ++c)
+			cols[c] = column(row, c + 1, &isnull[c]);
+		emit(cols, isnull);
+	};
+	auto key_of = [](int row) {
+		return ClaimKey{int64_column(row, 7), int64_column(row, 8), int64_column(row, 1)};
+	};
+	if (n == 1) {
+		emit_row(0);
+		saw(key_of(0));
+	} else if (n > 1) {
+		// the rows come in primary-key order; return them in claim order
+		std::vector<std::pair<ClaimKey, int>> order;
+		order.reserve(n);
+		for (uint64 i = 0; i < n; ++i)
+			order.emplace_back(key_of(static_cast<int>(i)), static_cast<int>(i));
+		std::sort(order.begin(), order.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+		for (const auto &entry : order)
+			emit_row(entry.second);
+		saw(order.back().first);
+	}
+	claimed_ += n;
+}
+
+void Claim::wake(int32 batch) {
+	static const Oid types[4] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT4OID};
+	Datum values[4] = {TimestampTzGetDatum(now_), Int32GetDatum(std::max(batch, 32)),
+	                   TimestampTzGetDatum(cursor_.wake_floor()), Int32GetDatum(q_.info().max_attempts)};
+	uint64 woken = q_.run(QueueStatement::wake, 4, types, values);
+	bool made_ready = false;
+	std::vector<std::string> released; // keys of tasks whose lease expired for good
+	for (uint64 i = 0; i < woken; ++i) {
+		bool isnull = false;
+		int row = static_cast<int>(i);
+		made_ready = made_ready || DatumGetBool(column(row, 1, &isnull));
+		if (q_.info().key_limit > 0 && DatumGetBool(column(row, 2, &isnull)))
+			if (auto key = key_column(row, 3))
+				released.push_back(*key);
+	}
+	release_keys(q_, std::move(released), now_);
+	cursor_.woke(made_ready);
+}
+
+void Claim::run(int32 batch) {
+	const int32 requested = batch;
+	if (slotted_) {
+		slots_ = take_slots(q_, batch);
+		batch = static_cast<int32>(slots_.size());
+	}
+	// 1. The claim, unless due scheduled tasks or expired leases wait to be
+	// woken up (two index probes): the common case is this one statement.
+	if (batch > 0 && !q_.tasks_wait(now_, cursor_.wake_floor()))
+		claim_from(cursor_.ready_floor(), batch);
+	if (claimed_ < static_cast<std::size_t>(batch) || (slotted_ && batch == 0)) {
+		// 2. Wake-up.
+		wake(batch);
+		if (slotted_ && batch == 0) {
+			// every slot was taken: the wake-up may have freed some (expired leases)
+			slots_ = take_slots(q_, requested);
+			batch = static_cast<int32>(slots_.size());
+		}
+		// 3. The rest of the batch, now whatever waits (tasks locked by
+		// another worker's wake-up must not stop this one), from the front
+		// if tasks were made ready or a resumed scan came back short.
+		bool from_front = cursor_.rescan_from_front(claimed_, static_cast<std::size_t>(batch));
+		if (claimed_ < static_cast<std::size_t>(batch))
+			claim_from(from_front ? ClaimKey::front() : cursor_.ready_floor(),
+			           batch - static_cast<int32>(claimed_));
+	} else {
+		cursor_.woke(false);
+	}
+	cursor_.finish(last_);
+	if (slotted_)
+		fill_slots(q_, slots_, slot_ids_, slot_tokens_);
+}
+
+} // namespace concurrency::queue
+
+using namespace concurrency;
+using namespace concurrency::queue;
+
+// concurrency.dequeue(queue, batch, lease, worker) -> claimed tasks
+CONCURRENCY_FUNCTION(concurrency_dequeue) {
+	QueueName name = queue_name(fcinfo);
+	int32 batch = int32_arg(fcinfo, 1, "batch");
+	if (batch < 1)
+		throw Error(sqlstate::invalid_parameter_value, "batch must be at least 1");
+	std::optional<Interval> lease_arg;
+	if (!PG_ARGISNULL(2))
+		lease_arg = positive_interval_arg(fcinfo, 2, "lease");
+	Datum worker = PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3);
+	bool worker_null = PG_ARGISNULL(3);
+	TimestampTz now = clock_now();
+
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "dequeue");
+	if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		q.maybe_purge(now);
+		return forward_distributed(fcinfo, "distributed_dequeue", &out);
+	}
+	Claim claim(q, now, lease_arg ? *lease_arg : q.info().lease, worker, worker_null, out);
+	claim.run(batch);
+	q.maybe_purge(now);
+	pg::spi_finish();
+	return Datum(0);
+}

@@ -1,0 +1,65 @@
+// The claim of dequeue: which ready tasks a call leases, in claim order, and
+// the wake-up step that makes due scheduled tasks and expired leases ready
+// first. Each batch of tasks is claimed without the executor where that
+// applies (claim_direct.hpp), else by the claim statement (QueueSql::claim).
+// Internal to src/queue.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+#include "pg/srf.hpp"
+#include "queue/claim_cursor.hpp"
+#include "queue/queue.hpp"
+
+namespace concurrency::queue {
+
+// Defines concurrency.direct_claim (from _PG_init, through queue::init).
+void define_claim_settings();
+
+// One dequeue's claim on an open queue (SPI connected, running as the
+// queue's owner): up to `batch` tasks, each emitted as a row of `out`.
+class Claim {
+  public:
+	Claim(Queue &q, TimestampTz now, const Interval &lease, Datum worker, bool worker_null,
+	      pg::ResultSet &out);
+	Claim(const Claim &) = delete;
+	Claim &operator=(const Claim &) = delete;
+
+	// Claims up to `batch` tasks: 1. the claim, unless tasks wait for the
+	// wake-up; 2. the wake-up; 3. the rest of the batch. Then moves the
+	// queue's cursor on and, under max_leased, writes the leases into the
+	// slots taken.
+	void run(int32 batch);
+
+  private:
+	Queue &q_;
+	ClaimCursor &cursor_;
+	const TimestampTz now_;
+	Interval lease_;
+	const Datum worker_;
+	const bool worker_null_;
+	pg::ResultSet &out_;
+	// the greatest claim key of the tasks claimed, for the cursor
+	std::optional<ClaimKey> last_;
+	std::size_t claimed_ = 0;
+	// max_leased: this call claims at most as many tasks as it holds free
+	// lease slots, and writes its leases into them
+	const bool slotted_;
+	std::vector<int32> slots_;
+	std::vector<int64> slot_ids_, slot_tokens_;
+
+	// Claims up to `wanted` tasks at or after `start` in claim order.
+	void claim_from(ClaimKey start, int32 wanted);
+	// The same by the claim statement.
+	void claim_by_statement(ClaimKey start, int32 wanted);
+	// Due scheduled tasks become ready, expired leases are reclaimed (ready
+	// again, or dead when their attempts are used up), their keys released.
+	void wake(int32 batch);
+	// One claimed task: a row of the result, and its lease for the slots.
+	void emit(Datum *cols, bool *isnull);
+	void saw(const ClaimKey &greatest);
+};
+
+} // namespace concurrency::queue

@@ -1,0 +1,301 @@
+// Enqueue (src/sql/22_queue_tasks.sql): enqueue and enqueue_batch.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "pg/srf.hpp"
+#include "queue/distributed.hpp"
+#include "queue/keys.hpp"
+#include "queue/permissions.hpp"
+#include "queue/queue.hpp"
+
+extern "C" {
+#include "access/detoast.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+}
+
+using namespace concurrency;
+using namespace concurrency::queue;
+
+namespace {
+
+const Oid enqueue_types[6] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID, TEXTOID, TEXTOID};
+
+// Inserts one task (parameters of QueueSql::enqueue) and returns its id, or
+// with a dedupe_key, the id of the task that holds the key. ON CONFLICT waits
+// for a concurrent insert (or completion) of the same key to commit or roll
+// back; if the holder is gone between the insert and the lookup (purged,
+// cancelled, dead), insert again.
+std::optional<int64> enqueue_one(Queue &q, const Datum *values, const char *nulls, bool *inserted) {
+	bool has_dedupe = nulls[4] != 'n';
+	// a task of a key, on a queue that limits its keys: admitted or blocked
+	// under the key's lock
+	bool keyed = q.info().key_limit > 0 && nulls[5] != 'n';
+	for (int round = 0; round < 100; ++round) {
+		uint64 n = keyed ? queue::enqueue_keyed(q, values, nulls)
+		                 : q.run(QueueStatement::enqueue, 6, enqueue_types, values, nulls);
+		if (n == 1) {
+			*inserted = true;
+			return queue::int64_column(0, 1);
+		}
+		if (!has_dedupe)
+			break;
+		static const Oid lookup_types[1] = {TEXTOID};
+		if (q.run(QueueStatement::dedupe_lookup, 1, lookup_types, &values[4]) == 1) {
+			*inserted = false;
+			return queue::int64_column(0, 1);
+		}
+	}
+	return std::nullopt;
+}
+
+// The parameters of QueueSql::enqueue and enqueue_batch from the arguments
+// of enqueue and enqueue_batch, which have the same order: queue, payload(s),
+// run_at, priority, dedupe key(s), concurrency key(s).
+void enqueue_params(FunctionCallInfo fcinfo, TimestampTz now, int32 priority, Datum values[6],
+                    char nulls[6]) {
+	values[0] = TimestampTzGetDatum(now);
+	values[1] = PG_GETARG_DATUM(1);
+	values[3] = Int32GetDatum(priority);
+	nulls[0] = nulls[1] = nulls[3] = ' ';
+	for (int n : {2, 4, 5}) {
+		nulls[n] = arg_null(fcinfo, n) ? 'n' : ' ';
+		values[n] = nulls[n] == 'n' ? Datum(0) : PG_GETARG_DATUM(n);
+	}
+}
+
+[[noreturn]] void dedupe_holder_vanished(const std::string &queue) {
+	throw Error(sqlstate::serialization_failure, fmt::format("could not enqueue into queue \"{}\"", queue),
+	            "The task holding its dedupe_key kept disappearing.", "Retry the transaction.");
+}
+
+// A concurrency_key or dedupe_key must fit the indexes built on it (a B-tree
+// entry holds about a third of a page): 22023 before anything is written,
+// rather than the B-tree's own 54000 in the middle of the insert.
+void check_key_size(Datum key, const char *argument, std::size_t max_bytes, int element) {
+	Size bytes = pg::guard([&] { return toast_raw_datum_size(key); }) - VARHDRSZ;
+	if (bytes > max_bytes)
+		throw Error(sqlstate::invalid_parameter_value,
+		            element < 0 ? fmt::format("{} is too long", argument)
+		                        : fmt::format("{}s[{}] is too long", argument, element + 1),
+		            fmt::format("It has {} bytes; at most {} are allowed.", bytes, max_bytes));
+}
+
+// One task of enqueue_batch, element i of its arrays, added on its own (as
+// enqueue adds it) with enqueue's parameters (values, nulls: the batch's
+// statement parameters, of which the run_at and priority serve every task).
+// Its id; *inserted_any becomes true when it is a new task.
+int64 enqueue_element(Queue &q, const Datum *values, const char *nulls, const ArrayArg &payloads,
+                      const ArrayArg *dedupe_keys, const ArrayArg *concurrency_keys, int i,
+                      bool *inserted_any) {
+	bool has_dedupe = dedupe_keys && !dedupe_keys->nulls[i];
+	bool has_key = concurrency_keys && !concurrency_keys->nulls[i];
+	Datum one[6] = {values[0],
+	                payloads.elems[i],
+	                values[2],
+	                values[3],
+	                has_dedupe ? dedupe_keys->elems[i] : Datum(0),
+	                has_key ? concurrency_keys->elems[i] : Datum(0)};
+	char one_nulls[6] = {' ', ' ', nulls[2], ' ', has_dedupe ? ' ' : 'n', has_key ? ' ' : 'n'};
+	bool inserted = false;
+	std::optional<int64> id = enqueue_one(q, one, one_nulls, &inserted);
+	if (!id)
+		dedupe_holder_vanished(std::string(q.name()));
+	*inserted_any = *inserted_any || inserted;
+	return *id;
+}
+
+void add_id_row(pg::ResultSet &out, int64 id) {
+	Datum cols[1] = {Int64GetDatum(id)};
+	bool isnull[1] = {false};
+	pg::add_row(out, cols, isnull);
+}
+
+} // namespace
+
+// concurrency.enqueue(queue, payload, run_at, priority, dedupe_key,
+// concurrency_key) -> task id
+CONCURRENCY_FUNCTION(concurrency_enqueue) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	pg::require_arg(fcinfo, 1, "payload");
+	int32 priority = int32_arg(fcinfo, 3, "priority");
+	check_run_at(fcinfo, 2);
+	if (!arg_null(fcinfo, 4))
+		check_key_size(PG_GETARG_DATUM(4), "dedupe_key", max_dedupe_key_bytes, -1);
+	if (!arg_null(fcinfo, 5))
+		check_key_size(PG_GETARG_DATUM(5), "concurrency_key", max_concurrency_key_bytes, -1);
+	TimestampTz now = clock_now();
+
+	Datum values[6];
+	char nulls[6];
+	enqueue_params(fcinfo, now, priority, values, nulls);
+
+	pg::spi_connect();
+	Queue q(name);
+	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_enqueue");
+	bool inserted = false;
+	std::optional<int64> id = enqueue_one(q, values, nulls, &inserted);
+	if (!id)
+		dedupe_holder_vanished(name);
+	if (inserted)
+		q.notify();
+	pg::spi_finish();
+	PG_RETURN_INT64(*id);
+}
+
+// concurrency.enqueue_batch(queue, payloads, run_at, priority, dedupe_keys,
+// concurrency_keys) -> task ids in payload order
+CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	pg::require_arg(fcinfo, 1, "payloads");
+	int32 priority = int32_arg(fcinfo, 3, "priority");
+	check_run_at(fcinfo, 2);
+	ArrayArg payloads = array_arg(fcinfo, 1, "payloads", JSONBOID);
+	for (int i = 0; i < payloads.n; ++i)
+		if (payloads.nulls[i])
+			throw Error(sqlstate::null_value_not_allowed, "payloads must not contain null",
+			            fmt::format("Element {} is null.", i + 1));
+	bool has_dedupe = !arg_null(fcinfo, 4);
+	bool has_keys = !arg_null(fcinfo, 5);
+	ArrayArg dedupe_keys, concurrency_keys;
+	if (has_dedupe) {
+		dedupe_keys = array_arg(fcinfo, 4, "dedupe_keys", TEXTOID);
+		if (dedupe_keys.n != payloads.n)
+			throw Error(sqlstate::invalid_parameter_value, "dedupe_keys must have one element per payload",
+			            fmt::format("There are {} payloads and {} dedupe keys.", payloads.n, dedupe_keys.n),
+			            "Use NULL elements for payloads without a key.");
+		for (int i = 0; i < dedupe_keys.n; ++i)
+			if (!dedupe_keys.nulls[i])
+				check_key_size(dedupe_keys.elems[i], "dedupe_key", max_dedupe_key_bytes, i);
+	}
+	if (has_keys) {
+		concurrency_keys = array_arg(fcinfo, 5, "concurrency_keys", TEXTOID);
+		if (concurrency_keys.n != payloads.n)
+			throw Error(
+			    sqlstate::invalid_parameter_value, "concurrency_keys must have one element per payload",
+			    fmt::format("There are {} payloads and {} concurrency keys.", payloads.n, concurrency_keys.n),
+			    "Use NULL elements for payloads without a key.");
+		for (int i = 0; i < concurrency_keys.n; ++i)
+			if (!concurrency_keys.nulls[i])
+				check_key_size(concurrency_keys.elems[i], "concurrency_key", max_concurrency_key_bytes, i);
+	}
+	TimestampTz now = clock_now();
+
+	static const Oid types[6] = {TIMESTAMPTZOID, JSONBARRAYOID, TIMESTAMPTZOID,
+	                             INT4OID,        TEXTARRAYOID,  TEXTARRAYOID};
+	Datum values[6];
+	char nulls[6];
+	enqueue_params(fcinfo, now, priority, values, nulls);
+
+	// the keys as C++ text, before SPI (the datums live in this call's context)
+	std::vector<std::optional<std::string>> keys(static_cast<std::size_t>(payloads.n));
+	if (has_dedupe)
+		for (int i = 0; i < payloads.n; ++i)
+			if (!dedupe_keys.nulls[i]) {
+				Datum d = dedupe_keys.elems[i];
+				keys[i] = pg::guard([&] { return TextDatumGetCString(d); });
+			}
+
+	pg::ResultSet out = pg::materialize(fcinfo, INT8OID);
+	pg::spi_connect();
+	Queue q(name);
+	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
+	if (q.info().key_limit > 0 && has_keys &&
+	    std::any_of(concurrency_keys.nulls, concurrency_keys.nulls + concurrency_keys.n,
+	                [](bool n) { return !n; })) {
+		// Tasks of keys on a queue that limits its keys: each is admitted or
+		// blocked under its key's lock, so they are added one by one, in
+		// payload order, after locking all their keys in sorted order.
+		std::vector<std::string> key_names;
+		for (int i = 0; i < concurrency_keys.n; ++i)
+			if (!concurrency_keys.nulls[i]) {
+				Datum d = concurrency_keys.elems[i];
+				key_names.push_back(std::string(pg::guard([&] { return TextDatumGetCString(d); })));
+			}
+		queue::lock_keys(q, key_names);
+		bool inserted_any = false;
+		for (int i = 0; i < payloads.n; ++i)
+			add_id_row(out, enqueue_element(q, values, nulls, payloads, has_dedupe ? &dedupe_keys : nullptr,
+			                                &concurrency_keys, i, &inserted_any));
+		if (inserted_any)
+			q.notify();
+		pg::spi_finish();
+		return Datum(0);
+	}
+	bool any_dedupe = std::any_of(keys.begin(), keys.end(), [](const auto &k) { return k.has_value(); });
+	uint64 n = q.run(any_dedupe ? QueueStatement::enqueue_batch_dedupe : QueueStatement::enqueue_batch, 6,
+	                 types, values, nulls);
+	bool inserted_any = n > 0;
+	std::vector<int64> ids(keys.size(), 0);
+	// Ids were drawn in payload order: the keyless tasks, by ascending id,
+	// are the keyless payloads in order; a keyed one is found by its key.
+	std::vector<int64> keyless;
+	std::unordered_map<std::string, int64> by_key;
+	for (uint64 i = 0; i < n; ++i) {
+		int row = static_cast<int>(i);
+		int64 id = queue::int64_column(row, 1);
+		bool isnull = false;
+		Datum key = queue::column(row, 2, &isnull);
+		if (isnull)
+			keyless.push_back(id);
+		else
+			by_key.emplace(pg::guard([&] { return TextDatumGetCString(key); }), id);
+	}
+	std::sort(keyless.begin(), keyless.end());
+	std::size_t next_keyless = 0;
+	for (std::size_t i = 0; i < keys.size(); ++i)
+		if (!keys[i])
+			ids[i] = keyless.at(next_keyless++);
+	if (any_dedupe) {
+		// keys held by tasks already there: one lookup for all of them
+		std::vector<std::string> missing;
+		for (const auto &k : keys)
+			if (k && !by_key.count(*k))
+				missing.push_back(*k);
+		if (!missing.empty()) {
+			std::vector<Datum> elems;
+			for (const std::string &k : missing)
+				elems.push_back(pg::text_datum(k));
+			Datum *data = elems.data();
+			int count = static_cast<int>(elems.size());
+			Datum array = pg::guard([&] {
+				return PointerGetDatum(construct_array(data, count, TEXTOID, -1, false, TYPALIGN_INT));
+			});
+			static const Oid lookup_types[1] = {TEXTARRAYOID};
+			uint64 found = q.run("dedupe_many", q.sql().dedupe_lookup_many(), 1, lookup_types, &array);
+			for (uint64 i = 0; i < found; ++i) {
+				bool isnull = false;
+				Datum key = queue::column(static_cast<int>(i), 1, &isnull);
+				by_key.emplace(pg::guard([&] { return TextDatumGetCString(key); }),
+				               queue::int64_column(static_cast<int>(i), 2));
+			}
+		}
+		for (std::size_t i = 0; i < keys.size(); ++i) {
+			if (!keys[i])
+				continue;
+			auto found = by_key.find(*keys[i]);
+			if (found == by_key.end()) {
+				// its holder vanished between the insert and the lookup
+				int64 id = enqueue_element(q, values, nulls, payloads, &dedupe_keys,
+				                           has_keys ? &concurrency_keys : nullptr, i, &inserted_any);
+				found = by_key.emplace(*keys[i], id).first;
+			}
+			ids[i] = found->second;
+		}
+	}
+	for (int64 id : ids)
+		add_id_row(out, id);
+	if (inserted_any)
+		q.notify();
+	pg::spi_finish();
+	return Datum(0);
+}

@@ -1,0 +1,139 @@
+// Inspection (src/sql/23_queue_stats.sql, src/sql/22_queue_tasks.sql): what is
+// in a queue (queue_stats, queue_keys, task_status), and purge, which deletes
+// the finished tasks whose retention has passed.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pg/srf.hpp"
+#include "queue/distributed.hpp"
+#include "queue/keys_sql.hpp"
+#include "queue/permissions.hpp"
+#include "queue/queue.hpp"
+#include "queue/stats_sql.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+}
+
+using namespace concurrency;
+using namespace concurrency::queue;
+
+// concurrency.queue_stats_rows() — the rows of the view concurrency.queue_stats
+CONCURRENCY_FUNCTION(concurrency_queue_stats) {
+	TimestampTz now = clock_now();
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	std::vector<std::string> names;
+	SPIPlanPtr list = pg::prepared_plan("queue-catalog:names", catalog_sql::names, 0, nullptr);
+	uint64 n = pg::execute(list, nullptr, nullptr, true);
+	for (uint64 i = 0; i < n; ++i) {
+		bool isnull = false;
+		Datum d = queue::column(static_cast<int>(i), 1, &isnull);
+		names.emplace_back(pg::guard([&] { return TextDatumGetCString(d); }));
+	}
+	for (const std::string &name : names) {
+		Datum cols[10];
+		bool isnull[10] = {false, true, true, true, true, true, true, true, true, true};
+		cols[0] = pg::text_datum(name);
+		std::optional<Queue> q;
+		if (OidIsValid(queue::queue_relid(name)))
+			q.emplace(name);
+		if (q && holds(*q, Permission::read)) {
+			AsRole as_owner(queue_owner(*q));
+			static const Oid types[1] = {TIMESTAMPTZOID};
+			Datum values[1] = {TimestampTzGetDatum(now)};
+			if (queue::is_distributed(q->info().relid)) // Citus: src/queue/distributed.hpp
+				queue::distributed_stats(name, now);
+			else
+				q->run("queue_stats", StatsSql(name).stats(), 1, types, values);
+			for (int c = 1; c < 10; ++c)
+				cols[c] = queue::column(0, c, &isnull[c]);
+			// blocked: behind their key, and while the queue has max_leased
+			// leases, every ready task
+			int64 leased = DatumGetInt64(cols[3]) + DatumGetInt64(cols[4]);
+			int64 blocked = DatumGetInt64(cols[9]);
+			if (q->info().max_leased > 0 && leased >= q->info().max_leased)
+				blocked += DatumGetInt64(cols[1]);
+			cols[9] = Int64GetDatum(blocked);
+		}
+		pg::add_row(out, cols, isnull);
+	}
+	pg::spi_finish();
+	return Datum(0);
+}
+
+// concurrency.queue_keys(queue) -> per key with live tasks: concurrency_key,
+// leased, waiting, oldest_waiting_age
+CONCURRENCY_FUNCTION(concurrency_queue_keys) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	TimestampTz now = clock_now();
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	Queue q(name);
+	AsRole as_owner = authorize(q, Permission::read, "queue_keys");
+	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return queue::forward_distributed(fcinfo, "distributed_queue_keys", &out);
+	static const Oid types[1] = {TIMESTAMPTZOID};
+	Datum values[1] = {TimestampTzGetDatum(now)};
+	uint64 n = q.run("queue_keys", KeySql(name).queue_keys(), 1, types, values);
+	for (uint64 i = 0; i < n; ++i) {
+		Datum cols[4];
+		bool isnull[4];
+		for (int c = 0; c < 4; ++c)
+			cols[c] = queue::column(static_cast<int>(i), c + 1, &isnull[c]);
+		pg::add_row(out, cols, isnull);
+	}
+	pg::spi_finish();
+	return Datum(0);
+}
+
+// concurrency.purge(queue) -> how many finished tasks were deleted (every
+// one whose retention has passed, in chunks)
+CONCURRENCY_FUNCTION(concurrency_purge) {
+	QueueName name = queue_name(fcinfo);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::manage, "purge");
+	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return forward_distributed(fcinfo, "distributed_purge");
+	constexpr int32 chunk = 10'000;
+	uint64 total = 0;
+	for (;;) {
+		uint64 n = q.purge(now, chunk);
+		total += n;
+		if (n < static_cast<uint64>(chunk))
+			break;
+	}
+	pg::spi_finish();
+	PG_RETURN_INT64(static_cast<int64>(total));
+}
+
+// concurrency.task_status(queue, id) -> one row, or none
+CONCURRENCY_FUNCTION(concurrency_task_status) {
+	QueueName name = queue_name(fcinfo);
+	pg::require_arg(fcinfo, 1, "id");
+	int64 id = PG_GETARG_INT64(1);
+	TimestampTz now = clock_now();
+
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::read, "task_status");
+	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+		return forward_distributed(fcinfo, "distributed_task_status", &out);
+	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};
+	Datum values[2] = {Int64GetDatum(id), TimestampTzGetDatum(now)};
+	if (q.run("task_status", q.sql().task_status(), 2, types, values) == 1) {
+		constexpr int ncols = 13;
+		Datum cols[ncols];
+		bool isnull[ncols];
+		for (int c = 0; c < ncols; ++c)
+			cols[c] = column(0, c + 1, &isnull[c]);
+		pg::add_row(out, cols, isnull);
+	}
+	pg::spi_finish();
+	return Datum(0);
+}

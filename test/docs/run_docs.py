@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Runs every ```sql block of README.md and docs/*.md as a reader would paste
+them: in document order, in one psql session per file, in a fresh database of
+that file's own (with the extension created, unless one of the file's blocks
+creates it). Roles that a file's blocks create are dropped after the file, so
+that files do not depend on each other.
+
+Marks, for the blocks that must not simply succeed:
+  * a block whose first line is `-- error: SQLSTATE` shows an error on purpose:
+    it must fail, and its first error must carry that SQLSTATE;
+  * a block preceded by the line `<!-- doc-test: skip (why) -->` is not run
+    (a placeholder, or a set-up this test has not got, such as Citus).
+
+Every block counts once; the last line is "N passed, M failed". Needs psql on
+PATH and PGHOST/PGPORT/PGUSER of a superuser on a server where the extension is
+installed (scripts/test.sh starts one with the library preloaded, so that the
+lock history's examples run too).
+
+Usage: test/docs/run_docs.py [FILE.md ...]   (default: README.md docs/*.md)
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FENCE_OPEN = re.compile(r"^(\s*)```sql\s*$")
+FENCE_CLOSE = re.compile(r"^\s*```\s*$")
+SKIP_MARK = re.compile(r"^\s*<!--\s*doc-test:\s*skip\b.*-->\s*$")
+ERROR_MARK = re.compile(r"^--\s*error:\s*([0-9A-Z]{5})\b")
+# psql -f with VERBOSITY verbose: "psql:FILE:LINE: ERROR:  42501: message"
+SERVER_ERROR = re.compile(r"^psql:[^:]*:\d+: (?:ERROR|FATAL|PANIC):  ([0-9A-Z]{5}): (.*)$")
+CLIENT_ERROR = re.compile(r"^psql:[^:]*:\d+: error: (.*)$")
+MARKER = re.compile(r"^@@doc-test (begin|end) (\d+)$")
+
+
+class Block:
+    def __init__(self, path, line, text, skip, expect):
+        self.path, self.line, self.text, self.skip, self.expect = path, line, text, skip, expect
+
+    def name(self):
+        return f"{self.path}:{self.line}"
+
+
+def blocks_of(path):
+    """The ```sql blocks of a Markdown file, indentation removed."""
+    lines = Path(ROOT / path).read_text().splitlines()
+    out, i = [], 0
+    while i < len(lines):
+        m = FENCE_OPEN.match(lines[i])
+        if not m:
+            i += 1
+            continue
+        indent, start = len(m.group(1)), i + 1
+        prev = next((lines[j] for j in range(i - 1, -1, -1) if lines[j].strip()), "")
+        body = []
+        i += 1
+        while i < len(lines) and not FENCE_CLOSE.match(lines[i]):
+            body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
+            i += 1
+        i += 1
+        first = next((l for l in body if l.strip()), "")
+        em = ERROR_MARK.match(first.strip())
+        out.append(Block(path, start, "\n".join(body), bool(SKIP_MARK.match(prev)), em.group(1) if em else None))
+    return out
+
+
+def ends_statement(text):
+    """False when the block leaves a statement unterminated (it would run
+    together with the next block's first statement)."""
+    code = [re.sub(r"\s--\s.*$|^--.*$", "", l).rstrip() for l in text.splitlines()]
+    code = [l for l in code if l.strip()]
+    return not code or code[-1].endswith(";") or code[-1].lstrip().startswith("\\")
+
+
+def psql(*args, **kw):
+    return subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", *args],
+                          capture_output=True, text=True, **kw)
+
+
+def roles():
+    r = psql("-d", "postgres", "-Atc", "SELECT rolname FROM pg_roles")
+    return set(r.stdout.split())
+
+
+def run_file(path, blocks):
+    """Returns a list of (block, failure or None, skipped)."""
+    db = "doc_test_" + re.sub(r"[^a-z0-9]+", "_", path.lower()).strip("_")
+    results = []
+    before = roles()
+    setup = psql("-d", "postgres", "-c", f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)', "-c", f'CREATE DATABASE "{db}"')
+    if setup.returncode != 0:
+        return [(b, "could not create the database: " + setup.stderr.strip(), False) for b in blocks]
+    if not any(re.search(r"CREATE EXTENSION\b[^;]*\bconcurrency_ext", b.text, re.I) for b in blocks if not b.skip):
+        ext = psql("-d", db, "-c", "CREATE EXTENSION concurrency_ext")
+        if ext.returncode != 0:
+            return [(b, "CREATE EXTENSION failed: " + ext.stderr.strip(), False) for b in blocks]
+
+    script = ["\\set VERBOSITY verbose", "\\set SHOW_CONTEXT never"]
+    for n, b in enumerate(blocks):
+        if b.skip:
+            continue
+        script += [f"\\warn '@@doc-test begin {n}'", b.text, f"\\warn '@@doc-test end {n}'"]
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write("\n".join(script) + "\n")
+        script_path = f.name
+    os.chmod(script_path, 0o644)
+    try:
+        # a doc block that waits forever would hang the suite: bound each statement
+        env = dict(os.environ, PGOPTIONS=(os.environ.get("PGOPTIONS", "") + " -c statement_timeout=60s").strip())
+        r = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=0", "-d", db, "-f", script_path],
+                           capture_output=True, text=True, env=env, timeout=600)
+        stderr = r.stderr
+    except subprocess.TimeoutExpired as e:
+        stderr = (e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        stderr += "\n(psql did not finish within 600 s)"
+    finally:
+        os.unlink(script_path)
+
+    errors, current, seen = {}, None, set()
+    for line in stderr.splitlines():
+        m = MARKER.match(line)
+        if m:
+            current = int(m.group(2)) if m.group(1) == "begin" else None
+            if m.group(1) == "end":
+                seen.add(int(m.group(2)))
+            continue
+        if current is None:
+            continue
+        se, ce = SERVER_ERROR.match(line), CLIENT_ERROR.match(line)
+        if se:
+            errors.setdefault(current, []).append((se.group(1), se.group(2)))
+        elif ce:
+            errors.setdefault(current, []).append(("psql", ce.group(1)))
+
+    for n, b in enumerate(blocks):
+        if b.skip:
+            results.append((b, None, True))
+            continue
+        errs = errors.get(n, [])
+        if n not in seen:
+            failure = "did not run to its end" + (": " + stderr.strip().splitlines()[-1] if stderr.strip() else "")
+        elif not ends_statement(b.text):
+            failure = "its last statement has no terminating ';' (it would run into the next block)"
+        elif b.expect:
+            if not errs:
+                failure = f"expected error {b.expect}, but it succeeded"
+            elif errs[0][0] != b.expect:
+                failure = f"expected error {b.expect}, got {errs[0][0]}: {errs[0][1]}"
+            else:
+                failure = None
+        elif errs:
+            failure = "; ".join(f"{c}: {m}" for c, m in errs[:3])
+        else:
+            failure = None
+        results.append((b, failure, False))
+
+    psql("-d", "postgres", "-c", f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    for role in sorted(roles() - before):
+        d = psql("-d", "postgres", "-c", f'DROP ROLE "{role}"')
+        if d.returncode != 0:
+            results.append((Block(path, 0, "", False, None), f"role {role} created by the file could not be dropped: {d.stderr.strip()}", False))
+    return results
+
+
+def main():
+    files = sys.argv[1:] or ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
+    passed = failed = 0
+    for path in files:
+        blocks = blocks_of(path)
+        if not blocks:
+            continue
+        for b, failure, skipped in run_file(path, blocks):
+            if skipped:
+                print(f"skip {b.name()}")
+            elif failure:
+                failed += 1
+                print(f"FAIL {b.name()}: {failure}")
+            else:
+                passed += 1
+                print(f"ok {b.name()}" + (f" (error {b.expect}, as shown)" if b.expect else ""))
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
