@@ -22,9 +22,12 @@ function queueTable(queue) {
 // privileges (superusers included), or a holder of manage directly, through
 // a role it inherits, or through PUBLIC (grantee 0). It only decides whether
 // the page offers the buttons; the functions themselves check again.
+// may_select: the tasks can be listed (read is mirrored as SELECT on the
+// table; concurrency_monitor gives the counts of every queue, not SELECT).
 const QUEUES_SQL = `
 SELECT q.*,
        c.oid AS relid,
+       c.oid IS NOT NULL AND pg_catalog.has_table_privilege(c.oid, 'SELECT') AS may_select,
        c.oid IS NOT NULL AND (pg_catalog.pg_has_role(c.relowner, 'USAGE')
         OR EXISTS (SELECT FROM concurrency.queue_permission p
                     WHERE p.queue OPERATOR(pg_catalog.=) q.name

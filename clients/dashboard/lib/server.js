@@ -245,7 +245,7 @@ class Dashboard {
       const byName = new Map(stats.rows.map((r) => [r.queue, r]));
       out.stats_columns = stats.fields.map((f) => f.name).filter((n) => n !== 'queue');
       out.setting_columns = queues.fields.map((f) => f.name)
-        .filter((n) => !['name', 'relid', 'may_manage', 'created_at', 'created_by'].includes(n));
+        .filter((n) => !['name', 'relid', 'may_manage', 'may_select', 'created_at', 'created_by'].includes(n));
       const relids = queues.rows.filter((r) => r.relid !== null).map((r) => r.relid);
       const optional = await client.query(q.OPTIONAL_TASK_COLUMNS_SQL, [relids]);
       out.queues = [];
@@ -256,10 +256,11 @@ class Dashboard {
           settings: Object.fromEntries(out.setting_columns.map((c) => [c, row[c]])),
           stats: s && Object.fromEntries(out.stats_columns.map((c) => [c, s[c]])),
           readable: Boolean(s && s.ready !== null),
+          tasks_readable: row.may_select,
           may_manage: row.may_manage,
         };
         out.queues.push(entry);
-        if (!entry.readable) continue;
+        if (!entry.readable || !entry.tasks_readable) continue;
         const columns = new Set(optional.rows.filter((r) => String(r.relid) === String(row.relid)).map((r) => r.name));
         entry.has_progress = columns.has('progress');
         const lists = [

@@ -179,6 +179,12 @@
     }
     table('failed-table', ['queue', 'task', 'state', 'attempt', 'last error', 'payload', 'time', ''], rows);
     $('failed-empty').hidden = rows.length > 0;
+    const unlisted = state.queues.filter((q) => q.readable && !q.tasks_readable && Number(q.stats.dead) > 0).map((q) => q.name);
+    $('failed-unlisted').textContent = unlisted.length
+      ? `Dead tasks not listed (the role sees the counts but holds no SELECT on the table): ${unlisted.join(', ')}` : '';
+    const errors = state.queues.filter((q) => q.error).map((q) => `${q.name}: ${q.error.message}`);
+    $('tasks-error').textContent = errors.join('; ');
+    $('tasks-error').hidden = errors.length === 0;
   }
   function renderRunning(state) {
     const progress = state.queues.some((q) => q.has_progress);
@@ -292,12 +298,14 @@
       dashboard.cy.elements().remove();
       dashboard.cy.scratch('signature', '');
     }
-    table('lock-roots', ['pid', 'root', 'depth', 'application', 'state', 'waited', 'transaction', 'query', 'suggested action'],
+    const client = tree.some((r) => 'client_addr' in r);
+    table('lock-roots', ['pid', 'root', 'depth', 'application', ...(client ? ['client'] : []), 'state', 'waited', 'transaction', 'query', 'suggested action'],
       tree.map((r) => el('tr', { dataset: { pid: String(r.pid), root: String(r.root_pid), depth: String(r.depth) }, className: r.depth === 0 ? 'root' : null },
         el('td', null, r.pid === 0 ? `prepared ${r.gid}` : r.pid),
         el('td', null, r.root_pid),
         el('td', null, r.depth),
         el('td', null, value(r.application_name || (apps.get(nodeId(r.pid, r.gid)) || [])[0])),
+        client ? el('td', null, value(r.client_addr)) : null,
         el('td', null, value(r.state)),
         el('td', null, interval(r.waited)),
         el('td', null, interval(r.xact_age)),

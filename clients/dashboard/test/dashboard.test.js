@@ -62,11 +62,12 @@ before(async () => {
   db = h.admin();
   await db.connect();
   await db.query('CREATE EXTENSION IF NOT EXISTS concurrency_ext');
-  for (const role of ['dash_ops', 'dash_viewer']) {
+  for (const role of ['dash_ops', 'dash_viewer', 'dash_monitor']) {
     await db.query(`DROP ROLE IF EXISTS ${role}`).catch(() => {});
   }
   await db.query(`CREATE ROLE dash_ops LOGIN PASSWORD '${OPS_PASSWORD}' IN ROLE pg_read_all_stats`);
   await db.query('CREATE ROLE dash_viewer LOGIN');
+  await db.query('CREATE ROLE dash_monitor LOGIN IN ROLE concurrency_monitor');
   await db.query("SELECT concurrency.create_queue('emails', max_attempts => 1)");
   await db.query("SELECT concurrency.create_queue('reports', lease => '1 hour', key_limit => 2, max_leased => 4)");
   await db.query("SELECT concurrency.create_queue('private')");
@@ -132,6 +133,32 @@ test("the page's counts equal queue_stats, for the dashboard's role", async () =
   // the retrying task of queue private is not readable by dash_ops: not listed
   assert.equal(await page.locator('#failed-table tr[data-queue="private"]').count(), 0);
   assert.deepEqual(page.consoleErrors, []);
+});
+
+test('a member of concurrency_monitor sees every count, and lists no task (no SELECT on the tables)', async () => {
+  const d = await dashboard('dash_monitor', null, '--allow-actions');
+  const page = await h.openPage(browser, d.url);
+  const stats = await as('dash_monitor', 'SELECT queue, ready, dead FROM concurrency.queue_stats ORDER BY queue');
+  assert.ok(stats.rows.every((r) => r.ready !== null), 'read on every queue');
+  for (const row of stats.rows) {
+    const tr = page.locator('#queues-table tbody tr').filter({ has: page.locator('th', { hasText: row.queue }) });
+    assert.equal(await tr.first().locator('td[data-col="dead"]').textContent(), row.dead, `${row.queue}.dead`);
+  }
+  assert.equal(await page.locator('#failed-table tbody tr').count(), 0);
+  assert.equal(await page.locator('#running-table tbody tr').count(), 0);
+  assert.match(await page.locator('#failed-unlisted').textContent(), /not listed .*emails/);
+  assert.equal(await page.locator('button.action').count(), 0, 'no manage: no buttons');
+  assert.equal(await page.locator('#tasks-error').isVisible(), false);
+  assert.deepEqual(page.consoleErrors, []);
+});
+
+test('npx concurrency-ext dashboard (the worker runtime\'s command) runs the same dashboard', async () => {
+  const d = await h.startDashboard(['--database', h.databaseUrl('dash_viewer')], [h.NODE_CLIENT_BIN, 'dashboard']);
+  started.push(d);
+  const state = await (await fetch(new URL('/api/state', d.url))).json();
+  assert.equal(state.who.role, 'dash_viewer');
+  assert.equal(state.actions, false);
+  assert.ok(state.queues.some((q) => q.name === 'emails' && q.stats.dead !== null));
 });
 
 test('a payload, an error and a queue name with markup are shown as text', async () => {
@@ -346,11 +373,16 @@ test('a pile-up appears as a graph with the right root, then as an episode of th
         action: cy.nodes('.root').map((n) => n.data('action')),
         edges: cy.edges().map((e) => `${e.source().data('pid')}>${e.target().data('pid')}:${e.hasClass('soft') ? 'soft' : 'hard'}`).sort(),
         label: cy.nodes('.root')[0].data('label'),
+        actions: Object.fromEntries(cy.nodes().map((n) => [n.data('pid'), n.data('action')])),
       };
     });
     assert.deepEqual(graph.roots, [idle.pid]);
     assert.deepEqual(graph.action, [`SELECT pg_terminate_backend(${idle.pid})`]);
     assert.match(graph.label, /idle in transaction/);
+    // every node carries lock_tree's suggestion: the waiting DDL's is to cancel it (the readers go on)
+    const suggested = (await db.query('SELECT pid, action FROM concurrency.lock_tree')).rows;
+    assert.equal(suggested.length, 4);
+    for (const r of suggested) assert.equal(graph.actions[r.pid], r.action, `the action of ${r.pid}`);
     assert.deepEqual(graph.edges, [
       `${ddl.pid}>${idle.pid}:hard`,
       ...readers.map((r) => `${r.pid}>${ddl.pid}:soft`),

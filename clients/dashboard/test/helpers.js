@@ -9,6 +9,8 @@ const pg = require('pg');
 const { chromium } = require('playwright-core');
 
 const BIN = path.join(__dirname, '..', 'bin', 'concurrency-ext-dashboard.js');
+// the worker runtime's command, whose "dashboard" runs this package
+const NODE_CLIENT_BIN = path.join(__dirname, '..', '..', 'node', 'bin', 'concurrency-ext.js');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
 function admin() {
@@ -20,10 +22,11 @@ function databaseUrl(role, password) {
   return `postgresql://${auth}@/${process.env.PGDATABASE || 'postgres'}?host=${encodeURIComponent(process.env.PGHOST)}&port=${process.env.PGPORT}`;
 }
 
-// Starts the dashboard's bin; resolves to { url, stop() } once it listens.
-function startDashboard(args) {
+// Starts the dashboard's bin (or another command line that runs it);
+// resolves to { url, stop() } once it listens.
+function startDashboard(args, command = [BIN]) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...command, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stderr.on('data', (d) => { err += d; });
@@ -81,4 +84,4 @@ async function until(fn, what, timeoutMs = 20000) {
   }
 }
 
-module.exports = { admin, databaseUrl, startDashboard, launchBrowser, openPage, waitForUpdate, until };
+module.exports = { NODE_CLIENT_BIN, admin, databaseUrl, startDashboard, launchBrowser, openPage, waitForUpdate, until };
