@@ -234,7 +234,7 @@ class Worker extends EventEmitter {
     if (typeof o.handler !== 'function') throw new TypeError('handler must be a function');
     for (const k of ['concurrency', 'batch']) if (!Number.isInteger(o[k]) || o[k] < 1) throw new RangeError(`${k} must be an integer >= 1`);
     for (const k of ['wait', 'pollInterval']) if (!Number.isFinite(o[k]) || o[k] <= 0) throw new RangeError(`${k} must be a positive number of milliseconds`);
-    // each slot holds a connection while its handler runs; heartbeats need one more
+    // each slot keeps a connection for its claims and handlers; heartbeats need one more
     const max = o.pool.options && o.pool.options.max;
     if (max && max < o.concurrency + 1)
       throw new RangeError(`the pool has max ${max} connections: a worker of concurrency ${o.concurrency} needs at least ${o.concurrency + 1}`);
@@ -278,10 +278,10 @@ class Worker extends EventEmitter {
               FROM concurrency.dequeue(${args})`;
   }
 
-  async claim() {
+  async claim(client) {
     const values = [this.queue, this.options.batch, this.lease, this.options.name ?? null];
     if (this.features.wait) values.push(`${this.options.wait} milliseconds`);
-    const { rows } = await query(this.pool, this.claimSql, values);
+    const { rows } = await query(client, this.claimSql, values);
     return rows;
   }
 
@@ -298,23 +298,31 @@ class Worker extends EventEmitter {
     });
   }
 
+  // One slot: a pool connection kept for its claims and handlers (as a
+  // hand-written loop would), given back when it breaks and at the end.
   async runSlot() {
     let idle = POLL_MIN;
+    let client = null;
+    const backOff = async () => {
+      await this.pause(idle);
+      idle = Math.min(idle * 2, this.options.pollInterval);
+    };
     while (!this.stopping) {
       let rows;
       try {
-        rows = await this.claim();
+        client = client || (await this.pool.connect());
+        rows = await this.claim(client);
       } catch (err) {
         this.report(err);
-        await this.pause(idle);
-        idle = Math.min(idle * 2, this.options.pollInterval);
+        if (client && !(err instanceof QueueError)) {
+          client.release(true); // the connection broke: a new one next time
+          client = null;
+        }
+        await backOff();
         continue;
       }
       if (rows.length === 0) {
-        if (!this.features.wait) {
-          await this.pause(idle);
-          idle = Math.min(idle * 2, this.options.pollInterval);
-        }
+        if (!this.features.wait) await backOff();
         continue;
       }
       idle = POLL_MIN;
@@ -335,28 +343,23 @@ class Worker extends EventEmitter {
       claim.schedule(rows[0].left);
       this.claims.add(claim);
       try {
-        await this.execute(claim);
+        if (!(await this.execute(claim, client))) {
+          client.release(true);
+          client = null;
+        }
       } finally {
         this.claims.delete(claim);
       }
     }
+    if (client) client.release();
   }
 
   // Runs the handler in a transaction whose last statement is complete (or
   // complete_batch); on a throw, rolls back and fails the tasks with the
-  // error's message.
-  async execute(claim) {
+  // error's message. Returns false when the connection is broken.
+  async execute(claim, client) {
     const { tasks } = claim;
     const batch = this.options.batch > 1;
-    let client;
-    try {
-      client = await this.pool.connect();
-    } catch (err) {
-      await claim.end();
-      this.report(err);
-      return; // the lease lapses; the task comes back
-    }
-    let broken = false;
     try {
       await client.query('BEGIN');
       const result = await this.options.handler(batch ? tasks : tasks[0], client);
@@ -378,12 +381,14 @@ class Worker extends EventEmitter {
       }
       await query(client, 'COMMIT');
       for (const t of tasks) this.emit('completed', t, result);
+      return true;
     } catch (thrown) {
       await claim.end();
+      let healthy = true;
       try {
         await client.query('ROLLBACK');
       } catch (rollbackError) {
-        broken = true;
+        healthy = false; // the lease lapses; the task comes back
         this.report(rollbackError);
       }
       const err = queueError(thrown);
@@ -391,11 +396,12 @@ class Worker extends EventEmitter {
         // told when the heartbeat found it
       } else if (err instanceof LeaseLostError) {
         for (const t of tasks) this.emit('leaseLost', t, err);
-      } else {
+      } else if (healthy) {
         await this.failTasks(tasks, err);
+      } else {
+        this.report(err);
       }
-    } finally {
-      client.release(broken || undefined);
+      return healthy;
     }
   }
 

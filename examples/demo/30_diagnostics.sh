@@ -48,11 +48,12 @@ psql -X -c "SELECT waiting_pid, waiting_application AS waiting_app, waiting_mode
                    blocking_mode, blocking_holds, blocking_waiting
               FROM concurrency.lock_waits"
 
-echo "The tree (lock_tree): one root, and what to run about it."
+echo "The tree (lock_tree): one root, and what to run about it; the ALTER, which holds the"
+echo "readers up only by its place in the queue, has an action too (cancel it: the readers go on)."
 psql -X -c "SELECT pid, depth, path, blocks_total, state, left(query, 40) AS query, action
               FROM concurrency.lock_tree"
 
-echo "4. Run the root's action (here: terminate the idle transaction)."
+echo "4. Run the root's action (here: terminate the idle transaction, so that the ALTER goes through too)."
 psql -X <<'SQL'
 SELECT action FROM concurrency.lock_tree WHERE depth = 0 \gexec
 SQL

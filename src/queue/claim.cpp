@@ -10,9 +10,11 @@
 #include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/permissions.hpp"
+#include "queue/wait.hpp"
 
 extern "C" {
 #include "access/transam.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "storage/procarray.h"
 #include "utils/guc.h"
@@ -186,7 +188,44 @@ void Claim::run(int32 batch) {
 using namespace concurrency;
 using namespace concurrency::queue;
 
-// concurrency.dequeue(queue, batch, lease, worker) -> claimed tasks
+namespace {
+
+// The wait argument n of dequeue: NULL or zero (no wait), or positive; only
+// where the snapshot moves between looks.
+std::optional<Interval> wait_arg(FunctionCallInfo fcinfo, int n) {
+	if (PG_NARGS() <= n || PG_ARGISNULL(n))
+		return std::nullopt;
+	Interval *wait = PG_GETARG_INTERVAL_P(n);
+	if (wait->month == 0 && wait->day == 0 && wait->time == 0)
+		return std::nullopt;
+	Interval positive = positive_interval_arg(fcinfo, n, "wait");
+	if (IsolationUsesXactSnapshot())
+		throw Error(sqlstate::feature_not_supported,
+		            "dequeue cannot wait in a REPEATABLE READ or SERIALIZABLE transaction",
+		            "Its snapshot cannot move: tasks committed while it waited would stay invisible to it.",
+		            "Call dequeue with wait in a READ COMMITTED transaction (the default), or without wait.");
+	return positive;
+}
+
+// The earliest time a scheduled task of the queue comes due or a lease
+// expires (nothing: none), which a waiter sleeps no longer than.
+std::optional<TimestampTz> next_due(Queue &q) {
+	if (q.run("next_due", q.sql().next_due(), 0, nullptr, nullptr) != 1)
+		return std::nullopt;
+	bool isnull = false;
+	Datum due = column(0, 1, &isnull);
+	if (isnull)
+		return std::nullopt;
+	return DatumGetTimestampTz(due);
+}
+
+} // namespace
+
+// concurrency.dequeue(queue, batch, lease, worker, wait) -> claimed tasks.
+// With wait, a call that claims nothing sleeps until a commit makes tasks
+// of the queue claimable (queue/wait.hpp), a scheduled task comes due or a
+// lease expires, and looks again with a fresh snapshot, until wait has
+// passed.
 CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	QueueName name = queue_name(fcinfo);
 	int32 batch = int32_arg(fcinfo, 1, "batch");
@@ -197,19 +236,55 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		lease_arg = positive_interval_arg(fcinfo, 2, "lease");
 	Datum worker = PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3);
 	bool worker_null = PG_ARGISNULL(3);
+	std::optional<Interval> wait = wait_arg(fcinfo, 4);
 	TimestampTz now = clock_now();
 
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "dequeue");
-	if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+	// One look: claims what it can, as the queue's owner. Without tasks,
+	// *due is the queue's next due time.
+	auto look = [&](std::optional<TimestampTz> *due) {
+		Queue q(name.view());
+		AsRole as_owner = authorize(q, Permission::work, "dequeue");
+		Claim claim(q, now, lease_arg ? *lease_arg : q.info().lease, worker, worker_null, out);
+		claim.run(batch);
 		q.maybe_purge(now);
-		return forward_distributed(fcinfo, "distributed_dequeue", &out);
+		if (due && claim.claimed() == 0)
+			*due = next_due(q);
+		return claim.claimed();
+	};
+	{
+		Queue q(name.view());
+		AsRole as_owner = authorize(q, Permission::work, "dequeue");
+		if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+			if (wait)
+				refuse_on_distributed(q.name(), "dequeue with wait");
+			q.maybe_purge(now);
+			return forward_distributed(fcinfo, "distributed_dequeue", &out, 4);
+		}
 	}
-	Claim claim(q, now, lease_arg ? *lease_arg : q.info().lease, worker, worker_null, out);
-	claim.run(batch);
-	q.maybe_purge(now);
+	if (!wait) {
+		look(nullptr);
+		pg::spi_finish();
+		return Datum(0);
+	}
+	Interval wait_for = *wait;
+	TimestampTz deadline = pg::guard([&] {
+		return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+		                                               IntervalPGetDatum(&wait_for)));
+	});
+	// on the wait list before the first look: no commit from now on is missed
+	QueueWait waiter(name.view());
+	for (;;) {
+		std::optional<TimestampTz> due;
+		if (look(&due) > 0)
+			break;
+		now = clock_now();
+		if (now >= deadline)
+			break;
+		waiter.sleep(now, due ? std::min(deadline, *due) : deadline);
+		now = clock_now();
+	}
 	pg::spi_finish();
 	return Datum(0);
 }

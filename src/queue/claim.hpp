@@ -32,6 +32,8 @@ class Claim {
 	// queue's cursor on and, under max_leased, writes the leases into the
 	// slots taken.
 	void run(int32 batch);
+	// How many tasks this call has claimed (over every run).
+	std::size_t claimed() const { return claimed_; }
 
   private:
 	Queue &q_;

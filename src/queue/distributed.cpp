@@ -58,11 +58,13 @@ bool is_distributed(Oid relid) {
 	return distributed;
 }
 
-Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out) {
+Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out, int max_args) {
 	Oid fn = fcinfo->flinfo->fn_oid;
 	Oid *argtypes = nullptr;
 	int nargs = 0;
 	Oid rettype = pg::guard([&] { return get_func_signature(fn, &argtypes, &nargs); });
+	if (max_args >= 0 && nargs > max_args)
+		nargs = max_args;
 	std::string sql = out ? fmt::format("SELECT * FROM concurrency.{}(", function)
 	                      : fmt::format("SELECT concurrency.{}(", function);
 	for (int i = 0; i < nargs; ++i)
@@ -83,6 +85,10 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 		for (uint64 row = 0; row < n; ++row) {
 			Datum cols[FUNC_MAX_ARGS];
 			bool isnull[FUNC_MAX_ARGS];
+			for (int c = 0; c < FUNC_MAX_ARGS; ++c) {
+				cols[c] = Datum(0);
+				isnull[c] = true;
+			}
 			for (int c = 0; c < ncols && c < FUNC_MAX_ARGS; ++c)
 				cols[c] = pg::column(row, c + 1, &isnull[c]);
 			pg::add_row(*out, cols, isnull);
@@ -102,6 +108,13 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 		return Datum(0);
 	}
 	return result;
+}
+
+void refuse_on_distributed(std::string_view queue, const char *what) {
+	throw Error(sqlstate::feature_not_supported,
+	            fmt::format("{} is not supported on distributed queue \"{}\"", what, queue),
+	            "Distributed queues do not hand tasks back, wait for tasks or keep progress yet.",
+	            "Use fail(…, retry_in => '0') to give a task back, and call dequeue without wait.");
 }
 
 void require_coordinator(const std::string &queue) {

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "pg/srf.hpp"
 #include "pg/spi.hpp"
@@ -22,10 +23,17 @@ namespace concurrency::queue {
 // Call while SPI is connected.
 bool is_distributed(Oid relid);
 
-// Runs concurrency.<function>(the caller's arguments) and returns its result
-// as the caller's: the scalar result, or the rows into `out` for a
-// set-returning caller. Ends the caller's SPI connection.
-Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out = nullptr);
+// Runs concurrency.<function>(the caller's arguments; the first `max_args`
+// of them when given) and returns its result as the caller's: the scalar
+// result, or the rows into `out` for a set-returning caller (columns that
+// the distributed function does not return are NULL). Ends the caller's SPI
+// connection.
+Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out = nullptr,
+                          int max_args = -1);
+
+// 0A000 for what distributed queues do not do yet (`what`: release, wait,
+// progress), naming the queue.
+[[noreturn]] void refuse_on_distributed(std::string_view queue, const char *what);
 
 // For create_queue(…, distributed => true), before it changes anything:
 // 0A000 unless this server is a Citus coordinator.

@@ -227,7 +227,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			add_id_row(out, enqueue_element(q, values, nulls, payloads, has_dedupe ? &dedupe_keys : nullptr,
 			                                &concurrency_keys, i, &inserted_any));
 		if (inserted_any)
-			q.notify();
+			q.notify(static_cast<uint64>(payloads.n));
 		pg::spi_finish();
 		return Datum(0);
 	}
@@ -295,7 +295,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	for (int64 id : ids)
 		add_id_row(out, id);
 	if (inserted_any)
-		q.notify();
+		q.notify(std::max<uint64>(n, 1));
 	pg::spi_finish();
 	return Datum(0);
 }

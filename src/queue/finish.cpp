@@ -1,11 +1,14 @@
 // Finishing tasks (src/sql/20_queue.sql, src/sql/22_queue_tasks.sql): what a
-// worker does with its lease (heartbeat, complete, fail, one task or a
-// batch), and what an operator does to tasks (cancel, retry_dead).
+// worker does with its lease (heartbeat, with progress, complete, fail,
+// release, one task or a batch), and what an operator does to tasks (cancel,
+// retry_dead). Each change that may make tasks claimable wakes as many
+// waiters of dequeue(…, wait) at commit (queue/wait.hpp).
 //
 // The batch forms are all or nothing: the statement acts on every named
 // lease it finds; if one is missing, the call raises CE001 naming that task
 // (the first one in argument order) and the error takes the statement's
 // changes with it, like any error in the caller's transaction or savepoint.
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <string>
@@ -22,6 +25,7 @@
 #include "queue/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/wait.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -101,9 +105,45 @@ void require_all(Queue &q, const Leases &l, uint64 found) {
 			q.lease_lost(id);
 }
 
+// The jsonb[] progress argument n of heartbeat_batch: NULL (no progress), or
+// one element per task (a NULL element leaves that task's progress alone).
+bool progress_array_arg(FunctionCallInfo fcinfo, int n, std::size_t tasks) {
+	if (PG_NARGS() <= n || PG_ARGISNULL(n))
+		return false;
+	ArrayType *array = pg::guard([&] { return DatumGetArrayTypeP(PG_GETARG_DATUM(n)); });
+	int count = pg::guard([&] { return ArrayGetNItems(ARR_NDIM(array), ARR_DIMS(array)); });
+	if (ARR_NDIM(array) > 1 || static_cast<std::size_t>(count) != tasks)
+		throw Error(sqlstate::invalid_parameter_value, "progress must have one element per task",
+		            fmt::format("There are {} task ids and {} progress values.", tasks, count),
+		            "Pass NULL for a task whose progress is unchanged.");
+	return true;
+}
+
+// release and release_batch: the leases `l` handed back, all or none.
+uint64 hand_back(Queue &q, const Leases &l, FunctionCallInfo fcinfo, TimestampTz now) {
+	if (l.ids.empty())
+		return 0;
+	bool run_at_null = PG_NARGS() <= 3 || PG_ARGISNULL(3);
+	static const Oid types[4] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+	Datum values[4] = {l.ids_array, l.tokens_array, run_at_null ? Datum(0) : PG_GETARG_DATUM(3),
+	                   TimestampTzGetDatum(now)};
+	char nulls[4] = {' ', ' ', run_at_null ? 'n' : ' ', ' '};
+	uint64 n = q.run("release", q.sql().release_many(), 4, types, values, nulls);
+	require_all(q, l, n);
+	note_claimable(q.name(), n);
+	return n;
+}
+
+void check_release_run_at(FunctionCallInfo fcinfo) {
+	if (PG_NARGS() > 3 && !PG_ARGISNULL(3) && TIMESTAMP_NOT_FINITE(PG_GETARG_TIMESTAMPTZ(3)))
+		throw Error(sqlstate::invalid_parameter_value, "run_at must be a finite time",
+		            "Use NULL to make the task ready at once, in its place.");
+}
+
 } // namespace
 
-// concurrency.heartbeat(queue, task_id, lease_token, extend) -> new deadline
+// concurrency.heartbeat(queue, task_id, lease_token, extend, progress) -> new
+// deadline; a progress given is stored, shown by task_status
 CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	queue::QueueName name = queue::queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
@@ -111,18 +151,24 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	std::optional<Interval> extend_arg;
 	if (!PG_ARGISNULL(3))
 		extend_arg = queue::positive_interval_arg(fcinfo, 3, "extend");
+	bool with_progress = !arg_null(fcinfo, 4);
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "heartbeat");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
-		return queue::forward_distributed(fcinfo, "distributed_heartbeat");
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		if (with_progress)
+			queue::refuse_on_distributed(q.name(), "heartbeat with progress");
+		return queue::forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
+	}
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
-	static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID};
-	Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
-	                   IntervalPGetDatum(&extend)};
-	if (q.run(QueueStatement::heartbeat, 4, types, values) == 0)
+	static const Oid types[5] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID, JSONBOID};
+	Datum values[5] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
+	                   IntervalPGetDatum(&extend), with_progress ? PG_GETARG_DATUM(4) : Datum(0)};
+	uint64 n = with_progress ? q.run("heartbeat_progress", q.sql().heartbeat_progress(), 5, types, values)
+	                         : q.run(QueueStatement::heartbeat, 4, types, values);
+	if (n == 0)
 		q.lease_lost(task_id);
 	bool isnull = false;
 	TimestampTz deadline = DatumGetTimestampTz(queue::column(0, 1, &isnull));
@@ -166,6 +212,8 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	if (q.info().key_limit > 0)
 		if (auto key = queue::key_column(0, 1))
 			queue::release_keys(q, {*key}, now);
+	if (q.info().max_leased > 0) // its lease slot is free
+		queue::note_claimable(q.name(), 1);
 	q.maybe_purge(now);
 	pg::spi_finish();
 	PG_RETURN_VOID();
@@ -201,6 +249,9 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	// a task that will be retried keeps its key; a dead one releases it
 	if (key && std::string_view(state) == "dead")
 		queue::release_keys(q, {*key}, now);
+	// a retry (and, with max_leased, the freed lease slot) may be claimable
+	if (std::string_view(state) != "dead" || q.info().max_leased > 0)
+		queue::note_claimable(q.name(), 1);
 	pg::spi_finish();
 	// a retry waiting for its run_at is 'ready' to the caller (queue_stats
 	// counts it as scheduled until then)
@@ -232,7 +283,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 		queue::release_keys(q, std::move(keys), now);
 	}
 	if (n > 0)
-		q.notify();
+		q.notify(n);
 	pg::spi_finish();
 	PG_RETURN_INT64(static_cast<int64>(n));
 }
@@ -259,35 +310,44 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 		           : q.run(QueueStatement::complete_many, 2, types, values);
 		require_all(q, l, n);
 		release_keys(q, keys_of_rows(q, n, 2), now);
+		if (q.info().max_leased > 0) // their lease slots are free
+			note_claimable(q.name(), n);
 	}
 	q.maybe_purge(now);
 	pg::spi_finish();
 	PG_RETURN_INT64(static_cast<int64>(n));
 }
 
-// concurrency.heartbeat(queue, task_ids, lease_tokens, extend) -> new deadline
-// (NULL for empty arrays)
+// concurrency.heartbeat_batch(queue, task_ids, lease_tokens, extend, progress)
+// -> new deadline (NULL for empty arrays)
 CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	QueueName name = queue_name(fcinfo);
 	Leases l = leases_args(fcinfo);
 	std::optional<Interval> extend_arg;
 	if (!PG_ARGISNULL(3))
 		extend_arg = positive_interval_arg(fcinfo, 3, "extend");
+	bool with_progress = progress_array_arg(fcinfo, 4, l.ids.size());
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "heartbeat_batch");
-	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
-		return forward_distributed(fcinfo, "distributed_heartbeat_batch");
+	if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		if (with_progress)
+			refuse_on_distributed(q.name(), "heartbeat_batch with progress");
+		return forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);
+	}
 	if (l.ids.empty()) {
 		pg::spi_finish();
 		PG_RETURN_NULL();
 	}
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
-	static const Oid types[4] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INTERVALOID};
-	Datum values[4] = {l.ids_array, l.tokens_array, TimestampTzGetDatum(now), IntervalPGetDatum(&extend)};
-	uint64 n = q.run(QueueStatement::heartbeat_many, 4, types, values);
+	static const Oid types[5] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID, INTERVALOID, JSONBARRAYOID};
+	Datum values[5] = {l.ids_array, l.tokens_array, TimestampTzGetDatum(now), IntervalPGetDatum(&extend),
+	                   with_progress ? PG_GETARG_DATUM(4) : Datum(0)};
+	uint64 n = with_progress
+	               ? q.run("heartbeat_many_progress", q.sql().heartbeat_many_progress(), 5, types, values)
+	               : q.run(QueueStatement::heartbeat_many, 4, types, values);
 	require_all(q, l, n);
 	bool isnull = false;
 	TimestampTz deadline = DatumGetTimestampTz(column(0, 2, &isnull));
@@ -354,6 +414,10 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 			if (dead[i] && keys.count(l.ids[i]))
 				released.push_back(keys.at(l.ids[i]));
 		release_keys(q, std::move(released), now);
+		// retries (and, with max_leased, freed lease slots) may be claimable
+		note_claimable(q.name(), q.info().max_leased > 0
+		                             ? l.ids.size()
+		                             : static_cast<uint64>(std::count(dead.begin(), dead.end(), false)));
 		for (std::size_t i = 0; i < l.ids.size(); ++i) {
 			// a retry waiting for its run_at is 'ready' to the caller, as
 			// with the single fail
@@ -364,6 +428,53 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	}
 	pg::spi_finish();
 	return Datum(0);
+}
+
+// concurrency.release(queue, task_id, lease_token, run_at) -> true: the task
+// is handed back unstarted (a lost lease raises CE001)
+CONCURRENCY_FUNCTION(concurrency_release) {
+	QueueName name = queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	int64 token = int64_arg(fcinfo, 2, "lease_token");
+	check_release_run_at(fcinfo);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "release");
+	if (is_distributed(q.info().relid))
+		refuse_on_distributed(q.name(), "release");
+	Leases l;
+	l.ids = {task_id};
+	l.tokens = {token};
+	Datum id_datum = Int64GetDatum(task_id), token_datum = Int64GetDatum(token);
+	pg::guard([&] {
+		l.ids_array =
+		    PointerGetDatum(construct_array(&id_datum, 1, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		l.tokens_array =
+		    PointerGetDatum(construct_array(&token_datum, 1, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	});
+	hand_back(q, l, fcinfo, now);
+	pg::spi_finish();
+	PG_RETURN_BOOL(true);
+}
+
+// concurrency.release_batch(queue, task_ids, lease_tokens, run_at) -> how many
+// (all: one lost lease raises CE001 and hands none back)
+CONCURRENCY_FUNCTION(concurrency_release_many) {
+	QueueName name = queue_name(fcinfo);
+	Leases l = leases_args(fcinfo);
+	check_release_run_at(fcinfo);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "release_batch");
+	if (is_distributed(q.info().relid))
+		refuse_on_distributed(q.name(), "release_batch");
+	uint64 n = hand_back(q, l, fcinfo, now);
+	pg::spi_finish();
+	PG_RETURN_INT64(static_cast<int64>(n));
 }
 
 // concurrency.cancel(queue, task_ids) -> how many tasks were cancelled.
@@ -391,6 +502,8 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 		n = q.run("cancel_blocked", q.sql().cancel(true), 2, types, values);
 		uint64 holding = q.run("cancel", q.sql().cancel(false), 2, types, values);
 		release_keys(q, keys_of_rows(q, holding, 2), now);
+		if (q.info().max_leased > 0) // lease slots of cancelled leased tasks are free
+			note_claimable(q.name(), holding);
 		n += holding;
 		// a queue that retains nothing keeps a cancelled task only while its
 		// holder's lease runs (so that the holder learns it was cancelled)

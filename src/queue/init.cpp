@@ -3,6 +3,7 @@
 #include "queue/claim.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/wait.hpp"
 
 namespace concurrency::queue {
 
@@ -10,6 +11,7 @@ void init() {
 	cache_init();
 	define_claim_settings();
 	permissions_init();
+	wait_init();
 }
 
 } // namespace concurrency::queue

@@ -5,8 +5,10 @@ namespace concurrency::queue {
 
 // Registers the invalidation callbacks of the per-backend queue cache
 // (see QueueInfo in queue/queue.hpp) and of the permission caches
-// (queue/permissions.hpp), and defines the queue's settings
-// (concurrency.direct_claim, queue/claim.hpp).
+// (queue/permissions.hpp), defines the queue's settings
+// (concurrency.direct_claim, queue/claim.hpp), and sets up what
+// dequeue(…, wait) needs: its setting, shared memory when preloading, its
+// commit callback (queue/wait.hpp).
 void init();
 
 } // namespace concurrency::queue

@@ -127,7 +127,7 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};
 	Datum values[2] = {Int64GetDatum(id), TimestampTzGetDatum(now)};
 	if (q.run("task_status", q.sql().task_status(), 2, types, values) == 1) {
-		constexpr int ncols = 13;
+		constexpr int ncols = 14;
 		Datum cols[ncols];
 		bool isnull[ncols];
 		for (int c = 0; c < ncols; ++c)

@@ -10,6 +10,7 @@
 #include "common/sql_text.hpp"
 #include "queue/keys.hpp"
 #include "queue/keys_sql.hpp"
+#include "queue/wait.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -72,8 +73,10 @@ void release_keys(Queue &q, std::vector<std::string> keys, TimestampTz now) {
 		Datum values[3] = {pg::text_datum(key), pg::text_datum(q.name()), TimestampTzGetDatum(now)};
 		// a key none of whose tasks is left to admit may have no task left
 		// at all: its row goes, so that the key table holds the keys in use
-		if (q.run_internal("key_admit", sql.admit(), 3, types, values, nullptr, Access::latest) == 0)
+		uint64 admitted = q.run_internal("key_admit", sql.admit(), 3, types, values, nullptr, Access::latest);
+		if (admitted == 0)
 			q.run_internal("key_forget", sql.forget_key(), 1, types, values, nullptr, Access::latest);
+		note_claimable(q.name(), admitted); // the key's next tasks wake waiters at commit
 	}
 }
 

@@ -13,6 +13,7 @@
 #include "queue/queue.hpp"
 #include "queue/claim_direct.hpp"
 #include "queue/distributed.hpp"
+#include "queue/wait.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -474,7 +475,8 @@ void Queue::maybe_purge(TimestampTz now) {
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 }
 
-void Queue::notify() {
+void Queue::notify(uint64 tasks) {
+	note_claimable(name(), tasks);
 	std::string channel = queue_channel(name());
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
 }

@@ -110,8 +110,9 @@ class Queue {
 	// index probes without the executor (a plan with these probes as
 	// subqueries cost more to start than the claim itself).
 	bool tasks_wait(TimestampTz now, TimestampTz floor);
-	// NOTIFY concurrency_<queue> (delivered at commit; one per transaction).
-	void notify();
+	// NOTIFY concurrency_<queue> (delivered at commit; one per transaction),
+	// and wakes `tasks` waiters of dequeue(…, wait) at commit (queue/wait.hpp).
+	void notify(uint64 tasks = 1);
 
 	// Deletes up to `chunk` done or cancelled tasks whose retention has
 	// passed (all finished tasks on a queue that retains none, except a

@@ -69,6 +69,7 @@ std::string QueueSql::create_table() const {
     finished_at       timestamptz,
     concurrency_key   text,
     result            jsonb,
+    progress          jsonb,
     CONSTRAINT {pkey} PRIMARY KEY (id)
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
@@ -352,7 +353,8 @@ std::string QueueSql::task_status() const {
        CASE WHEN state )" EQ R"( 'scheduled' AND run_at )" LE R"( $2 THEN 'ready' ELSE state END,
        attempt, priority, run_at, enqueued_at,
        CASE WHEN state )" EQ R"( 'leased' THEN COALESCE(lease_extended_to, lease_expires_at) END,
-       worker, last_error, finished_at, result, dedupe_key, concurrency_key
+       worker, last_error, finished_at, result, dedupe_key, concurrency_key,
+       CASE WHEN state )" NE R"( ALL ('{{done,cancelled,dead}}'::pg_catalog.text[]) THEN progress END
   FROM {t}
  WHERE id )" EQ R"( $1)",
 	    fmt::arg("t", table_));

@@ -137,6 +137,22 @@ class QueueSql {
 	// the queue has a key_limit -> id, concurrency_key of each task revived
 	std::string retry_dead() const;
 
+	// Handing work back and reporting progress (queue/release_sql.cpp),
+	// prepared on first use under their own names.
+	// $1 int8[] task ids, $2 int8[] lease tokens, $3 timestamptz run_at
+	// (NULL: the task keeps its own), $4 timestamptz now -> id of each task
+	// handed back: ready (or scheduled at $3), the attempt not counted, the
+	// lease token gone
+	std::string release_many() const;
+	// heartbeat's $1 to $4, and $5 jsonb progress (stored)
+	std::string heartbeat_progress() const;
+	// heartbeat_many's $1 to $4, and $5 jsonb[] progress at the tasks'
+	// positions (a NULL element leaves that task's progress as it is)
+	std::string heartbeat_many_progress() const;
+	// -> the earliest time at which a scheduled task comes due or a lease
+	// expires (NULL: none): how long dequeue(…, wait) may sleep at most
+	std::string next_due() const;
+
 	// The text of statement `s` (one of the above).
 	std::string text(QueueStatement s) const;
 

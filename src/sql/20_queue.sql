@@ -61,22 +61,7 @@ REVOKE ALL ON FUNCTION concurrency.drop_queue(text) FROM PUBLIC;
 -- per call of these hot functions): the C code pins search_path around its
 -- SPI statements (src/pg/spi.cpp), and those statements are schema-qualified
 -- throughout as well (src/queue/queue_sql.cpp).
-CREATE FUNCTION concurrency.dequeue(queue text, batch integer DEFAULT 1, lease interval DEFAULT NULL,
-                                    worker text DEFAULT NULL)
-    RETURNS TABLE (task_id bigint, lease_token bigint, attempt integer, payload jsonb,
-                   enqueued_at timestamptz, lease_expires_at timestamptz)
-    LANGUAGE c VOLATILE ROWS 1
-    AS 'MODULE_PATHNAME', 'concurrency_dequeue';
-COMMENT ON FUNCTION concurrency.dequeue(text, integer, interval, text) IS
-    'claims up to batch ready tasks (or tasks whose lease expired) without waiting for other workers; each claim gets a new lease token';
-
-CREATE FUNCTION concurrency.heartbeat(queue text, task_id bigint, lease_token bigint,
-                                      extend interval DEFAULT NULL)
-    RETURNS timestamptz
-    LANGUAGE c VOLATILE
-    AS 'MODULE_PATHNAME', 'concurrency_heartbeat';
-COMMENT ON FUNCTION concurrency.heartbeat(text, bigint, bigint, interval) IS
-    'extends the lease of a task held with lease_token (by the queue''s lease when extend is NULL); returns the new deadline; SQLSTATE CE001 if the lease was lost';
+-- dequeue and heartbeat: 24_queue_wait.sql (with wait and progress).
 
 CREATE FUNCTION concurrency.fail(queue text, task_id bigint, lease_token bigint, error text DEFAULT NULL,
                                  retry_in interval DEFAULT NULL)

@@ -43,13 +43,7 @@ CREATE FUNCTION concurrency.complete_batch(queue text, task_ids bigint[], lease_
 COMMENT ON FUNCTION concurrency.complete_batch(text, bigint[], bigint[]) IS
     'finishes the tasks held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns how many';
 
-CREATE FUNCTION concurrency.heartbeat_batch(queue text, task_ids bigint[], lease_tokens bigint[],
-                                            extend interval DEFAULT NULL)
-    RETURNS timestamptz
-    LANGUAGE c VOLATILE
-    AS 'MODULE_PATHNAME', 'concurrency_heartbeat_many';
-COMMENT ON FUNCTION concurrency.heartbeat_batch(text, bigint[], bigint[], interval) IS
-    'extends the leases of the tasks held with the lease tokens at the same positions, all or none (SQLSTATE CE001 naming a lost lease); returns the new deadline';
+-- heartbeat_batch: 24_queue_wait.sql (with progress).
 
 CREATE FUNCTION concurrency.fail_batch(queue text, task_ids bigint[], lease_tokens bigint[], error text DEFAULT NULL,
                                        retry_in interval DEFAULT NULL)
@@ -73,11 +67,4 @@ CREATE FUNCTION concurrency.purge(queue text)
 COMMENT ON FUNCTION concurrency.purge(text) IS
     'deletes the done and cancelled tasks whose retention has passed (queue calls do it too, in bounded chunks); returns how many';
 
-CREATE FUNCTION concurrency.task_status(queue text, id bigint)
-    RETURNS TABLE (task_id bigint, state text, attempt integer, priority integer, run_at timestamptz,
-                   enqueued_at timestamptz, lease_expires_at timestamptz, worker text, last_error text,
-                   finished_at timestamptz, result jsonb, dedupe_key text, concurrency_key text)
-    LANGUAGE c VOLATILE ROWS 1
-    AS 'MODULE_PATHNAME', 'concurrency_task_status';
-COMMENT ON FUNCTION concurrency.task_status(text, bigint) IS
-    'what became of a task: one row (state, attempt, times, worker, last error, result, keys), or none if it does not exist (any more)';
+-- task_status: 24_queue_wait.sql (with progress).

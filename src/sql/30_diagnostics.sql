@@ -84,8 +84,10 @@ GRANT SELECT ON concurrency.lock_waits TO PUBLIC;
 -- The action: for a root, what ends its transaction or statement; for a
 -- session that holds others up only by its place in the lock queue (a DDL
 -- waiting behind an idle or prepared transaction, with readers queued behind
--- it), cancelling its statement: the readers go on at once, the root keeps its
--- transaction, and nothing written is lost. The root's own action stays.
+-- it), cancelling its statement: the readers go on at once and the root
+-- keeps its transaction (a DDL's xid says nothing here: ALTER TABLE has one
+-- while it waits). Only for sessions whose state you may see. The root's own
+-- action stays.
 CREATE VIEW concurrency.lock_tree AS
 WITH activity AS MATERIALIZED (
     SELECT s.pid, s.usesysid, s.application_name, s.client_addr, s.state, s.query, s.xact_start
@@ -113,7 +115,7 @@ SELECT t.pid,
                 WHEN a.state IN ('idle in transaction', 'idle in transaction (aborted)', 'idle')
                     THEN pg_catalog.format('SELECT pg_terminate_backend(%s)', t.pid)
            END
-            WHEN t.blocks_only_by_queue AND t.xid IS NULL
+            WHEN t.blocks_only_by_queue AND t.xid IS NULL AND a.state IS NOT NULL
                  AND (t.root_pid OPERATOR(pg_catalog.=) 0
                       OR r.state IN ('idle in transaction', 'idle in transaction (aborted)'))
                 THEN pg_catalog.format('SELECT pg_cancel_backend(%s)', t.pid)

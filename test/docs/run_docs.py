@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs every ```sql block of README.md and docs/*.md as a reader would paste
 them: in document order, in one psql session per file, in a fresh database of
-that file's own (with the extension created, unless one of the file's blocks
+that file's own (with the extension created, unless the file's first block
 creates it). Roles that a file's blocks create are dropped after the file, so
 that files do not depend on each other.
 
@@ -67,12 +67,29 @@ def blocks_of(path):
     return out
 
 
+def strip_comment(line):
+    """The line without a trailing -- comment (one outside quotes)."""
+    quote = None
+    for i, c in enumerate(line):
+        if quote:
+            if c == quote:
+                quote = None
+        elif c in "'\"":
+            quote = c
+        elif line.startswith("--", i):
+            return line[:i]
+    return line
+
+
 def ends_statement(text):
     """False when the block leaves a statement unterminated (it would run
     together with the next block's first statement)."""
-    code = [re.sub(r"\s--\s.*$|^--.*$", "", l).rstrip() for l in text.splitlines()]
+    code = [strip_comment(l).rstrip() for l in text.splitlines()]
     code = [l for l in code if l.strip()]
-    return not code or code[-1].endswith(";") or code[-1].lstrip().startswith("\\")
+    # a statement ends with ";", or is sent by \g, \gset, \gexec, \gx; a
+    # line that is only a meta-command (\set, \x) leaves nothing pending
+    return (not code or code[-1].endswith(";") or code[-1].lstrip().startswith("\\")
+            or re.search(r"\\g(set|exec|x|desc)?\b[^;]*$", code[-1]) is not None)
 
 
 def psql(*args, **kw):
@@ -93,7 +110,10 @@ def run_file(path, blocks):
     setup = psql("-d", "postgres", "-c", f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)', "-c", f'CREATE DATABASE "{db}"')
     if setup.returncode != 0:
         return [(b, "could not create the database: " + setup.stderr.strip(), False) for b in blocks]
-    if not any(re.search(r"CREATE EXTENSION\b[^;]*\bconcurrency_ext", b.text, re.I) for b in blocks if not b.skip):
+    # created for the file, unless its first block does that itself (the
+    # README's installation); later blocks may say CREATE EXTENSION IF NOT EXISTS
+    first = next((b for b in blocks if not b.skip), None)
+    if not (first and re.search(r"CREATE EXTENSION\b[^;]*\bconcurrency_ext", first.text, re.I)):
         ext = psql("-d", db, "-c", "CREATE EXTENSION concurrency_ext")
         if ext.returncode != 0:
             return [(b, "CREATE EXTENSION failed: " + ext.stderr.strip(), False) for b in blocks]

@@ -67,6 +67,11 @@ INTS = [None, 0, 1, -1, 2, 5, 50, 1000, 2**31 - 1, -2**31]
 BOOLS = [None, True, False]
 INTERVALS = [None, "0", "-1 second", "1 microsecond", "10 milliseconds", "1 second", "30 seconds",
              "1 day", "100 years", "-100 years", "178000000 years", "-178000000 years", "1 mon -30 days"]
+# dequeue's wait: every kind of bad value, and waits short enough that
+# thousands of calls on an empty queue stay within the suite's budget (a
+# long wait on an empty queue only ends at its deadline or statement_timeout)
+WAITS = [None, "0", "-1 second", "1 microsecond", "1 millisecond", "-100 years", "-178000000 years",
+         "178000000 years", "1 mon -30 days", "-1 mon 30 days"]
 TIMESTAMPS = [None, "now", "infinity", "-infinity", "4713-01-01 00:00:00+00 BC", "294276-12-31 00:00:00+00",
               "2000-01-01 00:00:00+00", "2100-01-01 00:00:00+00"]
 # Role names for the `role name` of grant_queue / revoke_queue: real roles,
@@ -254,6 +259,8 @@ def fuzz_function(conn, rng, name, argtypes, calls, role):
     names = known_names(conn)
     for _ in range(calls):
         values = [value_for(t, rng, names) for t in argtypes]
+        if name == "dequeue" and len(argtypes) > 4:
+            values[4] = rng.choice(WAITS)
         # results as text: a value the client cannot represent (a timestamp
         # before year 1 that a task was given) is the server's answer, not an
         # error of the function

@@ -1,0 +1,354 @@
+'use strict';
+// The Node.js runtime of concurrency_ext (clients/node) against
+// graphile-worker and pg-boss on one server, and against the raw SQL loop
+// that the runtime wraps. Each row runs every side in turn (the order
+// alternates from row to row), draining JOBS jobs, and checks that every job
+// was handled exactly once. Run by peers.sh, which installs the peers and
+// starts the server; PG* variables say where.
+//
+//   node peers.js JOBS DEPS_DIR [ROWS]   (ROWS: e.g. "a b c d e latency")
+
+const path = require('node:path');
+const { performance } = require('node:perf_hooks');
+
+const [JOBS, DEPS, ROWS] = [Number(process.argv[2] || 20000), process.argv[3], (process.argv[4] || 'a b c d e latency').split(/\s+/)];
+const need = (name) => require(require.resolve(name, { paths: [DEPS] }));
+const pg = need('pg');
+const { run: graphileRun, makeWorkerUtils } = need('graphile-worker');
+const PgBoss = need('pg-boss');
+const ours = require(path.join(__dirname, '..', '..', 'clients', 'node'));
+
+process.env.NO_LOG_SUCCESS = '1';
+const quiet = { debug() {}, info() {}, warn() {}, error: (m) => console.error(m) };
+const graphileLogger = new (need('graphile-worker').Logger)(() => quiet.debug);
+const db = new pg.Pool({ max: 20 });
+db.on('error', (e) => console.error('pool:', e.message));
+const CHUNK = 1000;
+const KEYS = 100;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const chunks = (n) => Array.from({ length: Math.ceil(n / CHUNK) }, (_, c) => Array.from({ length: Math.min(CHUNK, n - c * CHUNK) }, (_, i) => c * CHUNK + i));
+
+// Every handler records its job here; a run passes when each of the JOBS
+// jobs appears exactly once and its system holds no job afterwards.
+async function resetResults() {
+  await db.query('DROP TABLE IF EXISTS peers_results');
+  await db.query('CREATE UNLOGGED TABLE peers_results (job text NOT NULL)');
+}
+async function verify(label, leftSql) {
+  const { rows } = await db.query('SELECT count(*)::int AS n, count(DISTINCT job)::int AS d FROM peers_results');
+  const left = leftSql ? Number((await db.query(leftSql)).rows[0].n) : 0;
+  const ok = rows[0].n === JOBS && rows[0].d === JOBS && left === 0;
+  if (!ok) console.error(`${label}: ${rows[0].n} handled, ${rows[0].d} distinct, ${left} left: NOT exactly once`);
+  return ok;
+}
+
+// --- concurrency_ext -------------------------------------------------------
+const keyOf = (i) => `k${i % KEYS}`;
+async function oursQueue(keyed) {
+  await db.query("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name = 'peers'");
+  await db.query(`SELECT concurrency.create_queue('peers'${keyed ? ', key_limit => 1' : ''})`);
+  for (const c of chunks(JOBS))
+    await ours.enqueueBatch(db, 'peers', c.map((i) => ({ i })), keyed ? { concurrencyKeys: c.map(keyOf) } : {});
+}
+const oursLeft = "SELECT (ready + scheduled + leased + expired + dead)::int AS n FROM concurrency.queue_stats WHERE queue = 'peers'";
+
+async function runtimeDrain({ concurrency = 1, batch = 1, keyed = false }) {
+  await oursQueue(keyed);
+  await resetResults();
+  const pool = new pg.Pool({ max: concurrency + 2 });
+  let done = 0;
+  let finish;
+  const finished = new Promise((r) => (finish = r));
+  const handler =
+    batch > 1
+      ? async (tasks, client) => {
+          await client.query('INSERT INTO peers_results SELECT unnest($1::text[])', [tasks.map((t) => t.id)]);
+        }
+      : async (task, client) => {
+          await client.query('INSERT INTO peers_results VALUES ($1)', [task.id]);
+        };
+  const worker = new ours.Worker({ pool, queue: 'peers', concurrency, batch, handler });
+  worker.on('completed', () => ++done === JOBS && finish());
+  worker.on('error', (e) => console.error('runtime:', e.message));
+  const t0 = performance.now();
+  await worker.start();
+  await finished;
+  const seconds = (performance.now() - t0) / 1000;
+  await worker.stop();
+  await pool.end();
+  return { seconds, ok: await verify('runtime', oursLeft), features: worker.features };
+}
+
+// The loop the runtime wraps, written by hand: claim, then BEGIN, the
+// handler's insert, complete, COMMIT.
+async function rawDrain({ concurrency = 1, batch = 1, keyed = false }) {
+  await oursQueue(keyed);
+  await resetResults();
+  const pool = new pg.Pool({ max: concurrency });
+  let done = 0;
+  const loop = async () => {
+    const c = await pool.connect();
+    try {
+      while (done < JOBS) {
+        const { rows } = await c.query('SELECT task_id, lease_token FROM concurrency.dequeue($1, $2)', ['peers', batch]);
+        if (rows.length === 0) {
+          await sleep(1);
+          continue;
+        }
+        await c.query('BEGIN');
+        if (batch > 1) {
+          await c.query('INSERT INTO peers_results SELECT unnest($1::text[])', [rows.map((r) => r.task_id)]);
+          await c.query('SELECT concurrency.complete_batch($1, $2::bigint[], $3::bigint[])', ['peers', rows.map((r) => r.task_id), rows.map((r) => r.lease_token)]);
+        } else {
+          await c.query('INSERT INTO peers_results VALUES ($1)', [rows[0].task_id]);
+          await c.query('SELECT concurrency.complete($1, $2, $3)', ['peers', rows[0].task_id, rows[0].lease_token]);
+        }
+        await c.query('COMMIT');
+        done += rows.length;
+      }
+    } finally {
+      c.release();
+    }
+  };
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, loop));
+  const seconds = (performance.now() - t0) / 1000;
+  await pool.end();
+  return { seconds, ok: await verify('raw SQL', oursLeft) };
+}
+
+// --- graphile-worker ----------------------------------------------------------
+const graphileLeft = 'SELECT count(*)::int AS n FROM graphile_worker._private_jobs';
+async function graphileJobs(keyed) {
+  await db.query('DELETE FROM graphile_worker._private_jobs');
+  const utils = await makeWorkerUtils({ pgPool: db, logger: graphileLogger });
+  for (const c of chunks(JOBS))
+    await utils.addJobs(c.map((i) => ({ identifier: 'job', payload: { i }, ...(keyed ? { queueName: keyOf(i) } : {}) })));
+  await utils.release();
+}
+
+async function graphileDrain({ concurrency = 1, batch = 1, keyed = false }) {
+  await graphileJobs(keyed);
+  await resetResults();
+  let done = 0;
+  let finish;
+  const finished = new Promise((r) => (finish = r));
+  const t0 = performance.now();
+  const runner = await graphileRun({
+    connectionString: connString(),
+    concurrency,
+    noHandleSignals: true,
+    pollInterval: 1000,
+    logger: graphileLogger,
+    preset: { worker: batch > 1 ? { localQueue: { size: batch }, completeJobBatchDelay: 0 } : {} },
+    taskList: {
+      job: async (payload, helpers) => {
+        await helpers.query('INSERT INTO peers_results VALUES ($1)', [helpers.job.id]);
+      },
+    },
+  });
+  runner.events.on('job:complete', () => ++done === JOBS && finish());
+  await finished;
+  // its completions are sent after job:complete: wait until they are all in
+  while (Number((await db.query(graphileLeft)).rows[0].n) > 0) await sleep(1);
+  const seconds = (performance.now() - t0) / 1000;
+  await runner.stop();
+  return { seconds, ok: await verify('graphile-worker', graphileLeft) };
+}
+
+// --- pg-boss -------------------------------------------------------------------
+// Its work() loop sleeps pollingIntervalSeconds (at least 0.5 s) between
+// fetches, so the drains call its fetch() and complete() in a loop instead.
+let boss;
+const bossLeft = "SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'peers' AND state < 'completed'";
+async function bossEmpty() {
+  await boss.deleteQueue('peers').catch(() => {});
+  await db.query("DELETE FROM pgboss.job WHERE name = 'peers'");
+  await db.query("DELETE FROM pgboss.archive WHERE name = 'peers'").catch(() => {});
+}
+async function bossJobs(keyed) {
+  await bossEmpty();
+  await boss.createQueue('peers', { name: 'peers', policy: keyed ? 'singleton' : 'standard' });
+  for (const c of chunks(JOBS)) await boss.insert(c.map((i) => ({ name: 'peers', data: { i }, ...(keyed ? { singletonKey: keyOf(i) } : {}) })));
+}
+
+async function bossDrain({ concurrency = 1, batch = 1, keyed = false }) {
+  await bossJobs(keyed);
+  await resetResults();
+  let done = 0;
+  let errors = 0;
+  const loop = async () => {
+    while (done < JOBS) {
+      let jobs;
+      try {
+        jobs = await boss.fetch('peers', { batchSize: batch });
+      } catch (e) {
+        errors++; // a singleton queue's fetch can hit its own unique index
+        continue;
+      }
+      if (!jobs || jobs.length === 0) {
+        await sleep(1);
+        continue;
+      }
+      await db.query('INSERT INTO peers_results SELECT unnest($1::text[])', [jobs.map((j) => j.id)]);
+      await boss.complete('peers', jobs.map((j) => j.id));
+      done += jobs.length;
+    }
+  };
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, loop));
+  const seconds = (performance.now() - t0) / 1000;
+  return { seconds, ok: await verify('pg-boss', bossLeft), errors };
+}
+
+// --- enqueueing -----------------------------------------------------------------
+async function enqueueRow(side, bulk) {
+  const t0 = performance.now();
+  if (side === 'runtime') {
+    await oursEmpty();
+    if (bulk) for (const c of chunks(JOBS)) await ours.enqueueBatch(db, 'peers', c.map((i) => ({ i })));
+    else for (let i = 0; i < JOBS; i++) await ours.enqueue(db, 'peers', { i });
+  } else if (side === 'raw SQL') {
+    await oursEmpty();
+    if (bulk) for (const c of chunks(JOBS)) await db.query('SELECT concurrency.enqueue_batch($1, $2::jsonb[])', ['peers', c.map((i) => JSON.stringify({ i }))]);
+    else for (let i = 0; i < JOBS; i++) await db.query('SELECT concurrency.enqueue($1, $2)', ['peers', JSON.stringify({ i })]);
+  } else if (side === 'graphile-worker') {
+    await db.query('DELETE FROM graphile_worker._private_jobs');
+    const utils = await makeWorkerUtils({ pgPool: db, logger: graphileLogger });
+    if (bulk) for (const c of chunks(JOBS)) await utils.addJobs(c.map((i) => ({ identifier: 'job', payload: { i } })));
+    else for (let i = 0; i < JOBS; i++) await utils.addJob('job', { i });
+    await utils.release();
+  } else {
+    await bossEmpty();
+    await boss.createQueue('peers', { name: 'peers' });
+    if (bulk) for (const c of chunks(JOBS)) await boss.insert(c.map((i) => ({ name: 'peers', data: { i } })));
+    else for (let i = 0; i < JOBS; i++) await boss.send('peers', { i });
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  const counts = {
+    runtime: oursCount,
+    'raw SQL': oursCount,
+    'graphile-worker': 'SELECT count(*)::int AS n FROM graphile_worker._private_jobs',
+    'pg-boss': "SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'peers'",
+  };
+  const n = Number((await db.query(counts[side])).rows[0].n);
+  if (n !== JOBS) console.error(`${side}: ${n} jobs enqueued, not ${JOBS}`);
+  return { seconds, ok: n === JOBS };
+}
+const oursCount = "SELECT ready::int AS n FROM concurrency.queue_stats WHERE queue = 'peers'";
+async function oursEmpty() {
+  await db.query("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name = 'peers'");
+  await db.query("SELECT concurrency.create_queue('peers')");
+}
+
+// --- enqueue-to-start latency with an idle worker ---------------------------------
+const SAMPLES = Number(process.env.PEERS_LATENCY_SAMPLES || 200);
+const percentile = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
+async function latency(side) {
+  let started;
+  const startedAt = () => started && started(performance.now());
+  let stop;
+  if (side === 'runtime') {
+    await oursEmpty();
+    const pool = new pg.Pool({ max: 3 });
+    const worker = new ours.Worker({ pool, queue: 'peers', handler: async () => startedAt() });
+    await worker.start();
+    stop = async () => (await worker.stop(), pool.end());
+  } else if (side === 'graphile-worker') {
+    await db.query('DELETE FROM graphile_worker._private_jobs');
+    const runner = await graphileRun({ connectionString: connString(), concurrency: 1, noHandleSignals: true, logger: graphileLogger, taskList: { job: async () => startedAt() } });
+    stop = () => runner.stop();
+  } else {
+    await bossEmpty();
+    await boss.createQueue('peers', { name: 'peers' });
+    await boss.work('peers', { pollingIntervalSeconds: 0.5 }, async () => startedAt());
+    stop = () => boss.offWork('peers');
+  }
+  await sleep(300); // the worker is idle, waiting
+  const add = {
+    runtime: () => ours.enqueue(db, 'peers', {}),
+    'graphile-worker': () => db.query("SELECT graphile_worker.add_job('job', '{}')"),
+    'pg-boss': () => boss.send('peers', {}),
+  }[side];
+  const ms = [];
+  const samples = side === 'pg-boss' ? Math.min(SAMPLES, 40) : SAMPLES;
+  for (let i = 0; i < samples; i++) {
+    const begun = new Promise((r) => (started = r));
+    const t0 = performance.now();
+    await add();
+    ms.push((await begun) - t0);
+    await sleep(5); // idle again before the next one
+  }
+  await stop();
+  return { p50: percentile(ms, 50), p99: percentile(ms, 99), samples };
+}
+
+function connString() {
+  const host = process.env.PGHOST;
+  return `postgres://${encodeURIComponent(process.env.PGUSER || 'postgres')}@/${encodeURIComponent(process.env.PGDATABASE || 'postgres')}?host=${encodeURIComponent(host)}&port=${process.env.PGPORT}`;
+}
+
+// --- the table -------------------------------------------------------------------
+const DRAINS = {
+  a: ['(a) one worker, one job at a time', { concurrency: 1 }],
+  b: ['(b) 8 concurrent', { concurrency: 8 }],
+  c: ['(c) batched, 10 jobs per claim, one worker', { concurrency: 1, batch: 10 }],
+  e: ['(e) keyed: one at a time per key, 100 keys, 8 workers', { concurrency: 8, keyed: true }],
+};
+const ALL_SIDES = { runtime: runtimeDrain, 'raw SQL': rawDrain, 'graphile-worker': graphileDrain, 'pg-boss': bossDrain };
+// PEERS_SIDES="runtime raw" (words the names start with) runs only those
+const SIDES = Object.fromEntries(
+  Object.entries(ALL_SIDES).filter(([name]) => !process.env.PEERS_SIDES || process.env.PEERS_SIDES.split(/\s+/).some((w) => name.startsWith(w))),
+);
+
+async function main() {
+  const { rows } = await db.query("SELECT extversion FROM pg_extension WHERE extname = 'concurrency_ext'");
+  boss = new PgBoss({ connectionString: connString(), supervise: false, schedule: false, migrate: true });
+  boss.on('error', () => {});
+  await boss.start();
+  const gw = await makeWorkerUtils({ pgPool: db, logger: graphileLogger });
+  await gw.migrate();
+  await gw.release();
+  const features = await ours.serverFeatures(db);
+  console.log(`concurrency_ext ${rows[0].extversion}; runtime claims ${features.wait ? 'with the waiting dequeue' : 'by polling (no waiting dequeue on this server)'}; ${JOBS} jobs per run`);
+  console.log('');
+  console.log('| row | side | seconds | jobs/s | exactly once | runtime ÷ side |');
+  console.log('|---|---|---:|---:|---|---:|');
+  let flip = false;
+  const line = (row, side, r, base) =>
+    console.log(`| ${row} | ${side} | ${r.seconds.toFixed(2)} | ${Math.round(JOBS / r.seconds)} | ${r.ok ? 'yes' : 'NO'}${r.errors ? ` (${r.errors} fetch errors)` : ''} | ${side === 'runtime' ? '' : (r.seconds / base.seconds).toFixed(2) + '×'} |`);
+  for (const row of ROWS) {
+    if (DRAINS[row]) {
+      const [label, options] = DRAINS[row];
+      const order = flip ? Object.keys(SIDES).reverse() : Object.keys(SIDES);
+      flip = !flip;
+      const got = {};
+      for (const side of order) got[side] = await SIDES[side](options);
+      for (const side of Object.keys(SIDES)) line(label, side, got[side], got.runtime);
+    } else if (row === 'd') {
+      for (const bulk of [false, true]) {
+        const label = bulk ? `(d) enqueue in bulk, ${CHUNK} per call` : '(d) enqueue one by one';
+        const order = flip ? Object.keys(SIDES).reverse() : Object.keys(SIDES);
+        flip = !flip;
+        const got = {};
+        for (const side of order) got[side] = await enqueueRow(side, bulk);
+        for (const side of Object.keys(SIDES)) line(label, side, got[side], got.runtime);
+      }
+    } else if (row === 'latency') {
+      console.log('');
+      console.log('| enqueue-to-start, idle worker | samples | p50 ms | p99 ms |');
+      console.log('|---|---:|---:|---:|');
+      for (const side of ['runtime', 'graphile-worker', 'pg-boss'].filter((x) => x in SIDES)) {
+        const r = await latency(side);
+        console.log(`| ${side} | ${r.samples} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} |`);
+      }
+    }
+  }
+  await boss.stop({ graceful: false, wait: true }).catch(() => {});
+  await db.end();
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The Node.js runtime of concurrency_ext against graphile-worker and pg-boss
+# (and the raw SQL loop the runtime wraps), on one throw-away server: see
+# peers.js for the rows. The peers come from the npm registry into
+# bench/peers/.deps (not tracked); pgmq is not compared here (its SQL is
+# not available from a package registry on this machine).
+#
+#   sudo PG_CONFIG=/path/to/pg_config bash bench/peers/peers.sh
+#
+# The extension must be installed into that server (make install). Environment:
+#   PEERS_JOBS   jobs per run (default 20000)
+#   PEERS_ROWS   rows to run (default "a b c d e latency")
+#   PEERS_LATENCY_SAMPLES  enqueue-to-start samples per side (default 200)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+PG_CONFIG=${PG_CONFIG:-pg_config}
+GRAPHILE_WORKER=${GRAPHILE_WORKER:-graphile-worker@0.17.3}
+PG_BOSS=${PG_BOSS:-pg-boss@10.4.2}   # pg-boss 11 and later need Node.js 22
+. "$root/scripts/cluster.sh"
+
+deps=$here/.deps
+if [ ! -d "$deps/node_modules/graphile-worker" ] || [ ! -d "$deps/node_modules/pg-boss" ]; then
+  mkdir -p "$deps"
+  (cd "$deps" && [ -f package.json ] || echo '{"private": true}' >package.json)
+  (cd "$deps" && npm install --no-audit --no-fund --loglevel=error "$GRAPHILE_WORKER" "$PG_BOSS" pg)
+fi
+(cd "$root/clients/node" && [ -d node_modules/pg ] || npm ci --no-audit --no-fund --loglevel=error)
+
+trap cluster_stop EXIT
+cluster_start "$PG_CONFIG" "max_connections = 100" "shared_buffers = 256MB" "synchronous_commit = on"
+psql -Xq -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION concurrency_ext'
+echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2); node $(node --version)"
+echo "graphile-worker $(node -p "require('$deps/node_modules/graphile-worker/package.json').version"), pg-boss $(node -p "require('$deps/node_modules/pg-boss/package.json').version"), pg $(node -p "require('$deps/node_modules/pg/package.json').version")"
+node "$here/peers.js" "${PEERS_JOBS:-20000}" "$deps" "${PEERS_ROWS:-a b c d e latency}"
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"

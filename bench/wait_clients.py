@@ -1,0 +1,77 @@
+"""Clients for bench/wait.sh (psycopg 3; libpq's PG* variables say where).
+
+  latency N      wake-up latency of dequeue(…, wait) and of LISTEN/NOTIFY + dequeue,
+                 N samples each, measured the same way: from just before the
+                 producer's COMMIT to the waiter's return; prints one line per kind
+  idle N WAIT    N sessions that wait for tasks of an empty queue in a loop
+                 (dequeue(…, wait => WAIT), called again when it returns), until killed
+"""
+import random
+import statistics
+import sys
+import threading
+import time
+
+import psycopg
+
+QUEUE = "benchwait"
+
+
+def percentile(values, p):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100.0 * (len(ordered) - 1))))]
+
+
+def latency(samples):
+    for kind in ("wait", "listen"):
+        waiter = psycopg.connect(autocommit=True)
+        producer = psycopg.connect()
+        if kind == "listen":
+            waiter.execute(f'LISTEN "concurrency_{QUEUE}"')
+        returned = [0.0]
+
+        def wait_one():
+            if kind == "wait":
+                waiter.execute(f"SELECT task_id FROM concurrency.dequeue('{QUEUE}', wait => '10 seconds')").fetchall()
+            else:
+                for _ in waiter.notifies():
+                    break
+                waiter.execute(f"SELECT task_id FROM concurrency.dequeue('{QUEUE}')").fetchall()
+            returned[0] = time.perf_counter()
+
+        lat = []
+        for _ in range(samples):
+            t = threading.Thread(target=wait_one)
+            t.start()
+            # the waiter is asleep (dequeue) or listening well before this
+            time.sleep(0.01 + random.random() * 0.01)
+            producer.execute(f"SELECT concurrency.enqueue('{QUEUE}', '{{}}')")
+            before_commit = time.perf_counter()
+            producer.commit()
+            t.join()
+            lat.append((returned[0] - before_commit) * 1000.0)
+        print(f"{kind} samples={len(lat)} p50_ms={statistics.median(lat):.3f} p99_ms={percentile(lat, 99):.3f} "
+              f"max_ms={max(lat):.3f}")
+        waiter.close()
+        producer.close()
+
+
+def idle(n, wait):
+    def loop():
+        conn = psycopg.connect(autocommit=True)
+        conn.execute("SET application_name = 'bench_idle_waiter'")
+        while True:
+            conn.execute(f"SELECT task_id FROM concurrency.dequeue('{QUEUE}_idle', wait => %s::interval)",
+                         (wait,)).fetchall()
+
+    for _ in range(n):
+        threading.Thread(target=loop, daemon=True).start()
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "latency":
+        latency(int(sys.argv[2]))
+    elif sys.argv[1] == "idle":
+        idle(int(sys.argv[2]), sys.argv[3])

@@ -1,0 +1,258 @@
+// dequeue(…, wait): the waiters' condition variables in shared memory, the
+// wake-ups counted per transaction and sent at commit (see queue/wait.hpp).
+#include <algorithm>
+#include <cstring>
+
+#include "common/names.hpp"
+#include "queue/wait.hpp"
+#include "pg/guard.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/proclist.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/wait_event.h"
+}
+
+namespace concurrency::queue {
+
+int wait_poll_interval_ms = 100;
+
+namespace {
+
+// Queues (of all databases) whose waiters commits can wake; a waiter on a
+// queue beyond these polls. An entry is never removed (about 100 bytes).
+constexpr long max_wait_queues = 1024;
+constexpr const char *wait_tranche = "concurrency_ext queue waits";
+
+struct WaitKey {
+	Oid database;
+	char queue[max_queue_name_bytes + 1];
+};
+
+struct WaitEntry {
+	WaitKey key; // hash key: must come first
+	ConditionVariable cv;
+};
+
+HTAB *wait_queues = nullptr; // nullptr: not preloaded, waiters poll
+LWLock *wait_lock = nullptr; // guards the hash table (not the entries' condition variables)
+shmem_startup_hook_type previous_shmem_startup = nullptr;
+#if PG_VERSION_NUM >= 150000
+shmem_request_hook_type previous_shmem_request = nullptr;
+#endif
+
+void request_shared_memory() {
+#if PG_VERSION_NUM >= 150000
+	if (previous_shmem_request)
+		previous_shmem_request();
+#endif
+	RequestAddinShmemSpace(hash_estimate_size(max_wait_queues, sizeof(WaitEntry)));
+	RequestNamedLWLockTranche(wait_tranche, 1);
+}
+
+void start_shared_memory() {
+	if (previous_shmem_startup)
+		previous_shmem_startup();
+	HASHCTL info;
+	std::memset(&info, 0, sizeof info);
+	info.keysize = sizeof(WaitKey);
+	info.entrysize = sizeof(WaitEntry);
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	wait_queues = ShmemInitHash("concurrency_ext queue waits", max_wait_queues, max_wait_queues, &info,
+	                            HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	wait_lock = &GetNamedLWLockTranche(wait_tranche)->lock;
+	LWLockRelease(AddinShmemInitLock);
+}
+
+WaitKey key_of(std::string_view queue) {
+	WaitKey key;
+	std::memset(&key, 0, sizeof key); // the hash reads every byte
+	key.database = MyDatabaseId;
+	std::memcpy(key.queue, queue.data(), std::min(queue.size(), max_queue_name_bytes));
+	return key;
+}
+
+// This transaction's wake-ups, per queue; kept in static storage so that the
+// commit callback allocates nothing. More queues than that in one
+// transaction: every waiter of the database is woken at commit.
+constexpr int max_notes = 16;
+struct Note {
+	WaitKey key;
+	uint64_t tasks;
+};
+Note notes[max_notes];
+int note_count = 0;
+bool notes_overflowed = false;
+
+int my_procno() {
+#if PG_VERSION_NUM >= 170000
+	return MyProcNumber;
+#else
+	return MyProc->pgprocno;
+#endif
+}
+
+// Signals up to `n` waiters of `cv`, one each, stopping when none is left
+// (a signal to an empty list would be lost anyway, and costs a spinlock).
+// The condition variable's list is read directly: ConditionVariableSignal
+// does not say whether it woke anyone.
+void signal_waiters(ConditionVariable *cv, uint64_t n) {
+	for (uint64_t i = 0; i < n; ++i) {
+		SpinLockAcquire(&cv->mutex);
+		bool empty = proclist_is_empty(&cv->wakeup);
+		SpinLockRelease(&cv->mutex);
+		if (empty)
+			return;
+		ConditionVariableSignal(cv);
+	}
+}
+
+// Called when this transaction has committed (its tasks are visible to every
+// new snapshot by then).
+void wake_noted() {
+	LWLockAcquire(wait_lock, LW_SHARED);
+	if (notes_overflowed) {
+		HASH_SEQ_STATUS scan;
+		hash_seq_init(&scan, wait_queues);
+		while (auto *entry = static_cast<WaitEntry *>(hash_seq_search(&scan)))
+			if (entry->key.database == MyDatabaseId)
+				ConditionVariableBroadcast(&entry->cv);
+	} else {
+		for (int i = 0; i < note_count; ++i) {
+			auto *entry =
+			    static_cast<WaitEntry *>(hash_search(wait_queues, &notes[i].key, HASH_FIND, nullptr));
+			if (entry)
+				signal_waiters(&entry->cv, notes[i].tasks);
+		}
+	}
+	LWLockRelease(wait_lock);
+}
+
+void on_transaction_end(XactEvent event, void *) noexcept {
+	if (note_count == 0 && !notes_overflowed)
+		return;
+	switch (event) {
+	case XACT_EVENT_COMMIT:
+		wake_noted();
+		[[fallthrough]];
+	case XACT_EVENT_ABORT:
+	case XACT_EVENT_PREPARE: // COMMIT PREPARED, from another session, wakes no one
+	case XACT_EVENT_PARALLEL_COMMIT:
+	case XACT_EVENT_PARALLEL_ABORT:
+		note_count = 0;
+		notes_overflowed = false;
+		break;
+	default:
+		break;
+	}
+}
+
+bool check_poll_interval(int *value, void **, GucSource) {
+	if (*value >= 1)
+		return true;
+	GUC_check_errdetail("The interval is at least 1 ms.");
+	return false;
+}
+
+} // namespace
+
+void wait_init() {
+	DefineCustomIntVariable(
+	    "concurrency.wait_poll_interval",
+	    "How often dequeue(…, wait) looks for tasks where commits cannot wake it.",
+	    "Commits wake waiters at once when concurrency_ext is in shared_preload_libraries; "
+	    "without it, waiters poll at this interval.",
+	    &wait_poll_interval_ms, 100, 1, 60 * 1000, PGC_USERSET, GUC_UNIT_MS, check_poll_interval, nullptr,
+	    nullptr);
+	RegisterXactCallback(on_transaction_end, nullptr);
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+#if PG_VERSION_NUM >= 150000
+	previous_shmem_request = shmem_request_hook;
+	shmem_request_hook = request_shared_memory;
+#else
+	request_shared_memory();
+#endif
+	previous_shmem_startup = shmem_startup_hook;
+	shmem_startup_hook = start_shared_memory;
+}
+
+void note_claimable(std::string_view queue, uint64_t tasks) {
+	if (!wait_queues || tasks == 0 || notes_overflowed)
+		return;
+	WaitKey key = key_of(queue);
+	for (int i = 0; i < note_count; ++i)
+		if (std::memcmp(&notes[i].key, &key, sizeof key) == 0) {
+			notes[i].tasks += tasks;
+			return;
+		}
+	if (note_count == max_notes) {
+		notes_overflowed = true;
+		return;
+	}
+	notes[note_count++] = Note{key, tasks};
+}
+
+QueueWait::QueueWait(std::string_view queue) {
+	if (!wait_queues)
+		return;
+	WaitKey key = key_of(queue);
+	cv_ = pg::guard([&] {
+		LWLockAcquire(wait_lock, LW_SHARED);
+		auto *entry = static_cast<WaitEntry *>(hash_search(wait_queues, &key, HASH_FIND, nullptr));
+		LWLockRelease(wait_lock);
+		if (!entry) {
+			bool found = false;
+			LWLockAcquire(wait_lock, LW_EXCLUSIVE);
+			entry = static_cast<WaitEntry *>(hash_search(wait_queues, &key, HASH_ENTER_NULL, &found));
+			if (entry && !found)
+				ConditionVariableInit(&entry->cv);
+			LWLockRelease(wait_lock);
+		}
+		if (!entry)
+			return static_cast<ConditionVariable *>(nullptr); // every slot taken: poll
+		// on the list before the first look: a commit from now on wakes us
+		ConditionVariablePrepareToSleep(&entry->cv);
+		return &entry->cv;
+	});
+}
+
+QueueWait::~QueueWait() {
+	if (!cv_)
+		return;
+	// Off the list since the last wake-up means a commit signalled this
+	// waiter after it looked: pass the signal on, in case that task is still
+	// there for another waiter (at worst a waiter looks once for nothing).
+	SpinLockAcquire(&cv_->mutex);
+	bool signalled = !proclist_contains(&cv_->wakeup, my_procno(), cvWaitLink);
+	SpinLockRelease(&cv_->mutex);
+	ConditionVariableCancelSleep();
+	if (signalled)
+		ConditionVariableSignal(cv_);
+}
+
+void QueueWait::sleep(TimestampTz now, TimestampTz until) {
+	// at least 1 ms, at most an hour per sleep (the caller loops)
+	long ms = static_cast<long>(std::clamp<int64>((until - now + 999) / 1000, 1, 3600 * 1000));
+	if (cv_) {
+		pg::guard([&] { ConditionVariableTimedSleep(cv_, ms, PG_WAIT_EXTENSION); });
+		return;
+	}
+	ms = std::min<long>(ms, wait_poll_interval_ms);
+	pg::guard([&] {
+		CHECK_FOR_INTERRUPTS();
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	});
+}
+
+} // namespace concurrency::queue

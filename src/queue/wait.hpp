@@ -1,0 +1,61 @@
+// dequeue(…, wait): sleeping until a task may be claimable, woken through
+// shared memory when a producer's transaction commits. Internal to src/queue.
+//
+// Each queue (of a database) that has had a waiter owns a condition variable
+// in shared memory. A transaction that makes tasks claimable (enqueue,
+// release, retry, a key admitting its next task, a lease slot freed) notes
+// how many per queue; when it commits, the transaction callback signals that
+// many waiters of each queue (never more than are waiting: no thundering
+// herd). A waiter joins the condition variable's wait list before its first
+// look at the queue and stays on it between looks, so a commit between its
+// last look and its sleep still wakes it (no lost wake-up). Without
+// shared_preload_libraries there is no shared memory for this: waiters poll
+// every concurrency.wait_poll_interval instead.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "pg/postgres.hpp"
+
+extern "C" {
+#include "storage/condition_variable.h"
+#include "utils/timestamp.h"
+}
+
+namespace concurrency::queue {
+
+// How often a waiter looks again where commits cannot wake it (the module
+// not preloaded, or every queue slot in shared memory taken).
+extern int wait_poll_interval_ms;
+
+// From _PG_init: the setting, the shared memory (when preloading) and the
+// transaction callback that wakes waiters at commit.
+void wait_init();
+
+// This transaction made `tasks` tasks of `queue` claimable (or may have):
+// as many waiters are woken when it commits. Nothing happens if it aborts.
+void note_claimable(std::string_view queue, uint64_t tasks);
+
+// One dequeue call's wait on a queue. Create it before the call's first look
+// at the queue; between looks, sleep(). The destructor leaves the wait list,
+// passing on a wake-up that this call took but no longer needs.
+class QueueWait {
+  public:
+	explicit QueueWait(std::string_view queue);
+	~QueueWait();
+	QueueWait(const QueueWait &) = delete;
+	QueueWait &operator=(const QueueWait &) = delete;
+
+	// Sleeps until a commit wakes this waiter, `until` comes, or an
+	// interrupt arrives (statement_timeout, pg_cancel_backend, shutdown:
+	// raised as the PostgreSQL error it is).
+	void sleep(TimestampTz now, TimestampTz until);
+	// Whether commits wake this waiter (false: it polls).
+	bool woken_by_commits() const { return cv_ != nullptr; }
+
+  private:
+	ConditionVariable *cv_ = nullptr;
+};
+
+} // namespace concurrency::queue

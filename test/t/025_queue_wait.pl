@@ -1,0 +1,92 @@
+# dequeue(…, wait) with the module preloaded: commits wake waiters through
+# shared memory (no polling: the poll interval is an hour here), a commit
+# of n tasks wakes n of 50 waiters and the others keep sleeping,
+# pg_cancel_backend ends a sleeping waiter, and a fast shutdown with 50
+# waiters ends them all, leaving no lease behind.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('wait');
+$node->init;
+$node->append_conf(
+	'postgresql.conf', q(
+shared_preload_libraries = 'concurrency_ext'
+concurrency.wait_poll_interval = '1h'
+max_connections = 80
+autovacuum = off
+));
+$node->start;
+$node->safe_psql('postgres', q(
+CREATE EXTENSION concurrency_ext;
+SELECT concurrency.create_queue('tw');
+));
+
+my $waiting_sql = q{SELECT count(*) FROM pg_stat_activity
+ WHERE state = 'active' AND wait_event_type = 'Extension' AND query LIKE '%concurrency.dequeue(''tw''%'};
+
+# Starts n sessions, each in a dequeue that waits up to an hour.
+my @sessions;
+sub start_waiters {
+	my ($n) = @_;
+	for (1 .. $n) {
+		my $s = $node->background_psql('postgres', on_error_stop => 0);
+		$s->{stdin} .= "SELECT count(*) AS got FROM concurrency.dequeue('tw', wait => '1 hour');\n";
+		$s->{run}->pump_nb;
+		push @sessions, $s;
+	}
+}
+
+start_waiters(50);
+$node->poll_query_until('postgres', "SELECT ($waiting_sql) = 50") or die "the 50 waiters do not wait";
+pass('50 waiters sleep');
+
+# one commit of 5 tasks: 5 waiters claim them, 45 sleep on
+$node->safe_psql('postgres',
+	q(SELECT count(*) FROM concurrency.enqueue_batch('tw', array_fill('{}'::jsonb, ARRAY[5]))));
+$node->poll_query_until('postgres', q(SELECT leased = 5 FROM concurrency.queue_stats WHERE queue = 'tw'))
+  or die 'the 5 tasks were not claimed';
+$node->poll_query_until('postgres', "SELECT ($waiting_sql) = 45") or die 'the woken waiters did not return';
+is($node->safe_psql('postgres', $waiting_sql), '45', 'a commit of 5 tasks woke 5 of 50 waiters, 45 sleep on');
+is($node->safe_psql('postgres', q(SELECT count(DISTINCT lease_token) || ' ' || max(attempt) FROM concurrency."q_tw")),
+	'5 1', 'each task claimed once');
+
+# pg_cancel_backend during the sleep ends the call; it holds no lease
+my $cancelled = $node->background_psql('postgres', on_error_stop => 0);
+$cancelled->query_safe("SET application_name = 'cancelled_waiter'");
+$cancelled->{stdin} .= "SELECT count(*) FROM concurrency.dequeue('tw', wait => '1 hour');\n";
+$cancelled->{run}->pump_nb;
+$node->poll_query_until('postgres',
+	q(SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'cancelled_waiter' AND wait_event_type = 'Extension'))
+  or die 'the waiter to cancel does not wait';
+$node->safe_psql('postgres',
+	q(SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = 'cancelled_waiter'));
+$node->poll_query_until('postgres',
+	q(SELECT state = 'idle' FROM pg_stat_activity WHERE application_name = 'cancelled_waiter'))
+  or die 'the cancelled waiter did not stop';
+like($cancelled->query('SELECT 1'), qr/^1$/m, 'the cancelled session is usable');
+like($cancelled->{stderr}, qr/canceling statement due to user request/, 'pg_cancel_backend ended the wait');
+$cancelled->quit;
+is($node->safe_psql('postgres', q(SELECT leased FROM concurrency.queue_stats WHERE queue = 'tw')),
+	'5', 'the cancelled waiter holds no lease');
+
+# 50 waiters again, then a fast shutdown
+start_waiters(5);
+$node->poll_query_until('postgres', "SELECT ($waiting_sql) = 50") or die 'the 50 waiters do not wait';
+$node->stop('fast');
+pass('a fast shutdown with 50 waiters finished');
+for my $s (@sessions) {
+	eval { $s->quit };
+}
+
+$node->start;
+is($node->safe_psql('postgres', q(SELECT leased || ' ' || ready FROM concurrency.queue_stats WHERE queue = 'tw')),
+	'5 0', 'no lease left by the waiters that were shut down');
+$node->safe_psql('postgres', q(SELECT concurrency.enqueue('tw', '{}')));
+is($node->safe_psql('postgres', q(SELECT count(*) FROM concurrency.dequeue('tw', wait => '1 minute'))),
+	'1', 'after the restart a waiter claims a new task');
+
+$node->stop;
+done_testing();

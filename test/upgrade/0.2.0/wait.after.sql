@@ -1,0 +1,73 @@
+-- After ALTER EXTENSION concurrency_ext UPDATE from 0.2.0 with the live data
+-- of wait.before.sql: every task kept in its state, the old lease tokens
+-- still fenced and usable with the new functions (heartbeat with progress,
+-- release, dequeue with wait), the queue tables given the progress column,
+-- the replaced function's privileges carried over. Any failed check raises
+-- an error.
+CREATE FUNCTION pg_temp.check(ok boolean, what text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF ok IS NOT TRUE THEN
+        RAISE EXCEPTION 'upgrade check failed: %', what;
+    END IF;
+END $$;
+CREATE FUNCTION pg_temp.sqlstate_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE statement;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END $$;
+
+SELECT pg_temp.check((SELECT array_agg(state || ':' || (payload ->> 'n') ORDER BY payload ->> 'n')
+                        FROM concurrency."q_wlive") = '{leased:1,ready:2,scheduled:3,dead:4}', 'tasks of queue wlive');
+SELECT pg_temp.check((SELECT array_agg(state || ':' || (payload ->> 'n') ORDER BY payload ->> 'n')
+                        FROM concurrency."q_wkeyed") = '{leased:1,blocked:2}', 'tasks of queue wkeyed');
+
+-- the updated tables have the columns of a table that 0.3.0's create_queue makes
+SELECT concurrency.create_queue('made_by_0_3_0');
+SELECT pg_temp.check((SELECT array_agg(attname || ' ' || format_type(atttypid, atttypmod) ORDER BY attnum)
+                        FROM pg_attribute WHERE attrelid = 'concurrency."q_wlive"'::regclass AND attnum > 0 AND NOT attisdropped)
+                     = (SELECT array_agg(attname || ' ' || format_type(atttypid, atttypmod) ORDER BY attnum)
+                          FROM pg_attribute WHERE attrelid = 'concurrency."q_made_by_0_3_0"'::regclass AND attnum > 0 AND NOT attisdropped),
+                     'columns of queue wlive');
+SELECT concurrency.drop_queue('made_by_0_3_0');
+
+-- the privilege taken from PUBLIC and given to one role stays so
+SELECT pg_temp.check(has_function_privilege('upgrade_wait_worker',
+                         'concurrency.heartbeat(text, bigint, bigint, interval, jsonb)', 'EXECUTE'), 'heartbeat granted');
+SELECT pg_temp.check(NOT (SELECT bool_or(a.grantee = 0) FROM pg_proc p, aclexplode(p.proacl) a
+                           WHERE p.oid = 'concurrency.heartbeat(text, bigint, bigint, interval, jsonb)'::regprocedure),
+                     'heartbeat not for PUBLIC');
+SELECT pg_temp.check(has_function_privilege('public', 'concurrency.dequeue(text, integer, interval, text, interval)', 'EXECUTE'),
+                     'dequeue for PUBLIC');
+
+-- the leased task: heartbeat with progress under its 0.2.0 token, then release
+SELECT pg_temp.check(concurrency.heartbeat('wlive', task_id, lease_token, progress => '{"percent": 50}') > clock_timestamp(),
+                     'heartbeat with progress') FROM wait_held WHERE queue = 'wlive';
+SELECT pg_temp.check(s.progress = '{"percent": 50}' AND s.state = 'leased', 'progress shown')
+  FROM wait_held h, concurrency.task_status('wlive', h.task_id) s WHERE h.queue = 'wlive';
+SELECT pg_temp.check(pg_temp.sqlstate_of(format('SELECT concurrency.release(%L, %s, %s)', 'wlive', task_id, lease_token + 1000)) = 'CE001',
+                     'a wrong token is fenced') FROM wait_held WHERE queue = 'wlive';
+SELECT pg_temp.check(concurrency.release('wlive', task_id, lease_token), 'release') FROM wait_held WHERE queue = 'wlive';
+SELECT pg_temp.check(s.state = 'ready' AND s.attempt = 0, 'released: ready, attempt not counted')
+  FROM wait_held h, concurrency.task_status('wlive', h.task_id) s WHERE h.queue = 'wlive';
+-- claimable and completable again, by a waiting dequeue
+CREATE TEMP TABLE claimed AS SELECT task_id, lease_token, payload FROM concurrency.dequeue('wlive', 5, wait => '1 minute');
+SELECT pg_temp.check((SELECT array_agg(payload ->> 'n' ORDER BY payload ->> 'n') FROM claimed) = '{1,2}', 'claimed 1 and 2');
+SELECT pg_temp.check(concurrency.complete_batch('wlive', array_agg(task_id), array_agg(lease_token)) = 2, 'completed')
+  FROM claimed;
+SELECT pg_temp.check((SELECT array_agg(state || ':' || (payload ->> 'n') ORDER BY payload ->> 'n')
+                        FROM concurrency."q_wlive") = '{scheduled:3,dead:4}', 'scheduled and dead left');
+
+-- the serial key: its released head is its next task again, then the second
+SELECT pg_temp.check(concurrency.release('wkeyed', task_id, lease_token), 'release the head')
+  FROM wait_held WHERE queue = 'wkeyed';
+DROP TABLE claimed;
+CREATE TEMP TABLE claimed AS SELECT task_id, lease_token, payload FROM concurrency.dequeue('wkeyed', 5, wait => '1 minute');
+SELECT pg_temp.check((SELECT array_agg(payload ->> 'n') FROM claimed) = '{1}', 'the head again');
+SELECT concurrency.complete('wkeyed', task_id, lease_token) FROM claimed;
+SELECT pg_temp.check((SELECT array_agg(payload ->> 'n') FROM concurrency.dequeue('wkeyed', 5, wait => '1 minute')) = '{2}',
+                     'then the second task of the key');
+
+REVOKE EXECUTE ON FUNCTION concurrency.heartbeat(text, bigint, bigint, interval, jsonb) FROM upgrade_wait_worker;
+DROP ROLE upgrade_wait_worker;
