@@ -89,7 +89,7 @@ before(async () => {
   for (let i = 0; i < 5; i++) {
     await db.query("SELECT concurrency.enqueue('reports', $1, concurrency_key => 'customer-1')", [{ report: i }]);
   }
-  await db.query("SELECT * FROM concurrency.dequeue('reports', batch => 2, worker => 'report-worker-1')");
+  ids.reportLeases = (await db.query("SELECT task_id, lease_token FROM concurrency.dequeue('reports', batch => 2, worker => 'report-worker-1')")).rows;
   // a failed task waiting for its retry
   const r = (await db.query("SELECT concurrency.enqueue('private', '{\"n\": 1}') AS id")).rows[0].id;
   const l = (await db.query("SELECT lease_token FROM concurrency.dequeue('private')")).rows[0].lease_token;
@@ -306,7 +306,14 @@ test('running tasks with their lease, and progress where the column exists', asy
     await db.query('ALTER TABLE concurrency."q_reports" ADD COLUMN progress jsonb');
   }
   try {
-    await db.query('UPDATE concurrency."q_reports" SET progress = \'{"done": 40, "of": 100}\' WHERE state = \'leased\'');
+    if (hasProgress) {
+      // as a worker reports it
+      for (const t of ids.reportLeases) {
+        await db.query("SELECT concurrency.heartbeat('reports', $1, $2, progress => '{\"done\": 40, \"of\": 100}')", [t.task_id, t.lease_token]);
+      }
+    } else {
+      await db.query('UPDATE concurrency."q_reports" SET progress = \'{"done": 40, "of": 100}\' WHERE state = \'leased\'');
+    }
     await page.close();
     page = await h.openPage(browser, d.url);
     assert.equal(await page.locator('#running-table tr[data-queue="reports"] td[data-col="progress"]').first().textContent(), '{"of": 100, "done": 40}');
