@@ -9,6 +9,8 @@ packages=(
   postgresql-15 postgresql-contrib postgresql-common
   # unit tests, sanitizer run, TAP tests, fuzz suite and examples
   cmake clang-14 llvm-14 googletest libgtest-dev valgrind libipc-run-perl python3 python3-psycopg
+  # the Python client's tests (clients/python: pytest; its pool test uses psycopg_pool)
+  python3-pytest python3-psycopg-pool
   # the Debian package (debian/, pg_buildext)
   dpkg-dev debhelper fakeroot postgresql-server-dev-all
   # a real pooler and the monitoring exporter, for their TAP tests

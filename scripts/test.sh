@@ -13,14 +13,15 @@
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
 #   once: the dashboard's browser tests (clients/dashboard/test/run.sh), the
 #     memory-safety run (PostgreSQL 15), GoogleTest unit tests (CTest),
-#     the Node.js client's tests (clients/node, with PgBouncer),
+#     the Node.js client's tests (clients/node, with PgBouncer), the Python
+#     client's tests (clients/python/run-tests.sh, pytest, with PgBouncer),
 #     the Debian package (built, installed, smoke-tested) and the check that the
 #     module needs no shared library beyond the server and the C/C++ runtime.
 # Usage: sudo scripts/test.sh
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
 #   SKIP="sanitize package" to leave out steps (dashboard, sanitize, unit, node,
-#   package, and citus: the Citus suite on PostgreSQL 18); CI runs them all.
+#   python, package, and citus: the Citus suite on PostgreSQL 18); CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -241,14 +242,20 @@ if ! skipped unit; then
   fi
 fi
 
-# before the package check, whose dpkg -r takes the extension out of the
-# system's PostgreSQL 15 again
+# the clients before the package check, whose dpkg -r takes the extension out
+# of the system's PostgreSQL 15 again
 if ! skipped node; then
   echo "== Node.js client: clients/node on PostgreSQL 15, with PgBouncer (clients/node/test/run.sh)"
   PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config bash clients/node/test/run.sh >"$logs/node.log" 2>&1
   grep -E '^[[:space:]]*(✔|✖) ' "$logs/node.log" | grep -vE '^[[:space:]]{4,}'
   grep -q '^ℹ fail [1-9]' "$logs/node.log" && sed -n '/failing tests:/,$p' "$logs/node.log" | head -80
   count_summary node "$logs/node.log"
+fi
+if ! skipped python; then
+  echo "== Python client: pytest on PostgreSQL 15, with PgBouncer (clients/python/run-tests.sh)"
+  bash clients/python/run-tests.sh /usr/lib/postgresql/15/bin/pg_config >"$logs/python.log" 2>&1
+  grep -E '^(FAILED|ERROR) |^SKIPPED' "$logs/python.log"
+  count_summary python "$logs/python.log"
 fi
 
 if ! skipped package; then
