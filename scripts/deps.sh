@@ -15,9 +15,11 @@ packages=(
   dpkg-dev debhelper fakeroot postgresql-server-dev-all
   # a real pooler and the monitoring exporter, for their TAP tests
   pgbouncer prometheus-postgres-exporter
+  # the dashboard's browser tests (clients/dashboard: playwright-core drives it)
+  chromium
 )
-# the Node.js client's tests (clients/node) and bench/peers: Debian's
-# Node.js and npm, unless a node is there already
+# the Node.js client's tests (clients/node), the dashboard's (clients/dashboard)
+# and bench/peers: Debian's Node.js and npm, unless a node is there already
 command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do

@@ -82,7 +82,8 @@ TEST(QueueSql, StatementsQualifyEveryOperator) {
 	      sql.enqueue_batch(true), sql.wake(), sql.claim(), sql.heartbeat(), sql.heartbeat_many(), sql.complete(),
 	      sql.complete_retained(), sql.complete_many(), sql.complete_many_retained(), sql.fail_lock(),
 	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(true), sql.cancel(false), sql.purge(),
-	      sql.task_status(), sql.inspect(), sql.retry_dead()}) {
+	      sql.task_status(), sql.inspect(), sql.retry_dead(), sql.release_many(), sql.heartbeat_progress(),
+	      sql.heartbeat_many_progress(), sql.next_due()}) {
 		expect_every_operator_qualified(statement);
 	}
 }
