@@ -132,13 +132,23 @@ class AsyncWorker(_core.Settings):
 
     def _begin_stop(self):
         self._stopping.set()
+        self._cancel_waits()
+
+    def _cancel_waits(self):
         for slot in self._slots:
             if slot.waiting and slot.conn is not None:
                 slot.conn.cancel()
 
     async def _finish(self, timeout=None):
         limit = self.shutdown_timeout if timeout is None else timeout
-        done, pending = await asyncio.wait(self._tasks, timeout=limit) if self._tasks else (set(), set())
+        deadline = time.monotonic() + limit
+        pending = set(self._tasks)
+        while pending:
+            # a cancel that reached a claim before its statement began is lost: again
+            done, pending = await asyncio.wait(pending, timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+            if not pending or time.monotonic() >= deadline:
+                break
+            self._cancel_waits()
         for task in pending:  # abandoned: their transactions roll back, their leases lapse
             task.cancel()
         if pending:

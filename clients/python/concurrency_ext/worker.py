@@ -153,6 +153,9 @@ class Worker(_core.Settings):
     def _begin_stop(self):
         self._stopping.set()
         self._wake.set()
+        self._cancel_waits()
+
+    def _cancel_waits(self):
         for slot in self._slots:
             with slot.lock:
                 if slot.waiting and slot.conn is not None:
@@ -162,7 +165,13 @@ class Worker(_core.Settings):
         self._wake.wait()  # a signal handler runs while this waits
         if not self._finished.is_set():
             limit = self.shutdown_timeout if timeout is None else timeout
-            if not self._finished.wait(limit):
+            deadline = time.monotonic() + limit
+            # a cancel that reached a claim before its statement began is lost: again
+            while not self._finished.wait(max(0.0, min(0.5, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline:
+                    break
+                self._cancel_waits()
+            if not self._finished.is_set():
                 for slot in self._slots:  # abandoned: their transactions roll back, their leases lapse
                     with slot.lock:
                         if slot.busy and slot.conn is not None:
