@@ -13,9 +13,10 @@
 #   BENCH_ROUNDS   rounds of 2 and 3 (default 3; the order of the sides alternates)
 #   BENCH_IDLE     idle waiters in 2 (default 500)
 #
-# 1. Wake-up latency, from just before the producer's COMMIT to the waiter's
-#    return: dequeue(…, wait) against LISTEN concurrency_<queue> followed by
-#    a dequeue, one waiter, one task at a time (bench/wait_clients.py).
+# 1. Wake-up latency, from just before the producer's COMMIT (sent once the
+#    waiter is seen asleep) to the waiter's return: dequeue(…, wait) against
+#    LISTEN concurrency_<queue> followed by a dequeue, one waiter, one task at
+#    a time (bench/wait_clients.py).
 # 2. pgbench (TPC-B-like, 4 clients) with and without BENCH_IDLE waiters on an
 #    empty queue beside it (each calls dequeue(…, wait => '5 seconds') again
 #    when its wait passes, as a worker loop does); TPS with / TPS without.
@@ -35,7 +36,9 @@ idle_pid=
 sql() { psql -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 stop_idle() {
 	if [ -n "$idle_pid" ]; then kill "$idle_pid" 2>/dev/null || true; wait "$idle_pid" 2>/dev/null || true; idle_pid=; fi
-	sql -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'bench_idle_waiter'" >/dev/null
+	# (a waiter whose session ended meanwhile: a WARNING, not shown)
+	PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=error" \
+		sql -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'bench_idle_waiter'" >/dev/null
 }
 cleanup() {
 	stop_idle 2>/dev/null || true

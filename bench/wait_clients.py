@@ -2,7 +2,8 @@
 
   latency N      wake-up latency of dequeue(…, wait) and of LISTEN/NOTIFY + dequeue,
                  N samples each, measured the same way: from just before the
-                 producer's COMMIT to the waiter's return; prints one line per kind
+                 producer's COMMIT (once the waiter is seen asleep, or idle
+                 listening) to the waiter's return; prints one line per kind
   idle N WAIT    N sessions that wait for tasks of an empty queue in a loop
                  (dequeue(…, wait => WAIT), called again when it returns), until killed
 """
@@ -39,12 +40,18 @@ def latency(samples):
                 waiter.execute(f"SELECT task_id FROM concurrency.dequeue('{QUEUE}')").fetchall()
             returned[0] = time.perf_counter()
 
+        pid = waiter.info.backend_pid
+        # asleep in dequeue (wait event Extension), or idle listening
+        asleep = ("SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE pid = %s" if kind == "wait"
+                  else "SELECT state = 'idle' FROM pg_stat_activity WHERE pid = %s")
+        observer = psycopg.connect(autocommit=True)
         lat = []
         for _ in range(samples):
             t = threading.Thread(target=wait_one)
             t.start()
-            # the waiter is asleep (dequeue) or listening well before this
-            time.sleep(0.01 + random.random() * 0.01)
+            time.sleep(0.002 + random.random() * 0.003)
+            while not observer.execute(asleep, (pid,)).fetchone()[0]:
+                time.sleep(0.001)
             producer.execute(f"SELECT concurrency.enqueue('{QUEUE}', '{{}}')")
             before_commit = time.perf_counter()
             producer.commit()
@@ -54,6 +61,7 @@ def latency(samples):
               f"max_ms={max(lat):.3f}")
         waiter.close()
         producer.close()
+        observer.close()
 
 
 def idle(n, wait):

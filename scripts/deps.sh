@@ -9,13 +9,17 @@ packages=(
   postgresql-15 postgresql-contrib postgresql-common
   # unit tests, sanitizer run, TAP tests, fuzz suite and examples
   cmake clang-14 llvm-14 clang-format googletest libgtest-dev valgrind libipc-run-perl python3 python3-psycopg
+  # the Python client's tests (clients/python: pytest; its pool test uses psycopg_pool)
+  python3-pytest python3-psycopg-pool
   # the Debian package (debian/, pg_buildext)
   dpkg-dev debhelper fakeroot postgresql-server-dev-all
   # a real pooler and the monitoring exporter, for their TAP tests
   pgbouncer prometheus-postgres-exporter
+  # the dashboard's browser tests (clients/dashboard: playwright-core drives it)
+  chromium
 )
-# the Node.js client's tests (clients/node) and bench/peers: Debian's
-# Node.js and npm, unless a node is there already
+# the Node.js client's tests (clients/node), the dashboard's (clients/dashboard)
+# and bench/peers: Debian's Node.js and npm, unless a node is there already
 command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do

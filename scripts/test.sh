@@ -11,16 +11,19 @@
 #     TAP tests (PostgreSQL::Test::Cluster, run as the postgres user because
 #     initdb refuses root; they include PgBouncer and postgres_exporter);
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
-#   once: the memory-safety run (PostgreSQL 15), the C++ formatting check
+#   once: the dashboard's browser tests (clients/dashboard/test/run.sh), the
+#     memory-safety run (PostgreSQL 15), the C++ formatting check
 #     (scripts/format-check.sh), GoogleTest unit tests (CTest),
-#     the Node.js client's tests (clients/node, with PgBouncer),
+#     the Node.js client's tests (clients/node, with PgBouncer), the Python
+#     client's tests (clients/python/run-tests.sh, pytest, with PgBouncer),
 #     the Debian package (built, installed, smoke-tested) and the check that the
 #     module needs no shared library beyond the server and the C/C++ runtime.
 # Usage: sudo scripts/test.sh
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
-#   SKIP="sanitize package" to leave out steps (sanitize, format, unit, node,
-#   package, and citus: the Citus suite on PostgreSQL 18); CI runs them all.
+#   SKIP="sanitize package" to leave out steps (dashboard, sanitize, format,
+#   unit, node, python, package, and citus: the Citus suite on PostgreSQL 18);
+#   CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -207,6 +210,18 @@ done
 
 echo; echo "######## once"
 vpassed=0 vfailed=0
+# Before the package check: that one's dpkg -r takes the installed module away.
+if ! skipped dashboard; then
+  echo "== dashboard: the page in headless Chromium against a real server (clients/dashboard/test/run.sh)"
+  case " ${PG_VERSIONS:-15 18} " in
+    *" 15 "*) dashboard_pg=/usr/lib/postgresql/15/bin/pg_config ;;
+    *) dashboard_pg=${pg18:-} ;;
+  esac
+  PG_CONFIG=$dashboard_pg bash clients/dashboard/test/run.sh >"$logs/dashboard.log" 2>&1
+  grep -E '^(not )?ok [0-9]+ ' "$logs/dashboard.log"
+  grep -q '^not ok' "$logs/dashboard.log" && grep -A30 '^not ok' "$logs/dashboard.log" | head -80
+  count_summary dashboard "$logs/dashboard.log"
+fi
 if ! skipped sanitize; then
   echo "== memory safety: suites under valgrind with a UBSan build (scripts/sanitize.sh, PostgreSQL 15)"
   bash scripts/sanitize.sh >"$logs/sanitize.log" 2>&1
@@ -236,14 +251,20 @@ if ! skipped unit; then
   fi
 fi
 
-# before the package check, whose dpkg -r takes the extension out of the
-# system's PostgreSQL 15 again
+# the clients before the package check, whose dpkg -r takes the extension out
+# of the system's PostgreSQL 15 again
 if ! skipped node; then
   echo "== Node.js client: clients/node on PostgreSQL 15, with PgBouncer (clients/node/test/run.sh)"
   PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config bash clients/node/test/run.sh >"$logs/node.log" 2>&1
   grep -E '^[[:space:]]*(✔|✖) ' "$logs/node.log" | grep -vE '^[[:space:]]{4,}'
   grep -q '^ℹ fail [1-9]' "$logs/node.log" && sed -n '/failing tests:/,$p' "$logs/node.log" | head -80
   count_summary node "$logs/node.log"
+fi
+if ! skipped python; then
+  echo "== Python client: pytest on PostgreSQL 15, with PgBouncer (clients/python/run-tests.sh)"
+  bash clients/python/run-tests.sh /usr/lib/postgresql/15/bin/pg_config >"$logs/python.log" 2>&1
+  grep -E '^(FAILED|ERROR) |^SKIPPED' "$logs/python.log"
+  count_summary python "$logs/python.log"
 fi
 
 if ! skipped package; then

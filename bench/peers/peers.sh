@@ -28,7 +28,8 @@ fi
 (cd "$root/clients/node" && [ -d node_modules/pg ] || npm ci --no-audit --no-fund --loglevel=error)
 
 trap cluster_stop EXIT
-cluster_start "$PG_CONFIG" "max_connections = 100" "shared_buffers = 256MB" "synchronous_commit = on"
+cluster_start "$PG_CONFIG" "max_connections = 100" "shared_buffers = 256MB" "synchronous_commit = on" \
+  "shared_preload_libraries = 'concurrency_ext'"  # the waiting dequeue is woken by commits only with the preload
 psql -Xq -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION concurrency_ext'
 echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2); node $(node --version)"
 echo "graphile-worker $(node -p "require('$deps/node_modules/graphile-worker/package.json').version"), pg-boss $(node -p "require('$deps/node_modules/pg-boss/package.json').version"), pg $(node -p "require('$deps/node_modules/pg/package.json').version")"

@@ -42,7 +42,7 @@ export interface WorkerOptionsBase {
   concurrency?: number;
   /** the lease per claim: milliseconds or a PostgreSQL interval; default the queue's */
   lease?: number | string;
-  /** the longest a claim waits on the server for work, ms (with the waiting dequeue); default 2000 */
+  /** the longest a claim waits on the server for work, ms (with the waiting dequeue); 0 polls instead; default 2000 */
   wait?: number;
   /** polling (a server without the waiting dequeue): the longest sleep after empty claims, ms; default 1000 */
   pollInterval?: number;

@@ -233,7 +233,8 @@ class Worker extends EventEmitter {
     if (typeof o.queue !== 'string' || o.queue === '') throw new TypeError('queue must be a queue name');
     if (typeof o.handler !== 'function') throw new TypeError('handler must be a function');
     for (const k of ['concurrency', 'batch']) if (!Number.isInteger(o[k]) || o[k] < 1) throw new RangeError(`${k} must be an integer >= 1`);
-    for (const k of ['wait', 'pollInterval']) if (!Number.isFinite(o[k]) || o[k] <= 0) throw new RangeError(`${k} must be a positive number of milliseconds`);
+    if (!Number.isFinite(o.wait) || o.wait < 0) throw new RangeError('wait must be a number of milliseconds (0: poll)');
+    if (!Number.isFinite(o.pollInterval) || o.pollInterval <= 0) throw new RangeError('pollInterval must be a positive number of milliseconds');
     // each slot keeps a connection for its claims and handlers; heartbeats need one more
     const max = o.pool.options && o.pool.options.max;
     if (max && max < o.concurrency + 1)
@@ -255,6 +256,8 @@ class Worker extends EventEmitter {
   async start() {
     if (this.features) throw new Error('the worker has been started already');
     this.features = await serverFeatures(this.pool);
+    // wait: 0 polls even where the server could wait
+    this.waiting = this.features.wait && this.options.wait > 0;
     const { rows } = await query(this.pool, `SELECT pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || $1::text)) IS NOT NULL AS ok`, [this.queue]);
     if (!rows[0].ok) throw new QueueError(`queue "${this.queue}" does not exist`, { code: '42704' });
     this.claimSql = this.buildClaim();
@@ -272,7 +275,7 @@ class Worker extends EventEmitter {
 
   buildClaim() {
     let args = 'queue => $1::text, batch => $2::integer, lease => $3::interval, worker => $4::text';
-    if (this.features.wait) args += ', wait => $5::interval';
+    if (this.waiting) args += ', wait => $5::interval';
     return `SELECT task_id::text AS id, lease_token::text AS token, attempt, payload, enqueued_at, lease_expires_at,
                    extract(epoch FROM lease_expires_at - clock_timestamp())::float8 AS left
               FROM concurrency.dequeue(${args})`;
@@ -280,7 +283,7 @@ class Worker extends EventEmitter {
 
   async claim(client) {
     const values = [this.queue, this.options.batch, this.lease, this.options.name ?? null];
-    if (this.features.wait) values.push(`${this.options.wait} milliseconds`);
+    if (this.waiting) values.push(`${this.options.wait} milliseconds`);
     const { rows } = await query(client, this.claimSql, values);
     return rows;
   }
@@ -322,7 +325,7 @@ class Worker extends EventEmitter {
         continue;
       }
       if (rows.length === 0) {
-        if (!this.features.wait) await backOff();
+        if (!this.waiting) await backOff();
         continue;
       }
       idle = POLL_MIN;

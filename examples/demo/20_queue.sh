@@ -21,12 +21,16 @@ wait_for() { # file, pattern: waits (up to 30 s) until the worker's output shows
 	echo "timed out waiting for '$2' in $1" >&2; cat "$1" >&2; return 1
 }
 show() { sed 's/^/   | /' "$logs/$1"; }
+# true once no lease is held: by its deadline as the heartbeats last extended it
+lease_ended() {
+	[ "$(sql -At -c "SELECT count(*) FROM concurrency.\"q_emails\"
+	                  WHERE state = 'leased' AND greatest(lease_expires_at, lease_extended_to) > clock_timestamp()")" = 0 ]
+}
 
 say "A queue with a 2-second lease, and a table for the work's results"
 sql <<'SQL'
 SELECT concurrency.create_queue('emails', lease => '2 seconds', max_attempts => 5);
-CREATE TABLE worker_results (task_id bigint, attempt int, worker text, payload jsonb,
-                             done_at timestamptz DEFAULT now());
+\i examples/worker_setup.sql
 SELECT concurrency.enqueue('emails', '{"to": "crash@example.org", "sleep": 5}') AS task_for_the_crash;
 SELECT count(*) AS more_tasks
   FROM concurrency.enqueue_batch('emails',
@@ -44,6 +48,8 @@ echo "   (killed: its connection is gone, the task stays leased until the lease 
 sql -c "SELECT id, state, attempt, worker FROM concurrency.\"q_emails\" WHERE id = 1"
 
 say "Workers 'alice' and 'bob' share the queue; task 1 comes back once its lease has expired"
+# --drain ends at the first claim that finds nothing: start them once task 1 is claimable again
+until lease_ended; do sleep 0.2; done
 worker alice --drain
 worker bob --drain
 wait "$pid_alice" "$pid_bob"
@@ -61,7 +67,7 @@ worker frozen
 wait_for "$logs/frozen" "claimed task $task "
 kill -STOP "$pid_frozen"
 echo "   (frozen holds task $task; waiting for its lease to expire)"
-until [ "$(sql -At -c "SELECT expired FROM concurrency.queue_stats WHERE queue = 'emails'")" = 1 ]; do sleep 0.2; done
+until lease_ended; do sleep 0.2; done
 worker rescuer --drain
 wait "$pid_rescuer"
 show rescuer

@@ -1,7 +1,11 @@
-# The worker example (examples/worker.py, psycopg 3) against a real server:
-# several workers drain a queue with every task done exactly once, heartbeats
-# keep a task longer than its lease, a failing task ends dead, SIGTERM stops a
-# worker cleanly, and a worker frozen past its lease (SIGSTOP) is fenced off
+# The worker example (examples/worker.py, on the Python runtime in
+# clients/python) against a real server: its set-up step
+# (examples/worker_setup.sql) creates what it needs, several workers drain a
+# queue with every task done exactly once, heartbeats keep a task longer than
+# its lease, a failing task ends dead, a role with only `work` on the queue
+# drains it (--drain ends on an empty claim, without queue_stats, which that
+# role cannot read), SIGTERM finishes the task in hand and spends no attempt
+# on the others, and a worker frozen past its lease (SIGSTOP) is fenced off
 # when it wakes up: its complete raises CE001 and its write rolls back.
 use strict;
 use warnings;
@@ -22,10 +26,14 @@ my $timeout  = $PostgreSQL::Test::Utils::timeout_default;
 
 $node->safe_psql('postgres', q{
   CREATE EXTENSION concurrency_ext;
-  SELECT concurrency.create_queue('emails', lease => '1 second', max_attempts => 2);
-  CREATE TABLE worker_results (task_id bigint, attempt int, worker text, payload jsonb,
-                               done_at timestamptz DEFAULT now());
+  SELECT concurrency.create_queue('emails', lease => '1 second', max_attempts => 1);
+  CREATE ROLE mailer_worker LOGIN;
 });
+# the set-up step, as its header says to run it
+$node->command_ok([ 'psql', '-X', '-v', 'ON_ERROR_STOP=1', '-v', 'queue=emails', '-v', 'worker_role=mailer_worker',
+	'-f', 'examples/worker_setup.sql', '-d', $conninfo ], 'examples/worker_setup.sql ran');
+my $has_release = $node->safe_psql('postgres',
+	q{SELECT count(*) FROM pg_proc WHERE proname = 'release' AND pronamespace = 'concurrency'::regnamespace});
 
 sub worker
 {
@@ -34,7 +42,7 @@ sub worker
 	$w{timer} = IPC::Run::timer($timeout);
 	$w{h} = IPC::Run::start(
 		[ $python, 'examples/worker.py', '--queue', 'emails', '--name', $name, '--poll', '0.2',
-		  '--conninfo', $conninfo, @args ],
+		  '--wait', '0.5', '--conninfo', $conninfo, @args ],
 		'<', \undef, '>', \$w{out}, '2>', \$w{err}, $w{timer});
 	return \%w;
 }
@@ -73,32 +81,52 @@ is($node->safe_psql('postgres',
 is($node->safe_psql('postgres', q{SELECT attempt FROM worker_results WHERE payload ? 'long'}),
 	'1', 'heartbeats kept the 2.5 s task past its 1 s lease: no second attempt');
 is($node->safe_psql('postgres', q{SELECT state || ' ' || attempt || ' ' || last_error FROM concurrency."q_emails"}),
-	'dead 2 RuntimeError: payload asked to fail: bad address', 'the failing task is dead with its error');
+	'dead 1 RuntimeError: payload asked to fail: bad address', 'the failing task is dead with its error');
 $node->safe_psql('postgres', q{DELETE FROM concurrency."q_emails"; TRUNCATE worker_results});
 
-# --- SIGTERM: the task in hand is finished, the rest handed back ----------------
+# --- a role with only `work` on the queue (and INSERT on the results) -----------
+$node->safe_psql('postgres', q{
+  SELECT count(*) FROM concurrency.enqueue_batch('emails',
+    (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, 10) AS i));
+});
+my $least = worker('least', '--drain', '--conninfo', "$conninfo user=mailer_worker");
+is(finish($least), 0, 'a work-only role drained the queue and exited 0');
+like($least->{out}, qr/least: queue is empty\nleast: stopped\n\z/, 'it ended on an empty claim');
+is($least->{err}, '', 'it wrote nothing to stderr (no CREATE TABLE, no queue_stats)');
+is($node->safe_psql('postgres', q{SELECT count(DISTINCT task_id) FROM worker_results WHERE worker = 'least'}),
+	'10', 'every task done by the work-only role');
+$node->safe_psql('postgres', q{DELETE FROM concurrency."q_emails"; TRUNCATE worker_results});
+
+# --- SIGTERM: the task in hand is finished, no attempt spent on the others -----
+# With release on the server a batch of 5 is claimed and the 4 not started are
+# handed back; without it, one task is claimed at a time.
 $node->safe_psql('postgres', q{
   SELECT count(*) FROM concurrency.enqueue_batch('emails',
     (SELECT array_agg(jsonb_build_object('n', i, 'sleep', 0.5)) FROM generate_series(1, 5) AS i));
 });
-my $w = worker('stopper', '--batch', '5');
-ok(wait_output($w, qr/claimed task/), 'the worker claimed a batch');
+my $w = worker('stopper', '--batch', $has_release ? '5' : '1');
+ok(wait_output($w, qr/claimed task/), 'the worker claimed and started a task');
 $w->{h}->signal('TERM');
 is(finish($w), 0, 'SIGTERM: the worker exited 0');
-like($w->{out}, qr/stopper: stopped\n\z/, 'SIGTERM: it stopped cleanly');
+like($w->{out}, qr/completed task \d+\nstopper: stopped\n\z/, 'SIGTERM: it finished the task in hand and stopped');
 is($node->safe_psql('postgres', q{
-  SELECT (SELECT count(*) FROM worker_results) + (SELECT ready FROM concurrency.queue_stats WHERE queue = 'emails')
-         || ' ' || (SELECT leased FROM concurrency.queue_stats WHERE queue = 'emails')}),
-	'5 0', 'SIGTERM: tasks were finished or handed back, none left leased');
+  SELECT (SELECT count(*) FROM worker_results) || ' '
+         || (SELECT count(*) FROM concurrency."q_emails" WHERE state = 'ready' AND attempt = 0) || ' '
+         || (SELECT count(*) FROM concurrency."q_emails" WHERE state = 'leased')}),
+	'1 4 0', 'SIGTERM: one task done, four ready with no attempt spent, none leased');
 $node->safe_psql('postgres', q{DELETE FROM concurrency."q_emails"; TRUNCATE worker_results});
 
 # --- a frozen worker is fenced off --------------------------------------------
+# (a lease that expires takes an attempt: give the task a second one)
+$node->safe_psql('postgres', q{SELECT concurrency.alter_queue('emails', max_attempts => 2)});
 my $task = $node->safe_psql('postgres', q{SELECT concurrency.enqueue('emails', '{"sleep": 2}')});
 my $stale = worker('stale');
 ok(wait_output($stale, qr/claimed task $task \(attempt 1\)/), 'the first worker claimed the task');
 $stale->{h}->signal('STOP');    # frozen mid-task: no heartbeats either
+# the lease as its heartbeats last extended it (queue_stats counts a lease
+# as expired by its first deadline, before a claim looks at the extension)
 $node->poll_query_until('postgres',
-	q{SELECT expired FROM concurrency.queue_stats WHERE queue = 'emails'}, '1')
+	qq{SELECT greatest(lease_expires_at, lease_extended_to) < clock_timestamp() FROM concurrency."q_emails" WHERE id = $task})
   or die 'the lease did not expire';
 my $rescuer = worker('rescuer', '--drain');
 is(finish($rescuer), 0, 'a second worker took the task over and drained the queue');

@@ -7,8 +7,8 @@
 #    false while the connection serves another client's transaction (the
 #    documented blind spot);
 #  - the queue's enqueue, dequeue, heartbeat and complete work across pooled
-#    transactions, and examples/worker.py drains a queue through it with
-#    --no-prepare (psycopg's server-side prepared statements off);
+#    transactions, and examples/worker.py (the Python runtime, which prepares
+#    no statement on the server and does not LISTEN) drains a queue through it;
 #  - LISTEN does not work through it: the client that listened never gets
 #    the notification (a direct listener does).
 # Skipped when pgbouncer is not installed.
@@ -147,15 +147,16 @@ SKIP:
 	my $python = -x '/usr/bin/python3' ? '/usr/bin/python3' : 'python3';
 	skip 'python3-psycopg is missing', 2 if system($python, '-c', 'import psycopg') != 0;
 	my $worker = abs_path(dirname(__FILE__) . '/../../examples/worker.py');
+	$node->safe_psql('postgres', slurp_file(abs_path(dirname(__FILE__) . '/../../examples/worker_setup.sql')));
 	$node->safe_psql('postgres',
 		q{SELECT count(*) FROM concurrency.enqueue_batch('emails',
 		    (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, 20) i))});
 	my ($wout, $werr);
 	my $ok = IPC::Run::run(
 		[ $python, $worker, '--queue', 'emails', '--name', 'pooled', '--drain', '--poll', '0.2',
-		  '--conninfo', $four, '--no-prepare', '--listen-conninfo', $node->connstr('postgres') ],
+		  '--conninfo', $four ],
 		'>', \$wout, '2>', \$werr, IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	ok($ok, 'worker.py --no-prepare drains the queue through the pooler') or diag("$wout\n$werr");
+	ok($ok, 'worker.py drains the queue through the pooler') or diag("$wout\n$werr");
 	is($node->safe_psql('postgres',
 			q{SELECT count(DISTINCT task_id) || ' ' || count(*) FROM worker_results WHERE worker = 'pooled'}),
 		'20 20', 'every task done once');

@@ -190,7 +190,6 @@ test('a handler that outlives its lease loses it: LeaseLostError, its writes rol
   assert.match(err.reason, /lease token does not match/);
   assert.equal((await results(queue)).n, 0, 'the handler\'s insert rolled back');
   assert.deepEqual(seen.failed, [], 'the task was not failed');
-  await db.query('SELECT concurrency.complete($1, $2, $3)', [queue, id, other.lease_token]);
 });
 
 test('a cancelled task: the heartbeat aborts task.signal with the reason', async () => {
@@ -276,4 +275,58 @@ test('start() refuses a missing queue, and a pool too small for the concurrency'
   const worker = new Worker({ pool: db, queue: 'nosuchqueue', handler: async () => {} });
   await assert.rejects(worker.start(), (err) => err.code === '42704');
   assert.throws(() => new Worker({ pool: pool({ max: 4 }), queue: 'q', concurrency: 4, handler: async () => {} }), RangeError);
+});
+
+test('polling (wait: 0, as on a server without the waiting dequeue) drains the queue once', async () => {
+  const queue = await freshQueue(db, 'worker');
+  const worker = new Worker({ pool: db, queue, concurrency: 2, wait: 0, pollInterval: 200, handler: record(queue) });
+  const seen = collect(worker);
+  await worker.start();
+  assert.equal(worker.waiting, false);
+  // enqueued while the worker polls an empty queue
+  await enqueueBatch(db, queue, Array.from({ length: 30 }, (_, i) => ({ i })));
+  await until(async () => seen.completed.length === 30, '30 completions');
+  await worker.stop();
+  assert.deepEqual(await results(queue), { n: 30, distinct: 30 });
+  assert.deepEqual(seen.errors, []);
+});
+
+test('stop(): a task that a waiting claim brings after it is released, its attempt not counted', async (t) => {
+  const features = await require('..').serverFeatures(db);
+  if (!features.wait || !features.release) return t.skip('the server has no waiting dequeue or release');
+  const queue = await freshQueue(db, 'worker');
+  await enqueue(db, queue, { first: true });
+  const go = gate();
+  const started = gate();
+  const own = pool({ max: 4, application_name: `release_${queue}` });
+  t.after(() => own.end());
+  const worker = new Worker({
+    pool: own,
+    queue,
+    concurrency: 2,
+    wait: 20000,
+    handler: async (task, client) => {
+      started.open();
+      await go.promise;
+      await record(queue)(task, client);
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  assert.equal(worker.waiting, true);
+  await started.promise;
+  // the other slot waits in dequeue for the queue's next task
+  await until(
+    async () => (await db.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%concurrency.dequeue(%' AND state = 'active'", [`release_${queue}`])).rows[0].n === 1,
+    'a waiting claim',
+  );
+  const stopped = worker.stop();
+  const id = await enqueue(db, queue, { second: true });
+  await until(async () => seen.released.length === 1, 'the release');
+  go.open();
+  assert.equal(await stopped, 0);
+  assert.equal(seen.released[0].id, id);
+  const { rows } = await db.query('SELECT state, attempt FROM concurrency.task_status($1, $2)', [queue, id]);
+  assert.deepEqual(rows[0], { state: 'ready', attempt: 0 });
+  assert.equal(seen.completed.length, 1);
 });

@@ -1,0 +1,420 @@
+'use strict';
+// The dashboard page. It polls /api/state and draws it. Everything it shows
+// may be user data (queue names, payloads, errors, queries): the DOM is built
+// with createElement and textContent only, never from HTML strings, and the
+// graph and charts draw text on a canvas.
+(function () {
+  const meta = (name) => document.querySelector(`meta[name="${name}"]`).getAttribute('content');
+  const CSRF = meta('csrf-token');
+  const ALLOW_ACTIONS = meta('allow-actions') === 'true';
+  const REFRESH_MS = Number(meta('refresh-seconds')) * 1000;
+  const HOUR_MS = 3600 * 1000;
+  const SVG = 'http://www.w3.org/2000/svg';
+
+  const $ = (id) => document.getElementById(id);
+  const dashboard = { state: null, cy: null, updates: 0 };
+  window.dashboard = dashboard; // for the browser tests and the console
+
+  // el('td', {className: 'x', dataset: {col: 'ready'}}, 'text', childNode)
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null) continue;
+      if (k === 'dataset') Object.assign(e.dataset, v);
+      else if (k === 'className' || k === 'title' || k === 'type' || k === 'disabled' || k === 'hidden') e[k] = v;
+      else e.setAttribute(k, v);
+    }
+    for (const c of children) append(e, c);
+    return e;
+  }
+  function append(parent, child) {
+    if (child === null || child === undefined || child === false) return;
+    if (Array.isArray(child)) child.forEach((c) => append(parent, c));
+    else if (child instanceof Node) parent.appendChild(child);
+    else parent.appendChild(document.createTextNode(String(child)));
+  }
+  function svg(tag, attrs, text) {
+    const e = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function table(id, headers, rows) {
+    const t = $(id);
+    t.replaceChildren(el('thead', null, el('tr', null, headers.map((h) => el('th', null, h)))), el('tbody', null, rows));
+    t.hidden = rows.length === 0;
+  }
+
+  // PostgreSQL interval text ("00:00:15.27546", "1 day 02:00:00") as words.
+  function interval(text) {
+    if (text === null || text === undefined) return '';
+    const m = /^(-)?(\d+):(\d\d):(\d\d(?:\.\d+)?)$/.exec(text);
+    if (!m) return text;
+    return duration((m[1] ? -1 : 1) * (Number(m[2]) * 3600 + Number(m[3]) * 60 + Number(m[4])));
+  }
+  function duration(seconds) {
+    const s = Math.abs(seconds);
+    const sign = seconds < 0 ? '-' : '';
+    if (s < 10) return `${sign}${s.toFixed(1)} s`;
+    if (s < 120) return `${sign}${Math.round(s)} s`;
+    if (s < 7200) return `${sign}${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
+    return `${sign}${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
+  }
+  function time(value) {
+    if (!value) return '';
+    const d = new Date(value);
+    return Number.isNaN(d.getTime()) ? String(value) : d.toLocaleTimeString();
+  }
+  function value(v) {
+    if (v === null || v === undefined) return '—';
+    if (typeof v === 'boolean') return v ? 'yes' : 'no';
+    if (Array.isArray(v)) return v.join(', ');
+    if (typeof v === 'string' && /^-?\d+:\d\d:\d\d/.test(v)) return interval(v);
+    return String(v);
+  }
+  function payload(row) {
+    return el('code', { className: 'payload', title: row.payload_cut ? 'cut: the payload is longer' : null },
+      row.payload, row.payload_cut ? ' …' : null);
+  }
+
+  // ---- queues ------------------------------------------------------------
+  function renderQueues(state) {
+    const statsCols = state.stats_columns || [];
+    const settingCols = state.setting_columns || [];
+    const tp = (state.throughput && state.throughput.queues) || {};
+    const rows = state.queues.map((queue) => {
+      const q = tp[queue.name];
+      return el('tr', { dataset: { queue: queue.name } },
+        el('th', { scope: 'row' }, queue.name),
+        statsCols.map((c) => el('td', {
+          dataset: { col: c },
+          className: c === 'paused' && queue.stats && queue.stats[c] ? 'paused' : (c === 'dead' && queue.stats && Number(queue.stats[c]) > 0 ? 'bad' : null),
+          title: queue.readable ? null : 'the role lacks permission read on this queue',
+        }, queue.stats ? value(queue.stats[c]) : '—')),
+        settingCols.map((c) => el('td', { dataset: { col: c }, className: 'setting' }, value(queue.settings[c]))),
+        el('td', { dataset: { col: 'enqueued_last_hour' } }, q ? String(q.enqueued) : '—'),
+        el('td', { dataset: { col: 'finished_last_hour' } }, q ? String(q.finished) : '—'));
+    });
+    table('queues-table', ['queue', ...statsCols, ...settingCols, 'enqueued', 'finished'], rows);
+    $('queues-empty').hidden = state.queues.length > 0;
+  }
+
+  // ---- throughput ----------------------------------------------------------
+  const charts = {};
+  const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#17becf', '#8c564b', '#e377c2'];
+  function renderThroughput(state) {
+    const t = state.throughput;
+    const names = Object.keys(t.queues);
+    const since = t.since ? ` since ${time(t.since)}` : '';
+    $('throughput-note').textContent = t.error
+      ? `sampling failed: ${t.error.message}`
+      : `${t.samples} samples of queue_stats, one every ${t.sample_seconds} s${since}, while the dashboard runs; `
+        + 'enqueued = rows inserted into the queue\'s table, finished = enqueued minus the growth of its live tasks.';
+    for (const [key, id, field] of [['finished', 'chart-finished', 'finished_per_min'], ['live', 'chart-live', 'live']]) {
+      const data = [t.times, ...names.map((n) => t.queues[n][field])];
+      const signature = names.join('\u0000');
+      const box = $(id);
+      const width = Math.max(300, Math.floor(box.parentElement.clientWidth) - 8);
+      if (!charts[key] || charts[key].signature !== signature) {
+        if (charts[key]) charts[key].plot.destroy();
+        const opts = {
+          width, height: 180,
+          series: [{}, ...names.map((n, i) => ({ label: n, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false }))],
+          axes: [{}, { size: 50 }],
+          scales: { y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+        };
+        charts[key] = { plot: new uPlot(opts, data, box), signature };
+      } else {
+        if (charts[key].plot.width !== width) charts[key].plot.setSize({ width, height: 180 });
+        charts[key].plot.setData(data);
+      }
+    }
+  }
+
+  // ---- dead, failing and running tasks ---------------------------------------
+  function actionButton(label, action, queue, id) {
+    const b = el('button', { type: 'button', className: `action ${action}`, dataset: { action, queue, id: String(id) } }, label);
+    b.addEventListener('click', () => act(b, action, queue, id));
+    return b;
+  }
+  async function act(button, action, queue, id) {
+    button.disabled = true;
+    const out = $('action-result');
+    try {
+      const res = await fetch('/api/action', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': CSRF },
+        body: JSON.stringify({ action, queue, ids: [String(id)] }),
+      });
+      const body = await res.json();
+      out.textContent = res.ok
+        ? `${action} of task ${id} on ${queue}: ${body.count} changed`
+        : `${action} of task ${id} on ${queue} refused: ${body.error.message}`;
+      out.className = res.ok ? 'note' : 'note error';
+    } catch (err) {
+      out.textContent = `${action} failed: ${err.message}`;
+      out.className = 'note error';
+    }
+    refresh();
+  }
+  function renderFailed(state) {
+    const rows = [];
+    for (const queue of state.queues) {
+      const mayAct = ALLOW_ACTIONS && state.actions && queue.may_manage;
+      for (const task of [...(queue.dead || []), ...(queue.retrying || [])]) {
+        rows.push(el('tr', { dataset: { queue: queue.name, task: task.id, state: task.state } },
+          el('td', null, queue.name),
+          el('td', { dataset: { col: 'id' } }, task.id),
+          el('td', { dataset: { col: 'state' }, className: task.state === 'dead' ? 'bad' : null },
+            task.state === 'dead' ? 'dead' : `retry at ${time(task.run_at)}`),
+          el('td', { dataset: { col: 'attempt' } }, task.attempt),
+          el('td', { dataset: { col: 'last_error' }, className: 'error-text' }, task.last_error),
+          el('td', { dataset: { col: 'payload' } }, payload(task)),
+          el('td', { className: 'time' }, time(task.finished_at || task.enqueued_at)),
+          el('td', { className: 'buttons' }, mayAct ? [
+            task.state === 'dead' ? actionButton('Retry', 'retry', queue.name, task.id) : null,
+            actionButton('Cancel', 'cancel', queue.name, task.id),
+          ] : null)));
+      }
+    }
+    table('failed-table', ['queue', 'task', 'state', 'attempt', 'last error', 'payload', 'time', ''], rows);
+    $('failed-empty').hidden = rows.length > 0;
+    const unlisted = state.queues.filter((q) => q.readable && !q.tasks_readable && Number(q.stats.dead) > 0).map((q) => q.name);
+    $('failed-unlisted').textContent = unlisted.length
+      ? `Dead tasks not listed (the role sees the counts but holds no SELECT on the table): ${unlisted.join(', ')}` : '';
+    const errors = state.queues.filter((q) => q.error).map((q) => `${q.name}: ${q.error.message}`);
+    $('tasks-error').textContent = errors.join('; ');
+    $('tasks-error').hidden = errors.length === 0;
+  }
+  function renderRunning(state) {
+    const progress = state.queues.some((q) => q.has_progress);
+    const now = Date.now();
+    const rows = [];
+    for (const queue of state.queues) {
+      for (const task of queue.running || []) {
+        const left = (new Date(task.lease_expires_at).getTime() - now) / 1000;
+        rows.push(el('tr', { dataset: { queue: queue.name, task: task.id } },
+          el('td', null, queue.name),
+          el('td', { dataset: { col: 'id' } }, task.id),
+          el('td', { dataset: { col: 'attempt' } }, task.attempt),
+          el('td', { dataset: { col: 'worker' } }, value(task.worker)),
+          el('td', { dataset: { col: 'lease_expires_at' }, className: task.expired ? 'bad' : null,
+            title: String(task.lease_expires_at) }, task.expired ? `expired ${duration(-left)} ago` : `in ${duration(left)}`),
+          progress ? el('td', { dataset: { col: 'progress' } }, task.progress === null ? '—' : el('code', null, task.progress)) : null,
+          el('td', { dataset: { col: 'payload' } }, payload(task))));
+      }
+    }
+    table('running-table', ['queue', 'task', 'attempt', 'worker', 'lease', ...(progress ? ['progress'] : []), 'payload'], rows);
+    $('running-empty').hidden = rows.length > 0;
+  }
+  function renderSchedules(state) {
+    const s = state.schedules;
+    $('schedules').hidden = !s;
+    if (!s) return;
+    table('schedules-table', s.columns, s.rows.map((r) => el('tr', null, s.columns.map((c) => el('td', { dataset: { col: c } }, value(r[c]))))));
+    if (s.error) $('schedules-table').replaceChildren(el('caption', { className: 'error' }, s.error.message));
+  }
+
+  // ---- the lock graph ------------------------------------------------------
+  // A session is a node (a prepared transaction, pid 0, by its gid); an edge
+  // goes from the waiter to the session in its way.
+  const nodeId = (pid, gid) => (pid === 0 ? `gid:${gid}` : `pid:${pid}`);
+  const short = (text, n) => (text && text.length > n ? `${text.slice(0, n - 1)}…` : text || '');
+  function renderLocks(state) {
+    const tree = state.lock_tree || [];
+    const waits = state.lock_waits || [];
+    // application and user of each session, from the edges (lock_tree of
+    // this version has no such columns; where it has, they win)
+    const apps = new Map();
+    for (const w of waits) {
+      apps.set(nodeId(w.waiting_pid, null), [w.waiting_application, w.waiting_user]);
+      apps.set(nodeId(w.blocking_pid, w.blocking_gid), [w.blocking_application, w.blocking_user]);
+    }
+    const nodes = new Map();
+    for (const r of tree) {
+      const id = nodeId(r.pid, r.gid);
+      const [app, user] = apps.get(id) || [];
+      const who = [r.application_name || app, r.usename || user].filter(Boolean).join(' · ');
+      nodes.set(id, {
+        data: {
+          id, pid: r.pid, root: r.depth === 0, action: r.action || null, state: r.state, query: r.query,
+          label: [r.pid === 0 ? `prepared ${r.gid}` : `pid ${r.pid}`, who, r.state || '', short(r.query, 40),
+            r.action ? `→ ${r.action}` : ''].filter(Boolean).join('\n'),
+        },
+        classes: [r.depth === 0 ? 'root' : '', r.in_cycle ? 'cycle' : ''].join(' '),
+      });
+    }
+    const edges = [];
+    for (const w of waits) {
+      const source = nodeId(w.waiting_pid, null);
+      const target = nodeId(w.blocking_pid, w.blocking_gid);
+      for (const [id, pid, app, st, query] of [[source, w.waiting_pid, w.waiting_application, null, w.waiting_query],
+        [target, w.blocking_pid, w.blocking_application, w.blocking_state, w.blocking_query]]) {
+        // the edges were read a moment after the tree: a session may be new
+        if (!nodes.has(id)) nodes.set(id, { data: { id, pid, root: false, label: [`pid ${pid}`, app, st, short(query, 40)].filter(Boolean).join('\n') } });
+      }
+      edges.push({
+        data: { id: `${source}>${target}`, source, target, label: w.waiting_mode,
+          object: w.locked_object, holds: w.blocking_holds },
+        classes: w.blocking_holds ? 'hard' : 'soft',
+      });
+    }
+    const seen = new Set();
+    const uniqueEdges = edges.filter((e) => !seen.has(e.data.id) && seen.add(e.data.id));
+    $('locks-empty').hidden = nodes.size > 0;
+    $('lock-graph').hidden = nodes.size === 0;
+    const elements = [...nodes.values(), ...uniqueEdges];
+    const signature = elements.map((e) => `${e.data.id}:${e.classes || ''}:${e.data.label}`).sort().join('\n');
+    if (nodes.size > 0 && (!dashboard.cy || dashboard.cy.scratch('signature') !== signature)) {
+      if (!dashboard.cy) {
+        dashboard.cy = cytoscape({
+          container: $('lock-graph'),
+          wheelSensitivity: 0.3,
+          style: [
+            { selector: 'node', style: { shape: 'round-rectangle', 'background-color': '#eef3f8', 'border-width': 1, 'border-color': '#7a8a9a',
+              label: 'data(label)', 'text-wrap': 'wrap', 'text-valign': 'center', 'font-size': 10, width: 'label', height: 'label', padding: 8 } },
+            { selector: 'node.root', style: { 'background-color': '#fde8e8', 'border-color': '#c62828', 'border-width': 3 } },
+            { selector: 'node.cycle', style: { 'border-style': 'double' } },
+            { selector: 'edge', style: { 'curve-style': 'bezier', 'target-arrow-shape': 'triangle', width: 2, 'line-color': '#555',
+              'target-arrow-color': '#555', label: 'data(label)', 'font-size': 9, color: '#444',
+              'text-background-color': '#fff', 'text-background-opacity': 1, 'text-background-padding': 2 } },
+            { selector: 'edge.soft', style: { 'line-style': 'dashed', 'line-color': '#999', 'target-arrow-color': '#999' } },
+          ],
+        });
+        dashboard.cy.on('tap', 'node', (evt) => showNode(evt.target.data()));
+        dashboard.cy.on('tap', 'edge', (evt) => {
+          const e = evt.target.data();
+          $('lock-detail').replaceChildren(`${e.source.slice(4)} waits for ${e.target.slice(4)}: ${e.label} on `, el('code', null, e.object || ''));
+        });
+      }
+      const cy = dashboard.cy;
+      cy.scratch('signature', signature);
+      cy.elements().remove();
+      cy.add(elements);
+      // holders at the top, waiters below them
+      cy.layout({ name: 'dagre', rankDir: 'BT', nodeSep: 60, rankSep: 90, animate: false }).run();
+      cy.fit(undefined, 20);
+    } else if (nodes.size === 0 && dashboard.cy) {
+      dashboard.cy.elements().remove();
+      dashboard.cy.scratch('signature', '');
+    }
+    const client = tree.some((r) => 'client_addr' in r);
+    table('lock-roots', ['pid', 'root', 'depth', 'application', ...(client ? ['client'] : []), 'state', 'waited', 'transaction', 'query', 'suggested action'],
+      tree.map((r) => el('tr', { dataset: { pid: String(r.pid), root: String(r.root_pid), depth: String(r.depth) }, className: r.depth === 0 ? 'root' : null },
+        el('td', null, r.pid === 0 ? `prepared ${r.gid}` : r.pid),
+        el('td', null, r.root_pid),
+        el('td', null, r.depth),
+        el('td', null, value(r.application_name || (apps.get(nodeId(r.pid, r.gid)) || [])[0])),
+        client ? el('td', null, value(r.client_addr)) : null,
+        el('td', null, value(r.state)),
+        el('td', null, interval(r.waited)),
+        el('td', null, interval(r.xact_age)),
+        el('td', null, el('code', null, short(r.query, 120))),
+        el('td', { dataset: { col: 'action' } }, r.action ? el('code', null, r.action) : ''))));
+  }
+  function showNode(d) {
+    $('lock-detail').replaceChildren(el('strong', null, d.pid === 0 ? 'prepared transaction' : `pid ${d.pid}`), ' ',
+      d.state || '', ' ', el('code', null, d.query || ''), d.action ? [' — suggested: ', el('code', null, d.action)] : null);
+  }
+
+  // ---- the lock history: episodes on a time line -----------------------------
+  function renderHistory(state) {
+    const h = state.lock_history;
+    const box = $('history-timeline');
+    if (!h || !h.enabled) {
+      $('history-note').textContent = h && h.error ? `${h.error.message}. ${h.error.hint || ''}` : '';
+      box.replaceChildren();
+      table('history-table', [], []);
+      return;
+    }
+    const episodes = h.episodes;
+    const now = new Date(state.read_at).getTime();
+    // the last hour, or less: from a little before the first episode, at
+    // least the last 5 minutes
+    const first = Math.min(now, ...episodes.map((e) => new Date(e.started_at).getTime()));
+    const windowMs = Math.min(HOUR_MS, Math.max(5 * 60000, (now - first) * 1.1));
+    const from = now - windowMs;
+    $('history-note').textContent = episodes.length ? '' : 'No lock-wait episode in the last hour.';
+    const width = Math.max(400, box.clientWidth || 800);
+    const lane = 22;
+    const left = 30;
+    const span = width - left - 150;
+    const x = (t) => left + ((Math.max(t, from) - from) / windowMs) * span;
+    // lanes: an episode goes into the first lane free at its start
+    const ends = [];
+    const bars = episodes.map((e) => {
+      const start = new Date(e.started_at).getTime();
+      const end = e.ended_at ? new Date(e.ended_at).getTime() : now;
+      let i = ends.findIndex((t) => t < start);
+      if (i < 0) i = ends.push(0) - 1;
+      ends[i] = end;
+      return { e, start, end, lane: i };
+    });
+    const height = Math.max(1, ends.length) * lane + 24;
+    const s = svg('svg', { width, height, viewBox: `0 0 ${width} ${height}`, class: 'timeline' });
+    const step = windowMs > 20 * 60000 ? 10 : (windowMs > 10 * 60000 ? 2 : 1); // minutes between ticks
+    for (let m = 0; m * 60000 <= windowMs; m += step) {
+      const t = now - m * 60000;
+      s.appendChild(svg('line', { x1: x(t), x2: x(t), y1: 0, y2: height - 16, class: 'tick' }));
+      s.appendChild(svg('text', { x: x(t), y: height - 4, class: 'tick-label', 'text-anchor': 'middle' }, m === 0 ? 'now' : `-${m} min`));
+    }
+    for (const b of bars) {
+      const x0 = x(b.start);
+      const w = Math.max(3, x(b.end) - x0);
+      const g = svg('g', { class: `episode ${b.e.ended_by || 'ongoing'}`, 'data-episode': String(b.e.episode_id), 'data-root': String(b.e.root_pid) });
+      g.appendChild(svg('title', {}, `episode ${b.e.episode_id}: root pid ${b.e.root_pid} (${b.e.root_application || ''}, ${b.e.root_state || ''}) `
+        + `blocked up to ${b.e.max_waiters}, ${interval(b.e.duration)}, ${b.e.ended_by || 'ongoing'}\n${b.e.root_query || ''}`));
+      g.appendChild(svg('rect', { x: x0, y: b.lane * lane + 2, width: w, height: lane - 4, rx: 3 }));
+      g.appendChild(svg('text', { x: x0 + w + 4, y: b.lane * lane + lane - 7, class: 'episode-label' },
+        `pid ${b.e.root_pid} · ${b.e.max_waiters} waiting`));
+      s.appendChild(g);
+    }
+    box.replaceChildren(s);
+    table('history-table', ['episode', 'started', 'duration', 'root pid', 'application', 'root state', 'root query', 'max waiters', 'depth', 'waited on', 'ended by'],
+      [...episodes].reverse().map((e) => el('tr', { dataset: { episode: String(e.episode_id), root: String(e.root_pid) } },
+        el('td', null, e.episode_id), el('td', null, time(e.started_at)), el('td', null, interval(e.duration)),
+        el('td', { dataset: { col: 'root_pid' } }, e.root_pid), el('td', null, value(e.root_application)), el('td', null, value(e.root_state)),
+        el('td', null, el('code', null, short(e.root_query, 100))), el('td', null, e.max_waiters), el('td', null, e.max_depth),
+        el('td', null, value(e.locked_objects)), el('td', { dataset: { col: 'ended_by' } }, e.ended_by || 'ongoing'))));
+  }
+
+  // ---- polling -------------------------------------------------------------
+  function render(state) {
+    dashboard.state = state;
+    const who = state.who;
+    $('who').textContent = who
+      ? `role ${who.role} on database ${who.database} (PostgreSQL ${who.server_version}, concurrency_ext ${who.extension_version || 'not installed'})`
+      : '';
+    $('actions-mode').textContent = state.actions ? 'actions on' : 'read only';
+    $('actions-mode').className = state.actions ? 'mode on' : 'mode';
+    $('updated').textContent = `updated ${time(state.read_at)}`;
+    const err = $('error');
+    err.hidden = !state.error;
+    err.textContent = state.error ? `${state.error.message}${state.error.hint ? ` (${state.error.hint})` : ''}` : '';
+    if (!state.queues) return;
+    renderQueues(state);
+    renderThroughput(state);
+    renderFailed(state);
+    renderRunning(state);
+    renderSchedules(state);
+    renderLocks(state);
+    renderHistory(state);
+  }
+
+  let timer = null;
+  async function refresh() {
+    clearTimeout(timer);
+    try {
+      const res = await fetch('/api/state', { cache: 'no-store' });
+      render(await res.json());
+    } catch (err) {
+      const e = $('error');
+      e.hidden = false;
+      e.textContent = `the dashboard server does not answer: ${err.message}`;
+    }
+    dashboard.updates += 1;
+    document.body.dataset.updates = String(dashboard.updates);
+    timer = setTimeout(refresh, REFRESH_MS);
+  }
+  refresh();
+})();

@@ -1,0 +1,26 @@
+"""Worker runtime and producer API for concurrency_ext task queues, on psycopg 3.
+
+    from concurrency_ext import Worker
+
+    def send(task, conn):
+        conn.execute("INSERT INTO sent_mail (task_id, address) VALUES (%s, %s)", (task.id, task.payload["to"]))
+
+    Worker("dbname=app", "emails", send, concurrency=4).run()
+
+See README.md next to this package.
+"""
+from ._core import Task
+from .errors import LeaseLostError, QueueError
+from .producer import enqueue, enqueue_batch
+from .worker import Worker
+
+__all__ = ["Worker", "Task", "QueueError", "LeaseLostError", "enqueue", "enqueue_batch", "AsyncWorker"]
+__version__ = "0.3.0"
+
+
+def __getattr__(name):
+    if name == "AsyncWorker":  # asyncio is imported only by those who use it
+        from .aio import AsyncWorker
+
+        return AsyncWorker
+    raise AttributeError(name)

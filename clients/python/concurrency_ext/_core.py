@@ -1,0 +1,200 @@
+"""What the synchronous and asyncio runtimes share: the SQL they send, the
+task they hand to a handler, what the server offers, and the timings."""
+import dataclasses
+import datetime
+import logging
+import os
+import socket
+import traceback
+import typing
+
+from psycopg.types.json import Jsonb
+
+log = logging.getLogger("concurrency_ext")
+
+# Which of the 0.3.0 functions the server has: dequeue(..., wait) and
+# release / release_batch. pg_proc is readable by every role.
+FEATURES_SQL = """
+    SELECT coalesce(bool_or(p.proname = 'dequeue' AND 'wait' = ANY (p.proargnames)), false),
+           coalesce(bool_or(p.proname = 'release'), false),
+           coalesce(bool_or(p.proname = 'release_batch'), false)
+      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+     WHERE n.nspname = 'concurrency' AND p.proname IN ('dequeue', 'release', 'release_batch')"""
+
+_CLAIM = """
+    SELECT task_id, lease_token, attempt, payload, enqueued_at, lease_expires_at,
+           extract(epoch FROM lease_expires_at - pg_catalog.clock_timestamp())::float8
+      FROM concurrency.dequeue(%s, %s, lease => %s, worker => %s{wait})"""
+CLAIM_SQL = _CLAIM.format(wait="")
+CLAIM_WAIT_SQL = _CLAIM.format(wait=", wait => %s")
+COMPLETE_SQL = "SELECT concurrency.complete(%s, %s, %s)"
+COMPLETE_BATCH_SQL = "SELECT concurrency.complete_batch(%s, %s, %s)"
+FAIL_SQL = "SELECT concurrency.fail(%s, %s, %s, %s)"
+HEARTBEAT_SQL = "SELECT concurrency.heartbeat(%s, %s, %s, %s)"
+HEARTBEAT_BATCH_SQL = "SELECT concurrency.heartbeat_batch(%s, %s, %s, %s)"
+RELEASE_SQL = "SELECT concurrency.release(%s, %s, %s)"
+RELEASE_BATCH_SQL = "SELECT concurrency.release_batch(%s, %s, %s)"
+ENQUEUE_SQL = "SELECT concurrency.enqueue(%s, %s, %s, %s, %s, %s)"
+ENQUEUE_BATCH_SQL = "SELECT id FROM concurrency.enqueue_batch(%s, %s, %s, %s, %s, %s) AS id"
+
+# Without dequeue(wait): the pause after an empty claim starts here and
+# doubles up to the worker's poll_interval; any claim that gets a task resets it.
+FIRST_POLL = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class Features:
+    wait: bool
+    release: bool
+    release_batch: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """A claimed task, as dequeue returned it."""
+
+    queue: str
+    id: int
+    lease_token: int
+    attempt: int
+    payload: typing.Any
+    enqueued_at: datetime.datetime
+    lease_expires_at: datetime.datetime
+
+
+def tasks_from_rows(queue, rows):
+    """Tasks, and the lease's length in seconds as the server counts it."""
+    tasks = [Task(queue, *row[:6]) for row in rows]
+    return tasks, (min(row[6] for row in rows) if rows else None)
+
+
+def seconds(value):
+    """Seconds from a number or a timedelta (None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    return float(value)
+
+
+def interval(value):
+    """A timedelta for an interval parameter (None stays None)."""
+    return None if value is None else datetime.timedelta(seconds=seconds(value))
+
+
+def error_text(exc):
+    """The text fail() records for a handler's exception: its last line as Python prints it."""
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def next_poll(pause, poll_interval):
+    return min(poll_interval, max(FIRST_POLL, pause * 2))
+
+
+def payload_param(payload):
+    """Any JSON value (dict, list, str, number, bool, None) as jsonb."""
+    return Jsonb(payload)
+
+
+def enqueue_params(queue, payload, run_at, priority, dedupe_key, concurrency_key):
+    return (queue, payload_param(payload), run_at, priority, dedupe_key, concurrency_key)
+
+
+def enqueue_batch_params(queue, payloads, run_at, priority, dedupe_keys, concurrency_keys):
+    return (queue, [payload_param(p) for p in payloads], run_at, priority,
+            None if dedupe_keys is None else list(dedupe_keys),
+            None if concurrency_keys is None else list(concurrency_keys))
+
+
+class Held:
+    """The tasks one slot holds, as the heartbeat sees them.
+
+    lock serializes heartbeats with the slot's complete: the slot sets
+    finishing under it (waiting for a heartbeat in flight), and no heartbeat
+    is sent after that, so none can race the completing transaction.
+    """
+
+    def __init__(self, tasks, lease_seconds, every, now):
+        self.tasks = list(tasks)
+        self.lost = {}  # task id -> LeaseLostError
+        self.finishing = False
+        self.every = every
+        self.due = now + every
+        self.lease_seconds = lease_seconds
+
+    def live(self):
+        return [t for t in self.tasks if t.id not in self.lost]
+
+
+def default_name():
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+def connect_kwargs(name, extra):
+    """What the connections a worker opens from a conninfo string get.
+
+    No server-side prepared statements unless asked for: psycopg prepares a
+    statement after 5 runs by default, which PgBouncer before 1.21 in
+    transaction mode cannot keep per client."""
+    kwargs = {"prepare_threshold": None, "application_name": name[:63]}
+    kwargs.update(extra or {})
+    kwargs["autocommit"] = True
+    return kwargs
+
+
+def is_pool(connection):
+    if isinstance(connection, str):
+        return False
+    if hasattr(connection, "connection"):
+        return True
+    raise TypeError("connection must be a libpq conninfo string or a pool with a connection() method")
+
+
+class Settings:
+    """The arguments Worker and AsyncWorker share (see Worker)."""
+
+    def __init__(self, queue, handler, *, concurrency=1, batch=1, lease=None, wait=10.0, poll_interval=1.0,
+                 name=None, heartbeat=True, heartbeat_fraction=1 / 3, shutdown_timeout=30.0, on_error=None,
+                 on_complete=None, default_on_error=None):
+        if concurrency < 1 or batch < 1:
+            raise ValueError("concurrency and batch must be at least 1")
+        if not 0 < heartbeat_fraction < 1:
+            raise ValueError("heartbeat_fraction must be between 0 and 1")
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = concurrency
+        self.batch = batch
+        self.lease = interval(lease)
+        self.wait = interval(wait)
+        self.poll_interval = seconds(poll_interval)
+        self.name = name or default_name()
+        self.heartbeat = heartbeat
+        self.heartbeat_fraction = heartbeat_fraction
+        self.shutdown_timeout = seconds(shutdown_timeout)
+        self._on_error = on_error or default_on_error
+        self._on_complete = on_complete
+        self.features = None
+
+    def claim_params(self, waits):
+        return (self.queue, self.batch, self.lease, self.name) + ((self.wait,) if waits else ())
+
+    def heartbeat_every(self, lease_seconds):
+        return max(0.05, (lease_seconds or 1.0) * self.heartbeat_fraction)
+
+    def on_error(self, error, task):
+        try:
+            self._on_error(error, task)
+        except Exception:  # a callback's bug does not stop the worker
+            log.exception("on_error raised")
+
+    def _completed(self, tasks):
+        for task in tasks if self._on_complete is not None else ():
+            try:
+                self._on_complete(task)
+            except Exception:
+                log.exception("on_complete raised")
+
+    @property
+    def stopping(self):
+        """True once stop() was called (or SIGTERM / SIGINT came, or a slot failed)."""
+        return self._stopping.is_set()

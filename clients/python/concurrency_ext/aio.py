@@ -1,0 +1,440 @@
+"""The asyncio worker and producer: the same as the synchronous ones, on
+psycopg's AsyncConnection, with an asyncio task per slot."""
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+
+import psycopg
+
+from . import _core
+from .errors import LEASE_LOST, LeaseLostError, QueueError, translate, translating
+from .worker import default_on_error, lost_task_id
+
+log = logging.getLogger("concurrency_ext")
+
+
+async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=None, concurrency_key=None):
+    """Adds a task; returns its id (see concurrency_ext.enqueue)."""
+    with translating:
+        cur = await conn.execute(_core.ENQUEUE_SQL, _core.enqueue_params(
+            queue, {} if payload is None else payload, run_at, priority, dedupe_key, concurrency_key))
+        return (await cur.fetchone())[0]
+
+
+async def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys=None, concurrency_keys=None):
+    """Adds one task per payload; returns their ids in payload order."""
+    with translating:
+        cur = await conn.execute(_core.ENQUEUE_BATCH_SQL, _core.enqueue_batch_params(
+            queue, payloads, run_at, priority, dedupe_keys, concurrency_keys))
+        return [row[0] for row in await cur.fetchall()]
+
+
+async def _one(conn, query, params=None):
+    """One statement as a transaction of its own (see worker._one)."""
+    try:
+        cur = await conn.execute(query, params)
+        rows = await cur.fetchall() if cur.description else []
+        if not conn.autocommit:
+            await conn.commit()
+        return rows
+    except BaseException:
+        if not conn.autocommit and not conn.closed:
+            await conn.rollback()
+        raise
+
+
+class _Source:
+    def __init__(self, connection, name, connect_kwargs):
+        self.pool = connection if _core.is_pool(connection) else None
+        if self.pool is None:
+            self.conninfo, self.kwargs = connection, _core.connect_kwargs(name, connect_kwargs)
+
+    @contextlib.asynccontextmanager
+    async def connect(self):
+        if self.pool is not None:
+            async with self.pool.connection() as conn:
+                yield conn
+        else:
+            conn = await psycopg.AsyncConnection.connect(self.conninfo, **self.kwargs)
+            try:
+                yield conn
+            finally:
+                await conn.close()
+
+
+class _Slot:
+    def __init__(self):
+        self.conn = None
+        self.waiting = False
+        self.busy = False
+
+
+class AsyncWorker(_core.Settings):
+    """Runs `await handler(task, conn)` for the tasks of one queue.
+
+    The arguments are Worker's; connection is a conninfo string or an async
+    pool (psycopg_pool.AsyncConnectionPool); concurrency is the number of
+    asyncio tasks, each with its connection, that run handlers.
+    """
+
+    def __init__(self, connection, queue, handler, *, connect_kwargs=None, **options):
+        super().__init__(queue, handler, default_on_error=default_on_error, **options)
+        self._source = _Source(connection, self.name, connect_kwargs)
+        self._stopping = asyncio.Event()
+        self._drain = False
+        self._slots = []
+        self._tasks = []
+        self._held = []
+        self._beats = asyncio.Condition()
+        self._beater = None
+        self._error = None  # what stopped a slot, raised by run()
+
+    async def start(self, drain=False):
+        async with self._source.connect() as conn:
+            with translating:
+                self.features = _core.Features(*(await _one(conn, _core.FEATURES_SQL))[0])
+        self._drain = drain
+        self._slots = [_Slot() for _ in range(self.concurrency)]
+        self._tasks = [asyncio.create_task(self._slot_main(s)) for s in self._slots]
+        if self.heartbeat:
+            self._beater = asyncio.create_task(self._heartbeat_main())
+
+    async def run(self, drain=False, handle_signals=True):
+        """start(), then waits until drained or stopped; SIGTERM and SIGINT call stop()."""
+        await self.start(drain)
+        loop = asyncio.get_running_loop()
+        installed = []
+        if handle_signals:
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(signum, self._begin_stop)
+                    installed.append(signum)
+        try:
+            stopping = asyncio.create_task(self._stopping.wait())
+            slots = asyncio.create_task(asyncio.wait(self._tasks))
+            await asyncio.wait([stopping, slots], return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            slots.cancel()
+            await self._finish()
+            if self._error is not None:
+                raise self._error
+        finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+
+    async def stop(self, timeout=None):
+        """Stops claiming, releases claimed tasks not started, waits up to
+        timeout (default shutdown_timeout) for running handlers; True if all ended."""
+        self._begin_stop()
+        return await self._finish(timeout)
+
+    def _begin_stop(self):
+        self._stopping.set()
+        self._cancel_waits()
+
+    def _cancel_waits(self):
+        for slot in self._slots:
+            if slot.waiting and slot.conn is not None:
+                slot.conn.cancel()
+
+    async def _finish(self, timeout=None):
+        limit = self.shutdown_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        pending = set(self._tasks)
+        while pending:
+            # a cancel that reached a claim before its statement began is lost: again
+            done, pending = await asyncio.wait(pending, timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+            if not pending or time.monotonic() >= deadline:
+                break
+            self._cancel_waits()
+        for task in pending:  # abandoned: their transactions roll back, their leases lapse
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+        if self._beater is not None:
+            self._beater.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beater
+        return not pending
+
+    async def _slot_main(self, slot):
+        try:
+            await self._slot_loop(slot)
+        except Exception as e:  # e.g. 42501 at the claim: the whole worker stops and run() raises it
+            log.error("worker %s: stopping on an error: %s", self.name, e)
+            self._error = self._error or e
+            self._begin_stop()
+
+    async def _slot_loop(self, slot):
+        pause = _core.FIRST_POLL
+        while not self._stopping.is_set():
+            try:
+                async with self._source.connect() as conn:
+                    slot.conn = conn
+                    try:
+                        await self._serve(slot, conn)
+                        return
+                    except psycopg.Error as e:
+                        if not (conn.broken or conn.closed):
+                            raise
+                        error = e
+            except psycopg.OperationalError as e:
+                error = e
+            finally:
+                slot.conn = None
+            if self._stopping.is_set():
+                return
+            log.warning("worker %s: %s; connecting again in %.1f s", self.name, error, pause)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), pause)
+            pause = _core.next_poll(pause, max(self.poll_interval, 5.0))
+
+    async def _serve(self, slot, conn):
+        pause = _core.FIRST_POLL
+        tasks, lease_seconds = [], None
+        while True:
+            if not tasks:
+                if self._stopping.is_set():
+                    return
+                tasks, lease_seconds = await self._claim(slot, conn)
+                if not tasks:
+                    if self._drain or self._stopping.is_set():
+                        return
+                    if not self.features.wait:
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(self._stopping.wait(), pause)
+                        pause = _core.next_poll(pause, self.poll_interval)
+                    continue
+                pause = _core.FIRST_POLL
+            if self._stopping.is_set():
+                await self._release(conn, tasks)
+                return
+            tasks, lease_seconds = await self._work(slot, conn, tasks, lease_seconds)
+
+    async def _claim(self, slot, conn):
+        waits = self.features.wait and not self._drain
+        params = self.claim_params(waits)
+        if self._stopping.is_set():
+            return [], None
+        slot.waiting = waits
+        try:
+            rows = await _one(conn, _core.CLAIM_WAIT_SQL if waits else _core.CLAIM_SQL, params)
+        except psycopg.errors.QueryCanceled:
+            if self._stopping.is_set():
+                return [], None
+            raise
+        except psycopg.Error as e:
+            if conn.broken:
+                raise
+            raise translate(e) from e
+        finally:
+            slot.waiting = False
+        return _core.tasks_from_rows(self.queue, rows)
+
+    async def _claim_next(self, conn):
+        if self._stopping.is_set():
+            return [], None
+        cur = await conn.execute(_core.CLAIM_SQL, self.claim_params(False))
+        return _core.tasks_from_rows(self.queue, await cur.fetchall())
+
+    async def _work(self, slot, conn, tasks, lease_seconds):
+        every = self.heartbeat_every(lease_seconds)
+        held = _core.Held(tasks, lease_seconds, every, time.monotonic())
+        held.lock = asyncio.Lock()
+        slot.busy = True
+        async with self._beats:
+            self._held.append(held)
+            self._beats.notify_all()
+        try:
+            if len(tasks) == 1:
+                return await self._work_one(conn, held, tasks[0])
+            return await self._work_batch(conn, held)
+        finally:
+            async with self._beats:
+                self._held.remove(held)
+            slot.busy = False
+
+    async def _finishing(self, held, finishing=True):
+        async with held.lock:
+            held.finishing = finishing
+
+    async def _work_one(self, conn, held, task):
+        following = ([], None)
+        failure = None
+        try:
+            async with conn.transaction():
+                try:
+                    await self.handler(task, conn)
+                except Exception as exc:
+                    if conn.broken:
+                        raise
+                    failure = exc
+                    raise _Rollback()
+                await self._finishing(held)
+                if task.id in held.lost:
+                    raise _Rollback()  # the heartbeat found the lease lost, and reported it
+                with translating:
+                    await conn.execute(_core.COMPLETE_SQL, (self.queue, task.id, task.lease_token))
+                    following = await self._claim_next(conn)
+            self._completed([task])
+        except _Rollback:
+            if failure is not None:
+                await self._fail(conn, held, task, failure)
+        except LeaseLostError as e:
+            self.on_error(e, task)
+        except psycopg.Error as e:  # the commit failed (a deferred constraint, a serialization failure)
+            if conn.broken:
+                raise
+            following = ([], None)  # the next claim rolled back with it
+            await self._fail(conn, held, task, e)
+        return following
+
+    async def _work_batch(self, conn, held):
+        pending = held.live()
+        failures, unstarted = [], []
+        following = ([], None)
+        while pending:
+            done, failures, unstarted = [], [], []
+            try:
+                async with conn.transaction():
+                    for i, task in enumerate(pending):
+                        if self._stopping.is_set():
+                            unstarted = pending[i:]
+                            break
+                        if task.id in held.lost:
+                            continue
+                        try:
+                            async with conn.transaction():
+                                await self.handler(task, conn)
+                            done.append(task)
+                        except Exception as exc:
+                            if conn.broken:
+                                raise
+                            failures.append((task, exc))
+                    await self._finishing(held)
+                    done = [t for t in done if t.id not in held.lost]
+                    with translating:
+                        if done:
+                            await conn.execute(_core.COMPLETE_BATCH_SQL, (
+                                self.queue, [t.id for t in done], [t.lease_token for t in done]))
+                        if not unstarted:
+                            following = await self._claim_next(conn)
+                pending = []
+                self._completed(done)
+            except psycopg.Error as e:  # the commit failed: the batch's work is undone
+                if conn.broken:
+                    raise
+                failures += [(t, e) for t in done]
+                following = ([], None)  # the next claim rolled back with it
+                pending = []
+            except LeaseLostError as e:
+                lost = next((t for t in pending if t.id == lost_task_id(e)), None)
+                if lost is None:
+                    raise
+                held.lost[lost.id] = e
+                self.on_error(e, lost)
+                await self._finishing(held, False)
+                pending = [t for t in pending if t.id not in held.lost]
+        for task, exc in failures:
+            await self._fail(conn, held, task, exc)
+        if unstarted:
+            await self._release(conn, unstarted)
+        return following
+
+    async def _fail(self, conn, held, task, exc):
+        self.on_error(exc, task)
+        if task.id in held.lost:
+            return
+        try:
+            with translating:
+                await _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc)))
+        except LeaseLostError as e:
+            self.on_error(e, task)
+
+    async def _release(self, conn, tasks):
+        if not tasks:
+            return
+        if not self.features.release:
+            log.info("worker %s: %d claimed tasks left to their leases (the server has no release)", self.name,
+                     len(tasks))
+            return
+        if self.features.release_batch and len(tasks) > 1:
+            try:
+                return await self._release_call(conn, _core.RELEASE_BATCH_SQL, (
+                    self.queue, [t.id for t in tasks], [t.lease_token for t in tasks]))
+            except LeaseLostError:
+                pass
+        for t in tasks:
+            with contextlib.suppress(LeaseLostError):
+                await self._release_call(conn, _core.RELEASE_SQL, (self.queue, t.id, t.lease_token))
+
+    async def _release_call(self, conn, query, params):
+        try:
+            with translating:
+                await _one(conn, query, params)
+        except QueueError as e:
+            if e.sqlstate != "57014":
+                raise
+            with translating:
+                await _one(conn, query, params)
+
+    async def _heartbeat_main(self):
+        async with contextlib.AsyncExitStack() as stack:
+            conn = None
+            while True:
+                async with self._beats:
+                    now = time.monotonic()
+                    held = min(self._held, key=lambda h: h.due, default=None)
+                    if held is None or held.due > now:
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(self._beats.wait(), None if held is None else held.due - now)
+                        continue
+                    held.due = now + held.every
+                try:
+                    if conn is None:
+                        conn = await stack.enter_async_context(self._source.connect())
+                    await self._beat(conn, held)
+                except psycopg.Error as e:
+                    log.warning("worker %s: heartbeat: %s", self.name, e)
+                    if conn is not None and (conn.broken or conn.closed):
+                        await stack.aclose()
+                        conn = None
+
+    def _lost(self, held, task, error):
+        """A heartbeat found the lease lost: the slot will roll the task's work back."""
+        held.lost[task.id] = error
+        self.on_error(error, task)
+
+    async def _beat(self, conn, held):
+        async with held.lock:
+            if held.finishing:
+                return
+            live = held.live()
+            if not live:
+                return
+            try:
+                if len(live) == 1:
+                    await _one(conn, _core.HEARTBEAT_SQL, (self.queue, live[0].id, live[0].lease_token, self.lease))
+                else:
+                    await _one(conn, _core.HEARTBEAT_BATCH_SQL, (self.queue, [t.id for t in live],
+                                                                 [t.lease_token for t in live], self.lease))
+                return
+            except psycopg.Error as e:
+                if e.sqlstate != LEASE_LOST:
+                    raise
+                if len(live) == 1:
+                    self._lost(held, live[0], translate(e))
+                    return
+            for t in live:
+                try:
+                    await _one(conn, _core.HEARTBEAT_SQL, (self.queue, t.id, t.lease_token, self.lease))
+                except psycopg.Error as e:
+                    if e.sqlstate != LEASE_LOST:
+                        raise
+                    self._lost(held, t, translate(e))
+
+
+class _Rollback(Exception):
+    """Leaves the handler's transaction block, rolling it back."""

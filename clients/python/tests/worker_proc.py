@@ -1,0 +1,27 @@
+"""A worker process for the tests that kill or signal one:
+    worker_proc.py CONNINFO QUEUE CONCURRENCY BATCH
+Each task prints "started <id>" when its handler begins, waits
+payload["sleep"] seconds, hangs forever if payload["hang"] and the
+environment has CE_HANG=1, and records itself in the queue's results table."""
+import os
+import sys
+import threading
+
+import psycopg
+
+from concurrency_ext import Worker
+
+conninfo, queue, concurrency, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+
+def handler(task, conn):
+    print(f"started {task.id}", flush=True)
+    if task.payload.get("hang") and os.environ.get("CE_HANG") == "1":
+        threading.Event().wait()
+    threading.Event().wait(task.payload.get("sleep", 0))
+    conn.execute(f'INSERT INTO "r_{queue}" VALUES (%s, %s, %s, %s)',
+                 (task.id, task.attempt, psycopg.types.json.Jsonb(task.payload), "proc"))
+
+
+Worker(conninfo, queue, handler, concurrency=concurrency, batch=batch, poll_interval=0.2).run()
+print("stopped", flush=True)
