@@ -17,8 +17,8 @@ TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
 	std::string longest(max_queue_name_bytes, 'x');
 	EXPECT_LE(queue_table_name(longest).size(), 63u);
 	EXPECT_LE(queue_channel(longest).size(), 63u);
-	for (const char *suffix : {"pkey", "ready", "scheduled", "leased", "dedupe", "finished", "state_check", "id_seq",
-	                           "dedupe_new"})
+	for (const char *suffix : {"pkey", "ready", "scheduled", "leased", "dedupe", "finished", "state_check",
+	                           "id_seq", "dedupe_new"})
 		EXPECT_LE(queue_index_name(longest, suffix).size(), 63u) << suffix;
 	EXPECT_EQ(queue_table_name("jobs"), "q_jobs");
 	EXPECT_EQ(queue_channel("jobs"), "concurrency_jobs");
@@ -27,12 +27,31 @@ TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
 TEST(QueueSql, QuotesTheTableEverywhere) {
 	QueueSql sql("jobs");
 	EXPECT_EQ(sql.table(), "concurrency.\"q_jobs\"");
-	for (const std::string &statement :
-	     {sql.enqueue(), sql.dedupe_lookup(), sql.dedupe_lookup_many(), sql.enqueue_batch(false),
-	      sql.enqueue_batch(true), sql.wake(), sql.claim(), sql.heartbeat(), sql.heartbeat_many(), sql.complete(),
-	      sql.complete_retained(), sql.complete_many(), sql.complete_many_retained(), sql.fail_lock(),
-	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(true), sql.cancel(false), sql.purge(),
-	      sql.task_status(), sql.inspect(), sql.retry_dead(), sql.create_table(), sql.drop_table()}) {
+	for (const std::string &statement : {sql.enqueue(),
+	                                     sql.dedupe_lookup(),
+	                                     sql.dedupe_lookup_many(),
+	                                     sql.enqueue_batch(false),
+	                                     sql.enqueue_batch(true),
+	                                     sql.wake(),
+	                                     sql.claim(),
+	                                     sql.heartbeat(),
+	                                     sql.heartbeat_many(),
+	                                     sql.complete(),
+	                                     sql.complete_retained(),
+	                                     sql.complete_many(),
+	                                     sql.complete_many_retained(),
+	                                     sql.fail_lock(),
+	                                     sql.fail_update(),
+	                                     sql.fail_lock_many(),
+	                                     sql.fail_update_many(),
+	                                     sql.cancel(true),
+	                                     sql.cancel(false),
+	                                     sql.purge(),
+	                                     sql.task_status(),
+	                                     sql.inspect(),
+	                                     sql.retry_dead(),
+	                                     sql.create_table(),
+	                                     sql.drop_table()}) {
 		EXPECT_NE(statement.find("concurrency.\"q_jobs\""), std::string::npos) << statement;
 		EXPECT_EQ(statement.find("concurrency.q_jobs"), std::string::npos) << statement;
 	}
@@ -54,7 +73,8 @@ TEST(QueueSql, HostileNameStaysInsideItsQuotes) {
 	}
 	// the comment is a literal, quoted as one (a quote and a backslash)
 	QueueSql tricky("a'b\\c");
-	EXPECT_NE(tricky.create_table().find("IS E'tasks of the concurrency_ext queue a''b\\\\c'"), std::string::npos)
+	EXPECT_NE(tricky.create_table().find("IS E'tasks of the concurrency_ext queue a''b\\\\c'"),
+	          std::string::npos)
 	    << tricky.create_table();
 	EXPECT_EQ(tricky.alter_owner("r\"x"), "ALTER TABLE concurrency.\"q_a'b\\c\" OWNER TO \"r\"\"x\"");
 }
@@ -77,13 +97,33 @@ TEST(QueueSql, StatementsQualifyEveryOperator) {
 	// The SPI layer pins search_path, and the statements do not rely on it:
 	// an operator written bare would resolve through any path it ran under.
 	QueueSql sql("jobs");
-	for (const std::string &statement :
-	     {sql.enqueue(), sql.dedupe_lookup(), sql.dedupe_lookup_many(), sql.enqueue_batch(false),
-	      sql.enqueue_batch(true), sql.wake(), sql.claim(), sql.heartbeat(), sql.heartbeat_many(), sql.complete(),
-	      sql.complete_retained(), sql.complete_many(), sql.complete_many_retained(), sql.fail_lock(),
-	      sql.fail_update(), sql.fail_lock_many(), sql.fail_update_many(), sql.cancel(true), sql.cancel(false), sql.purge(),
-	      sql.task_status(), sql.inspect(), sql.retry_dead(), sql.release_many(), sql.heartbeat_progress(),
-	      sql.heartbeat_many_progress(), sql.next_due()}) {
+	for (const std::string &statement : {sql.enqueue(),
+	                                     sql.dedupe_lookup(),
+	                                     sql.dedupe_lookup_many(),
+	                                     sql.enqueue_batch(false),
+	                                     sql.enqueue_batch(true),
+	                                     sql.wake(),
+	                                     sql.claim(),
+	                                     sql.heartbeat(),
+	                                     sql.heartbeat_many(),
+	                                     sql.complete(),
+	                                     sql.complete_retained(),
+	                                     sql.complete_many(),
+	                                     sql.complete_many_retained(),
+	                                     sql.fail_lock(),
+	                                     sql.fail_update(),
+	                                     sql.fail_lock_many(),
+	                                     sql.fail_update_many(),
+	                                     sql.cancel(true),
+	                                     sql.cancel(false),
+	                                     sql.purge(),
+	                                     sql.task_status(),
+	                                     sql.inspect(),
+	                                     sql.retry_dead(),
+	                                     sql.release_many(),
+	                                     sql.heartbeat_progress(),
+	                                     sql.heartbeat_many_progress(),
+	                                     sql.next_due()}) {
 		expect_every_operator_qualified(statement);
 	}
 }
@@ -98,7 +138,8 @@ TEST(QueueSql, DedupeConflictsInferTheUniqueIndex) {
 	std::string predicate = ddl.substr(at + 19, ddl.find(';', at) - at - 19);
 	EXPECT_NE(predicate.find("'cancelled'"), std::string::npos) << predicate;
 	for (const std::string &statement : {sql.enqueue(), sql.enqueue_batch(true)})
-		EXPECT_NE(statement.find("ON CONFLICT (dedupe_key) WHERE " + predicate + " DO NOTHING"), std::string::npos)
+		EXPECT_NE(statement.find("ON CONFLICT (dedupe_key) WHERE " + predicate + " DO NOTHING"),
+		          std::string::npos)
 		    << statement;
 	EXPECT_NE(sql.dedupe_lookup().find(predicate), std::string::npos);
 	EXPECT_NE(sql.dedupe_lookup_many().find(predicate), std::string::npos);
@@ -107,7 +148,8 @@ TEST(QueueSql, DedupeConflictsInferTheUniqueIndex) {
 TEST(QueueSql, PurgeWalksTheFinishedIndex) {
 	QueueSql sql("jobs");
 	const std::string states = "state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[])";
-	EXPECT_NE(sql.create_table().find("(finished_at) WHERE " + states), std::string::npos) << sql.create_table();
+	EXPECT_NE(sql.create_table().find("(finished_at) WHERE " + states), std::string::npos)
+	    << sql.create_table();
 	EXPECT_NE(sql.purge().find("WHERE " + states), std::string::npos) << sql.purge();
 	EXPECT_NE(sql.purge().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
 }
