@@ -234,9 +234,9 @@ Oid relation_owner(Oid relid) {
 		HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 		if (!HeapTupleIsValid(tuple))
 			return InvalidOid;
-		Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+		Oid relowner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
 		ReleaseSysCache(tuple);
-		return owner;
+		return relowner;
 	});
 	if (!OidIsValid(owner))
 		throw Error(sqlstate::internal_error, fmt::format("cache lookup failed for relation {}", relid));
