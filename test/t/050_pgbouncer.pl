@@ -75,8 +75,14 @@ sub pooled
 my $up = 0;
 for (1 .. 100)
 {
-	my ($rc) = pooled($one, 'SELECT 1');
-	if ($rc == 0) { $up = 1; last; }
+	# until its socket is there, psql fails before reading its input, and
+	# the write to its closed stdin dies in IPC::Run: wait for the socket,
+	# and take such a death as one more failed try
+	if (-S "$dir/.s.PGSQL.$bport")
+	{
+		my ($rc) = eval { pooled($one, 'SELECT 1') };
+		if (defined $rc && $rc == 0) { $up = 1; last; }
+	}
 	usleep(100_000);
 }
 ok($up, 'pgbouncer accepts connections') or BAIL_OUT(slurp_file("$dir/pgbouncer.log"));

@@ -69,5 +69,7 @@ SELECT concurrency.complete('wkeyed', task_id, lease_token) FROM claimed;
 SELECT pg_temp.check((SELECT array_agg(payload ->> 'n') FROM concurrency.dequeue('wkeyed', 5, wait => '1 minute')) = '{2}',
                      'then the second task of the key');
 
-REVOKE EXECUTE ON FUNCTION concurrency.heartbeat(text, bigint, bigint, interval, jsonb) FROM upgrade_wait_worker;
+-- DROP OWNED BY also takes the initial privileges (pg_init_privs) that
+-- PostgreSQL 17 and later record for a GRANT made by ALTER EXTENSION UPDATE
+DROP OWNED BY upgrade_wait_worker;
 DROP ROLE upgrade_wait_worker;
