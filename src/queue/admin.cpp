@@ -240,6 +240,8 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	// a distributed queue keeps its limits with functions of its own
 	// (src/sql/41_distributed_queue.sql)
 	bool distributed = queue::is_distributed(relid);
+	if (distributed)
+		queue::require_coordinator_for(name, "alter");
 	SettingsParams params(settings);
 	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID,
 	                             INT4OID, BOOLOID,     BOOLOID, BOOLOID};
@@ -270,6 +272,8 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		else
 			queue::apply_limits(q, clock_now(), settings.key_limit.has_value(), slots);
 	}
+	if (distributed) // every node serves it: the new settings on every node
+		queue::sync_catalog(name);
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }
@@ -283,6 +287,9 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 
 	pg::spi_connect();
 	Oid relid = queue::queue_relid(name);
+	bool distributed = OidIsValid(relid) && queue::is_distributed(relid);
+	if (distributed)
+		queue::require_coordinator_for(name, "drop");
 	if (OidIsValid(relid)) {
 		if (!pg::guard([&] { return pg::owns_relation(relid, caller); }))
 			throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
@@ -295,6 +302,8 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 	uint64 deleted = execute(catalog_sql::remove, 1, types, values);
 	if (!OidIsValid(relid) && deleted == 0)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name));
+	if (distributed) // gone from every node's catalog too
+		queue::sync_catalog(name);
 	queue::forget_queue(name);
 	pg::spi_finish();
 	PG_RETURN_VOID();

@@ -202,6 +202,36 @@ std::optional<Interval> wait_arg(FunctionCallInfo fcinfo, int n) {
 	return positive;
 }
 
+// A distributed queue's claim on this node's shards (Citus): the queue's own
+// Claim on each shard's table in turn, starting at the next one of this
+// backend, until the batch is full; the first shard visited purges a chunk
+// of its finished tasks, as a local queue's dequeue does. Returns how many
+// tasks it claimed; none where the node holds no shard of the queue or its
+// calls are routed, and then `visited` is false.
+std::size_t claim_on_local_shards(Queue &q, int32 batch, TimestampTz now, const Interval &lease, Datum worker,
+                                  bool worker_null, pg::ResultSet &out, bool &visited) {
+	visited = false;
+	if (!shards_served_here(q))
+		return 0;
+	// a copy: an invalidation while a shard is opened may drop the cached list
+	const Shards shards = distributed_shards(q);
+	const LocalShard *first = next_local_shard(shards);
+	if (!first)
+		return 0;
+	visited = true;
+	std::size_t start = static_cast<std::size_t>(first - shards.local.data());
+	std::size_t claimed = 0;
+	for (std::size_t i = 0; i < shards.local.size() && claimed < static_cast<std::size_t>(batch); ++i) {
+		Queue shard(q.name(), shards.local[(start + i) % shards.local.size()]);
+		Claim claim(shard, now, lease, worker, worker_null, out);
+		claim.run(batch - static_cast<int32>(claimed));
+		claimed += claim.claimed();
+		if (i == 0)
+			shard.maybe_purge(now);
+	}
+	return claimed;
+}
+
 // The earliest time a scheduled task of the queue comes due or a lease
 // expires (nothing: none), which a waiter sleeps no longer than.
 std::optional<TimestampTz> next_due(Queue &q) {
@@ -254,7 +284,14 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
 			if (wait)
 				refuse_on_distributed(q.name(), "dequeue with wait");
-			q.maybe_purge(now);
+			bool visited = false;
+			if (claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease, worker,
+			                          worker_null, out, visited) > 0) {
+				pg::spi_finish();
+				return Datum(0);
+			}
+			if (!visited) // a chunk of a shard on some node
+				q.maybe_purge(now);
 			return forward_distributed(fcinfo, "distributed_dequeue", &out, 4);
 		}
 	}

@@ -252,6 +252,8 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 	if (XactReadOnly || IsolationUsesXactSnapshot())
 		return false;
 	const Oid token_sequence = info.token_sequence;
+	const bool shard = info.shard_id != 0;
+	const int64 group = info.shard_group;
 	// as a statement of the calling query would: see what this transaction
 	// did so far (the complete before it, in a worker's loop)
 	CommandCounterIncrement();
@@ -329,7 +331,11 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 		int32 attempt;
 		if (pg_add_s32_overflow(DatumGetInt32(values[c.attempt - 1]), 1, &attempt))
 			ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("integer out of range")));
+		// on a shard of a distributed queue, the node's group in the low
+		// bits (QueueSql::new_token): no other node makes the same token
 		int64 token = nextval_internal(token_sequence, true);
+		if (shard)
+			token = token * 1024 + group;
 		values[c.state - 1] = d->leased;
 		values[c.attempt - 1] = Int32GetDatum(attempt);
 		values[c.lease_token - 1] = Int64GetDatum(token);

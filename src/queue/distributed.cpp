@@ -11,7 +11,10 @@
 #include "queue/queue.hpp"
 
 extern "C" {
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 }
 
@@ -19,18 +22,45 @@ namespace concurrency::queue {
 
 namespace {
 
-// relid -> distributed; entries dropped by a relcache invalidation of the
-// table (distribute_queue changes it; Citus invalidates it when it
-// distributes it), all of them by a full reset.
+// relid -> distributed, and relid -> its shards; entries dropped by a
+// relcache invalidation of the table (distribute_queue changes it; Citus
+// invalidates it when it distributes it and when its shards change), all of
+// them by a full reset.
 std::unordered_map<Oid, bool> *known = nullptr;
+std::unordered_map<Oid, Shards> *shard_maps = nullptr;
 
 void forget(Datum, Oid relid) {
 	if (!known)
 		return;
-	if (relid == InvalidOid)
+	if (relid == InvalidOid) {
 		known->clear();
-	else
+		shard_maps->clear();
+	} else {
 		known->erase(relid);
+		shard_maps->erase(relid);
+	}
+}
+
+void remember() {
+	if (!known) {
+		known = new std::unordered_map<Oid, bool>();
+		shard_maps = new std::unordered_map<Oid, Shards>();
+		pg::register_relcache_callback(forget, (Datum)0);
+	}
+}
+
+// This backend's round-robin over its node's shards (enqueue without keys,
+// and where dequeue starts), started at the backend's pid so that the
+// connections of one node spread over its shards.
+uint32 shard_cursor = 0;
+bool shard_cursor_set = false;
+
+uint32 next_cursor() {
+	if (!shard_cursor_set) {
+		shard_cursor = static_cast<uint32>(MyProcPid);
+		shard_cursor_set = true;
+	}
+	return shard_cursor++;
 }
 
 } // namespace
@@ -38,10 +68,7 @@ void forget(Datum, Oid relid) {
 bool is_distributed(Oid relid) {
 	if (citus::local_role().role == citus::Role::none)
 		return false;
-	if (!known) {
-		known = new std::unordered_map<Oid, bool>();
-		pg::register_relcache_callback(forget, (Datum)0);
-	}
+	remember();
 	if (auto it = known->find(relid); it != known->end())
 		return it->second;
 	static const Oid types[1] = {OIDOID};
@@ -56,6 +83,132 @@ bool is_distributed(Oid relid) {
 	bool distributed = pg::execute(plan, values, nullptr, true) > 0;
 	(*known)[relid] = distributed;
 	return distributed;
+}
+
+const LocalShard *Shards::at(int32 position) const {
+	for (const LocalShard &shard : local)
+		if (shard.position == position)
+			return &shard;
+	return nullptr;
+}
+
+const Shards &distributed_shards(Queue &q) {
+	remember();
+	Oid relid = q.info().relid;
+	if (auto it = shard_maps->find(relid); it != shard_maps->end())
+		return it->second;
+	// the indexes each shard needs for the claim, as Citus names them on a
+	// shard (shard_name: the index name with the shard id, shortened with a
+	// hash where it would be too long)
+	Oid ready = concurrency_relid(queue_index_name(q.name(), "ready"));
+	Oid scheduled = concurrency_relid(queue_index_name(q.name(), "scheduled"));
+	Oid leased = concurrency_relid(queue_index_name(q.name(), "leased"));
+	if (!OidIsValid(ready) || !OidIsValid(scheduled) || !OidIsValid(leased))
+		throw Error(
+		    sqlstate::undefined_object,
+		    fmt::format("the indexes of distributed queue \"{}\" are missing on this node", q.name()));
+	static const Oid types[5] = {OIDOID, TEXTOID, OIDOID, OIDOID, OIDOID};
+	Datum values[5] = {ObjectIdGetDatum(relid), pg::text_datum(q.name()), ObjectIdGetDatum(ready),
+	                   ObjectIdGetDatum(scheduled), ObjectIdGetDatum(leased)};
+	SPIPlanPtr plan = pg::prepared_plan(
+	    "distributed:shards",
+	    "WITH s AS (SELECT shardid, (pg_catalog.row_number() OVER (ORDER BY shardid))::pg_catalog.int4"
+	    "                           OPERATOR(pg_catalog.-) 1 AS pos"
+	    "             FROM pg_catalog.pg_dist_shard WHERE logicalrelid OPERATOR(pg_catalog.=) $1)"
+	    " SELECT s.shardid, s.pos, d.shard_keys[s.pos OPERATOR(pg_catalog.+) 1],"
+	    "        pg_catalog.cardinality(d.shard_keys),"
+	    "        pg_catalog.shard_name($1::pg_catalog.regclass, "
+	    "s.shardid)::pg_catalog.regclass::pg_catalog.oid,"
+	    "        pg_catalog.shard_name($3::pg_catalog.regclass, "
+	    "s.shardid)::pg_catalog.regclass::pg_catalog.oid,"
+	    "        pg_catalog.shard_name($4::pg_catalog.regclass, "
+	    "s.shardid)::pg_catalog.regclass::pg_catalog.oid,"
+	    "        pg_catalog.shard_name($5::pg_catalog.regclass, "
+	    "s.shardid)::pg_catalog.regclass::pg_catalog.oid,"
+	    "        (SELECT groupid FROM pg_catalog.pg_dist_local_group)"
+	    "   FROM s"
+	    "   JOIN concurrency.distributed_queue d ON d.queue OPERATOR(pg_catalog.=) $2"
+	    "  WHERE EXISTS (SELECT FROM pg_catalog.pg_dist_placement p"
+	    "                 WHERE p.shardid OPERATOR(pg_catalog.=) s.shardid"
+	    "                   AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM "
+	    "pg_catalog.pg_dist_local_group))"
+	    "  ORDER BY s.pos",
+	    5, types);
+	Shards shards;
+	uint64 n = pg::execute(plan, values, nullptr, true);
+	if (n == 0) {
+		// no shard here: the count alone
+		SPIPlanPtr count =
+		    pg::prepared_plan("distributed:shard_count",
+		                      "SELECT pg_catalog.cardinality(shard_keys) FROM concurrency.distributed_queue"
+		                      " WHERE queue OPERATOR(pg_catalog.=) $1",
+		                      1, &types[1]);
+		if (pg::execute(count, &values[1], nullptr, true) == 1)
+			shards.count = pg::column_as<int32>(0, 1).value_or(0);
+	}
+	auto oid_column = [](int r, int c) {
+		bool isnull = false;
+		Datum d = pg::column(r, c, &isnull);
+		return isnull ? InvalidOid : DatumGetObjectId(d);
+	};
+	for (uint64 row = 0; row < n; ++row) {
+		int r = static_cast<int>(row);
+		LocalShard shard;
+		shard.shard_id = pg::int64_column(r, 1);
+		shard.position = pg::column_as<int32>(r, 2).value_or(-1);
+		shard.shard_key = pg::column_as<int32>(r, 3).value_or(-1);
+		shards.count = pg::column_as<int32>(r, 4).value_or(-1);
+		Oid table = oid_column(r, 5);
+		shard.ready_index = oid_column(r, 6);
+		shard.scheduled_index = oid_column(r, 7);
+		shard.leased_index = oid_column(r, 8);
+		shard.group = pg::column_as<int32>(r, 9).value_or(-1);
+		const char *relname = pg::guard([&] { return static_cast<const char *>(get_rel_name(table)); });
+		shard.relname = relname ? relname : "";
+		if (shard.relname.empty() || shard.group < 0 || shard.group > 1023 || shard.shard_key < 0 ||
+		    !OidIsValid(shard.ready_index) || !OidIsValid(shard.scheduled_index) ||
+		    !OidIsValid(shard.leased_index))
+			continue;
+		shards.local.push_back(std::move(shard));
+	}
+	return shard_maps->emplace(relid, std::move(shards)).first->second;
+}
+
+bool shards_served_here(Queue &q) {
+	return q.info().key_limit == 0 && q.info().max_leased == 0;
+}
+
+const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n) {
+	if (n < 1 || !shards_served_here(q))
+		return nullptr;
+	const Shards &shards = distributed_shards(q);
+	int32 position = task_position(ids[0]);
+	for (int i = 1; i < n; ++i)
+		if (task_position(ids[i]) != position)
+			return nullptr;
+	return position < shards.count ? shards.at(position) : nullptr;
+}
+
+bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard) {
+	if (!is_distributed(whole.info().relid))
+		return false;
+	const LocalShard *here = local_shard_of(whole, ids, n);
+	if (!here)
+		return true;
+	shard.emplace(whole.name(), *here);
+	return false;
+}
+
+int32 key_position(Datum key, int32 count) {
+	int32 hash = pg::guard(
+	    [&] { return DatumGetInt32(DirectFunctionCall1Coll(hashtext, DEFAULT_COLLATION_OID, key)); });
+	return static_cast<int32>((static_cast<int64>(hash) + 2147483648LL) % count);
+}
+
+const LocalShard *next_local_shard(const Shards &shards) {
+	if (shards.local.empty())
+		return nullptr;
+	return &shards.local[next_cursor() % shards.local.size()];
 }
 
 Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out,
@@ -129,6 +282,25 @@ void require_coordinator(const std::string &queue) {
 	    fmt::format("Its Citus node role is {}.", role == citus::Role::worker ? "worker" : "none"),
 	    "Create distributed queues on the coordinator of a Citus cluster, or leave out distributed => true "
 	    "for a queue on this server.");
+}
+
+void sync_catalog(const std::string &queue) {
+	static const Oid types[1] = {TEXTOID};
+	Datum values[1] = {pg::text_datum(queue)};
+	SPIPlanPtr plan =
+	    pg::prepared_plan("distributed:sync", "SELECT concurrency.distributed_sync_catalog($1)", 1, types);
+	pg::execute(plan, values, nullptr, false);
+}
+
+void require_coordinator_for(std::string_view queue, const char *what) {
+	if (citus::local_role().role != citus::Role::worker)
+		return;
+	std::string coordinator = citus::coordinator_address();
+	throw Error(sqlstate::feature_not_supported,
+	            fmt::format("cannot {} distributed queue \"{}\" on a Citus worker node", what, queue),
+	            "The coordinator keeps the catalog of distributed queues and copies it to every node.",
+	            coordinator.empty() ? std::string("Call it on the coordinator.")
+	                                : fmt::format("Call it on the coordinator ({}).", coordinator));
 }
 
 void distribute(const std::string &queue) {

@@ -1,21 +1,79 @@
 // Distributed queues on Citus: the C++ side. A queue made distributed by
 // concurrency.distribute_queue (src/sql/41_distributed_queue.sql) keeps its
-// SQL functions; their entry points hand the call to the SQL function
+// SQL functions. On a node that holds shards of the queue, a call runs the
+// queue's own C++ code against the shard's table (Queue(name, LocalShard)):
+// dequeue claims from this node's shards first, enqueue puts a task without
+// keys into one of them, and a call about tasks whose shard is here acts on
+// it. What must reach another node's shard is handed to the SQL function
 // concurrency.distributed_<op>, which sends each statement to one shard.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "pg/srf.hpp"
 #include "pg/spi.hpp"
+#include "queue/queue.hpp"
 
 extern "C" {
 #include "utils/timestamp.h"
 }
 
 namespace concurrency::queue {
+
+// One shard of a distributed queue whose placement is on this node.
+struct LocalShard {
+	int64 shard_id;
+	int32 position;  // among the queue's shards, in shard id order (the low 10 bits of its task ids)
+	int32 shard_key; // the shard's value of the distribution column
+	int32 group;     // this node's Citus group
+	Oid ready_index, scheduled_index, leased_index;
+	std::string relname; // the shard's table (unquoted)
+};
+
+// The shards of a distributed queue as this node sees them.
+struct Shards {
+	int32 count = 0;               // all shards of the queue
+	std::vector<LocalShard> local; // those placed on this node, by position
+	// The shard on this node at `position`, or nullptr.
+	const LocalShard *at(int32 position) const;
+};
+
+// The shards of distributed queue `q` (q.info().relid is its table), read
+// once per backend from Citus's metadata and concurrency.distributed_queue
+// and kept until a relcache invalidation of the table (Citus sends one when
+// a shard is placed, moved or dropped). Call while SPI is connected.
+const Shards &distributed_shards(Queue &q);
+
+// Whether this node's C++ may act on the queue's shards itself: a queue
+// without key_limit and max_leased (whose admission and lease slots are kept
+// by the routed calls for now).
+bool shards_served_here(Queue &q);
+
+// The position of a task's shard: its id's low 10 bits.
+inline int32 task_position(int64 task_id) {
+	return static_cast<int32>(task_id & 1023);
+}
+
+// For a call about tasks `ids` on a distributed queue: the queue's shard on
+// this node that holds all of them, or nullptr (the call is routed).
+const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n);
+
+// For a call about tasks `ids` of queue `whole`: true where the call must be
+// routed (a distributed queue whose tasks are not all in one shard of this
+// node, or whose calls are routed); otherwise false, with `shard` opened on
+// the tasks' shard when the queue is distributed and left empty when not.
+bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard);
+
+// The shard position of a concurrency_key or dedupe_key among `count`
+// shards, as concurrency.distributed_key_position computes it.
+int32 key_position(Datum key, int32 count);
+
+// The next of this node's shards for a task without keys (round-robin per
+// backend), or nullptr when the node holds none.
+const LocalShard *next_local_shard(const Shards &shards);
 
 // Whether the queue whose table is `relid` is distributed. False at once
 // where Citus is not loaded; otherwise read from concurrency.distributed_queue
@@ -38,6 +96,16 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 // For create_queue(…, distributed => true), before it changes anything:
 // 0A000 unless this server is a Citus coordinator.
 void require_coordinator(const std::string &queue);
+
+// After a change of a distributed queue's catalog rows on the coordinator:
+// concurrency.distributed_sync_catalog(queue) copies them to every other node
+// in this transaction. Call while SPI is connected, as the catalog's owner.
+void sync_catalog(const std::string &queue);
+
+// 0A000 for `what` (alter_queue, drop_queue, grant_queue, …) of a distributed
+// queue on a node other than the coordinator, which keeps its catalog: the
+// HINT names the coordinator.
+void require_coordinator_for(std::string_view queue, const char *what);
 
 // Makes the queue distributed: concurrency.distribute_queue(queue) with its
 // default shard count (a no-op for a queue that is distributed already).

@@ -69,6 +69,28 @@ void enqueue_params(FunctionCallInfo fcinfo, TimestampTz now, int32 priority, Da
 	}
 }
 
+// On a distributed queue: the shard on this node that a task with these
+// parameters (QueueSql::enqueue's) goes to, or nothing when it goes to
+// another node's shard (the call is routed). A task of a concurrency_key
+// goes to the key's shard, else one with a dedupe_key to that key's shard
+// (so that the key is unique across the queue), else to the next of this
+// node's shards.
+std::optional<queue::LocalShard> shard_for_task(Queue &q, const Datum *values, const char *nulls) {
+	if (!queue::shards_served_here(q))
+		return std::nullopt;
+	const queue::Shards &shards = queue::distributed_shards(q);
+	const queue::LocalShard *shard = nullptr;
+	if (nulls[5] != 'n' || nulls[4] != 'n') {
+		if (shards.count > 0)
+			shard = shards.at(queue::key_position(nulls[5] != 'n' ? values[5] : values[4], shards.count));
+	} else {
+		shard = queue::next_local_shard(shards);
+	}
+	if (!shard)
+		return std::nullopt;
+	return *shard;
+}
+
 [[noreturn]] void dedupe_holder_vanished(const std::string &queue) {
 	throw Error(sqlstate::serialization_failure, fmt::format("could not enqueue into queue \"{}\"", queue),
 	            "The task holding its dedupe_key kept disappearing.", "Retry the transaction.");
@@ -138,14 +160,20 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
-		return queue::forward_distributed(fcinfo, "distributed_enqueue");
+	std::optional<Queue> shard;
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		std::optional<queue::LocalShard> here = shard_for_task(q, values, nulls);
+		if (!here)
+			return queue::forward_distributed(fcinfo, "distributed_enqueue");
+		shard.emplace(name, *here);
+	}
+	Queue &target = shard ? *shard : q;
 	bool inserted = false;
-	std::optional<int64> id = enqueue_one(q, values, nulls, &inserted);
+	std::optional<int64> id = enqueue_one(target, values, nulls, &inserted);
 	if (!id)
 		dedupe_holder_vanished(name);
 	if (inserted)
-		q.notify();
+		target.notify();
 	pg::spi_finish();
 	PG_RETURN_INT64(*id);
 }
@@ -207,9 +235,20 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
-		return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
-	if (q.info().key_limit > 0 && has_keys &&
+	std::optional<Queue> shard;
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		// a batch without keys goes to one of this node's shards; one with
+		// keys is routed (each task to the shard of its key)
+		std::optional<queue::LocalShard> here;
+		if (!has_dedupe && !has_keys && queue::shards_served_here(q))
+			if (const queue::LocalShard *next = queue::next_local_shard(queue::distributed_shards(q)))
+				here = *next;
+		if (!here)
+			return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
+		shard.emplace(name, *here);
+	}
+	Queue &target = shard ? *shard : q;
+	if (target.info().key_limit > 0 && has_keys &&
 	    std::any_of(concurrency_keys.nulls, concurrency_keys.nulls + concurrency_keys.n,
 	                [](bool n) { return !n; })) {
 		// Tasks of keys on a queue that limits its keys: each is admitted or
@@ -221,19 +260,20 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 				Datum d = concurrency_keys.elems[i];
 				key_names.push_back(std::string(pg::guard([&] { return TextDatumGetCString(d); })));
 			}
-		queue::lock_keys(q, key_names);
+		queue::lock_keys(target, key_names);
 		bool inserted_any = false;
 		for (int i = 0; i < payloads.n; ++i)
-			add_id_row(out, enqueue_element(q, values, nulls, payloads, has_dedupe ? &dedupe_keys : nullptr,
-			                                &concurrency_keys, i, &inserted_any));
+			add_id_row(out,
+			           enqueue_element(target, values, nulls, payloads, has_dedupe ? &dedupe_keys : nullptr,
+			                           &concurrency_keys, i, &inserted_any));
 		if (inserted_any)
-			q.notify(static_cast<uint64>(payloads.n));
+			target.notify(static_cast<uint64>(payloads.n));
 		pg::spi_finish();
 		return Datum(0);
 	}
 	bool any_dedupe = std::any_of(keys.begin(), keys.end(), [](const auto &k) { return k.has_value(); });
-	uint64 n = q.run(any_dedupe ? QueueStatement::enqueue_batch_dedupe : QueueStatement::enqueue_batch, 6,
-	                 types, values, nulls);
+	uint64 n = target.run(any_dedupe ? QueueStatement::enqueue_batch_dedupe : QueueStatement::enqueue_batch,
+	                      6, types, values, nulls);
 	bool inserted_any = n > 0;
 	std::vector<int64> ids(keys.size(), 0);
 	// Ids were drawn in payload order: the keyless tasks, by ascending id,
@@ -271,7 +311,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 				return PointerGetDatum(construct_array(data, count, TEXTOID, -1, false, TYPALIGN_INT));
 			});
 			static const Oid lookup_types[1] = {TEXTARRAYOID};
-			uint64 found = q.run("dedupe_many", q.sql().dedupe_lookup_many(), 1, lookup_types, &array);
+			uint64 found =
+			    target.run("dedupe_many", target.sql().dedupe_lookup_many(), 1, lookup_types, &array);
 			for (uint64 i = 0; i < found; ++i) {
 				bool isnull = false;
 				Datum key = queue::column(static_cast<int>(i), 1, &isnull);
@@ -285,7 +326,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			auto found = by_key.find(*keys[i]);
 			if (found == by_key.end()) {
 				// its holder vanished between the insert and the lookup
-				int64 id = enqueue_element(q, values, nulls, payloads, &dedupe_keys,
+				int64 id = enqueue_element(target, values, nulls, payloads, &dedupe_keys,
 				                           has_keys ? &concurrency_keys : nullptr, i, &inserted_any);
 				found = by_key.emplace(*keys[i], id).first;
 			}
@@ -295,7 +336,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	for (int64 id : ids)
 		add_id_row(out, id);
 	if (inserted_any)
-		q.notify(std::max<uint64>(n, 1));
+		target.notify(std::max<uint64>(n, 1));
 	pg::spi_finish();
 	return Datum(0);
 }

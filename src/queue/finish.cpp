@@ -155,13 +155,15 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "heartbeat");
-	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "heartbeat");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, &task_id, 1, shard)) {
 		if (with_progress)
-			queue::refuse_on_distributed(q.name(), "heartbeat with progress");
+			queue::refuse_on_distributed(whole.name(), "heartbeat with progress");
 		return queue::forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
 	}
+	Queue &q = shard ? *shard : whole;
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
 	static const Oid types[5] = {INT8OID, INT8OID, TIMESTAMPTZOID, INTERVALOID, JSONBOID};
 	Datum values[5] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
@@ -188,12 +190,14 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "complete");
-	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
-		q.maybe_purge(now);
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "complete");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, &task_id, 1, shard)) {
+		whole.maybe_purge(now);
 		return queue::forward_distributed(fcinfo, "distributed_complete");
 	}
+	Queue &q = shard ? *shard : whole;
 	bool retain = q.info().has_retain;
 	uint64 n = 0;
 	if (retain) {
@@ -228,10 +232,13 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "fail");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "fail");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, &task_id, 1, shard)) {
 		return queue::forward_distributed(fcinfo, "distributed_fail");
+	}
+	Queue &q = shard ? *shard : whole;
 	static const Oid lock_types[2] = {INT8OID, INT8OID};
 	Datum lock_values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 	if (q.run(QueueStatement::fail_lock, 2, lock_types, lock_values) == 0)
@@ -295,13 +302,15 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name.view());
-	bool retain = q.info().has_retain;
-	AsRole as_owner = authorize(q, Permission::work, "complete_batch");
-	if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
-		q.maybe_purge(now);
+	Queue whole(name.view());
+	bool retain = whole.info().has_retain;
+	AsRole as_owner = authorize(whole, Permission::work, "complete_batch");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard)) {
+		whole.maybe_purge(now);
 		return forward_distributed(fcinfo, "distributed_complete_batch");
 	}
+	Queue &q = shard ? *shard : whole;
 	uint64 n = 0;
 	if (!l.ids.empty()) {
 		static const Oid types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
@@ -330,13 +339,15 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "heartbeat_batch");
-	if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "heartbeat_batch");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard)) {
 		if (with_progress)
-			refuse_on_distributed(q.name(), "heartbeat_batch with progress");
+			refuse_on_distributed(whole.name(), "heartbeat_batch with progress");
 		return forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);
 	}
+	Queue &q = shard ? *shard : whole;
 	if (l.ids.empty()) {
 		pg::spi_finish();
 		PG_RETURN_NULL();
@@ -365,10 +376,13 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "fail_batch");
-	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "fail_batch");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard)) {
 		return forward_distributed(fcinfo, "distributed_fail_batch", &out);
+	}
+	Queue &q = shard ? *shard : whole;
 	if (!l.ids.empty()) {
 		// lock every task (in id order, so that two batches cannot deadlock)
 		static const Oid lock_types[2] = {INT8ARRAYOID, INT8ARRAYOID};
@@ -440,10 +454,13 @@ CONCURRENCY_FUNCTION(concurrency_release) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "release");
-	if (is_distributed(q.info().relid))
-		refuse_on_distributed(q.name(), "release");
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "release");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, &task_id, 1, shard)) {
+		refuse_on_distributed(whole.name(), "release");
+	}
+	Queue &q = shard ? *shard : whole;
 	Leases l;
 	l.ids = {task_id};
 	l.tokens = {token};
@@ -468,10 +485,13 @@ CONCURRENCY_FUNCTION(concurrency_release_many) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "release_batch");
-	if (is_distributed(q.info().relid))
-		refuse_on_distributed(q.name(), "release_batch");
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "release_batch");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard)) {
+		refuse_on_distributed(whole.name(), "release_batch");
+	}
+	Queue &q = shard ? *shard : whole;
 	uint64 n = hand_back(q, l, fcinfo, now);
 	pg::spi_finish();
 	PG_RETURN_INT64(static_cast<int64>(n));
@@ -486,10 +506,13 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::manage, "cancel");
-	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::manage, "cancel");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, ids.data(), static_cast<int>(ids.size()), shard)) {
 		return forward_distributed(fcinfo, "distributed_cancel");
+	}
+	Queue &q = shard ? *shard : whole;
 	uint64 n = 0;
 	if (!ids.empty()) {
 		static const Oid types[2] = {TIMESTAMPTZOID, INT8ARRAYOID};

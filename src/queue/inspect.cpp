@@ -120,10 +120,13 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::read, "task_status");
-	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::read, "task_status");
+	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	if (queue::route_tasks(whole, &id, 1, shard)) {
 		return forward_distributed(fcinfo, "distributed_task_status", &out);
+	}
+	Queue &q = shard ? *shard : whole;
 	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};
 	Datum values[2] = {Int64GetDatum(id), TimestampTzGetDatum(now)};
 	if (q.run("task_status", q.sql().task_status(), 2, types, values) == 1) {

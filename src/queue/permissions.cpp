@@ -11,6 +11,7 @@
 #include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "queue/permissions.hpp"
+#include "queue/distributed.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -266,6 +267,9 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 	pg::spi_connect();
 	queue::Queue q(name);
 	queue::AsRole as_owner = queue::authorize(q, Permission::manage, function);
+	bool distributed = queue::is_distributed(q.info().relid);
+	if (distributed)
+		queue::require_coordinator_for(name, grant ? "grant permissions on" : "revoke permissions on");
 	Oid table = queue::resolve_permission_table();
 	{
 		queue::AsRole as_extension_owner(queue::relation_owner(table));
@@ -292,6 +296,8 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 		                              3, types);
 		pg::execute(plan, values, nullptr, false);
 		queue::forget_dropped_roles();
+		if (distributed) // every node checks them
+			queue::sync_catalog(name);
 	}
 	// read is SELECT on the table too; the owner's own privileges are left alone
 	if ((mask & queue::mask_of(Permission::read)) && grantee != queue::queue_owner(q)) {

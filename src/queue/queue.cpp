@@ -51,7 +51,7 @@ HTAB *queues() {
 	if (!queue_table) {
 		HASHCTL ctl;
 		std::memset(&ctl, 0, sizeof ctl);
-		ctl.keysize = max_queue_name_bytes + 1;
+		ctl.keysize = max_queue_key_bytes + 1;
 		ctl.entrysize = sizeof(QueueInfo);
 		queue_table = pg::guard([&] {
 			ctl.hcxt =
@@ -178,21 +178,27 @@ void revalidate(QueueInfo &info) {
 	try {
 		if (!OidIsValid(catalog_relid))
 			catalog_relid = concurrency_relid("queue");
-		Oid relid = queue_relid(info.name);
+		Oid relid = info.shard_id != 0 ? concurrency_relid(info.shard_relname) : queue_relid(info.name);
+		if (!OidIsValid(relid) && info.shard_id != 0)
+			throw Error(sqlstate::undefined_object,
+			            fmt::format("shard {} of queue \"{}\" is not on this node", info.shard_id, info.name),
+			            "It was moved or dropped while this call was running.", "Call again.");
 		if (!OidIsValid(relid))
 			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name), "",
 			            "Create it with concurrency.create_queue().");
 		info.owner = relation_owner(relid);
 		// looked up by the first claim that probes them (tasks_wait): the
-		// other functions do not need them
-		info.scheduled_index = InvalidOid;
-		info.leased_index = InvalidOid;
-		info.ready_index = InvalidOid;
+		// other functions do not need them (a shard's are set by open)
+		if (info.shard_id == 0) {
+			info.scheduled_index = InvalidOid;
+			info.leased_index = InvalidOid;
+			info.ready_index = InvalidOid;
+		}
 		info.token_sequence = InvalidOid;
 		pg::guard([&] { forget_direct(info); });
 		if (relid != info.relid) {
 			free_plans(info);
-			std::string prefix = plan_prefix(info.name);
+			std::string prefix = plan_prefix(info.key);
 			pg::guard([&] { pg::forget_plans(prefix.c_str()); });
 			info.cursor = ClaimCursor();
 			info.horizon = HorizonSampler();
@@ -245,21 +251,31 @@ Oid relation_owner(Oid relid) {
 
 bool claim_relations(QueueInfo &info) {
 	if (!OidIsValid(info.ready_index) || !OidIsValid(info.token_sequence)) {
-		info.ready_index = concurrency_relid(queue_index_name(info.name, "ready"));
+		if (info.shard_id == 0)
+			info.ready_index = concurrency_relid(queue_index_name(info.name, "ready"));
 		info.token_sequence = concurrency_relid("lease_token");
 	}
 	return OidIsValid(info.ready_index) && OidIsValid(info.token_sequence);
 }
 
 void forget_queue(std::string_view queue) {
+	// the plans of the queue and of its shards ("queue:<name>\x1f<shard>\x1f…")
 	std::string prefix = plan_prefix(queue);
 	pg::guard([&] { pg::forget_plans(prefix.c_str()); });
-	char key[max_queue_name_bytes + 1] = {};
-	std::memcpy(key, queue.data(), std::min(queue.size(), max_queue_name_bytes));
 	HTAB *table = queues();
-	auto *info =
-	    static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_FIND, nullptr); }));
-	if (info) {
+	std::vector<std::string> keys;
+	HASH_SEQ_STATUS status;
+	pg::guard([&] { hash_seq_init(&status, table); });
+	while (auto *info = static_cast<QueueInfo *>(hash_seq_search(&status)))
+		if (queue == info->name)
+			keys.emplace_back(info->key);
+	for (const std::string &k : keys) {
+		char key[max_queue_key_bytes + 1] = {};
+		std::memcpy(key, k.data(), std::min(k.size(), max_queue_key_bytes));
+		auto *info =
+		    static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_FIND, nullptr); }));
+		if (!info)
+			continue;
 		free_plans(*info);
 		pg::guard([&] { forget_direct(*info); });
 		pg::guard([&] { hash_search(table, key, HASH_REMOVE, nullptr); });
@@ -267,14 +283,30 @@ void forget_queue(std::string_view queue) {
 }
 
 Queue::Queue(std::string_view name) : info_(nullptr) {
-	char key[max_queue_name_bytes + 1] = {};
+	char key[max_queue_key_bytes + 1] = {};
 	std::memcpy(key, name.data(), std::min(name.size(), max_queue_name_bytes));
+	open(key, name, nullptr);
+}
+
+Queue::Queue(std::string_view name, const LocalShard &shard) : info_(nullptr) {
+	char key[max_queue_key_bytes + 1] = {};
+	std::string k = fmt::format("{}\x1f{}", name.substr(0, max_queue_name_bytes), shard.shard_id);
+	std::memcpy(key, k.data(), std::min(k.size(), max_queue_key_bytes));
+	open(key, name, &shard);
+}
+
+void Queue::open(const char *key, std::string_view name, const LocalShard *shard) {
 	HTAB *table = queues();
 	bool found = false;
 	auto *info =
 	    static_cast<QueueInfo *>(pg::guard([&] { return hash_search(table, key, HASH_ENTER, &found); }));
 	if (!found) {
 		// the key is in place; the rest is constructed here
+		std::memset(info->name, 0, sizeof info->name);
+		std::memcpy(info->name, name.data(), std::min(name.size(), max_queue_name_bytes));
+		info->shard_id = 0;
+		info->shard_relname[0] = '\0';
+		info->shard_key = info->shard_position = info->shard_group = 0;
 		new (&info->cursor) ClaimCursor();
 		new (&info->horizon) HorizonSampler();
 		info->valid = false;
@@ -295,14 +327,32 @@ Queue::Queue(std::string_view name) : info_(nullptr) {
 		info->acl_role = InvalidOid;
 		info->acl_checked = info->acl_granted = 0;
 	}
+	if (shard) {
+		// where the shard is, as the caller found it (distributed.cpp): its
+		// indexes come with it, named as Citus names a shard's indexes
+		info->shard_id = shard->shard_id;
+		std::strncpy(info->shard_relname, shard->relname.c_str(), NAMEDATALEN - 1);
+		info->shard_relname[NAMEDATALEN - 1] = '\0';
+		info->shard_key = shard->shard_key;
+		info->shard_position = shard->position;
+		info->shard_group = shard->group;
+		info->ready_index = shard->ready_index;
+		info->scheduled_index = shard->scheduled_index;
+		info->leased_index = shard->leased_index;
+	}
 	if (!info->valid)
 		revalidate(*info);
 	info_ = info;
 }
 
 const QueueSql &Queue::sql() const {
-	if (!sql_)
-		sql_.emplace(name());
+	if (!sql_) {
+		if (on_shard())
+			sql_.emplace(name(), ShardPlacement{info_->shard_relname, info_->shard_key, info_->shard_position,
+			                                    info_->shard_group});
+		else
+			sql_.emplace(name());
+	}
 	return *sql_;
 }
 
@@ -312,7 +362,7 @@ uint64 Queue::execute(SPIPlanPtr plan, const Datum *values, const char *nulls) {
 	} catch (const pg::PgException &e) {
 		// the queue was dropped after we looked it up (its table is gone; a
 		// missing table that a trigger of the user's names is their error)
-		if (e.sqlerrcode() == ERRCODE_UNDEFINED_TABLE && !OidIsValid(queue_relid(name())))
+		if (e.sqlerrcode() == ERRCODE_UNDEFINED_TABLE && !on_shard() && !OidIsValid(queue_relid(name())))
 			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name()),
 			            "It was dropped while this call was running.");
 		throw;
@@ -344,7 +394,7 @@ uint64 Queue::run(const char *op, const std::string &sql, int nargs, const Oid *
 
 uint64 Queue::run_internal(const char *op, const std::string &sql, int nargs, const Oid *types,
                            const Datum *values, const char *nulls, Access access) {
-	std::string key = plan_prefix(name()) + op;
+	std::string key = plan_prefix(info_->key) + op;
 	SPIPlanPtr plan = pg::prepared_plan(key.c_str(), sql.c_str(), nargs, types, CURSOR_OPT_GENERIC_PLAN);
 	bool latest = access == Access::latest || access == Access::owner_latest;
 	bool as_owner = access == Access::owner || access == Access::owner_latest;
@@ -419,6 +469,10 @@ void Queue::lease_lost(int64 task_id) {
 bool Queue::tasks_wait(TimestampTz now, TimestampTz floor) {
 	QueueInfo &info = *info_;
 	if (!OidIsValid(info.scheduled_index) || !OidIsValid(info.leased_index)) {
+		if (info.shard_id != 0)
+			throw Error(
+			    sqlstate::undefined_object,
+			    fmt::format("the indexes of shard {} of queue \"{}\" are missing", info.shard_id, name()));
 		if (!OidIsValid(queue_relid(info.name)))
 			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name()),
 			            "It was dropped while this call was running.");
@@ -470,8 +524,9 @@ void Queue::maybe_purge(TimestampTz now) {
 	if (now < info_->next_purge)
 		return;
 	// a distributed queue: a chunk of one shard (src/queue/distributed.hpp)
-	uint64 purged = is_distributed(info_->relid) ? distributed_purge_chunk(std::string(name()), purge_chunk)
-	                                             : purge(now, purge_chunk);
+	uint64 purged = !on_shard() && is_distributed(info_->relid)
+	                    ? distributed_purge_chunk(std::string(name()), purge_chunk)
+	                    : purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 }
 

@@ -23,6 +23,10 @@ extern "C" {
 namespace concurrency::queue {
 
 struct DirectClaim; // claim_direct.cpp
+struct LocalShard;  // distributed.hpp
+
+// Longest cache key: a queue name, or a queue name, \x1f and a shard id.
+inline constexpr std::size_t max_queue_key_bytes = max_queue_name_bytes + 1 + 20;
 
 // What a backend remembers about one queue, in a hash table of its own
 // memory context, keyed by name. Valid until an invalidation says otherwise:
@@ -33,9 +37,15 @@ struct DirectClaim; // claim_direct.cpp
 // overflowed. Then the next call looks the queue up and reads its settings
 // again; while valid, a call costs one hash lookup.
 struct QueueInfo {
-	char name[max_queue_name_bytes + 1]; // hash key: must come first
+	char key[max_queue_key_bytes + 1]; // hash key: must come first
+	char name[max_queue_name_bytes + 1];
 	bool valid;
+	// the table whose rows this entry's statements touch: the queue's own,
+	// or (shard_id not 0) one shard of a distributed queue on this node
 	Oid relid;
+	int64 shard_id;
+	char shard_relname[NAMEDATALEN];
+	int32 shard_key, shard_position, shard_group;
 	Oid owner; // of the queue's table
 	// its partial indexes of scheduled tasks and of leases, probed by
 	// tasks_wait before each claim (InvalidOid until the first probe)
@@ -79,6 +89,10 @@ class Queue {
 	// Looks the queue up (42704 if it does not exist) and loads its settings
 	// when this backend has no valid copy of them.
 	explicit Queue(std::string_view name);
+	// The same queue's shard `shard`, on this node (Citus): every statement
+	// of this Queue touches that shard's table only.
+	Queue(std::string_view name, const LocalShard &shard);
+	bool on_shard() const { return info_->shard_id != 0; }
 
 	std::string_view name() const { return {info_->name}; }
 	// The queue's SQL, built when first asked for (statements are prepared
@@ -126,6 +140,7 @@ class Queue {
 
   private:
 	QueueInfo *info_;
+	void open(const char *key, std::string_view name, const LocalShard *shard);
 	mutable std::optional<QueueSql> sql_;
 	uint64 execute(SPIPlanPtr plan, const Datum *values, const char *nulls);
 };

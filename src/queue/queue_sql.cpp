@@ -22,6 +22,11 @@ std::string queue_channel(std::string_view queue) {
 QueueSql::QueueSql(std::string_view queue)
     : queue_(queue), table_("concurrency." + quote_ident(queue_table_name(queue))) {}
 
+QueueSql::QueueSql(std::string_view queue, const ShardPlacement &shard)
+    : queue_(queue), table_("concurrency." + quote_ident(shard.relname)), shard_(shard),
+      k_(fmt::format("shard_key OPERATOR(pg_catalog.=) {} AND ", shard.shard_key)),
+      tk_(fmt::format("t.shard_key OPERATOR(pg_catalog.=) {} AND ", shard.shard_key)) {}
+
 std::string QueueSql::name(std::string_view suffix) const {
 	return quote_ident(queue_index_name(queue_, suffix));
 }
@@ -32,6 +37,34 @@ std::string QueueSql::name(std::string_view suffix) const {
 // schema-qualified as well, so that a statement means the same if it is ever
 // run outside that pin (unit test QueueSql.StatementsQualifyEveryOperator).
 #include "queue/sql_operators.hpp"
+
+// A task id of a distributed queue: the shard's position in its low 10 bits,
+// above them the node's Citus group (10 bits), above those a number from this
+// node's lease_token sequence, so that no two nodes ever make the same id
+// without asking each other. A lease token the same without the position.
+// Ids and tokens made by 0.2.0 (a coordinator's number times 1024 plus the
+// position) are smaller than any made since: the numbers only grow.
+std::string QueueSql::new_id() const {
+	return fmt::format("(pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass) " TIMES
+	                   " 1048576 " PLUS " {})",
+	                   static_cast<long long>(shard_->group) * 1024 + shard_->position);
+}
+
+std::string QueueSql::shard_columns() const {
+	return shard_ ? "id, shard_key, " : "";
+}
+
+std::string QueueSql::shard_values() const {
+	return shard_ ? fmt::format("{}, {}, ", new_id(), shard_->shard_key) : std::string();
+}
+
+std::string QueueSql::new_token() const {
+	if (!shard_)
+		return "pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass)";
+	return fmt::format("(pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass) " TIMES
+	                   " 1024 " PLUS " {})",
+	                   shard_->group);
+}
 
 // The claim order, as the ready index stores it: ascending (-priority, run_at, id).
 // The priority is widened before negation, so that INT_MIN has a negation.
@@ -50,6 +83,10 @@ static constexpr const char *finished_states = "state " EQ " ANY ('{done,cancell
 
 std::string QueueSql::dedupe_holder() {
 	return dedupe_holder_predicate;
+}
+
+std::string QueueSql::dedupe_target() const {
+	return shard_ ? "(shard_key, dedupe_key)" : "(dedupe_key)";
 }
 
 std::string QueueSql::create_table() const {
@@ -107,20 +144,22 @@ std::string QueueSql::alter_owner(std::string_view role) const {
 
 std::string QueueSql::enqueue() const {
 	return fmt::format(
-	    R"(INSERT INTO {t} (state, priority, run_at, payload, dedupe_key, concurrency_key, enqueued_at)
-VALUES (CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), $2, $5, $6, $1)
-ON CONFLICT (dedupe_key) WHERE {holder} DO NOTHING
+	    R"(INSERT INTO {t} ({cols}state, priority, run_at, payload, dedupe_key, concurrency_key, enqueued_at)
+VALUES ({vals}CASE WHEN $3 )" GT
+	    R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), $2, $5, $6, $1)
+ON CONFLICT {target} WHERE {holder} DO NOTHING
 RETURNING id)",
-	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder_predicate));
+	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder_predicate), fmt::arg("cols", shard_columns()),
+	    fmt::arg("vals", shard_values()), fmt::arg("target", dedupe_target()));
 }
 
 std::string QueueSql::dedupe_lookup() const {
-	return fmt::format("SELECT id FROM {} WHERE dedupe_key " EQ " $1 AND {}", table_,
+	return fmt::format("SELECT id FROM {} WHERE {}dedupe_key " EQ " $1 AND {}", table_, k_,
 	                   dedupe_holder_predicate);
 }
 
 std::string QueueSql::dedupe_lookup_many() const {
-	return fmt::format("SELECT dedupe_key, id FROM {} WHERE dedupe_key " EQ " ANY ($1) AND {}", table_,
+	return fmt::format("SELECT dedupe_key, id FROM {} WHERE {}dedupe_key " EQ " ANY ($1) AND {}", table_, k_,
 	                   dedupe_holder_predicate);
 }
 
@@ -131,26 +170,27 @@ std::string QueueSql::dedupe_lookup_many() const {
 std::string QueueSql::enqueue_batch(bool with_dedupe_keys) const {
 	if (!with_dedupe_keys)
 		return fmt::format(
-		    R"(INSERT INTO {t} (state, priority, run_at, payload, concurrency_key, enqueued_at)
-SELECT CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload,
+		    R"(INSERT INTO {t} ({cols}state, priority, run_at, payload, concurrency_key, enqueued_at)
+SELECT {vals}CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload,
        u.concurrency_key, $1
   FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($6)) WITH ORDINALITY AS u(payload, concurrency_key, n)
  WHERE $5 IS NULL
  ORDER BY u.n
 RETURNING id, dedupe_key)",
-		    fmt::arg("t", table_));
+		    fmt::arg("t", table_), fmt::arg("cols", shard_columns()), fmt::arg("vals", shard_values()));
 	return fmt::format(
-	    R"(INSERT INTO {t} (state, priority, run_at, payload, dedupe_key, concurrency_key, enqueued_at)
-SELECT CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload,
+	    R"(INSERT INTO {t} ({cols}state, priority, run_at, payload, dedupe_key, concurrency_key, enqueued_at)
+SELECT {vals}CASE WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END, $4, COALESCE($3, $1), u.payload,
        u.dedupe_key, u.concurrency_key, $1
   FROM (SELECT r.*, pg_catalog.row_number() OVER (PARTITION BY r.dedupe_key ORDER BY r.n) AS k
           FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($5), pg_catalog.unnest($6))
                WITH ORDINALITY AS r(payload, dedupe_key, concurrency_key, n)) AS u
  WHERE u.dedupe_key IS NULL OR u.k )" EQ R"( 1
  ORDER BY u.n
-ON CONFLICT (dedupe_key) WHERE {holder} DO NOTHING
+ON CONFLICT {target} WHERE {holder} DO NOTHING
 RETURNING id, dedupe_key)",
-	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder_predicate));
+	    fmt::arg("t", table_), fmt::arg("holder", dedupe_holder_predicate), fmt::arg("cols", shard_columns()),
+	    fmt::arg("vals", shard_values()), fmt::arg("target", dedupe_target()));
 }
 
 // Both steps of dequeue lock their rows in a sub-select with FOR UPDATE SKIP
@@ -170,17 +210,18 @@ std::string QueueSql::wake() const {
        last_error = CASE WHEN t.state )" EQ R"( 'leased' AND NOT COALESCE(t.lease_extended_to )" GT
 	    R"( $1, false)
                          THEN 'lease expired' ELSE t.last_error END
- WHERE t.id )" EQ R"( ANY (ARRAY(
+ WHERE {tk}t.id )" EQ R"( ANY (ARRAY(
          SELECT s.id FROM (SELECT id FROM {t}
-                            WHERE state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1 AND run_at )" GE R"( $3
+                            WHERE {k}state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1 AND run_at )" GE
+	    R"( $3
                             ORDER BY run_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS s
          UNION ALL
          SELECT l.id FROM (SELECT id FROM {t}
-                            WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE
+                            WHERE {k}state )" EQ R"( 'leased' AND lease_expires_at )" LE
 	    R"( $1 AND lease_expires_at )" GE R"( $3
                             ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS l))
 RETURNING t.state )" EQ R"( 'ready', t.state )" EQ R"( 'dead', t.concurrency_key)",
-	    fmt::arg("t", table_));
+	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("tk", tk_));
 }
 
 std::string QueueSql::claim() const {
@@ -188,19 +229,20 @@ std::string QueueSql::claim() const {
 	    R"(UPDATE {t} AS t
    SET state = 'leased',
        attempt = t.attempt )" PLUS R"( 1,
-       lease_token = pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass),
+       lease_token = {token},
        lease_expires_at = $1 )" PLUS R"( $3,
        lease_extended_to = NULL,
        worker = $4
- WHERE t.id )" EQ R"( ANY (ARRAY(
+ WHERE {tk}t.id )" EQ R"( ANY (ARRAY(
          SELECT id FROM {t}
-          WHERE state )" EQ R"( 'ready' AND ({order}) )" GE R"( ($5, $6, $7)
+          WHERE {k}state )" EQ R"( 'ready' AND ({order}) )" GE R"( ($5, $6, $7)
           ORDER BY {order}
           LIMIT $2
             FOR UPDATE SKIP LOCKED))
 RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at,
           )" MINUS R"( (t.priority::pg_catalog.int8), t.run_at)",
-	    fmt::arg("t", table_), fmt::arg("order", claim_order));
+	    fmt::arg("t", table_), fmt::arg("order", claim_order), fmt::arg("token", new_token()),
+	    fmt::arg("k", k_), fmt::arg("tk", tk_));
 }
 
 // A heartbeat that moves the deadline later writes lease_extended_to only (no
@@ -216,14 +258,15 @@ std::string QueueSql::heartbeat() const {
                                THEN lease_expires_at ELSE $3 )" PLUS R"( $4 END,
        lease_extended_to = CASE WHEN state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT R"( lease_expires_at
                                 THEN $3 )" PLUS R"( $4 END
- WHERE id )" EQ R"( $1 AND lease_token )" EQ R"( $2
+ WHERE {k}id )" EQ R"( $1 AND lease_token )" EQ R"( $2
 RETURNING $3 )" PLUS R"( $4)",
-	    fmt::arg("t", table_));
+	    fmt::arg("t", table_), fmt::arg("k", k_));
 }
 
 std::string QueueSql::complete() const {
-	return fmt::format(
-	    "DELETE FROM {} WHERE id " EQ " $1 AND lease_token " EQ " $2 RETURNING concurrency_key", table_);
+	return fmt::format("DELETE FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ
+	                   " $2 RETURNING concurrency_key",
+	                   table_, k_);
 }
 
 // A retained done task gives up its lease token: the holder's next call finds
@@ -239,9 +282,9 @@ std::string QueueSql::complete_retained() const {
 	    R"(UPDATE {t}
    SET {done},
        result = $4
- WHERE id )" EQ R"( $1 AND lease_token )" EQ R"( $2
+ WHERE {k}id )" EQ R"( $1 AND lease_token )" EQ R"( $2
 RETURNING concurrency_key)",
-	    fmt::arg("t", table_), fmt::arg("done", finish_done));
+	    fmt::arg("t", table_), fmt::arg("done", finish_done), fmt::arg("k", k_));
 }
 
 // The batch forms: the leases named by $1 (task ids) and $2 (lease tokens),
@@ -258,7 +301,8 @@ std::string QueueSql::complete_many() const {
  USING {leases}
  WHERE {held}
 RETURNING t.id, t.concurrency_key)",
-	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
+	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
+	    fmt::arg("held", tk_ + held_under_named_lease));
 }
 
 std::string QueueSql::complete_many_retained() const {
@@ -269,8 +313,8 @@ std::string QueueSql::complete_many_retained() const {
   FROM {leases}
  WHERE {held}
 RETURNING t.id, t.concurrency_key)",
-	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease),
-	    fmt::arg("done", finish_done));
+	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
+	    fmt::arg("held", tk_ + held_under_named_lease), fmt::arg("done", finish_done));
 }
 
 std::string QueueSql::heartbeat_many() const {
@@ -286,7 +330,8 @@ std::string QueueSql::heartbeat_many() const {
   FROM {leases}
  WHERE {held}
 RETURNING t.id, $3 )" PLUS R"( $4)",
-	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
+	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
+	    fmt::arg("held", tk_ + held_under_named_lease));
 }
 
 std::string QueueSql::fail_lock_many() const {
@@ -296,7 +341,8 @@ std::string QueueSql::fail_lock_many() const {
  WHERE {held}
  ORDER BY t.id
    FOR UPDATE OF t)",
-	    fmt::arg("t", table_), fmt::arg("leases", named_leases), fmt::arg("held", held_under_named_lease));
+	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
+	    fmt::arg("held", tk_ + held_under_named_lease));
 }
 
 std::string QueueSql::fail_update_many() const {
@@ -309,8 +355,8 @@ std::string QueueSql::fail_update_many() const {
        lease_extended_to = NULL,
        last_error = $4
   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(id, state, run_at)
- WHERE t.id )" EQ R"( u.id)",
-	    fmt::arg("t", table_));
+ WHERE {tk}t.id )" EQ R"( u.id)",
+	    fmt::arg("t", table_), fmt::arg("tk", tk_));
 }
 
 // What cancel(blocked) takes: the blocked tasks (first, without their key's
@@ -333,10 +379,11 @@ std::string QueueSql::cancel(bool blocked) const {
        lease_expires_at = CASE WHEN t.state )" EQ
 	    R"( 'leased' THEN COALESCE(t.lease_extended_to, t.lease_expires_at) END,
        lease_extended_to = NULL
- WHERE t.id )" EQ R"( ANY ($2)
+ WHERE {tk}t.id )" EQ R"( ANY ($2)
    AND {states}
 RETURNING t.id, t.concurrency_key)",
-	    fmt::arg("t", table_), fmt::arg("states", blocked ? cancel_blocked_states : cancel_other_states));
+	    fmt::arg("t", table_), fmt::arg("states", blocked ? cancel_blocked_states : cancel_other_states),
+	    fmt::arg("tk", tk_));
 }
 
 // After cancel on a queue that retains nothing: the cancelled tasks that no
@@ -344,9 +391,9 @@ RETURNING t.id, t.concurrency_key)",
 std::string QueueSql::cancel_drop() const {
 	return fmt::format(
 	    R"(DELETE FROM {t}
- WHERE id )" EQ R"( ANY ($2) AND state )" EQ R"( 'cancelled'
+ WHERE {k}id )" EQ R"( ANY ($2) AND state )" EQ R"( 'cancelled'
    AND (lease_expires_at IS NULL OR lease_expires_at )" LE R"( $1))",
-	    fmt::arg("t", table_));
+	    fmt::arg("t", table_), fmt::arg("k", k_));
 }
 
 // $1 cutoff (finished before it: purge), $2 now, $3 chunk size. A cancelled
@@ -354,14 +401,14 @@ std::string QueueSql::cancel_drop() const {
 std::string QueueSql::purge() const {
 	return fmt::format(
 	    R"(DELETE FROM {t}
- WHERE id )" EQ R"( ANY (ARRAY(
+ WHERE {k}id )" EQ R"( ANY (ARRAY(
          SELECT id FROM {t}
-          WHERE {finished_states} AND finished_at )" LE R"( $1
+          WHERE {k}{finished_states} AND finished_at )" LE R"( $1
             AND (state )" EQ R"( 'done' OR lease_expires_at IS NULL OR lease_expires_at )" LE R"( $2)
           ORDER BY finished_at
           LIMIT $3
             FOR UPDATE SKIP LOCKED)))",
-	    fmt::arg("t", table_), fmt::arg("finished_states", finished_states));
+	    fmt::arg("t", table_), fmt::arg("finished_states", finished_states), fmt::arg("k", k_));
 }
 
 // $1 int8 id, $2 timestamptz now
@@ -374,14 +421,14 @@ std::string QueueSql::task_status() const {
        worker, last_error, finished_at, result, dedupe_key, concurrency_key,
        CASE WHEN state )" NE R"( ALL ('{{done,cancelled,dead}}'::pg_catalog.text[]) THEN progress END
   FROM {t}
- WHERE id )" EQ R"( $1)",
-	    fmt::arg("t", table_));
+ WHERE {k}id )" EQ R"( $1)",
+	    fmt::arg("t", table_), fmt::arg("k", k_));
 }
 
 std::string QueueSql::fail_lock() const {
-	return fmt::format("SELECT attempt, concurrency_key FROM {} WHERE id " EQ " $1 AND lease_token " EQ
+	return fmt::format("SELECT attempt, concurrency_key FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ
 	                   " $2 FOR UPDATE",
-	                   table_);
+	                   table_, k_);
 }
 
 std::string QueueSql::fail_update() const {
@@ -393,15 +440,15 @@ std::string QueueSql::fail_update() const {
        lease_expires_at = NULL,
        lease_extended_to = NULL,
        last_error = $4
- WHERE id )" EQ R"( $1)",
-	    fmt::arg("t", table_));
+ WHERE {k}id )" EQ R"( $1)",
+	    fmt::arg("t", table_), fmt::arg("k", k_));
 }
 
 std::string QueueSql::inspect() const {
 	return fmt::format("SELECT state, attempt, worker, lease_token IS NOT NULL, "
-	                   "pg_catalog.to_char(finished_at, 'YYYY-MM-DD HH24:MI:SS.USOF') FROM {} WHERE id " EQ
+	                   "pg_catalog.to_char(finished_at, 'YYYY-MM-DD HH24:MI:SS.USOF') FROM {} WHERE {}id " EQ
 	                   " $1",
-	                   table_);
+	                   table_, k_);
 }
 
 // A dead task whose dedupe_key has been taken by another task since (live,
@@ -414,14 +461,14 @@ std::string QueueSql::retry_dead() const {
    SET state = CASE WHEN $3 AND t.concurrency_key IS NOT NULL THEN 'blocked' ELSE 'ready' END,
        attempt = 0, run_at = $1,
        lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL
- WHERE t.state )" EQ R"( 'dead'
+ WHERE {tk}t.state )" EQ R"( 'dead'
    AND ($2 IS NULL OR t.id )" EQ R"( ANY ($2))
    AND (t.dedupe_key IS NULL
         OR NOT EXISTS (SELECT FROM {t} AS o
-                        WHERE o.dedupe_key )" EQ R"( t.dedupe_key AND o.state )" NE R"( 'dead'
+                        WHERE {ok}o.dedupe_key )" EQ R"( t.dedupe_key AND o.state )" NE R"( 'dead'
                           AND o.state )" NE R"( 'cancelled'))
 RETURNING t.id, t.concurrency_key)",
-	    fmt::arg("t", table_));
+	    fmt::arg("t", table_), fmt::arg("tk", tk_), fmt::arg("ok", shard_ ? "o." + k_ : std::string()));
 }
 
 std::string QueueSql::text(QueueStatement s) const {

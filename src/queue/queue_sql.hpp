@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -48,9 +50,24 @@ enum class QueueStatement {
 	count_ // not a statement: how many there are
 };
 
+// One shard of a distributed queue's table on this node (Citus): where its
+// rows are, and what its statements write into a new task's id and lease
+// token (QueueSql::new_id).
+struct ShardPlacement {
+	std::string relname;    // the shard's table, e.g. q_<queue>_102008 (unquoted)
+	std::int32_t shard_key; // the value of the distribution column shard_key in this shard
+	std::int32_t position;  // the shard's place among the queue's shards (0..1023)
+	std::int32_t group;     // this node's Citus group id (0..1023)
+};
+
 class QueueSql {
   public:
+	// The statements on the queue's own table.
 	explicit QueueSql(std::string_view queue);
+	// The same statements on one shard's table of a distributed queue: every
+	// statement about given tasks also names the shard's shard_key (its
+	// primary key is (shard_key, id)), and enqueue writes id and shard_key.
+	QueueSql(std::string_view queue, const ShardPlacement &shard);
 
 	// The condition under which a task holds its dedupe_key (the predicate of
 	// the unique index and of every ON CONFLICT that infers it).
@@ -159,7 +176,18 @@ class QueueSql {
   private:
 	std::string queue_;
 	std::string table_;
+	std::optional<ShardPlacement> shard_;
+	// "shard_key = <k> AND " (and with "t."): empty on a queue's own table
+	std::string k_, tk_;
 	std::string name(std::string_view suffix) const;
+	// the expressions of a new task id (shards only) and a new lease token
+	std::string new_id() const;
+	std::string new_token() const;
+	// "id, shard_key, " and their values for an INSERT (shards only)
+	std::string shard_columns() const;
+	std::string shard_values() const;
+	// the target of ON CONFLICT that infers the dedupe index
+	std::string dedupe_target() const;
 };
 
 // The statements on the catalog concurrency.queue (one row per queue, its

@@ -26,10 +26,10 @@ std::string QueueSql::release_many() const {
        lease_extended_to = NULL,
        worker = NULL
   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS u(id, lease_token)
- WHERE t.id )" EQ R"( u.id AND t.lease_token )" EQ R"( u.lease_token
+ WHERE {tk}t.id )" EQ R"( u.id AND t.lease_token )" EQ R"( u.lease_token
    AND t.state )" EQ R"( ANY ('{{leased,ready}}'::pg_catalog.text[])
 RETURNING t.id)",
-	    fmt::arg("t", table_));
+	    fmt::arg("t", table_), fmt::arg("tk", tk_));
 }
 
 // As heartbeat and heartbeat_many, with the progress written too: no index
@@ -43,9 +43,9 @@ std::string QueueSql::heartbeat_progress() const {
        lease_extended_to = CASE WHEN state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT R"( lease_expires_at
                                 THEN $3 )" PLUS R"( $4 END,
        progress = $5
- WHERE id )" EQ R"( $1 AND lease_token )" EQ R"( $2
+ WHERE {k}id )" EQ R"( $1 AND lease_token )" EQ R"( $2
 RETURNING $3 )" PLUS R"( $4)",
-	    fmt::arg("t", table_));
+	    fmt::arg("t", table_), fmt::arg("k", k_));
 }
 
 std::string QueueSql::heartbeat_many_progress() const {
@@ -60,9 +60,9 @@ std::string QueueSql::heartbeat_many_progress() const {
                                 THEN $3 )" PLUS R"( $4 END,
        progress = COALESCE(u.progress, t.progress)
   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($5)) AS u(id, lease_token, progress)
- WHERE t.id )" EQ R"( u.id AND t.lease_token )" EQ R"( u.lease_token
+ WHERE {tk}t.id )" EQ R"( u.id AND t.lease_token )" EQ R"( u.lease_token
 RETURNING t.id, $3 )" PLUS R"( $4)",
-	    fmt::arg("t", table_));
+	    fmt::arg("t", table_), fmt::arg("tk", tk_));
 }
 
 std::string QueueSql::next_due() const {

@@ -11,3 +11,4 @@
 #define GE "OPERATOR(pg_catalog.>=)"
 #define PLUS "OPERATOR(pg_catalog.+)"
 #define MINUS "OPERATOR(pg_catalog.-)"
+#define TIMES "OPERATOR(pg_catalog.*)"

@@ -6,6 +6,7 @@ Each test file prints "ok NAME" or "FAIL NAME: why" per check and ends
 with "N passed, M failed".
 """
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,8 +22,8 @@ SCRIPTS = os.environ.get("CITUS_SCRIPTS", os.path.join(os.path.dirname(__file__)
 _results = {"passed": 0, "failed": 0}
 
 
-def connect(port, autocommit=True, **kw):
-    return psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres",
+def connect(port, autocommit=True, user="postgres", **kw):
+    return psycopg.connect(host="127.0.0.1", port=port, user=user, dbname="postgres",
                            autocommit=autocommit, connect_timeout=10, **kw)
 
 
@@ -90,3 +91,30 @@ def wait_until(predicate, timeout=30.0, step=0.05):
             return True
         time.sleep(step)
     return False
+
+
+def remote_shards(c, queue, sql, params=None, tables="q"):
+    """Runs sql with citus.log_remote_commands on: its rows, and the shards of q_<queue> (and k_<queue>, its key
+    table, with tables="qk") that each remote command names (commands that name none left out)."""
+    remote = []
+
+    def handler(d):
+        remote.append(d.message_primary or "")
+    c.add_notice_handler(handler)
+    c.execute("SET citus.log_remote_commands = on")
+    c.execute("SET client_min_messages = log")
+    try:
+        cur = c.execute(sql, params)
+        rows = cur.fetchall() if cur.description else []
+    finally:
+        c.execute("RESET citus.log_remote_commands")
+        c.execute("RESET client_min_messages")
+        c.remove_notice_handler(handler)
+    # shard tables are q_<queue>_<shard id>; Citus names a subquery's table q_<queue>_1 and the like
+    shards = [set(re.findall(rf"[{tables}]_{queue}_[0-9]{{5,}}", m)) for m in remote]
+    return rows, [s for s in shards if s]
+
+
+def routed(commands):
+    """Whether every remote command names one shard: router statements only."""
+    return all(len(s) == 1 for s in commands)

@@ -15,8 +15,8 @@ import time
 
 import psycopg
 
-from citus_lib import (COORDINATOR, WORKER1, WORKER2, check, connect, error_of, restart_node, run, scalar,
-                       sqlstate_of, wait_until)
+from citus_lib import (COORDINATOR, WORKER1, WORKER2, check, connect, error_of, remote_shards, restart_node, routed,
+                       run, scalar, sqlstate_of, wait_until)
 
 SHARDS = 4
 
@@ -79,8 +79,8 @@ def test_refusals():
     c.execute("SELECT concurrency.drop_queue('busy') FROM concurrency.queue WHERE name = 'busy'")
     check("an unknown queue: 42704", sqlstate_of(lambda: c.execute("SELECT concurrency.distribute_queue('nope')")) == "42704")
     w = connect(WORKER1)
-    check("on a worker node the queue is unknown (42704), nothing done there",
-          sqlstate_of(lambda: w.execute("SELECT * FROM concurrency.dequeue('dq')")) == "42704")
+    check("distribute_queue on a worker node: 0A000",
+          sqlstate_of(lambda: w.execute("SELECT concurrency.distribute_queue('dq')")) == "0A000")
 
 
 def test_enqueue_places_tasks():
@@ -259,33 +259,6 @@ def test_create_queue_distributed():
               and scalar(w, "SELECT to_regclass('concurrency.q_cq_worker')") is None, repr(e))
     for q in ("cq", "cq_local", "cq_busy", "cq_lim"):
         c.execute("SELECT concurrency.drop_queue(%s)", (q,))
-
-
-def remote_shards(c, queue, sql, params=None, tables="q"):
-    """Runs sql with citus.log_remote_commands on: its rows, and the shards of q_<queue> (and k_<queue>, its key
-    table, with tables="qk") that each remote command names (commands that name none left out)."""
-    remote = []
-
-    def handler(d):
-        remote.append(d.message_primary or "")
-    c.add_notice_handler(handler)
-    c.execute("SET citus.log_remote_commands = on")
-    c.execute("SET client_min_messages = log")
-    try:
-        cur = c.execute(sql, params)
-        rows = cur.fetchall() if cur.description else []
-    finally:
-        c.execute("RESET citus.log_remote_commands")
-        c.execute("RESET client_min_messages")
-        c.remove_notice_handler(handler)
-    # shard tables are q_<queue>_<shard id>; Citus names a subquery's table q_<queue>_1 and the like
-    shards = [set(re.findall(rf"[{tables}]_{queue}_[0-9]{{5,}}", m)) for m in remote]
-    return rows, [s for s in shards if s]
-
-
-def routed(commands):
-    """Whether every remote command names one shard: router statements only."""
-    return all(len(s) == 1 for s in commands)
 
 
 def fresh_queue(c, name, **settings):

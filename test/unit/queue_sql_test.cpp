@@ -1,4 +1,5 @@
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,42 @@ using concurrency::queue::queue_channel;
 using concurrency::queue::queue_index_name;
 using concurrency::queue::queue_table_name;
 using concurrency::queue::QueueSql;
+using concurrency::queue::ShardPlacement;
+
+namespace {
+
+// Every statement a queue runs against its table, in the order of queue_sql.hpp.
+std::vector<std::string> every_statement(const QueueSql &sql) {
+	return {sql.enqueue(),
+	        sql.dedupe_lookup(),
+	        sql.dedupe_lookup_many(),
+	        sql.enqueue_batch(false),
+	        sql.enqueue_batch(true),
+	        sql.wake(),
+	        sql.claim(),
+	        sql.heartbeat(),
+	        sql.heartbeat_many(),
+	        sql.complete(),
+	        sql.complete_retained(),
+	        sql.complete_many(),
+	        sql.complete_many_retained(),
+	        sql.fail_lock(),
+	        sql.fail_update(),
+	        sql.fail_lock_many(),
+	        sql.fail_update_many(),
+	        sql.cancel(true),
+	        sql.cancel(false),
+	        sql.purge(),
+	        sql.task_status(),
+	        sql.inspect(),
+	        sql.retry_dead(),
+	        sql.release_many(),
+	        sql.heartbeat_progress(),
+	        sql.heartbeat_many_progress(),
+	        sql.next_due()};
+}
+
+} // namespace
 
 TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
 	std::string longest(max_queue_name_bytes, 'x');
@@ -27,31 +64,10 @@ TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
 TEST(QueueSql, QuotesTheTableEverywhere) {
 	QueueSql sql("jobs");
 	EXPECT_EQ(sql.table(), "concurrency.\"q_jobs\"");
-	for (const std::string &statement : {sql.enqueue(),
-	                                     sql.dedupe_lookup(),
-	                                     sql.dedupe_lookup_many(),
-	                                     sql.enqueue_batch(false),
-	                                     sql.enqueue_batch(true),
-	                                     sql.wake(),
-	                                     sql.claim(),
-	                                     sql.heartbeat(),
-	                                     sql.heartbeat_many(),
-	                                     sql.complete(),
-	                                     sql.complete_retained(),
-	                                     sql.complete_many(),
-	                                     sql.complete_many_retained(),
-	                                     sql.fail_lock(),
-	                                     sql.fail_update(),
-	                                     sql.fail_lock_many(),
-	                                     sql.fail_update_many(),
-	                                     sql.cancel(true),
-	                                     sql.cancel(false),
-	                                     sql.purge(),
-	                                     sql.task_status(),
-	                                     sql.inspect(),
-	                                     sql.retry_dead(),
-	                                     sql.create_table(),
-	                                     sql.drop_table()}) {
+	std::vector<std::string> statements = every_statement(sql);
+	statements.push_back(sql.create_table());
+	statements.push_back(sql.drop_table());
+	for (const std::string &statement : statements) {
 		EXPECT_NE(statement.find("concurrency.\"q_jobs\""), std::string::npos) << statement;
 		EXPECT_EQ(statement.find("concurrency.q_jobs"), std::string::npos) << statement;
 	}
@@ -96,36 +112,51 @@ TEST(QueueSql, ClaimUsesTheReadyIndexOrderAndSkipLocked) {
 TEST(QueueSql, StatementsQualifyEveryOperator) {
 	// The SPI layer pins search_path, and the statements do not rely on it:
 	// an operator written bare would resolve through any path it ran under.
-	QueueSql sql("jobs");
-	for (const std::string &statement : {sql.enqueue(),
-	                                     sql.dedupe_lookup(),
-	                                     sql.dedupe_lookup_many(),
-	                                     sql.enqueue_batch(false),
-	                                     sql.enqueue_batch(true),
-	                                     sql.wake(),
-	                                     sql.claim(),
-	                                     sql.heartbeat(),
-	                                     sql.heartbeat_many(),
-	                                     sql.complete(),
-	                                     sql.complete_retained(),
-	                                     sql.complete_many(),
-	                                     sql.complete_many_retained(),
-	                                     sql.fail_lock(),
-	                                     sql.fail_update(),
-	                                     sql.fail_lock_many(),
-	                                     sql.fail_update_many(),
-	                                     sql.cancel(true),
-	                                     sql.cancel(false),
-	                                     sql.purge(),
-	                                     sql.task_status(),
-	                                     sql.inspect(),
-	                                     sql.retry_dead(),
-	                                     sql.release_many(),
-	                                     sql.heartbeat_progress(),
-	                                     sql.heartbeat_many_progress(),
-	                                     sql.next_due()}) {
+	for (const std::string &statement : every_statement(QueueSql("jobs")))
 		expect_every_operator_qualified(statement);
+	for (const std::string &statement :
+	     every_statement(QueueSql("jobs", ShardPlacement{"q_jobs_102008", 7, 3, 2})))
+		expect_every_operator_qualified(statement);
+}
+
+TEST(QueueSql, ShardStatementsStayOnTheirShard) {
+	// A distributed queue's statements on one shard's table: each names the
+	// shard's table, never the distributed table (a statement on it would be
+	// planned by Citus across the cluster), and each one that finds tasks
+	// filters on the shard's distribution value, so that Citus's shard
+	// pruning and the shard's indexes apply.
+	QueueSql sql("jobs", ShardPlacement{"q_jobs_102008", 7, 3, 2});
+	EXPECT_EQ(sql.table(), "concurrency.\"q_jobs_102008\"");
+	const std::string key = "shard_key OPERATOR(pg_catalog.=) 7";
+	for (const std::string &statement : every_statement(sql)) {
+		EXPECT_NE(statement.find("concurrency.\"q_jobs_102008\""), std::string::npos) << statement;
+		EXPECT_EQ(statement.find("concurrency.\"q_jobs\""), std::string::npos) << statement;
 	}
+	for (const std::string &statement :
+	     {sql.wake(), sql.claim(), sql.heartbeat(), sql.heartbeat_many(), sql.complete(), sql.complete_many(),
+	      sql.fail_lock(), sql.fail_lock_many(), sql.cancel(true), sql.cancel(false), sql.purge(),
+	      sql.task_status(), sql.retry_dead(), sql.release_many(), sql.heartbeat_progress(),
+	      sql.dedupe_lookup()})
+		EXPECT_NE(statement.find(key), std::string::npos) << statement;
+	// a new task carries its id (group 2, position 3 in the low 20 bits) and
+	// its shard's value; a lease token carries the group in its low 10 bits
+	const std::string id = "(pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass) "
+	                       "OPERATOR(pg_catalog.*) 1048576 OPERATOR(pg_catalog.+) 2051)";
+	for (const std::string &statement : {sql.enqueue(), sql.enqueue_batch(false), sql.enqueue_batch(true)}) {
+		EXPECT_NE(statement.find("id, shard_key, "), std::string::npos) << statement;
+		EXPECT_NE(statement.find(id + ", 7, "), std::string::npos) << statement;
+	}
+	EXPECT_NE(sql.claim().find("(pg_catalog.nextval('concurrency.lease_token'::pg_catalog.regclass) "
+	                           "OPERATOR(pg_catalog.*) 1024 OPERATOR(pg_catalog.+) 2)"),
+	          std::string::npos)
+	    << sql.claim();
+	// the shard's dedupe index is unique on (shard_key, dedupe_key)
+	EXPECT_NE(sql.enqueue().find("ON CONFLICT (shard_key, dedupe_key) WHERE "), std::string::npos)
+	    << sql.enqueue();
+	// a queue's own table has none of it
+	QueueSql local("jobs");
+	for (const std::string &statement : every_statement(local))
+		EXPECT_EQ(statement.find("shard_key"), std::string::npos) << statement;
 }
 
 TEST(QueueSql, DedupeConflictsInferTheUniqueIndex) {

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Every node of a Citus cluster serves a distributed queue (coordinator + 2 workers).
+
+A producer or a worker may connect to any node. Checked here: the queue's
+catalog (settings, shard keys, permissions) is on every node and follows
+create, alter, grant, revoke and drop; those are refused on a worker node;
+on a worker node enqueue, dequeue, heartbeat, complete, fail, the batch forms
+and task_status act on the node's own shards without any remote command;
+calls about another node's task are routed to it, fenced as anywhere; a
+worker with no local work takes from other nodes' shards; task ids and lease
+tokens are unique across nodes; and workers on every node drain a queue with
+each task's effect committed exactly once.
+"""
+import threading
+
+import psycopg
+
+from citus_lib import (COORDINATOR, WORKER1, WORKER2, check, connect, error_of, remote_shards, routed, run, scalar,
+                       sqlstate_of, wait_until)
+
+SHARDS = 4
+NODES = (COORDINATOR, WORKER1, WORKER2)
+
+
+def group_of(port):
+    return scalar(connect(port), "SELECT groupid FROM pg_dist_local_group")
+
+
+def local_positions(c, queue):
+    """The positions (0..SHARDS-1) of the queue's shards placed on the node of connection c."""
+    return {r[0] for r in c.execute(
+        "SELECT s.pos FROM (SELECT shardid, row_number() OVER (ORDER BY shardid) - 1 AS pos FROM pg_dist_shard "
+        "                    WHERE logicalrelid = %s::regclass) s "
+        "  JOIN pg_dist_placement p USING (shardid) "
+        " WHERE p.groupid = (SELECT groupid FROM pg_dist_local_group)",
+        (f"concurrency.q_{queue}",)).fetchall()}
+
+
+def fresh_queue(name, **settings):
+    c = connect(COORDINATOR)
+    c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (name, name))
+    args = "".join(f", {k} => '{v}'" for k, v in settings.items())
+    c.execute(f"SELECT concurrency.create_queue('{name}'{args})")
+    c.execute("SELECT concurrency.distribute_queue(%s, %s)", (name, SHARDS))
+    return c
+
+
+def catalog(port, queue):
+    c = connect(port)
+    q = c.execute("SELECT lease, max_attempts FROM concurrency.queue WHERE name = %s", (queue,)).fetchone()
+    d = scalar(c, "SELECT shard_keys FROM concurrency.distributed_queue WHERE queue = %s", (queue,))
+    p = sorted(c.execute("SELECT grantee::text, permission FROM concurrency.queue_permission WHERE queue = %s",
+                         (queue,)).fetchall())
+    return q, d, p
+
+
+def test_catalog_on_every_node():
+    c = fresh_queue("nq", lease="7 seconds")
+    c.execute("DROP ROLE IF EXISTS nodes_worker")
+    c.execute("CREATE ROLE nodes_worker LOGIN")
+    views = [catalog(p, "nq") for p in NODES]
+    check("create: the queue's settings and shard keys are on every node",
+          all(v[0] is not None and str(v[0][0]) == "0:00:07" and v[1] is not None for v in views)
+          and views[1] == views[0] and views[2] == views[0], repr(views))
+    c.execute("SELECT concurrency.alter_queue('nq', max_attempts => 9)")
+    c.execute("SELECT concurrency.grant_queue('nq', 'nodes_worker', ARRAY['work'])")
+    views = [catalog(p, "nq") for p in NODES]
+    check("alter and grant reach every node", all(v[0][1] == 9 and ("nodes_worker", "work") in v[2] for v in views),
+          repr(views))
+    # the grant is what lets the role work on a worker node
+    w = connect(WORKER1, user="nodes_worker")
+    check("a role granted work may claim on a worker node",
+          sqlstate_of(lambda: w.execute("SELECT * FROM concurrency.dequeue('nq')").fetchall()) is None)
+    c.execute("SELECT concurrency.revoke_queue('nq', 'nodes_worker', ARRAY['work'])")
+    views = [catalog(p, "nq") for p in NODES]
+    check("revoke reaches every node", all(("nodes_worker", "work") not in v[2] for v in views), repr(views))
+    check("after the revoke the worker node refuses it: 42501",
+          sqlstate_of(lambda: w.execute("SELECT * FROM concurrency.dequeue('nq')").fetchall()) == "42501")
+    w.close()
+    for what, sql in (("alter_queue", "SELECT concurrency.alter_queue('nq', max_attempts => 3)"),
+                      ("drop_queue", "SELECT concurrency.drop_queue('nq')"),
+                      ("grant_queue", "SELECT concurrency.grant_queue('nq', 'nodes_worker', ARRAY['read'])"),
+                      ("revoke_queue", "SELECT concurrency.revoke_queue('nq', 'nodes_worker', ARRAY['work'])")):
+        e = error_of(lambda: connect(WORKER2).execute(sql))
+        check(f"{what} on a worker node: 0A000, the hint names the coordinator",
+              e is not None and e.sqlstate == "0A000" and "coordinator" in (e.diag.message_hint or ""), repr(e))
+    views = [catalog(p, "nq") for p in NODES]
+    check("and nothing changed on any node", all(v[0][1] == 9 for v in views), repr(views))
+    c.execute("SELECT concurrency.drop_queue('nq')")
+    check("drop removes the queue from every node",
+          all(scalar(connect(p), "SELECT count(*) FROM concurrency.queue WHERE name = 'nq'") == 0 for p in NODES))
+    c.execute("DROP ROLE nodes_worker")
+
+
+def test_worker_node_serves_its_shards():
+    fresh_queue("nl", lease="30 seconds", max_attempts=3)
+    w = connect(WORKER1)
+    group = group_of(WORKER1)
+    here = local_positions(w, "nl")
+    check("the worker node holds shards of the queue", len(here) > 0, repr(here))
+    rows, commands = remote_shards(w, "nl", "SELECT concurrency.enqueue('nl', %s) FROM generate_series(1, 6) g",
+                                   ('{"a": 1}',))
+    ids = [r[0] for r in rows]
+    check("enqueue on a worker node: no remote command", commands == [], repr(commands))
+    check("its tasks go to this node's shards, their ids name this node's group",
+          all(i % 1024 in here and (i >> 10) % 1024 == group for i in ids), repr(ids))
+    rows, commands = remote_shards(w, "nl", "SELECT task_id, lease_token FROM concurrency.dequeue('nl', 10)")
+    held = dict(rows)
+    check("dequeue on a worker node claims its own shards' tasks with no remote command",
+          sorted(held) == sorted(ids) and commands == [], f"{held} {commands}")
+    check("lease tokens made there carry the node's group", all(t % 1024 == group for t in held.values()),
+          repr(held))
+    a, b, rest = ids[0], ids[1], ids[2:]
+    _, commands = remote_shards(w, "nl", "SELECT concurrency.heartbeat('nl', %s, %s), "
+                                "concurrency.complete('nl', %s, %s), concurrency.fail('nl', %s, %s, 'boom')",
+                                (a, held[a], a, held[a], b, held[b]))
+    check("heartbeat, complete and fail of a local task: no remote command", commands == [], repr(commands))
+    _, commands = remote_shards(w, "nl", "SELECT concurrency.task_status('nl', %s)", (b,))
+    check("task_status of a local task: no remote command", commands == [], repr(commands))
+    check("fail scheduled the task's next attempt",
+          scalar(w, "SELECT state FROM concurrency.task_status('nl', %s)", (b,)) == "scheduled")
+    same = [i for i in rest if i % 1024 == rest[0] % 1024]
+    _, commands = remote_shards(w, "nl", "SELECT concurrency.complete_batch('nl', %s, %s)",
+                                (same, [held[i] for i in same]))
+    check("complete_batch of one local shard's tasks: no remote command", commands == [], repr(commands))
+    c = connect(COORDINATOR)
+    check("the coordinator sees what the worker node did",
+          scalar(c, "SELECT count(*) FROM concurrency.q_nl WHERE id = ANY(%s)", ([a] + same,)) == 0
+          and scalar(c, "SELECT attempt FROM concurrency.q_nl WHERE id = %s", (b,)) == 1)
+
+
+def test_calls_about_other_nodes_tasks_are_routed():
+    fresh_queue("nr", lease="30 seconds")
+    w1, w2 = connect(WORKER1), connect(WORKER2)
+    tid = scalar(w1, "SELECT concurrency.enqueue('nr', '{}')")
+    token = w1.execute("SELECT lease_token FROM concurrency.dequeue('nr')").fetchone()[0]
+    check("a task claimed on worker 1", token is not None)
+    e = error_of(lambda: w2.execute("SELECT concurrency.complete('nr', %s, %s)", (tid, token + 1)))
+    check("a wrong token from another node is fenced: CE001", e is not None and e.sqlstate == "CE001", repr(e))
+    rows, commands = remote_shards(w2, "nr", "SELECT concurrency.task_status('nr', %s)", (tid,))
+    check("task_status from another node is routed to the task's shard", routed(commands) and len(commands) > 0,
+          repr(commands))
+    _, commands = remote_shards(w2, "nr", "SELECT concurrency.complete('nr', %s, %s)", (tid, token))
+    check("complete from another node is routed to the task's shard (router statements)",
+          routed(commands) and len(commands) > 0, repr(commands))
+    check("and the task is done", scalar(w1, "SELECT count(*) FROM concurrency.q_nr") == 0)
+
+
+def test_idle_node_takes_other_nodes_work():
+    fresh_queue("ni")
+    w1, w2 = connect(WORKER1), connect(WORKER2)
+    ids = [r[0] for r in w2.execute("SELECT concurrency.enqueue('ni', '{}') FROM generate_series(1, 8)").fetchall()]
+    mine = local_positions(w1, "ni")
+    check("every task is on worker 2's shards", all(i % 1024 not in mine for i in ids), repr(ids))
+    got = set()
+    for _ in range(4 * SHARDS):
+        got |= {r[0] for r in w1.execute("SELECT task_id FROM concurrency.dequeue('ni', 8)").fetchall()}
+        if len(got) == len(ids):
+            break
+    check("a worker on worker 1 claims them all through the routed claim", got == set(ids),
+          f"{len(got)} of {len(ids)}")
+
+
+def test_ids_unique_across_nodes():
+    fresh_queue("nu")
+    per_thread = 150
+    ids, errors = [], []
+    lock = threading.Lock()
+
+    def produce(port):
+        try:
+            k = connect(port)
+            got = [r[0] for r in k.execute("SELECT concurrency.enqueue('nu', '{}') FROM generate_series(1, %s)",
+                                           (per_thread,)).fetchall()]
+            got += [r[0] for r in k.execute("SELECT * FROM concurrency.enqueue_batch('nu', "
+                                            "array_fill('{}'::jsonb, ARRAY[%s]))", (per_thread,)).fetchall()]
+            with lock:
+                ids.extend(got)
+        except psycopg.Error as e:
+            errors.append(e.sqlstate)
+    threads = [threading.Thread(target=produce, args=(p,)) for p in NODES for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check("concurrent enqueues on every node: no error", errors == [], repr(errors))
+    check("task ids are unique across the nodes", len(ids) == len(set(ids)) == len(NODES) * 2 * 2 * per_thread,
+          f"{len(ids)} ids, {len(set(ids))} distinct")
+    check("ids were made on the workers' own groups",
+          {(i >> 10) % 1024 for i in ids} >= {group_of(WORKER1), group_of(WORKER2)},
+          repr({(i >> 10) % 1024 for i in ids}))
+    c = connect(COORDINATOR)
+    check("every task is in the queue", scalar(c, "SELECT count(*) FROM concurrency.q_nu") == len(ids))
+    c.execute("SELECT concurrency.drop_queue('nu')")
+
+
+def test_workers_on_every_node_drain_exactly_once():
+    tasks = 400
+    c = fresh_queue("nx", lease="30 seconds")
+    c.execute("DROP TABLE IF EXISTS nodes_effects")
+    c.execute("CREATE TABLE nodes_effects (task_id bigint, n int)")
+    c.execute("SELECT create_distributed_table('nodes_effects', 'task_id', colocate_with => 'none')")
+    for port in NODES:
+        connect(port).execute("SELECT concurrency.enqueue_batch('nx', array_agg(jsonb_build_object('n', g))) "
+                              "FROM generate_series(%s, %s) g", (port * 10000, port * 10000 + tasks // 4 - 1))
+    c.execute("SELECT concurrency.enqueue_batch('nx', array_agg(jsonb_build_object('n', g))) "
+              "FROM generate_series(1, %s) g", (tasks - 3 * (tasks // 4),))
+    errors = []
+    stop = threading.Event()
+
+    def work(port):
+        k = connect(port, autocommit=False)
+        while not stop.is_set():
+            try:
+                with k.transaction():
+                    row = k.execute("SELECT task_id, lease_token, payload FROM concurrency.dequeue('nx')").fetchone()
+                    if row is None:
+                        continue
+                    k.execute("INSERT INTO nodes_effects VALUES (%s, %s)", (row[0], row[2]["n"]))
+                    k.execute("SELECT concurrency.complete('nx', %s, %s)", (row[0], row[1]))
+            except psycopg.Error as e:
+                errors.append(e.sqlstate)
+    threads = [threading.Thread(target=work, args=(p,)) for p in NODES for _ in range(2)]
+    for t in threads:
+        t.start()
+    done = wait_until(lambda: scalar(c, "SELECT count(*) FROM concurrency.q_nx") == 0, timeout=120, step=0.2)
+    stop.set()
+    for t in threads:
+        t.join()
+    check("workers on every node drained the queue", done,
+          f"{scalar(c, 'SELECT count(*) FROM concurrency.q_nx')} left")
+    check("without errors", errors == [], repr(errors[:5]))
+    effects = c.execute("SELECT count(*), count(DISTINCT task_id) FROM nodes_effects").fetchone()
+    check("each task's effect committed exactly once", effects == (tasks, tasks), repr(effects))
+    c.execute("DROP TABLE nodes_effects")
+    c.execute("SELECT concurrency.drop_queue('nx')")
+
+
+if __name__ == "__main__":
+    connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
+    run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
+         test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
+         test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])
