@@ -241,7 +241,7 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	// (src/sql/41_distributed_queue.sql)
 	bool distributed = queue::is_distributed(relid);
 	if (distributed)
-		queue::require_coordinator_for(name, "alter");
+		queue::require_coordinator_for(name, "alter_queue");
 	SettingsParams params(settings);
 	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID,
 	                             INT4OID, BOOLOID,     BOOLOID, BOOLOID};
@@ -289,7 +289,7 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 	Oid relid = queue::queue_relid(name);
 	bool distributed = OidIsValid(relid) && queue::is_distributed(relid);
 	if (distributed)
-		queue::require_coordinator_for(name, "drop");
+		queue::require_coordinator_for(name, "drop_queue");
 	if (OidIsValid(relid)) {
 		if (!pg::guard([&] { return pg::owns_relation(relid, caller); }))
 			throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),

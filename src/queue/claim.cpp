@@ -284,6 +284,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
 			if (wait)
 				refuse_on_distributed(q.name(), "dequeue with wait");
+			require_slots_here(q, "dequeue");
 			bool visited = false;
 			if (claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease, worker,
 			                          worker_null, out, visited) > 0) {

@@ -189,9 +189,16 @@ const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n) {
 	return position < shards.count ? shards.at(position) : nullptr;
 }
 
-bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard) {
+void require_slots_here(Queue &q, const char *what) {
+	if (q.info().max_leased > 0 && citus::local_role().role == citus::Role::worker)
+		require_coordinator_for(q.name(), what, false);
+}
+
+bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard, const char *what) {
 	if (!is_distributed(whole.info().relid))
 		return false;
+	if (what)
+		require_slots_here(whole, what);
 	const LocalShard *here = local_shard_of(whole, ids, n);
 	if (!here)
 		return true;
@@ -292,13 +299,14 @@ void sync_catalog(const std::string &queue) {
 	pg::execute(plan, values, nullptr, false);
 }
 
-void require_coordinator_for(std::string_view queue, const char *what) {
+void require_coordinator_for(std::string_view queue, const char *what, bool catalog) {
 	if (citus::local_role().role != citus::Role::worker)
 		return;
 	std::string coordinator = citus::coordinator_address();
 	throw Error(sqlstate::feature_not_supported,
-	            fmt::format("cannot {} distributed queue \"{}\" on a Citus worker node", what, queue),
-	            "The coordinator keeps the catalog of distributed queues and copies it to every node.",
+	            fmt::format("{} of distributed queue \"{}\" is not supported on a Citus worker node", what, queue),
+	            catalog ? "The coordinator keeps the catalog of distributed queues and copies it to every node."
+	                    : "The lease slots of a queue with max_leased are a table on the coordinator.",
 	            coordinator.empty() ? std::string("Call it on the coordinator.")
 	                                : fmt::format("Call it on the coordinator ({}).", coordinator));
 }

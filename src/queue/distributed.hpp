@@ -65,7 +65,14 @@ const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n);
 // routed (a distributed queue whose tasks are not all in one shard of this
 // node, or whose calls are routed); otherwise false, with `shard` opened on
 // the tasks' shard when the queue is distributed and left empty when not.
-bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard);
+// `what` (the function's name) is a call that frees or takes lease slots:
+// on a worker node it is refused for a queue with max_leased
+// (require_slots_here).
+bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard, const char *what);
+
+// 0A000 for `what` on a worker node when the distributed queue has
+// max_leased: its lease slots are a table on the coordinator.
+void require_slots_here(Queue &q, const char *what);
 
 // The shard position of a concurrency_key or dedupe_key among `count`
 // shards, as concurrency.distributed_key_position computes it.
@@ -102,10 +109,10 @@ void require_coordinator(const std::string &queue);
 // in this transaction. Call while SPI is connected, as the catalog's owner.
 void sync_catalog(const std::string &queue);
 
-// 0A000 for `what` (alter_queue, drop_queue, grant_queue, …) of a distributed
-// queue on a node other than the coordinator, which keeps its catalog: the
-// HINT names the coordinator.
-void require_coordinator_for(std::string_view queue, const char *what);
+// 0A000 for `what` (alter_queue, drop_queue, grant_queue, …: the function's
+// name) of a distributed queue on a worker node: the coordinator keeps its
+// catalog (`catalog`) or its lease slots. The HINT names the coordinator.
+void require_coordinator_for(std::string_view queue, const char *what, bool catalog = true);
 
 // Makes the queue distributed: concurrency.distribute_queue(queue) with its
 // default shard count (a no-op for a queue that is distributed already).

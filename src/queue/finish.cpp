@@ -158,7 +158,7 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &task_id, 1, shard)) {
+	if (queue::route_tasks(whole, &task_id, 1, shard, "heartbeat")) {
 		if (with_progress)
 			queue::refuse_on_distributed(whole.name(), "heartbeat with progress");
 		return queue::forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
@@ -193,7 +193,7 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "complete");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &task_id, 1, shard)) {
+	if (queue::route_tasks(whole, &task_id, 1, shard, "complete")) {
 		whole.maybe_purge(now);
 		return queue::forward_distributed(fcinfo, "distributed_complete");
 	}
@@ -235,7 +235,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &task_id, 1, shard)) {
+	if (queue::route_tasks(whole, &task_id, 1, shard, "fail")) {
 		return queue::forward_distributed(fcinfo, "distributed_fail");
 	}
 	Queue &q = shard ? *shard : whole;
@@ -306,7 +306,7 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	bool retain = whole.info().has_retain;
 	AsRole as_owner = authorize(whole, Permission::work, "complete_batch");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard)) {
+	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "complete_batch")) {
 		whole.maybe_purge(now);
 		return forward_distributed(fcinfo, "distributed_complete_batch");
 	}
@@ -342,7 +342,7 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat_batch");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard)) {
+	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "heartbeat_batch")) {
 		if (with_progress)
 			refuse_on_distributed(whole.name(), "heartbeat_batch with progress");
 		return forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);
@@ -379,7 +379,7 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail_batch");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard)) {
+	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "fail_batch")) {
 		return forward_distributed(fcinfo, "distributed_fail_batch", &out);
 	}
 	Queue &q = shard ? *shard : whole;
@@ -457,7 +457,7 @@ CONCURRENCY_FUNCTION(concurrency_release) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &task_id, 1, shard)) {
+	if (queue::route_tasks(whole, &task_id, 1, shard, "release")) {
 		refuse_on_distributed(whole.name(), "release");
 	}
 	Queue &q = shard ? *shard : whole;
@@ -488,7 +488,7 @@ CONCURRENCY_FUNCTION(concurrency_release_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release_batch");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard)) {
+	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "release_batch")) {
 		refuse_on_distributed(whole.name(), "release_batch");
 	}
 	Queue &q = shard ? *shard : whole;
@@ -509,7 +509,7 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::manage, "cancel");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, ids.data(), static_cast<int>(ids.size()), shard)) {
+	if (queue::route_tasks(whole, ids.data(), static_cast<int>(ids.size()), shard, "cancel")) {
 		return forward_distributed(fcinfo, "distributed_cancel");
 	}
 	Queue &q = shard ? *shard : whole;

@@ -123,7 +123,7 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::read, "task_status");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &id, 1, shard)) {
+	if (queue::route_tasks(whole, &id, 1, shard, nullptr)) {
 		return forward_distributed(fcinfo, "distributed_task_status", &out);
 	}
 	Queue &q = shard ? *shard : whole;

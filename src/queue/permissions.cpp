@@ -269,7 +269,7 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 	queue::AsRole as_owner = queue::authorize(q, Permission::manage, function);
 	bool distributed = queue::is_distributed(q.info().relid);
 	if (distributed)
-		queue::require_coordinator_for(name, grant ? "grant permissions on" : "revoke permissions on");
+		queue::require_coordinator_for(name, grant ? "grant_queue" : "revoke_queue");
 	Oid table = queue::resolve_permission_table();
 	{
 		queue::AsRole as_extension_owner(queue::relation_owner(table));

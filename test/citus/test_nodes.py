@@ -161,6 +161,35 @@ def test_idle_node_takes_other_nodes_work():
           f"{len(got)} of {len(ids)}")
 
 
+def test_routed_queues_on_a_worker_node():
+    # key_limit: every call routed from the worker node, admission as anywhere
+    fresh_queue("nk", key_limit=1)
+    w = connect(WORKER1)
+    a = scalar(w, "SELECT concurrency.enqueue('nk', '{}', concurrency_key => 'k')")
+    b = scalar(w, "SELECT concurrency.enqueue('nk', '{}', concurrency_key => 'k')")
+    row = w.execute("SELECT task_id, lease_token FROM concurrency.dequeue('nk', 5)").fetchall()
+    check("key_limit on a worker node: only the admitted task is claimed", [r[0] for r in row] == [a], repr(row))
+    w.execute("SELECT concurrency.complete('nk', %s, %s)", row[0])
+    check("complete there admits the key's next task",
+          scalar(w, "SELECT state FROM concurrency.task_status('nk', %s)", (b,)) == "ready")
+    check("queue_stats on a worker node counts the queue's tasks",
+          scalar(w, "SELECT ready FROM concurrency.queue_stats WHERE queue = 'nk'") == 1)
+    # max_leased: the lease slots are on the coordinator
+    fresh_queue("nm", max_leased=2)
+    tid = scalar(w, "SELECT concurrency.enqueue('nm', '{}')")
+    check("max_leased: enqueue on a worker node works", tid is not None)
+    for what, sql in (("dequeue", "SELECT * FROM concurrency.dequeue('nm')"),
+                      ("complete", f"SELECT concurrency.complete('nm', {tid}, 1)"),
+                      ("cancel", f"SELECT concurrency.cancel('nm', ARRAY[{tid}::bigint])")):
+        e = error_of(lambda: w.execute(sql))
+        check(f"max_leased: {what} on a worker node: 0A000, the hint names the coordinator",
+              e is not None and e.sqlstate == "0A000" and "coordinator" in (e.diag.message_hint or ""), repr(e))
+    c = connect(COORDINATOR)
+    row = c.execute("SELECT task_id, lease_token FROM concurrency.dequeue('nm')").fetchone()
+    check("and on the coordinator the task is claimed as before", row is not None and row[0] == tid, repr(row))
+    c.execute("SELECT concurrency.drop_queue('nk'), concurrency.drop_queue('nm')")
+
+
 def test_ids_unique_across_nodes():
     fresh_queue("nu")
     per_thread = 150
@@ -240,4 +269,5 @@ if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
          test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
+         test_routed_queues_on_a_worker_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])
