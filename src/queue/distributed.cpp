@@ -303,12 +303,13 @@ void require_coordinator_for(std::string_view queue, const char *what, bool cata
 	if (citus::local_role().role != citus::Role::worker)
 		return;
 	std::string coordinator = citus::coordinator_address();
-	throw Error(sqlstate::feature_not_supported,
-	            fmt::format("{} of distributed queue \"{}\" is not supported on a Citus worker node", what, queue),
-	            catalog ? "The coordinator keeps the catalog of distributed queues and copies it to every node."
-	                    : "The lease slots of a queue with max_leased are a table on the coordinator.",
-	            coordinator.empty() ? std::string("Call it on the coordinator.")
-	                                : fmt::format("Call it on the coordinator ({}).", coordinator));
+	throw Error(
+	    sqlstate::feature_not_supported,
+	    fmt::format("{} of distributed queue \"{}\" is not supported on a Citus worker node", what, queue),
+	    catalog ? "The coordinator keeps the catalog of distributed queues and copies it to every node."
+	            : "The lease slots of a queue with max_leased are a table on the coordinator.",
+	    coordinator.empty() ? std::string("Call it on the coordinator.")
+	                        : fmt::format("Call it on the coordinator ({}).", coordinator));
 }
 
 void distribute(const std::string &queue) {
