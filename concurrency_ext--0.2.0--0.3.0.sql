@@ -662,7 +662,7 @@ BEGIN
        AND EXISTS (SELECT FROM pg_catalog.pg_dist_node WHERE groupid OPERATOR(pg_catalog.<>) 0) THEN
         PERFORM concurrency.distributed_send(pg_catalog.format(
             'SELECT pg_catalog.setval(''concurrency.lease_token'', '
-            'pg_catalog.greatest((SELECT last_value FROM concurrency.lease_token), %s))',
+            'GREATEST((SELECT last_value FROM concurrency.lease_token), %s))',
             (SELECT last_value FROM concurrency.lease_token)));
     END IF;
 END

@@ -3,6 +3,8 @@
 # against PostgreSQL 18, starts a coordinator and two workers
 # (scripts/citus-cluster.sh) in a throw-away directory, runs every
 # test/citus/test_*.py against it and ends with "N passed, M failed".
+# test/citus/test_upgrade.py (last) updates a cluster from 0.2.0, whose
+# install script is written from the release commit (git).
 # Prints "Citus: skipped, <why>" (and "0 passed, 0 failed") when the Citus
 # tarball or PostgreSQL 18 is missing.
 #
@@ -32,6 +34,18 @@ tar -C "$root" --exclude=./build --exclude='*.o' --exclude='*.so' --exclude='*.b
 if ! (cd "$work/src" && make -s -j2 PG_CONFIG="$pg18/bin/pg_config" && make -s PG_CONFIG="$pg18/bin/pg_config" install) \
      >"$work/build.log" 2>&1; then
   tail -30 "$work/build.log"; echo "Citus: concurrency_ext build for PostgreSQL 18 failed"; echo "0 passed, 1 failed"; exit 1
+fi
+# test/citus/test_upgrade.py updates from 0.2.0: its install script, from
+# the release commit's parts (as scripts/upgrade-check.sh makes it)
+extdir=$("$pg18/bin/pg_config" --sharedir)/extension
+commit=$(sed -n 's/^0\.2\.0 //p' src/sql/RELEASES)
+old=$work/old-0.2.0
+mkdir -p "$old"
+if git archive "$commit" src | tar -x -C "$old"; then
+  { printf '%s\n' '\echo Use "CREATE EXTENSION concurrency_ext" to load this file. \quit'
+    cat "$old"/src/sql/[0-9][0-9]_*.sql; } >"$extdir/concurrency_ext--0.2.0.sql"
+else
+  echo "Citus: the 0.2.0 release commit $commit is not in this checkout; test_upgrade.py will fail"
 fi
 
 read -r -a ports <<<"${CITUS_PORTS:-5621 5622 5623}"

@@ -16,6 +16,7 @@ import psycopg
 
 PORTS = [int(p) for p in os.environ.get("CITUS_PORTS", "5621 5622 5623").split()]
 COORDINATOR, WORKER1, WORKER2 = PORTS[0], PORTS[1], PORTS[2]
+NODES = (COORDINATOR, WORKER1, WORKER2)
 CLUSTER_DIR = os.environ.get("CITUS_DIR", "")
 SCRIPTS = os.environ.get("CITUS_SCRIPTS", os.path.join(os.path.dirname(__file__), "..", "..", "scripts"))
 

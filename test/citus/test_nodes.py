@@ -15,11 +15,10 @@ import threading
 
 import psycopg
 
-from citus_lib import (COORDINATOR, WORKER1, WORKER2, check, connect, error_of, remote_shards, routed, run, scalar,
+from citus_lib import (COORDINATOR, NODES, WORKER1, WORKER2, check, connect, error_of, remote_shards, routed, run, scalar,
                        sqlstate_of, wait_until)
 
 SHARDS = 4
-NODES = (COORDINATOR, WORKER1, WORKER2)
 
 
 def group_of(port):
