@@ -296,7 +296,8 @@ void sync_catalog(const std::string &queue) {
 	// 0.2.0's, which have no copy to sync (nor nodes that serve a queue)
 	SPIPlanPtr exists = pg::prepared_plan(
 	    "distributed:sync_exists",
-	    "SELECT pg_catalog.to_regprocedure('concurrency.distributed_sync_catalog(text)') IS NOT NULL", 0, nullptr);
+	    "SELECT pg_catalog.to_regprocedure('concurrency.distributed_sync_catalog(text)') IS NOT NULL", 0,
+	    nullptr);
 	if (pg::execute(exists, nullptr, nullptr, true) != 1 || !pg::column_as<bool>(0, 1).value_or(false))
 		return;
 	static const Oid types[1] = {TEXTOID};
