@@ -22,6 +22,14 @@
 # by its own shards spends CPU on the other nodes only when it runs out of
 # local work; what one node spends per task bounds what it serves per core.
 #
+# Last, scaling: each worker node is confined to a core of its own (taskset:
+# worker 1 on CPU 0, worker 2 on CPU 1; pgbench and the idle coordinator
+# float), and rounds with one worker node serving (its clients and tasks on
+# worker 1 only) alternate with rounds where both do (as many clients again
+# on worker 2, with tasks of their own): the ratio of tasks/s, two nodes /
+# one, is how far adding a node adds throughput. A machine with more cores
+# than nodes would leave pgbench out of the nodes' cores; this one has two.
+#
 # Usage (root): bench/citus.sh      PAIRS=3 SECONDS_PER_ROUND=5 SHARDS=4 CITUS_PORTS="5621 5622 5623"
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -131,4 +139,37 @@ for clients in 8 32; do
       "$(col ${cpu[$kind,1]})" "$(col ${cpu[$kind,2]})" "$(col ${cpur[$kind]})"
   done
   unset tps cpu ratio cpur
+done
+# scaling: one worker node against two, each on a core of its own
+pin() { # node cpu
+  local pm p
+  pm=$(head -1 "$dir/cluster/node$1/postmaster.pid")
+  for p in "$pm" $(ps -o pid= --ppid "$pm"); do taskset -a -p -c "$2" "$p" >/dev/null 2>&1 || true; done
+}
+pin 1 0
+pin 2 1
+scale_round() { # nodes clients_per_node: prints tasks/s
+  local n=0 f a b
+  batches "$w1" bench_dist 40000
+  [ "$1" = 2 ] && batches "$w2" bench_dist 40000
+  sql "$c" "ANALYZE concurrency.q_bench_dist"
+  pgb "$w1" bench_dist "$2" "$dir/out1" & a=$!
+  if [ "$1" = 2 ]; then pgb "$w2" bench_dist "$2" "$dir/out2" & b=$!; wait "$b"; fi
+  wait "$a"
+  for f in "$dir"/out?; do n=$((n + $(processed "$f"))); done
+  rm -f "$dir"/out?
+  sql "$c" "TRUNCATE concurrency.q_bench_dist"
+  awk -v n="$n" -v s="$secs" 'BEGIN {printf "%.1f\n", n / s}'
+}
+echo "scaling: worker 1 pinned to CPU 0, worker 2 to CPU 1 (taskset); clients per serving node, tasks of its own"
+for clients in 4 8; do
+  ones=() twos=() ratios=()
+  for ((i = 0; i < pairs; i++)); do
+    if ((i % 2)); then two=$(scale_round 2 "$clients"); one=$(scale_round 1 "$clients")
+    else one=$(scale_round 1 "$clients"); two=$(scale_round 2 "$clients"); fi
+    ones+=("$one") twos+=("$two")
+    ratios+=("$(awk -v a="$two" -v b="$one" 'BEGIN {printf "%.3f", a / b}')")
+  done
+  printf "%2d clients per node: one worker node %s tasks/s, two %s tasks/s (medians); two / one median ratio %s (turns: %s)\n" \
+    "$clients" "$(col "${ones[@]}")" "$(col "${twos[@]}")" "$(col "${ratios[@]}")" "${ratios[*]}"
 done

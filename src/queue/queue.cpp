@@ -10,6 +10,7 @@
 #include "pg/invalidation.hpp"
 #include "pg/relation.hpp"
 #include "common/names.hpp"
+#include "citus/node.hpp"
 #include "common/sql_text.hpp"
 #include "queue/queue.hpp"
 #include "queue/claim_direct.hpp"
@@ -183,9 +184,20 @@ void revalidate(QueueInfo &info) {
 			throw Error(sqlstate::undefined_object,
 			            fmt::format("shard {} of queue \"{}\" is not on this node", info.shard_id, info.name),
 			            "It was moved or dropped while this call was running.", "Call again.");
-		if (!OidIsValid(relid))
+		if (!OidIsValid(relid)) {
+			if (citus::local_role().role == citus::Role::worker) {
+				// a local queue of the coordinator, asked for on a worker node
+				std::string coordinator = citus::coordinator_address();
+				throw Error(sqlstate::undefined_object,
+				            fmt::format("queue \"{}\" does not exist on this Citus worker node", info.name),
+				            "A worker node serves the distributed queues of the cluster; a queue that is not "
+				            "distributed lives on the server where it was created.",
+				            coordinator.empty() ? std::string("Call it on the coordinator.")
+				                                : fmt::format("Call it on the coordinator ({}).", coordinator));
+			}
 			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name), "",
 			            "Create it with concurrency.create_queue().");
+		}
 		info.owner = relation_owner(relid);
 		// looked up by the first claim that probes them (tasks_wait): the
 		// other functions do not need them (a shard's are set by open)

@@ -189,6 +189,27 @@ def test_routed_queues_on_a_worker_node():
     c.execute("SELECT concurrency.drop_queue('nk'), concurrency.drop_queue('nm')")
 
 
+def test_errors_on_a_worker_node():
+    fresh_queue("ne")
+    c = connect(COORDINATOR)
+    c.execute("SELECT concurrency.drop_queue('ne_local') FROM concurrency.queue WHERE name = 'ne_local'")
+    c.execute("SELECT concurrency.create_queue('ne_local')")
+    e = error_of(lambda: connect(WORKER1).execute("SELECT * FROM concurrency.dequeue('ne_local')"))
+    check("a local queue of the coordinator on a worker node: 42704, the hint names the coordinator",
+          e is not None and e.sqlstate == "42704" and "coordinator" in (e.diag.message_hint or ""), repr(e))
+    for sql in ("SELECT * FROM concurrency.dequeue('ne', 0)",
+                "SELECT * FROM concurrency.dequeue(NULL)",
+                "SELECT concurrency.enqueue('ne', NULL)",
+                "SELECT * FROM concurrency.dequeue('ne', 1, lease => '-1 second')",
+                "SELECT concurrency.complete('ne', 1, 1)",
+                "SELECT concurrency.heartbeat('ne', NULL, 1)",
+                "SELECT * FROM concurrency.dequeue('nope')"):
+        states = [sqlstate_of(lambda p=p: connect(p).execute(sql)) for p in NODES]
+        check(f"the same SQLSTATE on every node: {sql}", states[0] is not None and len(set(states)) == 1,
+              repr(states))
+    c.execute("SELECT concurrency.drop_queue('ne_local'), concurrency.drop_queue('ne')")
+
+
 def test_ids_unique_across_nodes():
     fresh_queue("nu")
     per_thread = 150
@@ -268,5 +289,5 @@ if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
          test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
-         test_routed_queues_on_a_worker_node,
+         test_routed_queues_on_a_worker_node, test_errors_on_a_worker_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])

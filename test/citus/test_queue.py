@@ -7,7 +7,8 @@ statement and every claim to one shard. Checked here: the table's shape and
 placement, router claims that rotate over the shards, fencing, leases,
 retries, dead letters, dedupe keys, stats, task_status, cancel, purge and the
 batch acknowledgements (router statements only), and exactly-once effects
-while backends on a worker are killed and a worker node is restarted.
+(written to a distributed table) by workers connected to every node while
+backends on a worker are killed and a worker node is restarted.
 """
 import re
 import threading
@@ -930,12 +931,12 @@ def test_max_leased_concurrent():
 TASKS = 300
 
 
-def chaos_worker(stop, errors):
+def chaos_worker(stop, errors, port):
     conn = None
     while not stop.is_set():
         try:
             if conn is None or conn.closed:
-                conn = connect(COORDINATOR, autocommit=False)
+                conn = connect(port, autocommit=False)
             with conn.transaction():
                 row = conn.execute("SELECT task_id, lease_token, payload FROM concurrency.dequeue('chaos')").fetchone()
                 if row is None:
@@ -964,13 +965,18 @@ def test_chaos_exactly_once():
     c = connect(COORDINATOR)
     c.execute("DROP TABLE IF EXISTS chaos_effects")
     c.execute("CREATE TABLE chaos_effects (task_id bigint, n int)")
+    # a distributed table, written from whichever node a worker is on, in
+    # the transaction that completes the task
+    c.execute("SELECT create_distributed_table('chaos_effects', 'task_id', colocate_with => 'none')")
     c.execute("SELECT concurrency.create_queue('chaos', lease => '3 seconds', max_attempts => 50)")
     c.execute("SELECT concurrency.distribute_queue('chaos', %s)", (SHARDS,))
     c.execute("SELECT concurrency.enqueue_batch('chaos', array_agg(jsonb_build_object('n', g))) "
               "FROM generate_series(1, %s) g", (TASKS,))
     stop = threading.Event()
     errors = []
-    threads = [threading.Thread(target=chaos_worker, args=(stop, errors)) for _ in range(6)]
+    # two workers connected to each node
+    threads = [threading.Thread(target=chaos_worker, args=(stop, errors, port))
+               for port in (COORDINATOR, WORKER1, WORKER2) for _ in range(2)]
     for t in threads:
         t.start()
     killed = 0
