@@ -192,8 +192,9 @@ void revalidate(QueueInfo &info) {
 				            fmt::format("queue \"{}\" does not exist on this Citus worker node", info.name),
 				            "A worker node serves the distributed queues of the cluster; a queue that is not "
 				            "distributed lives on the server where it was created.",
-				            coordinator.empty() ? std::string("Call it on the coordinator.")
-				                                : fmt::format("Call it on the coordinator ({}).", coordinator));
+				            coordinator.empty()
+				                ? std::string("Call it on the coordinator.")
+				                : fmt::format("Call it on the coordinator ({}).", coordinator));
 			}
 			throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name), "",
 			            "Create it with concurrency.create_queue().");
