@@ -232,6 +232,10 @@ std::size_t claim_on_local_shards(Queue &q, int32 batch, TimestampTz now, const 
 	return claimed;
 }
 
+// How often a dequeue waiting on a distributed queue looks again without
+// being woken: tasks enqueued on other nodes and due tasks are seen within it.
+constexpr int64 distributed_wait_look_us = 1'000'000;
+
 // The earliest time a scheduled task of the queue comes due or a lease
 // expires (nothing: none), which a waiter sleeps no longer than.
 std::optional<TimestampTz> next_due(Queue &q) {
@@ -278,26 +282,33 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 			*due = next_due(q);
 		return claim.claimed();
 	};
+	// A look at a distributed queue (Citus: src/queue/distributed.hpp): this
+	// node's shards first, then, without tasks there, a routed claim.
+	auto look_distributed = [&]() {
+		Queue q(name.view());
+		AsRole as_owner = authorize(q, Permission::work, "dequeue");
+		bool visited = false;
+		std::size_t claimed = claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease,
+		                                            worker, worker_null, out, visited);
+		if (claimed > 0)
+			return claimed;
+		if (!visited) // a chunk of a shard on some node
+			q.maybe_purge(now);
+		return static_cast<std::size_t>(dequeue_routed(fcinfo, out));
+	};
+	bool distributed = false;
 	{
 		Queue q(name.view());
 		AsRole as_owner = authorize(q, Permission::work, "dequeue");
-		if (is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
-			if (wait)
-				refuse_on_distributed(q.name(), "dequeue with wait");
+		distributed = is_distributed(q.info().relid);
+		if (distributed)
 			require_slots_here(q, "dequeue");
-			bool visited = false;
-			if (claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease, worker,
-			                          worker_null, out, visited) > 0) {
-				pg::spi_finish();
-				return Datum(0);
-			}
-			if (!visited) // a chunk of a shard on some node
-				q.maybe_purge(now);
-			return forward_distributed(fcinfo, "distributed_dequeue", &out, 4);
-		}
 	}
 	if (!wait) {
-		look(nullptr);
+		if (distributed)
+			look_distributed();
+		else
+			look(nullptr);
 		pg::spi_finish();
 		return Datum(0);
 	}
@@ -310,11 +321,16 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	QueueWait waiter(name.view());
 	for (;;) {
 		std::optional<TimestampTz> due;
-		if (look(&due) > 0)
+		if ((distributed ? look_distributed() : look(&due)) > 0)
 			break;
 		now = clock_now();
 		if (now >= deadline)
 			break;
+		// a distributed queue: commits on this node wake the waiter; what
+		// other nodes' shards receive, and their due tasks, it sees when it
+		// looks again, at least every distributed_wait_look_us
+		if (distributed)
+			due = now + distributed_wait_look_us;
 		waiter.sleep(now, due ? std::min(deadline, *due) : deadline);
 		now = clock_now();
 	}

@@ -218,12 +218,17 @@ const LocalShard *next_local_shard(const Shards &shards) {
 	return &shards.local[next_cursor() % shards.local.size()];
 }
 
-Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out,
-                          int max_args) {
+namespace {
+
+// Runs concurrency.<function> with the caller's first `max_args` arguments
+// (all: -1); its rows go into `out` when given, else its one value is in
+// SPI_tuptable. Returns the number of rows; *rettype is the caller's result type.
+uint64 run_forwarded(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out, int max_args,
+                     Oid *rettype) {
 	Oid fn = fcinfo->flinfo->fn_oid;
 	Oid *argtypes = nullptr;
 	int nargs = 0;
-	Oid rettype = pg::guard([&] { return get_func_signature(fn, &argtypes, &nargs); });
+	*rettype = pg::guard([&] { return get_func_signature(fn, &argtypes, &nargs); });
 	if (max_args >= 0 && nargs > max_args)
 		nargs = max_args;
 	std::string sql = out ? fmt::format("SELECT * FROM concurrency.{}(", function)
@@ -240,8 +245,6 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 	SPIPlanPtr plan =
 	    pg::prepared_plan(fmt::format("distributed:{}", function).c_str(), sql.c_str(), nargs, argtypes);
 	uint64 n = pg::execute(plan, values, nulls, false);
-	Datum result = Datum(0);
-	bool result_null = true;
 	if (out) {
 		int ncols = SPI_tuptable->tupdesc->natts;
 		for (uint64 row = 0; row < n; ++row) {
@@ -255,7 +258,24 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 				cols[c] = pg::column(row, c + 1, &isnull[c]);
 			pg::add_row(*out, cols, isnull);
 		}
-	} else if (n == 1) {
+	}
+	return n;
+}
+
+} // namespace
+
+uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out) {
+	Oid rettype = InvalidOid;
+	return run_forwarded(fcinfo, "distributed_dequeue", &out, 4, &rettype);
+}
+
+Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out,
+                          int max_args) {
+	Oid rettype = InvalidOid;
+	uint64 n = run_forwarded(fcinfo, function, out, max_args, &rettype);
+	Datum result = Datum(0);
+	bool result_null = true;
+	if (!out && n == 1) {
 		result = pg::column(0, 1, &result_null);
 		if (!result_null) {
 			int16 len = 0;
@@ -273,10 +293,13 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 }
 
 void refuse_on_distributed(std::string_view queue, const char *what) {
-	throw Error(sqlstate::feature_not_supported,
-	            fmt::format("{} is not supported on distributed queue \"{}\"", what, queue),
-	            "Distributed queues do not hand tasks back, wait for tasks or keep progress yet.",
-	            "Use fail(…, retry_in => '0') to give a task back, and call dequeue without wait.");
+	throw Error(
+	    sqlstate::feature_not_supported,
+	    fmt::format("{} is not supported on distributed queue \"{}\"", what, queue),
+	    "The task's shard is on another node: a distributed queue hands tasks back and keeps progress "
+	    "on the node that holds the task's shard only.",
+	    "Call it on that node (a worker takes its tasks there when it connects to the node that holds "
+	    "them), or use fail(…, retry_in => '0') to give a task back.");
 }
 
 void require_coordinator(const std::string &queue) {

@@ -96,8 +96,13 @@ bool is_distributed(Oid relid);
 Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out = nullptr,
                           int max_args = -1);
 
-// 0A000 for what distributed queues do not do yet (`what`: release, wait,
-// progress), naming the queue.
+// concurrency.distributed_dequeue with the caller's (dequeue's) first four
+// arguments: a routed claim from the queue's shards wherever they are, its
+// rows added to `out`. Returns how many; SPI stays connected.
+uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
+
+// 0A000 for what a distributed queue does only on the node of the task's
+// shard (`what`: release, progress), naming the queue.
 [[noreturn]] void refuse_on_distributed(std::string_view queue, const char *what);
 
 // For create_queue(…, distributed => true), before it changes anything:

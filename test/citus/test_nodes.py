@@ -12,6 +12,7 @@ tokens are unique across nodes; and workers on every node drain a queue with
 each task's effect committed exactly once.
 """
 import threading
+import time
 
 import psycopg
 
@@ -210,6 +211,26 @@ def test_errors_on_a_worker_node():
     c.execute("SELECT concurrency.drop_queue('ne_local'), concurrency.drop_queue('ne')")
 
 
+def test_wait_on_a_distributed_queue():
+    fresh_queue("nw")
+    w1 = connect(WORKER1)
+    got = {}
+
+    def enqueue_later(port, key):
+        time.sleep(0.3)
+        got[key] = scalar(connect(port), "SELECT concurrency.enqueue('nw', '{}')")
+    for port, where in ((WORKER1, "this node"), (WORKER2, "another node")):
+        t = threading.Thread(target=enqueue_later, args=(port, where))
+        t.start()
+        rows = w1.execute("SELECT task_id FROM concurrency.dequeue('nw', 1, wait => '20 seconds')").fetchall()
+        t.join()
+        check(f"dequeue with wait on a worker node returns a task enqueued meanwhile on {where}",
+              [r[0] for r in rows] == [got[where]], f"{rows} {got}")
+    rows = w1.execute("SELECT task_id FROM concurrency.dequeue('nw', 1, wait => '1.5 seconds')").fetchall()
+    check("on an empty distributed queue it returns nothing when the wait is over", rows == [], repr(rows))
+    connect(COORDINATOR).execute("SELECT concurrency.drop_queue('nw')")
+
+
 def test_ids_unique_across_nodes():
     fresh_queue("nu")
     per_thread = 150
@@ -289,5 +310,5 @@ if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
          test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
-         test_routed_queues_on_a_worker_node, test_errors_on_a_worker_node,
+         test_routed_queues_on_a_worker_node, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])
