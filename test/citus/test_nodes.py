@@ -129,6 +129,24 @@ def test_worker_node_serves_its_shards():
           and scalar(c, "SELECT attempt FROM concurrency.q_nl WHERE id = %s", (b,)) == 1)
 
 
+def test_keys_place_tasks_alike_on_every_node():
+    # a node computes a key's shard as the routed calls do: the same
+    # dedupe_key enqueued on every node is one task, and a concurrency_key's
+    # tasks share one shard wherever they were enqueued
+    fresh_queue("nd")
+    dedupe, keyed = [], []
+    for n in range(8):
+        dedupe.append({scalar(connect(p), "SELECT concurrency.enqueue('nd', '{}', dedupe_key => %s)", (f"d{n}",))
+                       for p in NODES})
+        keyed.append({scalar(connect(p), "SELECT concurrency.enqueue('nd', '{}', concurrency_key => %s)",
+                             (f"k{n}",)) % 1024 for p in NODES})
+    check("a dedupe_key enqueued on every node is one task", all(len(ids) == 1 for ids in dedupe), repr(dedupe))
+    check("a concurrency_key's tasks enqueued on every node share one shard", all(len(p) == 1 for p in keyed),
+          repr(keyed))
+    check("and the keys spread over several shards", len({min(p) for p in keyed}) > 1, repr(keyed))
+    connect(COORDINATOR).execute("SELECT concurrency.drop_queue('nd')")
+
+
 def test_calls_about_other_nodes_tasks_are_routed():
     fresh_queue("nr", lease="30 seconds")
     w1, w2 = connect(WORKER1), connect(WORKER2)
@@ -309,6 +327,6 @@ def test_workers_on_every_node_drain_exactly_once():
 if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
-         test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
+         test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
          test_routed_queues_on_a_worker_node, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])
