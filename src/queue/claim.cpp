@@ -207,10 +207,11 @@ std::optional<Interval> wait_arg(FunctionCallInfo fcinfo, int n) {
 // backend, until the batch is full; the first shard visited purges a chunk
 // of its finished tasks, as a local queue's dequeue does. Returns how many
 // tasks it claimed; none where the node holds no shard of the queue or its
-// calls are routed, and then `visited` is false.
+// calls are routed, and then `visited` is false. `every_shard`: the node
+// holds all of the queue's shards (a routed claim would find nothing more).
 std::size_t claim_on_local_shards(Queue &q, int32 batch, TimestampTz now, const Interval &lease, Datum worker,
-                                  bool worker_null, pg::ResultSet &out, bool &visited) {
-	visited = false;
+                                  bool worker_null, pg::ResultSet &out, bool &visited, bool &every_shard) {
+	visited = every_shard = false;
 	if (!shards_served_here(q))
 		return 0;
 	// a copy: an invalidation while a shard is opened may drop the cached list
@@ -219,6 +220,7 @@ std::size_t claim_on_local_shards(Queue &q, int32 batch, TimestampTz now, const 
 	if (!first)
 		return 0;
 	visited = true;
+	every_shard = static_cast<int32>(shards.local.size()) == shards.count;
 	std::size_t start = static_cast<std::size_t>(first - shards.local.data());
 	std::size_t claimed = 0;
 	for (std::size_t i = 0; i < shards.local.size() && claimed < static_cast<std::size_t>(batch); ++i) {
@@ -287,10 +289,10 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	auto look_distributed = [&]() {
 		Queue q(name.view());
 		AsRole as_owner = authorize(q, Permission::work, "dequeue");
-		bool visited = false;
+		bool visited = false, every_shard = false;
 		std::size_t claimed = claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease,
-		                                            worker, worker_null, out, visited);
-		if (claimed > 0)
+		                                            worker, worker_null, out, visited, every_shard);
+		if (claimed > 0 || every_shard)
 			return claimed;
 		if (!visited) // a chunk of a shard on some node
 			q.maybe_purge(now);

@@ -129,6 +129,19 @@ def test_worker_node_serves_its_shards():
           and scalar(c, "SELECT attempt FROM concurrency.q_nl WHERE id = %s", (b,)) == 1)
 
 
+def test_a_node_with_every_shard_needs_no_routed_claim():
+    c = connect(COORDINATOR)
+    c.execute("SELECT concurrency.drop_queue('n1') FROM concurrency.queue WHERE name = 'n1'")
+    c.execute("SELECT concurrency.create_queue('n1')")
+    c.execute("SELECT concurrency.distribute_queue('n1', 1)")
+    port = scalar(c, "SELECT nodeport FROM citus_shards WHERE table_name = 'concurrency.q_n1'::regclass")
+    k = connect(port)
+    rows, commands = remote_shards(k, "n1", "SELECT * FROM concurrency.dequeue('n1')")
+    check("an empty queue whose every shard is on this node: dequeue sends no command to a shard",
+          rows == [] and commands == [], f"{rows} {commands}")
+    c.execute("SELECT concurrency.drop_queue('n1')")
+
+
 def test_keys_place_tasks_alike_on_every_node():
     # a node computes a key's shard as the routed calls do: the same
     # dedupe_key enqueued on every node is one task, and a concurrency_key's
@@ -327,6 +340,6 @@ def test_workers_on_every_node_drain_exactly_once():
 if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
-         test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
+         test_a_node_with_every_shard_needs_no_routed_claim, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
          test_routed_queues_on_a_worker_node, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])
