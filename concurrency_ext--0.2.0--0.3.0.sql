@@ -337,9 +337,16 @@ REVOKE ALL ON FUNCTION concurrency.distributed_send(text) FROM PUBLIC;
 -- Citus group in the low 10 bits. A lease token of a distributed queue; times
 -- 1024 plus a shard position, a task id.
 CREATE FUNCTION concurrency.distributed_new_number() RETURNS bigint
-    LANGUAGE sql VOLATILE
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
-    AS $fn$ SELECT nextval('concurrency.lease_token') * 1024 + (SELECT groupid FROM pg_dist_local_group) $fn$;
+    AS $fn$
+BEGIN
+    IF concurrency.citus_node_role() = 'none' THEN
+        RAISE EXCEPTION 'distributed_new_number needs a Citus node' USING ERRCODE = '0A000';
+    END IF;
+    RETURN nextval('concurrency.lease_token') * 1024 + (SELECT groupid FROM pg_dist_local_group);
+END
+$fn$;
 COMMENT ON FUNCTION concurrency.distributed_new_number() IS
     'a number unique across the Citus cluster, for task ids and lease tokens of distributed queues (internal)';
 
@@ -358,8 +365,11 @@ BEGIN
     IF queue IS NULL THEN
         RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
     END IF;
-    IF concurrency.citus_node_role() <> 'coordinator'
-       OR NOT EXISTS (SELECT FROM pg_dist_node WHERE groupid <> 0) THEN
+    -- (two IFs: Citus's catalog exists only where the first one fails)
+    IF concurrency.citus_node_role() <> 'coordinator' THEN
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_dist_node WHERE groupid <> 0) THEN
         RETURN;
     END IF;
     command := format('DELETE FROM concurrency.queue WHERE name = %L;', queue)
@@ -658,12 +668,14 @@ SELECT concurrency.distributed_sync_catalog(d.queue) FROM concurrency.distribute
 -- moved past the coordinator's.
 DO $upgrade$
 BEGIN
-    IF concurrency.citus_node_role() = 'coordinator'
-       AND EXISTS (SELECT FROM pg_catalog.pg_dist_node WHERE groupid OPERATOR(pg_catalog.<>) 0) THEN
-        PERFORM concurrency.distributed_send(pg_catalog.format(
-            'SELECT pg_catalog.setval(''concurrency.lease_token'', '
-            'GREATEST((SELECT last_value FROM concurrency.lease_token), %s))',
-            (SELECT last_value FROM concurrency.lease_token)));
+    -- (two IFs: Citus's catalog exists only where the first one holds)
+    IF concurrency.citus_node_role() = 'coordinator' THEN
+        IF EXISTS (SELECT FROM pg_catalog.pg_dist_node WHERE groupid OPERATOR(pg_catalog.<>) 0) THEN
+            PERFORM concurrency.distributed_send(pg_catalog.format(
+                'SELECT pg_catalog.setval(''concurrency.lease_token'', '
+                'GREATEST((SELECT last_value FROM concurrency.lease_token), %s))',
+                (SELECT last_value FROM concurrency.lease_token)));
+        END IF;
     END IF;
 END
 $upgrade$;

@@ -15,12 +15,14 @@ SELECT concurrency.distributed_sync_catalog(d.queue) FROM concurrency.distribute
 -- moved past the coordinator's.
 DO $upgrade$
 BEGIN
-    IF concurrency.citus_node_role() = 'coordinator'
-       AND EXISTS (SELECT FROM pg_catalog.pg_dist_node WHERE groupid OPERATOR(pg_catalog.<>) 0) THEN
-        PERFORM concurrency.distributed_send(pg_catalog.format(
-            'SELECT pg_catalog.setval(''concurrency.lease_token'', '
-            'GREATEST((SELECT last_value FROM concurrency.lease_token), %s))',
-            (SELECT last_value FROM concurrency.lease_token)));
+    -- (two IFs: Citus's catalog exists only where the first one holds)
+    IF concurrency.citus_node_role() = 'coordinator' THEN
+        IF EXISTS (SELECT FROM pg_catalog.pg_dist_node WHERE groupid OPERATOR(pg_catalog.<>) 0) THEN
+            PERFORM concurrency.distributed_send(pg_catalog.format(
+                'SELECT pg_catalog.setval(''concurrency.lease_token'', '
+                'GREATEST((SELECT last_value FROM concurrency.lease_token), %s))',
+                (SELECT last_value FROM concurrency.lease_token)));
+        END IF;
     END IF;
 END
 $upgrade$;
