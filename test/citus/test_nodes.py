@@ -160,6 +160,31 @@ def test_keys_place_tasks_alike_on_every_node():
     connect(COORDINATOR).execute("SELECT concurrency.drop_queue('nd')")
 
 
+def test_release_progress_cancel_on_the_shards_node():
+    fresh_queue("np", lease="30 seconds")
+    w1, w2 = connect(WORKER1), connect(WORKER2)
+    ids = [r[0] for r in w1.execute("SELECT concurrency.enqueue('np', '{}') FROM generate_series(1, 3)").fetchall()]
+    held = dict(w1.execute("SELECT task_id, lease_token FROM concurrency.dequeue('np', 3)").fetchall())
+    a, b, c = ids
+    _, commands = remote_shards(w1, "np", "SELECT concurrency.heartbeat('np', %s, %s, progress => '{\"p\": 5}'), "
+                                "concurrency.release('np', %s, %s), concurrency.cancel('np', ARRAY[%s]::bigint[])",
+                                (a, held[a], b, held[b], c))
+    check("heartbeat with progress, release and cancel on the node of the tasks' shard: no remote command",
+          commands == [], repr(commands))
+    row = w1.execute("SELECT progress FROM concurrency.task_status('np', %s)", (a,)).fetchone()
+    check("the progress is kept", row is not None and row[0] == {"p": 5}, repr(row))
+    check("the released task is ready again, its attempt not counted",
+          w1.execute("SELECT state, attempt FROM concurrency.task_status('np', %s)", (b,)).fetchone() == ("ready", 0))
+    check("the cancelled task is gone or cancelled",
+          w1.execute("SELECT state FROM concurrency.task_status('np', %s)", (c,)).fetchone() in (None, ("cancelled",)))
+    for what, sql, args in (("release", "SELECT concurrency.release('np', %s, %s)", (a, held[a])),
+                            ("heartbeat with progress",
+                             "SELECT concurrency.heartbeat('np', %s, %s, progress => '{}')", (a, held[a]))):
+        e = error_of(lambda: w2.execute(sql, args))
+        check(f"{what} from another node: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
+    connect(COORDINATOR).execute("SELECT concurrency.drop_queue('np')")
+
+
 def test_calls_about_other_nodes_tasks_are_routed():
     fresh_queue("nr", lease="30 seconds")
     w1, w2 = connect(WORKER1), connect(WORKER2)
@@ -340,6 +365,6 @@ def test_workers_on_every_node_drain_exactly_once():
 if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
-         test_a_node_with_every_shard_needs_no_routed_claim, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
+         test_a_node_with_every_shard_needs_no_routed_claim, test_release_progress_cancel_on_the_shards_node, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
          test_routed_queues_on_a_worker_node, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])
