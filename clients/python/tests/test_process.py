@@ -14,8 +14,9 @@ from conftest import results_table, states, wait_until
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def start(dsn, queue, concurrency=1, batch=1, hang=False):
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE), CE_HANG="1" if hang else "0")
+def start(dsn, queue, concurrency=1, batch=1, hang=False, lease=None):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE), CE_HANG="1" if hang else "0",
+               CE_LEASE="" if lease is None else str(lease))
     return subprocess.Popen([sys.executable, os.path.join(HERE, "worker_proc.py"), dsn, queue, str(concurrency),
                              str(batch)], stdout=subprocess.PIPE, text=True, env=env)
 
@@ -41,8 +42,10 @@ def test_sigkill_mid_task_and_restart_every_task_once(admin, dsn, queue):
     read_until(first, f"started {ids[12]}")
     first.send_signal(signal.SIGKILL)
     first.wait(30)
-    second = start(dsn, queue, concurrency=2)
-    # the killed task comes back when its lease ends (attempt 2)
+    # the killed task comes back when its 2-second lease ends (attempt 2); the
+    # second worker's own leases are long, so that a stall of a loaded machine
+    # cannot let one lapse and count a third attempt
+    second = start(dsn, queue, concurrency=2, lease=120)
     wait_until(lambda: len(results(admin, queue)) >= 40, "every task")
     second.send_signal(signal.SIGTERM)
     assert second.wait(30) == 0

@@ -2,7 +2,8 @@
     worker_proc.py CONNINFO QUEUE CONCURRENCY BATCH
 Each task prints "started <id>" when its handler begins, waits
 payload["sleep"] seconds, hangs forever if payload["hang"] and the
-environment has CE_HANG=1, and records itself in the queue's results table."""
+environment has CE_HANG=1, and records itself in the queue's results table.
+CE_LEASE, when set, is the lease in seconds its claims ask for."""
 import os
 import sys
 import threading
@@ -23,5 +24,6 @@ def handler(task, conn):
                  (task.id, task.attempt, psycopg.types.json.Jsonb(task.payload), "proc"))
 
 
-Worker(conninfo, queue, handler, concurrency=concurrency, batch=batch, poll_interval=0.2).run()
+lease = float(os.environ["CE_LEASE"]) if os.environ.get("CE_LEASE") else None
+Worker(conninfo, queue, handler, concurrency=concurrency, batch=batch, lease=lease, poll_interval=0.2).run()
 print("stopped", flush=True)
