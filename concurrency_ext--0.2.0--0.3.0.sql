@@ -10,6 +10,22 @@
 -- equal a fresh install (scripts/upgrade-check.sh).
 -- ---------------------------------------------------------------------------
 -- ---------------------------------------------------------------------------
+-- Task queue 0.2.0 -> 0.3.0: the catalog's paused flag (pause_queue, in
+-- 25_queue_pause.sql), last, as a fresh install has it; every queue of 0.2.0
+-- runs. queue_stats shows it as its last column (CREATE OR REPLACE VIEW may
+-- add columns at the end: privileges on the view are kept).
+-- ---------------------------------------------------------------------------
+
+ALTER TABLE concurrency.queue ADD COLUMN paused boolean NOT NULL DEFAULT false;
+
+CREATE OR REPLACE VIEW concurrency.queue_stats AS
+    SELECT s.queue, s.ready, s.scheduled, s.leased, s.expired, s.dead, s.done, s.cancelled, s.blocked,
+           s.oldest_ready_age, q.paused
+      FROM concurrency.queue_stats_rows() s
+      LEFT JOIN concurrency.queue q ON q.name OPERATOR(pg_catalog.=) s.queue;
+COMMENT ON VIEW concurrency.queue_stats IS
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), the age of the oldest ready task, and whether the queue is paused (pause_queue); counts are NULL for queues on which you lack permission read';
+-- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0, before 24_queue_wait.sql defines dequeue,
 -- heartbeat, heartbeat_batch and task_status anew (with wait and progress):
 -- their 0.2.0 definitions step aside under other names, so that the new ones
@@ -102,6 +118,31 @@ CREATE FUNCTION concurrency.task_status(queue text, id bigint)
     AS 'MODULE_PATHNAME', 'concurrency_task_status';
 COMMENT ON FUNCTION concurrency.task_status(text, bigint) IS
     'what became of a task: one row (state, attempt, times, worker, last error, result, keys, and the progress of a task not finished yet), or none if it does not exist (any more)';
+-- ---------------------------------------------------------------------------
+-- Task queue: pausing a queue (docs/queue.md, "Pausing a queue"). While
+-- concurrency.queue.paused is set, dequeue claims nothing (a waiting call
+-- keeps waiting and is woken by the resume); enqueue works, and leased tasks
+-- may still be heartbeated, completed, failed, released and cancelled. The
+-- flag is a column of the catalog, so a pause survives restarts, pg_dump and
+-- pg_restore. Like alter_queue these are SECURITY DEFINER (they change the
+-- catalog) and check that the caller holds permission manage on the queue.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION concurrency.pause_queue(queue text)
+    RETURNS boolean
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_pause_queue';
+COMMENT ON FUNCTION concurrency.pause_queue(text) IS
+    'stops claims from the queue until resume_queue (enqueue, heartbeat, complete, fail and release go on); returns false if it was paused already';
+
+CREATE FUNCTION concurrency.resume_queue(queue text)
+    RETURNS boolean
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'concurrency_resume_queue';
+COMMENT ON FUNCTION concurrency.resume_queue(text) IS
+    'lets workers claim from a paused queue again, waking its waiting dequeue calls at commit; returns false if it was not paused';
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0, after 24_queue_wait.sql: the privileges of the
 -- functions it replaced go to their successors as they were (EXECUTE for

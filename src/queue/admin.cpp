@@ -1,5 +1,6 @@
 // Queue admin and settings (src/sql/21_queue_settings.sql, drop_queue in
-// src/sql/20_queue.sql): create_queue, alter_queue, drop_queue, and the
+// src/sql/20_queue.sql, pause_queue in src/sql/25_queue_pause.sql):
+// create_queue, alter_queue, drop_queue, pause_queue, resume_queue, and the
 // trigger that makes every backend read a queue's settings again.
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@ extern "C" {
 #include "commands/trigger.h"
 #include "utils/acl.h"
 #include "utils/inval.h"
+#include "miscadmin.h"
 #include "utils/lsyscache.h"
 }
 
@@ -276,6 +278,50 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		queue::sync_catalog(name);
 	pg::spi_finish();
 	PG_RETURN_VOID();
+}
+
+namespace {
+
+// pause_queue and resume_queue: sets the catalog's paused flag; true when it
+// changed. SECURITY DEFINER; the caller needs permission manage. Every
+// backend sees the flag at its next call (the catalog's trigger invalidates
+// the queue caches at commit); a resume also wakes the queue's waiting
+// dequeue calls on this server at commit, and LISTENers of its channel.
+Datum set_paused(FunctionCallInfo fcinfo, bool paused, const char *function) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	Oid caller = pg::guard([] { return GetOuterUserId(); });
+
+	pg::spi_connect();
+	Oid relid = queue::queue_relid(name);
+	bool changed = false;
+	{
+		Queue q(name); // 42704 for a queue that does not exist
+		queue::require(q, caller, Permission::manage, function);
+		bool distributed = queue::is_distributed(relid);
+		if (distributed)
+			queue::require_coordinator_for(name, function);
+		static const Oid types[2] = {TEXTOID, BOOLOID};
+		Datum values[2] = {pg::text_datum(name), BoolGetDatum(paused)};
+		changed = execute(catalog_sql::set_paused, 2, types, values) == 1;
+		if (changed && distributed) // every node serves it: the flag on every node
+			queue::sync_catalog(name);
+		if (changed && !paused)
+			q.notify(static_cast<uint64>(MaxBackends));
+	}
+	pg::spi_finish();
+	PG_RETURN_BOOL(changed);
+}
+
+} // namespace
+
+// concurrency.pause_queue(queue) -> whether it was running
+CONCURRENCY_FUNCTION(concurrency_pause_queue) {
+	return set_paused(fcinfo, true, "pause_queue");
+}
+
+// concurrency.resume_queue(queue) -> whether it was paused
+CONCURRENCY_FUNCTION(concurrency_resume_queue) {
+	return set_paused(fcinfo, false, "resume_queue");
 }
 
 // concurrency.drop_queue(queue) — SECURITY DEFINER; the caller must own the

@@ -17,6 +17,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 }
 
 namespace concurrency::queue {
@@ -257,6 +258,17 @@ std::optional<TimestampTz> next_due(Queue &q) {
 // of the queue claimable (queue/wait.hpp), a scheduled task comes due or a
 // lease expires, and looks again with a fresh snapshot, until wait has
 // passed.
+// Reads pending invalidations before a look, so that a pause or resume
+// committed since (pause_queue) counts for this very look: inside a long
+// transaction that holds the queue's locks already, and between the looks of
+// one waiting call, no lock taken would read them. With nothing pending this
+// is a read of one shared counter.
+namespace {
+void see_settings() {
+	pg::guard([] { AcceptInvalidationMessages(); });
+}
+} // namespace
+
 CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	QueueName name = queue_name(fcinfo);
 	int32 batch = int32_arg(fcinfo, 1, "batch");
@@ -275,8 +287,11 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	// One look: claims what it can, as the queue's owner. Without tasks,
 	// *due is the queue's next due time.
 	auto look = [&](std::optional<TimestampTz> *due) {
+		see_settings();
 		Queue q(name.view());
 		AsRole as_owner = authorize(q, Permission::work, "dequeue");
+		if (q.info().paused) // pause_queue: nothing until the resume wakes it
+			return std::size_t(0);
 		Claim claim(q, now, lease_arg ? *lease_arg : q.info().lease, worker, worker_null, out);
 		claim.run(batch);
 		q.maybe_purge(now);
@@ -287,8 +302,11 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	// A look at a distributed queue (Citus: src/queue/distributed.hpp): this
 	// node's shards first, then, without tasks there, a routed claim.
 	auto look_distributed = [&]() {
+		see_settings();
 		Queue q(name.view());
 		AsRole as_owner = authorize(q, Permission::work, "dequeue");
+		if (q.info().paused) // on every node: the coordinator copies the flag to each
+			return std::size_t(0);
 		bool visited = false, every_shard = false;
 		std::size_t claimed = claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease,
 		                                            worker, worker_null, out, visited, every_shard);

@@ -122,7 +122,10 @@ void load_settings(QueueInfo &info) {
 		throw;
 	}
 	Datum values[1] = {pg::text_datum(info.name)};
-	if (pg::execute(plan, values, nullptr, true, 1) != 1)
+	// what is committed now, not the statement's snapshot: a waiting dequeue
+	// reloads the settings between its looks and must see a resume committed
+	// while it slept (pause_queue)
+	if (pg::execute(plan, values, nullptr, true, 1, pg::Visibility::latest) != 1)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", info.name),
 		            fmt::format("Table concurrency.{} exists, but the queue is not in concurrency.queue.",
 		                        quote_ident(queue_table_name(info.name))));
@@ -136,6 +139,8 @@ void load_settings(QueueInfo &info) {
 	info.key_limit = isnull ? 0 : DatumGetInt32(key_limit);
 	Datum max_leased = column(0, 5, &isnull);
 	info.max_leased = isnull ? 0 : DatumGetInt32(max_leased);
+	Datum paused = column(0, 6, &isnull);
+	info.paused = !isnull && DatumGetBool(paused);
 }
 
 // The OID of index q_<queue>_<suffix> (42704 when it is missing: the queue
@@ -334,6 +339,7 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		info->has_retain = false;
 		info->retain = Interval{};
 		info->key_limit = info->max_leased = 0;
+		info->paused = false;
 		info->next_purge = 0;
 		for (SPIPlanPtr &plan : info->plans)
 			plan = nullptr;

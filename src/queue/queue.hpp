@@ -65,6 +65,8 @@ struct QueueInfo {
 	Interval retain;
 	int32 key_limit;
 	int32 max_leased;
+	// pause_queue: no claims while set
+	bool paused;
 	// when this backend runs its next purge chunk of the queue (maybe_purge)
 	TimestampTz next_purge;
 	ClaimCursor cursor;

@@ -221,9 +221,20 @@ inline constexpr const char *update = "UPDATE concurrency.queue SET lease = coal
                                       "WHERE name = $1";
 // $1 name
 inline constexpr const char *remove = "DELETE FROM concurrency.queue WHERE name = $1";
-// $1 name -> lease, max_attempts, retain, key_limit, max_leased
-inline constexpr const char *settings = "SELECT lease, max_attempts, retain, key_limit, max_leased "
-                                        "FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1";
+// $1 name -> lease, max_attempts, retain, key_limit, max_leased, paused.
+// paused is read from the row as jsonb: a 0.2.0 catalog (the package updated,
+// ALTER EXTENSION … UPDATE not yet run) has no such column, and its queues
+// run. Read when a backend loads the settings, not per call.
+inline constexpr const char *settings =
+    "SELECT q.lease, q.max_attempts, q.retain, q.key_limit, q.max_leased, "
+    "COALESCE((pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'paused')::pg_catalog.bool, false) "
+    "FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) $1";
+// $1 name, $2 paused -> the name, when the flag changed (permission manage
+// is checked before)
+inline constexpr const char *set_paused =
+    "UPDATE concurrency.queue SET paused = $2 "
+    "WHERE name OPERATOR(pg_catalog.=) $1 AND paused IS DISTINCT FROM $2 "
+    "RETURNING name";
 // every queue's name, in order
 inline constexpr const char *names = "SELECT name FROM concurrency.queue ORDER BY name";
 } // namespace catalog_sql

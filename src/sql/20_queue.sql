@@ -12,7 +12,8 @@
 
 -- One row per queue, with its settings (changed with alter_queue). NULL in
 -- retain, key_limit or max_leased: no such setting. The settings added in
--- 0.2.0 come last, as ALTER TABLE ADD COLUMN puts them in an upgraded one.
+-- 0.2.0, then 0.3.0's paused (pause_queue), come last, as ALTER TABLE ADD
+-- COLUMN puts them in an upgraded one.
 CREATE TABLE concurrency.queue (
     name         text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 48),
     lease        interval    NOT NULL CHECK (lease > interval '0'),
@@ -21,7 +22,8 @@ CREATE TABLE concurrency.queue (
     created_by   name        NOT NULL DEFAULT CURRENT_USER,
     retain       interval    CHECK (retain > interval '0'),
     key_limit    integer     CHECK (key_limit >= 1),
-    max_leased   integer     CHECK (max_leased >= 1)
+    max_leased   integer     CHECK (max_leased >= 1),
+    paused       boolean     NOT NULL DEFAULT false
 );
 COMMENT ON TABLE concurrency.queue IS
     'catalog of concurrency_ext task queues; each has its tasks in table concurrency."q_<name>"';

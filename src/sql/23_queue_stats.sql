@@ -11,11 +11,14 @@ CREATE FUNCTION concurrency.queue_stats_rows()
 COMMENT ON FUNCTION concurrency.queue_stats_rows() IS
     'rows of the view concurrency.queue_stats';
 
+-- paused (pause_queue) comes from the catalog, which every role may read
 CREATE VIEW concurrency.queue_stats AS
-    SELECT queue, ready, scheduled, leased, expired, dead, done, cancelled, blocked, oldest_ready_age
-      FROM concurrency.queue_stats_rows();
+    SELECT s.queue, s.ready, s.scheduled, s.leased, s.expired, s.dead, s.done, s.cancelled, s.blocked,
+           s.oldest_ready_age, q.paused
+      FROM concurrency.queue_stats_rows() s
+      LEFT JOIN concurrency.queue q ON q.name OPERATOR(pg_catalog.=) s.queue;
 COMMENT ON VIEW concurrency.queue_stats IS
-    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), and the age of the oldest ready task; counts are NULL for queues on which you lack permission read';
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), the age of the oldest ready task, and whether the queue is paused (pause_queue); counts are NULL for queues on which you lack permission read';
 GRANT SELECT ON concurrency.queue_stats TO PUBLIC;
 
 CREATE FUNCTION concurrency.queue_keys(queue text)

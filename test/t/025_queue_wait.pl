@@ -2,7 +2,9 @@
 # shared memory (no polling: the poll interval is an hour here), a commit
 # of n tasks wakes n of 50 waiters and the others keep sleeping,
 # pg_cancel_backend ends a sleeping waiter, and a fast shutdown with 50
-# waiters ends them all, leaving no lease behind.
+# waiters ends them all, leaving no lease behind. A paused queue stays
+# paused across a restart; its waiters sleep through enqueues and are woken
+# by resume_queue's commit.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -87,6 +89,43 @@ is($node->safe_psql('postgres', q(SELECT leased || ' ' || ready FROM concurrency
 $node->safe_psql('postgres', q(SELECT concurrency.enqueue('tw', '{}')));
 is($node->safe_psql('postgres', q(SELECT count(*) FROM concurrency.dequeue('tw', wait => '1 minute'))),
 	'1', 'after the restart a waiter claims a new task');
+
+# pause_queue: kept across a restart (a column of the catalog)
+$node->safe_psql('postgres', q(
+SELECT concurrency.create_queue('tp');
+SELECT concurrency.pause_queue('tp');
+SELECT count(*) FROM concurrency.enqueue_batch('tp', array_fill('{}'::jsonb, ARRAY[3]));
+));
+$node->restart;
+is($node->safe_psql('postgres', q(SELECT paused || ' ' || ready FROM concurrency.queue_stats WHERE queue = 'tp')),
+	'true 3', 'a pause survives a restart');
+is($node->safe_psql('postgres', q(SELECT count(*) FROM concurrency.dequeue('tp', batch => 10))),
+	'0', 'after the restart the paused queue gives nothing');
+
+# waiters on the paused queue sleep on through an enqueue's commit, and the
+# resume's commit wakes them (the poll interval and their waits are an hour)
+my $paused_sql = q{SELECT count(*) FROM pg_stat_activity
+ WHERE state = 'active' AND wait_event_type = 'Extension' AND query LIKE '%concurrency.dequeue(''tp''%'};
+my @paused;
+for (1 .. 3) {
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	$s->{stdin} .= "SELECT count(*) AS got FROM concurrency.dequeue('tp', wait => '1 hour');\n";
+	$s->{run}->pump_nb;
+	push @paused, $s;
+}
+$node->poll_query_until('postgres', "SELECT ($paused_sql) = 3") or die 'the waiters on the paused queue do not wait';
+$node->safe_psql('postgres', q(SELECT concurrency.enqueue('tp', '{}')));
+$node->poll_query_until('postgres', "SELECT ($paused_sql) = 3") or die 'a waiter on the paused queue left';
+is($node->safe_psql('postgres', q(SELECT leased || ' ' || ready FROM concurrency.queue_stats WHERE queue = 'tp')),
+	'0 4', 'an enqueue into the paused queue: its waiters claim nothing');
+$node->safe_psql('postgres', q(SELECT concurrency.resume_queue('tp')));
+$node->poll_query_until('postgres', q(SELECT leased = 3 FROM concurrency.queue_stats WHERE queue = 'tp'))
+  or die 'the resume woke no waiter';
+$node->poll_query_until('postgres', "SELECT ($paused_sql) = 0") or die 'the woken waiters did not return';
+pass('the resume woke the 3 waiters of the paused queue, each claimed a task');
+for my $s (@paused) {
+	eval { $s->quit };
+}
 
 $node->stop;
 done_testing();

@@ -2,6 +2,7 @@
 -- of wait.before.sql: every task kept in its state, the old lease tokens
 -- still fenced and usable with the new functions (heartbeat with progress,
 -- release, dequeue with wait), the queue tables given the progress column,
+-- the catalog its paused flag (every queue running),
 -- the replaced function's privileges carried over. Any failed check raises
 -- an error.
 CREATE FUNCTION pg_temp.check(ok boolean, what text) RETURNS void LANGUAGE plpgsql AS $$
@@ -51,6 +52,11 @@ SELECT pg_temp.check(pg_temp.sqlstate_of(format('SELECT concurrency.release(%L, 
 SELECT pg_temp.check(concurrency.release('wlive', task_id, lease_token), 'release') FROM wait_held WHERE queue = 'wlive';
 SELECT pg_temp.check(s.state = 'ready' AND s.attempt = 0, 'released: ready, attempt not counted')
   FROM wait_held h, concurrency.task_status('wlive', h.task_id) s WHERE h.queue = 'wlive';
+-- every 0.2.0 queue runs after the update; a pause holds back its claims
+SELECT pg_temp.check((SELECT bool_and(NOT paused) FROM concurrency.queue_stats), 'no queue paused by the update');
+SELECT pg_temp.check(concurrency.pause_queue('wlive'), 'pause an updated queue');
+SELECT pg_temp.check((SELECT count(*) FROM concurrency.dequeue('wlive', 5)) = 0, 'paused: nothing claimed');
+SELECT pg_temp.check(concurrency.resume_queue('wlive'), 'resume it');
 -- claimable and completable again, by a waiting dequeue
 CREATE TEMP TABLE claimed AS SELECT task_id, lease_token, payload FROM concurrency.dequeue('wlive', 5, wait => '1 minute');
 SELECT pg_temp.check((SELECT array_agg(payload ->> 'n' ORDER BY payload ->> 'n') FROM claimed) = '{1,2}', 'claimed 1 and 2');
