@@ -8,7 +8,8 @@ on a worker node enqueue, dequeue, heartbeat, complete, fail, the batch forms
 and task_status act on the node's own shards without any remote command;
 calls about another node's task are routed to it, fenced as anywhere; a
 worker with no local work takes from other nodes' shards; task ids and lease
-tokens are unique across nodes; and workers on every node drain a queue with
+tokens are unique across nodes; a pause (on the coordinator) stops claims on
+every node and a resume lets a waiting worker on another node go on; and workers on every node drain a queue with
 each task's effect committed exactly once.
 """
 import threading
@@ -287,6 +288,37 @@ def test_wait_on_a_distributed_queue():
     connect(COORDINATOR).execute("SELECT concurrency.drop_queue('nw')")
 
 
+def test_pause_on_every_node():
+    c = fresh_queue("np")
+    for port in NODES:
+        connect(port).execute("SELECT count(*) FROM concurrency.enqueue_batch('np', array_fill('{}'::jsonb, ARRAY[4]))")
+    e = error_of(lambda: connect(WORKER1).execute("SELECT concurrency.pause_queue('np')"))
+    check("pause_queue on a worker node: 0A000, the hint names the coordinator",
+          e is not None and e.sqlstate == "0A000" and "coordinator" in (e.diag.message_hint or ""), repr(e))
+    check("pause_queue on the coordinator", scalar(c, "SELECT concurrency.pause_queue('np')") is True)
+    check("the flag is on every node",
+          [scalar(connect(p), "SELECT paused FROM concurrency.queue WHERE name = 'np'") for p in NODES] == [True] * 3)
+    claimed = [scalar(connect(p), "SELECT count(*) FROM concurrency.dequeue('np', 10)") for p in NODES]
+    check("paused: no node claims anything, from its own shards or others'", claimed == [0, 0, 0], repr(claimed))
+    check("paused: enqueue works on a worker node",
+          scalar(connect(WORKER2), "SELECT concurrency.enqueue('np', '{}') > 0") is True)
+    w1 = connect(WORKER1)
+    got = {}
+
+    def resume_later():
+        time.sleep(0.3)
+        got["resumed"] = scalar(connect(COORDINATOR), "SELECT concurrency.resume_queue('np')")
+    t = threading.Thread(target=resume_later)
+    t.start()
+    rows = w1.execute("SELECT task_id FROM concurrency.dequeue('np', 1, wait => '20 seconds')").fetchall()
+    t.join()
+    check("a waiting dequeue on a worker node claims once the coordinator resumes the queue",
+          len(rows) == 1 and got.get("resumed") is True, f"{rows} {got}")
+    left = sum(scalar(connect(p), "SELECT count(*) FROM concurrency.dequeue('np', 20)") for p in NODES)
+    check("resumed: every node claims again, the queue drains", left == 12, repr(left))
+    c.execute("SELECT concurrency.drop_queue('np')")
+
+
 def test_ids_unique_across_nodes():
     fresh_queue("nu")
     per_thread = 150
@@ -366,5 +398,5 @@ if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
          test_a_node_with_every_shard_needs_no_routed_claim, test_release_progress_cancel_on_the_shards_node, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
-         test_routed_queues_on_a_worker_node, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue,
+         test_routed_queues_on_a_worker_node, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])

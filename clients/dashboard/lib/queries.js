@@ -112,8 +112,14 @@ const ACTIONS = {
   retry: 'SELECT concurrency.retry_dead($1, $2::pg_catalog.int8[]) AS count',
   cancel: 'SELECT concurrency.cancel($1, $2::pg_catalog.int8[]) AS count',
 };
+// on a whole queue (0.3.0's pause_queue): whether the flag changed
+const QUEUE_ACTIONS = {
+  pause: 'SELECT concurrency.pause_queue($1) AS changed',
+  resume: 'SELECT concurrency.resume_queue($1) AS changed',
+};
 
 module.exports = {
+  QUEUE_ACTIONS,
   PAYLOAD_CHARS,
   TASK_ROWS,
   queueTable,

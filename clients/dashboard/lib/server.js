@@ -181,6 +181,7 @@ class Dashboard {
   }
 
   // POST /api/action {action: 'retry' | 'cancel', queue, ids: [task ids]}
+  // or {action: 'pause' | 'resume', queue}
   async action(req, res) {
     const origin = req.headers.origin;
     if (origin !== undefined && !this.origins.has(origin)) {
@@ -203,9 +204,22 @@ class Dashboard {
     } catch (err) {
       return this.json(res, 400, { error: { message: `bad request body: ${err.message}` } });
     }
-    const sql = body && Object.prototype.hasOwnProperty.call(q.ACTIONS, body.action) ? q.ACTIONS[body.action] : null;
-    if (!sql) return this.json(res, 400, { error: { message: 'action must be "retry" or "cancel"' } });
+    const own = (table) => body && Object.prototype.hasOwnProperty.call(table, body.action);
+    const sql = own(q.ACTIONS) ? q.ACTIONS[body.action] : null;
+    const queueSql = own(q.QUEUE_ACTIONS) ? q.QUEUE_ACTIONS[body.action] : null;
+    if (!sql && !queueSql) {
+      return this.json(res, 400, { error: { message: 'action must be "retry", "cancel", "pause" or "resume"' } });
+    }
     if (typeof body.queue !== 'string') return this.json(res, 400, { error: { message: 'queue must be a string' } });
+    if (queueSql) {
+      try {
+        const r = await this.query(queueSql, [body.queue]);
+        this.stateCache = null;
+        return this.json(res, 200, { action: body.action, queue: body.queue, changed: r.rows[0].changed === true });
+      } catch (err) {
+        return this.json(res, httpStatus(err), { error: pgError(err) });
+      }
+    }
     const ids = body.ids;
     if (!Array.isArray(ids) || ids.length < 1 || ids.length > 1000
         || !ids.every((id) => (typeof id === 'string' || typeof id === 'number') && /^[1-9][0-9]{0,18}$/.test(String(id)))) {
@@ -245,7 +259,7 @@ class Dashboard {
       const byName = new Map(stats.rows.map((r) => [r.queue, r]));
       out.stats_columns = stats.fields.map((f) => f.name).filter((n) => n !== 'queue');
       out.setting_columns = queues.fields.map((f) => f.name)
-        .filter((n) => !['name', 'relid', 'may_manage', 'may_select', 'created_at', 'created_by'].includes(n));
+        .filter((n) => !['name', 'relid', 'may_manage', 'may_select', 'created_at', 'created_by', 'paused'].includes(n));
       const relids = queues.rows.filter((r) => r.relid !== null).map((r) => r.relid);
       const optional = await client.query(q.OPTIONAL_TASK_COLUMNS_SQL, [relids]);
       out.queues = [];

@@ -82,6 +82,8 @@
     const statsCols = state.stats_columns || [];
     const settingCols = state.setting_columns || [];
     const tp = (state.throughput && state.throughput.queues) || {};
+    // a server with pause_queue (0.3.0) shows the paused column
+    const pausable = statsCols.includes('paused');
     const rows = state.queues.map((queue) => {
       const q = tp[queue.name];
       return el('tr', { dataset: { queue: queue.name } },
@@ -93,9 +95,10 @@
         }, queue.stats ? value(queue.stats[c]) : '—')),
         settingCols.map((c) => el('td', { dataset: { col: c }, className: 'setting' }, value(queue.settings[c]))),
         el('td', { dataset: { col: 'enqueued_last_hour' } }, q ? String(q.enqueued) : '—'),
-        el('td', { dataset: { col: 'finished_last_hour' } }, q ? String(q.finished) : '—'));
+        el('td', { dataset: { col: 'finished_last_hour' } }, q ? String(q.finished) : '—'),
+        pausable ? el('td', { dataset: { col: 'pause' } }, pauseButton(state, queue)) : null);
     });
-    table('queues-table', ['queue', ...statsCols, ...settingCols, 'enqueued', 'finished'], rows);
+    table('queues-table', ['queue', ...statsCols, ...settingCols, 'enqueued', 'finished', ...(pausable ? [''] : [])], rows);
     $('queues-empty').hidden = state.queues.length > 0;
   }
 
@@ -132,8 +135,15 @@
   }
 
   // ---- dead, failing and running tasks ---------------------------------------
+  // Pause or Resume, for the roles that hold manage, with --allow-actions
+  function pauseButton(state, queue) {
+    if (!(ALLOW_ACTIONS && state.actions && queue.may_manage)) return null;
+    const paused = Boolean(queue.stats && queue.stats.paused);
+    return actionButton(paused ? 'Resume' : 'Pause', paused ? 'resume' : 'pause', queue.name, null);
+  }
   function actionButton(label, action, queue, id) {
-    const b = el('button', { type: 'button', className: `action ${action}`, dataset: { action, queue, id: String(id) } }, label);
+    const data = id === null ? { action, queue } : { action, queue, id: String(id) };
+    const b = el('button', { type: 'button', className: `action ${action}`, dataset: data }, label);
     b.addEventListener('click', () => act(b, action, queue, id));
     return b;
   }
@@ -144,12 +154,13 @@
       const res = await fetch('/api/action', {
         method: 'POST',
         headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': CSRF },
-        body: JSON.stringify({ action, queue, ids: [String(id)] }),
+        body: JSON.stringify(id === null ? { action, queue } : { action, queue, ids: [String(id)] }),
       });
       const body = await res.json();
+      const what = id === null ? `${action} of queue ${queue}` : `${action} of task ${id} on ${queue}`;
       out.textContent = res.ok
-        ? `${action} of task ${id} on ${queue}: ${body.count} changed`
-        : `${action} of task ${id} on ${queue} refused: ${body.error.message}`;
+        ? `${what}: ${id === null ? (body.changed ? 'done' : 'nothing to change') : `${body.count} changed`}`
+        : `${what} refused: ${body.error.message}`;
       out.className = res.ok ? 'note' : 'note error';
     } catch (err) {
       out.textContent = `${action} failed: ${err.message}`;

@@ -1,7 +1,7 @@
 'use strict';
 // The dashboard in headless Chromium against a real server (test/run.sh
 // starts the cluster, with the lock history sampled every 100 ms): counts,
-// payloads shown as text, retry and cancel with and without --allow-actions
+// payloads shown as text, retry, cancel, pause and resume with and without --allow-actions
 // and manage, the request guards, the lock graph of a pile-up, the lock
 // history, throughput, and the columns and views found only where they exist.
 const assert = require('node:assert/strict');
@@ -230,6 +230,26 @@ test('a retry button revives a dead task, a cancel button cancels one', async ()
   assert.equal(badAction.status, 400);
 });
 
+test('a Pause button pauses the queue, a Resume button resumes it', async () => {
+  const d = await dashboard('dash_ops', OPS_PASSWORD, '--allow-actions');
+  const page = await h.openPage(browser, d.url);
+  const paused = async () => (await db.query("SELECT paused FROM concurrency.queue WHERE name = 'emails'")).rows[0].paused;
+  const cell = page.locator('#queues-table tr[data-queue="emails"] td[data-col="pause"]');
+  await cell.locator('button[data-action="pause"]').click();
+  await h.until(paused, 'the queue to be paused');
+  await h.until(async () => /pause of queue emails: done/.test(await page.locator('#action-result').textContent()),
+    'the page to say the queue was paused');
+  await page.locator('#queues-table tr[data-queue="emails"] td[data-col="paused"].paused').waitFor({ timeout: 20000 });
+  await cell.locator('button[data-action="resume"]').click();
+  await h.until(async () => !(await paused()), 'the queue to run again');
+  await cell.locator('button[data-action="pause"]').waitFor({ timeout: 20000 });
+  assert.deepEqual(page.consoleErrors, []);
+  // a queue the function does not know: its SQLSTATE, nothing changed
+  const bad = await post(page, { action: 'pause', queue: 'no_such_queue' });
+  assert.equal(bad.status, 404);
+  assert.equal(bad.body.error.sqlstate, '42704');
+});
+
 test('without --allow-actions: no buttons, and the server refuses the POST', async () => {
   const d = await dashboard('dash_ops', OPS_PASSWORD);
   const page = await h.openPage(browser, d.url);
@@ -252,6 +272,10 @@ test('without manage on the queue: no buttons, and the POST is refused (42501)',
   assert.match(r.body.error.message, /dash_viewer/);
   const c = await post(page, { action: 'cancel', queue: 'emails', ids: [String(ids.refusedTask)] });
   assert.equal(c.status, 403);
+  const p = await post(page, { action: 'pause', queue: 'emails' });
+  assert.equal(p.status, 403);
+  assert.equal(p.body.error.sqlstate, '42501');
+  assert.equal((await db.query("SELECT paused FROM concurrency.queue WHERE name = 'emails'")).rows[0].paused, false);
   assert.equal((await taskState('emails', ids.refusedTask)).state, 'dead');
 });
 
