@@ -251,6 +251,15 @@ std::optional<TimestampTz> next_due(Queue &q) {
 	return DatumGetTimestampTz(due);
 }
 
+// Reads pending invalidations before a look, so that a pause or resume
+// committed since (pause_queue) counts for this very look: inside a long
+// transaction that holds the queue's locks already, and between the looks of
+// one waiting call, no lock taken would read them. With nothing pending this
+// is a read of one shared counter.
+void see_settings() {
+	pg::guard([] { AcceptInvalidationMessages(); });
+}
+
 } // namespace
 
 // concurrency.dequeue(queue, batch, lease, worker, wait) -> claimed tasks.
@@ -258,17 +267,6 @@ std::optional<TimestampTz> next_due(Queue &q) {
 // of the queue claimable (queue/wait.hpp), a scheduled task comes due or a
 // lease expires, and looks again with a fresh snapshot, until wait has
 // passed.
-// Reads pending invalidations before a look, so that a pause or resume
-// committed since (pause_queue) counts for this very look: inside a long
-// transaction that holds the queue's locks already, and between the looks of
-// one waiting call, no lock taken would read them. With nothing pending this
-// is a read of one shared counter.
-namespace {
-void see_settings() {
-	pg::guard([] { AcceptInvalidationMessages(); });
-}
-} // namespace
-
 CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	QueueName name = queue_name(fcinfo);
 	int32 batch = int32_arg(fcinfo, 1, "batch");

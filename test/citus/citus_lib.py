@@ -85,6 +85,14 @@ def restart_node(n, down_seconds=0.0):
                    check=True, stdout=subprocess.DEVNULL)
 
 
+
+def fresh_distributed_queue(c, name, shards, **settings):
+    """Drops queue `name` if it exists, then creates it with `settings` and distributes it over `shards` shards."""
+    c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (name, name))
+    args = "".join(f", {k} => '{v}'" for k, v in settings.items())
+    c.execute(f"SELECT concurrency.create_queue('{name}'{args})")
+    c.execute("SELECT concurrency.distribute_queue(%s, %s)", (name, shards))
+
 def wait_until(predicate, timeout=30.0, step=0.05):
     end = time.monotonic() + timeout
     while time.monotonic() < end:

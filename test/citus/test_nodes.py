@@ -17,7 +17,7 @@ import time
 
 import psycopg
 
-from citus_lib import (COORDINATOR, NODES, WORKER1, WORKER2, check, connect, error_of, remote_shards, routed, run, scalar,
+from citus_lib import (COORDINATOR, fresh_distributed_queue, NODES, WORKER1, WORKER2, check, connect, error_of, remote_shards, routed, run, scalar,
                        sqlstate_of, wait_until)
 
 SHARDS = 4
@@ -39,10 +39,7 @@ def local_positions(c, queue):
 
 def fresh_queue(name, **settings):
     c = connect(COORDINATOR)
-    c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (name, name))
-    args = "".join(f", {k} => '{v}'" for k, v in settings.items())
-    c.execute(f"SELECT concurrency.create_queue('{name}'{args})")
-    c.execute("SELECT concurrency.distribute_queue(%s, %s)", (name, SHARDS))
+    fresh_distributed_queue(c, name, SHARDS, **settings)
     return c
 
 

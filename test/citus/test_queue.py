@@ -16,7 +16,7 @@ import time
 
 import psycopg
 
-from citus_lib import (COORDINATOR, WORKER1, WORKER2, check, connect, error_of, remote_shards, restart_node, routed,
+from citus_lib import (COORDINATOR, fresh_distributed_queue, WORKER1, WORKER2, check, connect, error_of, remote_shards, restart_node, routed,
                        run, scalar, sqlstate_of, wait_until)
 
 SHARDS = 4
@@ -263,10 +263,7 @@ def test_create_queue_distributed():
 
 
 def fresh_queue(c, name, **settings):
-    c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (name, name))
-    args = "".join(f", {k} => '{v}'" for k, v in settings.items())
-    c.execute(f"SELECT concurrency.create_queue('{name}'{args})")
-    c.execute("SELECT concurrency.distribute_queue(%s, %s)", (name, SHARDS))
+    fresh_distributed_queue(c, name, SHARDS, **settings)
 
 
 def claim_all(c, queue, n, worker="w"):
