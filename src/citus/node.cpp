@@ -1,6 +1,8 @@
 #include "citus/node.hpp"
 #include "citus/init.hpp"
 
+#include <cstring>
+
 #include "pg/guard.hpp"
 #include "pg/invalidation.hpp"
 #include "pg/spi.hpp"
@@ -76,6 +78,13 @@ NodeRole local_role() {
 		role_valid = true;
 	}
 	return cached_role;
+}
+
+bool in_routed_call() {
+	// as Citus itself tells its internal backends (backend_data.c)
+	static constexpr char prefix[] = "citus_internal gpid=";
+	return local_role().role != Role::none && application_name &&
+	       std::strncmp(application_name, prefix, sizeof prefix - 1) == 0;
 }
 
 std::string coordinator_address() {

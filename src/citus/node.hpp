@@ -26,6 +26,13 @@ struct NodeRole {
 // The role of this server in the current database. Cached per backend.
 NodeRole local_role();
 
+// Whether this backend runs statements that another node's Citus sent it
+// (its application_name is Citus's "citus_internal gpid=…"): a queue call
+// routed here to the node of its shard. Such a call acts on this node's
+// shards only and never routes further: Citus refuses a distributed query
+// from inside a query on a shard.
+bool in_routed_call();
+
 // "host:port" of the coordinator from pg_dist_node, or "" when unknown. Reads
 // the catalog on every call: for error messages only.
 std::string coordinator_address();

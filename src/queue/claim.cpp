@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "citus/node.hpp"
 #include "pg/relation.hpp"
 #include "queue/claim_direct.hpp"
 #include "queue/distributed.hpp"
@@ -308,8 +309,11 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		bool visited = false, every_shard = false;
 		std::size_t claimed = claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease,
 		                                            worker, worker_null, out, visited, every_shard);
-		if (claimed > 0 || every_shard)
+		// a call routed here by another node claims from this node's shards only
+		if (claimed > 0 || every_shard || citus::in_routed_call())
 			return claimed;
+		if (shards_served_here(q)) // the other nodes' shards, each node's on its node
+			return static_cast<std::size_t>(dequeue_elsewhere(fcinfo, q, out));
 		if (!visited) // a chunk of a shard on some node
 			q.maybe_purge(now);
 		return static_cast<std::size_t>(dequeue_routed(fcinfo, out));

@@ -1,18 +1,26 @@
 #include "queue/distributed.hpp"
 
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "citus/node.hpp"
+#include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "pg/invalidation.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
@@ -50,14 +58,16 @@ void remember() {
 }
 
 // This backend's round-robin over its node's shards (enqueue without keys,
-// and where dequeue starts), started at the backend's pid so that the
-// connections of one node spread over its shards.
+// and where dequeue starts), started at random so that the connections of
+// one node spread over its shards. (The pid alone does not do: connections
+// that another node opens one per session, for calls routed here, come with
+// pids a fixed distance apart, and kept starting at the same shard.)
 uint32 shard_cursor = 0;
 bool shard_cursor_set = false;
 
 uint32 next_cursor() {
 	if (!shard_cursor_set) {
-		shard_cursor = static_cast<uint32>(MyProcPid);
+		shard_cursor = static_cast<uint32>(std::random_device{}()) ^ static_cast<uint32>(MyProcPid);
 		shard_cursor_set = true;
 	}
 	return shard_cursor++;
@@ -171,11 +181,43 @@ const Shards &distributed_shards(Queue &q) {
 			continue;
 		shards.local.push_back(std::move(shard));
 	}
+	// every shard's key and node, for calls routed to them
+	SPIPlanPtr all = pg::prepared_plan(
+	    "distributed:all_shards",
+	    "WITH s AS (SELECT shardid, (pg_catalog.row_number() OVER (ORDER BY shardid))::pg_catalog.int4"
+	    "                           OPERATOR(pg_catalog.-) 1 AS pos"
+	    "             FROM pg_catalog.pg_dist_shard WHERE logicalrelid OPERATOR(pg_catalog.=) $1)"
+	    " SELECT s.pos, d.shard_keys[s.pos OPERATOR(pg_catalog.+) 1],"
+	    "        (SELECT p.groupid FROM pg_catalog.pg_dist_placement p"
+	    "          WHERE p.shardid OPERATOR(pg_catalog.=) s.shardid ORDER BY p.groupid LIMIT 1),"
+	    "        d.xmin OPERATOR(pg_catalog.=) pg_catalog.xid(pg_catalog.pg_current_xact_id_if_assigned())"
+	    "   FROM s JOIN concurrency.distributed_queue d ON d.queue OPERATOR(pg_catalog.=) $2"
+	    "  ORDER BY s.pos",
+	    2, types);
+	uint64 positions = pg::execute(all, values, nullptr, true);
+	for (uint64 row = 0; row < positions; ++row) {
+		int r = static_cast<int>(row);
+		shards.keys.push_back(pg::column_as<int32>(r, 2).value_or(-1));
+		shards.groups.push_back(pg::column_as<int32>(r, 3).value_or(-1));
+		if (pg::column_as<bool>(r, 4).value_or(false))
+			shards.written_by = GetTopTransactionIdIfAny();
+	}
+	if (static_cast<int32>(positions) != shards.count)
+		throw Error(
+		    sqlstate::object_not_in_prerequisite_state,
+		    fmt::format("the shards of distributed queue \"{}\" are not as its catalog says", q.name()),
+		    fmt::format("Citus has {} shards of its table, the catalog {} shard keys.", positions,
+		                shards.count));
 	return shard_maps->emplace(relid, std::move(shards)).first->second;
 }
 
 bool shards_served_here(Queue &q) {
-	return q.info().key_limit == 0 && q.info().max_leased == 0;
+	if (q.info().key_limit != 0 || q.info().max_leased != 0)
+		return false;
+	// distributed by this transaction: the other nodes do not know the queue
+	// until it commits (its catalog reaches them on connections of their own)
+	TransactionId written_by = distributed_shards(q).written_by;
+	return !TransactionIdIsValid(written_by) || written_by != GetTopTransactionIdIfAny();
 }
 
 const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n) {
@@ -212,10 +254,265 @@ int32 key_position(Datum key, int32 count) {
 	return static_cast<int32>((static_cast<int64>(hash) + 2147483648LL) % count);
 }
 
+int32 next_position(const Shards &shards) {
+	return shards.count > 0 ? static_cast<int32>(next_cursor() % static_cast<uint32>(shards.count)) : 0;
+}
+
 const LocalShard *next_local_shard(const Shards &shards) {
 	if (shards.local.empty())
 		return nullptr;
 	return &shards.local[next_cursor() % shards.local.size()];
+}
+
+std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n) {
+	if (!shards_served_here(whole))
+		return std::nullopt;
+	if (citus::in_routed_call())
+		throw Error(
+		    sqlstate::object_not_in_prerequisite_state,
+		    fmt::format("the tasks' shard of distributed queue \"{}\" is not on this node", whole.name()),
+		    "The call was routed here by another node, whose picture of the shards is older.",
+		    "Retry the transaction.");
+	if (n < 1)
+		return std::nullopt;
+	int32 position = task_position(ids[0]);
+	for (int i = 1; i < n; ++i)
+		if (task_position(ids[i]) != position)
+			return std::nullopt;
+	if (position >= distributed_shards(whole).count)
+		return std::nullopt;
+	return position;
+}
+
+uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nargs, const Oid *types,
+                     const Datum *values, const char *nulls, bool set_returning, bool writes) {
+	const Shards &shards = distributed_shards(whole);
+	if (position < 0 || position >= shards.count)
+		throw Error(sqlstate::internal_error,
+		            fmt::format("queue \"{}\" has no shard at position {}", whole.name(), position));
+	bool here = shards.at(position) != nullptr;
+	if (!here && citus::in_routed_call())
+		throw Error(
+		    sqlstate::object_not_in_prerequisite_state,
+		    fmt::format("shard {} of distributed queue \"{}\" is not on this node", position, whole.name()),
+		    "The call was routed here by another node, whose picture of the shards is older.",
+		    "Retry the transaction.");
+	// "queue:<name>\x1f…": forgotten with the queue's other plans
+	std::string key = fmt::format("queue:{}\x1froute\x1f{}\x1f{}{}", whole.name(), function, here ? 'l' : 'r',
+	                              set_returning ? 's' : 'v');
+	std::string call = fmt::format("concurrency.{}(", quote_ident(function));
+	for (int i = 0; i < nargs; ++i)
+		call += fmt::format("{}${}", i ? ", " : "", i + 1);
+	call += ")";
+	std::string sql;
+	if (here)
+		sql = set_returning ? fmt::format("SELECT * FROM {}", call) : fmt::format("SELECT {}", call);
+	else {
+		// One row from the shard whatever it holds (a grouped query without
+		// rows has one group), found by an index probe that matches no task
+		// (ids are positive): Citus sends the whole statement, the call
+		// included, to the shard's node (it evaluates no function of a
+		// SELECT itself).
+		std::string one = fmt::format("FROM concurrency.{} WHERE shard_key OPERATOR(pg_catalog.=) ${}"
+		                              " AND id OPERATOR(pg_catalog.=) 0 HAVING true",
+		                              quote_ident(queue_table_name(whole.name())), nargs + 1);
+		sql = set_returning
+		          ? fmt::format("SELECT r.* FROM (SELECT {}) AS one CROSS JOIN LATERAL {} AS r", one, call)
+		          : fmt::format("SELECT {} {}", call, one);
+	}
+	std::vector<Oid> all_types(types, types + nargs);
+	std::vector<Datum> all_values(values, values + nargs);
+	std::vector<char> all_nulls(static_cast<std::size_t>(nargs), ' ');
+	if (nulls)
+		std::copy(nulls, nulls + nargs, all_nulls.begin());
+	if (!here) {
+		all_types.push_back(INT4OID);
+		all_values.push_back(Int32GetDatum(shards.keys[static_cast<std::size_t>(position)]));
+		all_nulls.push_back(' ');
+	}
+	if (!here && writes) {
+		// First a write on the shard that changes nothing (no task has id 0),
+		// so that Citus sees this transaction modify the shard: it opens a
+		// transaction block on the shard's node, keeps the call below on that
+		// connection, and commits it with the rest of this transaction by
+		// two-phase commit wherever another node is written too. A SELECT
+		// alone would be sent as a read, outside any transaction block where
+		// the caller has none, and committed there on its own.
+		std::string mark_key = fmt::format("queue:{}\x1froute\x1fmark", whole.name());
+		std::string mark = fmt::format("DELETE FROM concurrency.{} WHERE shard_key OPERATOR(pg_catalog.=) $1"
+		                               " AND id OPERATOR(pg_catalog.=) 0",
+		                               quote_ident(queue_table_name(whole.name())));
+		static const Oid mark_types[1] = {INT4OID};
+		SPIPlanPtr mark_plan = pg::prepared_plan(mark_key.c_str(), mark.c_str(), 1, mark_types);
+		pg::execute(mark_plan, &all_values.back(), nullptr, false);
+	}
+	SPIPlanPtr plan =
+	    pg::prepared_plan(key.c_str(), sql.c_str(), static_cast<int>(all_types.size()), all_types.data());
+	return pg::execute(plan, all_values.data(), all_nulls.data(), false);
+}
+
+void add_rows(const pg::ResultSet &out, uint64 n) {
+	int ncols = SPI_tuptable->tupdesc->natts;
+	for (uint64 row = 0; row < n; ++row) {
+		Datum cols[FUNC_MAX_ARGS];
+		bool isnull[FUNC_MAX_ARGS];
+		for (int c = 0; c < FUNC_MAX_ARGS; ++c) {
+			cols[c] = Datum(0);
+			isnull[c] = true;
+		}
+		for (int c = 0; c < ncols && c < FUNC_MAX_ARGS; ++c)
+			cols[c] = pg::column(row, c + 1, &isnull[c]);
+		pg::add_row(out, cols, isnull);
+	}
+}
+
+namespace {
+
+// The SQL signature of the caller: its name, argument types (the first
+// `max_args` when not -1) and result type.
+struct Signature {
+	const char *function;
+	Oid *types;
+	int nargs;
+	Oid rettype;
+};
+
+Signature caller_signature(FunctionCallInfo fcinfo, int max_args) {
+	Signature sig{};
+	Oid fn = fcinfo->flinfo->fn_oid;
+	sig.rettype = pg::guard([&] { return get_func_signature(fn, &sig.types, &sig.nargs); });
+	sig.function = pg::guard([&] { return static_cast<const char *>(get_func_name(fn)); });
+	if (max_args >= 0 && sig.nargs > max_args)
+		sig.nargs = max_args;
+	return sig;
+}
+
+// The caller's own call: its signature and its arguments as SPI takes them.
+struct CallerCall {
+	Signature sig;
+	Datum values[FUNC_MAX_ARGS];
+	char nulls[FUNC_MAX_ARGS];
+};
+
+CallerCall caller_call(FunctionCallInfo fcinfo, int max_args) {
+	CallerCall call;
+	call.sig = caller_signature(fcinfo, max_args);
+	for (int i = 0; i < call.sig.nargs; ++i) {
+		call.values[i] = fcinfo->args[i].value;
+		call.nulls[i] = fcinfo->args[i].isnull ? 'n' : ' ';
+	}
+	return call;
+}
+
+} // namespace
+
+uint64 call_subset(FunctionCallInfo fcinfo, Queue &whole, int32 position, const std::vector<int> &members,
+                   std::initializer_list<int> split, bool set_returning, int max_args) {
+	CallerCall call = caller_call(fcinfo, max_args);
+	const Signature &sig = call.sig;
+	Datum *values = call.values;
+	char *nulls = call.nulls;
+	for (int arg : split) {
+		if (arg >= sig.nargs || fcinfo->args[arg].isnull)
+			continue;
+		Datum array = fcinfo->args[arg].value;
+		std::size_t count = members.size();
+		values[arg] = pg::guard([&] {
+			ArrayType *at = DatumGetArrayTypeP(array);
+			Oid elemtype = ARR_ELEMTYPE(at);
+			int16 len = 0;
+			bool byval = false;
+			char align = 0;
+			get_typlenbyvalalign(elemtype, &len, &byval, &align);
+			Datum *elems = nullptr;
+			bool *elem_nulls = nullptr;
+			int n = 0;
+			deconstruct_array(at, elemtype, len, byval, align, &elems, &elem_nulls, &n);
+			Datum *picked = static_cast<Datum *>(palloc(sizeof(Datum) * (count + 1)));
+			bool *picked_nulls = static_cast<bool *>(palloc(sizeof(bool) * (count + 1)));
+			for (std::size_t i = 0; i < count; ++i) {
+				int from = members[i];
+				if (from < 0 || from >= n)
+					elog(ERROR, "array argument %d has no element %d", arg + 1, from + 1);
+				picked[i] = elems[from];
+				picked_nulls[i] = elem_nulls[from];
+			}
+			int dims[1] = {static_cast<int>(count)};
+			int lbs[1] = {1};
+			return PointerGetDatum(
+			    construct_md_array(picked, picked_nulls, 1, dims, lbs, elemtype, len, byval, align));
+		});
+	}
+	return call_on_shard(whole, position, sig.function, sig.nargs, sig.types, values, nulls, set_returning,
+	                     true);
+}
+
+void route_batch(FunctionCallInfo fcinfo, Queue &whole, const std::vector<int64> &ids,
+                 std::initializer_list<int> split, bool set_returning, bool acks,
+                 const std::function<void(uint64)> &each, int max_args) {
+	const Shards &shards = distributed_shards(whole);
+	std::map<int32, std::vector<int>> by_position; // shard order
+	for (std::size_t i = 0; i < ids.size(); ++i) {
+		int32 position = task_position(ids[i]);
+		if (position >= shards.count) {
+			if (acks)
+				task_gone(whole.name(), ids[i]);
+			continue;
+		}
+		by_position[position].push_back(static_cast<int>(i));
+	}
+	for (const auto &[position, members] : by_position)
+		each(call_subset(fcinfo, whole, position, members, split, set_returning, max_args));
+}
+
+int64 route_batch_count(FunctionCallInfo fcinfo, Queue &whole, const std::vector<int64> &ids,
+                        std::initializer_list<int> split, bool acks) {
+	int64 total = 0;
+	route_batch(fcinfo, whole, ids, split, false, acks, [&](uint64 n) {
+		bool isnull = true;
+		Datum count = n == 1 ? pg::column(0, 1, &isnull) : Datum(0);
+		total += isnull ? 0 : DatumGetInt64(count);
+	});
+	return total;
+}
+
+namespace {
+
+// The caller's scalar result from SPI_tuptable's first row, copied out of
+// SPI's memory, after `n` rows; ends the caller's SPI connection.
+Datum caller_result(FunctionCallInfo fcinfo, Oid rettype, uint64 n, bool set) {
+	Datum result = Datum(0);
+	bool result_null = true;
+	if (!set && n == 1) {
+		result = pg::column(0, 1, &result_null);
+		if (!result_null) {
+			int16 len = 0;
+			bool byval = false;
+			pg::guard([&] { get_typlenbyval(rettype, &len, &byval); });
+			result = pg::guard([&] { return SPI_datumTransfer(result, byval, len); });
+		}
+	}
+	pg::spi_finish();
+	if (set || result_null) {
+		fcinfo->isnull = !set;
+		return Datum(0);
+	}
+	return result;
+}
+
+} // namespace
+
+Datum route_call(FunctionCallInfo fcinfo, Queue &whole, int32 position, const pg::ResultSet *out,
+                 int max_args, bool writes) {
+	CallerCall call = caller_call(fcinfo, max_args);
+	const Signature &sig = call.sig;
+	Datum *values = call.values;
+	char *nulls = call.nulls;
+	uint64 n = call_on_shard(whole, position, sig.function, sig.nargs, sig.types, values, nulls,
+	                         out != nullptr, writes);
+	if (out)
+		add_rows(*out, n);
+	return caller_result(fcinfo, sig.rettype, n, out != nullptr);
 }
 
 namespace {
@@ -245,24 +542,44 @@ uint64 run_forwarded(FunctionCallInfo fcinfo, const char *function, const pg::Re
 	SPIPlanPtr plan =
 	    pg::prepared_plan(fmt::format("distributed:{}", function).c_str(), sql.c_str(), nargs, argtypes);
 	uint64 n = pg::execute(plan, values, nulls, false);
-	if (out) {
-		int ncols = SPI_tuptable->tupdesc->natts;
-		for (uint64 row = 0; row < n; ++row) {
-			Datum cols[FUNC_MAX_ARGS];
-			bool isnull[FUNC_MAX_ARGS];
-			for (int c = 0; c < FUNC_MAX_ARGS; ++c) {
-				cols[c] = Datum(0);
-				isnull[c] = true;
-			}
-			for (int c = 0; c < ncols && c < FUNC_MAX_ARGS; ++c)
-				cols[c] = pg::column(row, c + 1, &isnull[c]);
-			pg::add_row(*out, cols, isnull);
-		}
-	}
+	if (out)
+		add_rows(*out, n);
 	return n;
 }
 
 } // namespace
+
+uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet &out) {
+	const Shards &shards = distributed_shards(q);
+	int32 here = citus::local_role().group;
+	std::vector<int32> nodes; // one shard position per other node, in position order
+	std::vector<int32> groups;
+	for (int32 p = 0; p < shards.count; ++p) {
+		int32 group = shards.groups[static_cast<std::size_t>(p)];
+		if (group == here || shards.at(p) || std::find(groups.begin(), groups.end(), group) != groups.end())
+			continue;
+		groups.push_back(group);
+		nodes.push_back(p);
+	}
+	if (nodes.empty())
+		return 0;
+	// dequeue(queue, batch, lease, worker) there: it claims from that node's
+	// shards and does not wait
+	CallerCall call = caller_call(fcinfo, 4);
+	const Signature &sig = call.sig;
+	Datum *values = call.values;
+	char *nulls = call.nulls;
+	uint32 start = next_cursor();
+	for (std::size_t i = 0; i < nodes.size(); ++i) {
+		int32 position = nodes[(start + i) % nodes.size()];
+		uint64 n = call_on_shard(q, position, sig.function, sig.nargs, sig.types, values, nulls, true, true);
+		if (n > 0) {
+			add_rows(out, n);
+			return n;
+		}
+	}
+	return 0;
+}
 
 uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out) {
 	Oid rettype = InvalidOid;
@@ -273,23 +590,7 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
                           int max_args) {
 	Oid rettype = InvalidOid;
 	uint64 n = run_forwarded(fcinfo, function, out, max_args, &rettype);
-	Datum result = Datum(0);
-	bool result_null = true;
-	if (!out && n == 1) {
-		result = pg::column(0, 1, &result_null);
-		if (!result_null) {
-			int16 len = 0;
-			bool byval = false;
-			pg::guard([&] { get_typlenbyval(rettype, &len, &byval); });
-			result = pg::guard([&] { return SPI_datumTransfer(result, byval, len); });
-		}
-	}
-	pg::spi_finish();
-	if (out || result_null) {
-		fcinfo->isnull = !out;
-		return Datum(0);
-	}
-	return result;
+	return caller_result(fcinfo, rettype, n, out != nullptr);
 }
 
 void refuse_on_distributed(std::string_view queue, const char *what) {

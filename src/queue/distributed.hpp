@@ -8,6 +8,8 @@
 // concurrency.distributed_<op>, which sends each statement to one shard.
 #pragma once
 
+#include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +39,11 @@ struct LocalShard {
 struct Shards {
 	int32 count = 0;               // all shards of the queue
 	std::vector<LocalShard> local; // those placed on this node, by position
+	std::vector<int32> keys;       // every shard's shard_key, by position
+	std::vector<int32> groups;     // the Citus group of every shard's node, by position
+	// the transaction that wrote the queue's row of concurrency.distributed_queue,
+	// where it was this backend's own when the shards were read
+	TransactionId written_by = InvalidTransactionId;
 	// The shard on this node at `position`, or nullptr.
 	const LocalShard *at(int32 position) const;
 };
@@ -47,9 +54,10 @@ struct Shards {
 // a shard is placed, moved or dropped). Call while SPI is connected.
 const Shards &distributed_shards(Queue &q);
 
-// Whether this node's C++ may act on the queue's shards itself: a queue
-// without key_limit and max_leased (whose admission and lease slots are kept
-// by the routed calls for now).
+// Whether this node's C++ may act on the queue's shards itself, and route
+// what it cannot serve to the other nodes' C++: a queue without key_limit
+// and max_leased (whose admission and lease slots are kept by the routed SQL
+// functions for now), not distributed by the running transaction.
 bool shards_served_here(Queue &q);
 
 // The position of a task's shard: its id's low 10 bits.
@@ -78,6 +86,10 @@ void require_slots_here(Queue &q, const char *what);
 // shards, as concurrency.distributed_key_position computes it.
 int32 key_position(Datum key, int32 count);
 
+// The next of all the queue's shard positions (round-robin per backend),
+// for a task without keys on a node that holds none of them.
+int32 next_position(const Shards &shards);
+
 // The next of this node's shards for a task without keys (round-robin per
 // backend), or nullptr when the node holds none.
 const LocalShard *next_local_shard(const Shards &shards);
@@ -88,6 +100,67 @@ const LocalShard *next_local_shard(const Shards &shards);
 // Call while SPI is connected.
 bool is_distributed(Oid relid);
 
+// Calls queue function concurrency.<function> (its SQL name) with `nargs`
+// arguments on the node that holds the queue's shard at `position`, in this
+// transaction: where the shard is on this node, as a plain call; elsewhere
+// through a Citus router query on that shard, whose only work is the call.
+// There the call finds its tasks in a shard of its own node and runs the
+// queue's C++ code on it, as any call made on that node would (a call routed
+// there acts on its node's shards only: citus::in_routed_call). The rows of
+// a set-returning function are added to `out`; otherwise the one value is
+// left in SPI_tuptable. Returns the number of rows. A call that `writes` is
+// made part of this transaction on that node, and committed with it (by
+// two-phase commit where another node is written too). Call while SPI is
+// connected.
+uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nargs, const Oid *types,
+                     const Datum *values, const char *nulls, bool set_returning, bool writes);
+
+// Adds the `n` rows in SPI_tuptable to `out` (columns beyond SPI_tuptable's are NULL).
+void add_rows(const pg::ResultSet &out, uint64 n);
+
+// The caller's own call made on the node of the queue's shard at `position`
+// (call_on_shard) for the tasks `members` of its batch only: its array
+// arguments `split` (one element per task; a NULL array stays NULL) cut down
+// to the elements at those indexes, in that order. Returns the number of
+// rows, left in SPI_tuptable.
+uint64 call_subset(FunctionCallInfo fcinfo, Queue &whole, int32 position, const std::vector<int> &members,
+                   std::initializer_list<int> split, bool set_returning, int max_args = -1);
+
+// A batch call about tasks `ids` (argument 1) that this node cannot serve
+// alone: the caller's own call made once per shard that holds some of them,
+// in shard order (so that two batches lock their tasks in one order), each
+// on its shard's node (call_on_shard), with the elements of the array
+// arguments `split` (one element per task, in task order; a NULL array stays
+// NULL) that belong to that shard. `each(n)` is called after each shard's
+// call with its n rows in SPI_tuptable. An id that names no shard of the
+// queue raises CE001 (`acks`: the task does not exist) or is left out.
+// The first lost lease raises CE001 for its shard, and the error undoes every
+// shard's part (one transaction).
+void route_batch(FunctionCallInfo fcinfo, Queue &whole, const std::vector<int64> &ids,
+                 std::initializer_list<int> split, bool set_returning, bool acks,
+                 const std::function<void(uint64)> &each, int max_args = -1);
+
+// The caller's own call (its SQL function, all of its arguments, or the
+// first `max_args`) made on the node of the queue's shard at `position`
+// (call_on_shard), its result returned as the caller's: the scalar, or the
+// rows added to `out`. Ends the caller's SPI connection.
+Datum route_call(FunctionCallInfo fcinfo, Queue &whole, int32 position, const pg::ResultSet *out = nullptr,
+                 int max_args = -1, bool writes = true);
+
+// For a call about tasks `ids` that the caller could not serve on this node:
+// the position of their shard when they are all in one shard of the queue
+// (route_call takes it there), or nothing (tasks of several shards, an id
+// that names no shard, or a queue whose calls still go through its SQL
+// functions: !shards_served_here). Refuses (55000) a call that Citus routed
+// to this node for tasks whose shard is not here: a shard that moved since
+// the caller looked.
+std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n);
+
+// route_batch for a function that returns how many tasks it acted on: the
+// sum over the shards.
+int64 route_batch_count(FunctionCallInfo fcinfo, Queue &whole, const std::vector<int64> &ids,
+                        std::initializer_list<int> split, bool acks);
+
 // Runs concurrency.<function>(the caller's arguments; the first `max_args`
 // of them when given) and returns its result as the caller's: the scalar
 // result, or the rows into `out` for a set-returning caller (columns that
@@ -95,6 +168,12 @@ bool is_distributed(Oid relid);
 // connection.
 Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out = nullptr,
                           int max_args = -1);
+
+// dequeue(queue, batch, lease, worker) — the caller's first four arguments —
+// made on each other node that holds shards of queue `q`, one after another
+// (starting at a different one at each call), until one claims tasks there:
+// its rows are added to `out`. Returns how many. SPI stays connected.
+uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet &out);
 
 // concurrency.distributed_dequeue with the caller's (dequeue's) first four
 // arguments: a routed claim from the queue's shards wherever they are, its

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -91,6 +92,73 @@ std::optional<queue::LocalShard> shard_for_task(Queue &q, const Datum *values, c
 	return *shard;
 }
 
+// On a distributed queue whose calls this node's C++ serves: the position of
+// the shard that a task with these parameters goes to when it is not on this
+// node (shard_for_task found none): its key's shard, or, for a task without
+// keys on a node that holds no shard of the queue, the next shard.
+int32 routed_task_position(Queue &q, const Datum *values, const char *nulls) {
+	const queue::Shards &shards = queue::distributed_shards(q);
+	if (shards.count < 1)
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            fmt::format("distributed queue \"{}\" has no shards", q.name()));
+	if (nulls[5] != 'n' || nulls[4] != 'n')
+		return queue::key_position(nulls[5] != 'n' ? values[5] : values[4], shards.count);
+	return queue::next_position(shards);
+}
+
+// A batch on a distributed queue whose calls this node's C++ serves (Citus):
+// where each task goes. `position` of each task is its key's shard
+// (concurrency_key, else dedupe_key), or -1 for a task without keys. When
+// every task fits one shard on this node, that shard (the caller serves the
+// batch there); otherwise nothing, and `groups` has, per shard in shard
+// order, the tasks (indexes into the batch) that go there: the tasks without
+// keys join a shard of this node where the batch has one, else one of the
+// batch's shards, else the next shard.
+std::optional<queue::LocalShard> place_batch(Queue &q, const std::vector<int32> &position,
+                                             std::map<int32, std::vector<int>> &groups) {
+	const queue::Shards &shards = queue::distributed_shards(q);
+	std::optional<int32> only;
+	bool several = false, keyless = false;
+	for (int32 p : position) {
+		if (p < 0)
+			keyless = true;
+		else if (!only)
+			only = p;
+		else if (*only != p)
+			several = true;
+	}
+	if (!several) {
+		const queue::LocalShard *here = only ? shards.at(*only) : queue::next_local_shard(shards);
+		if (here)
+			return *here;
+	}
+	for (std::size_t i = 0; i < position.size(); ++i)
+		if (position[i] >= 0)
+			groups[position[i]].push_back(static_cast<int>(i));
+	if (keyless) {
+		int32 target = -1;
+		for (const auto &[p, members] : groups)
+			if (shards.at(p)) {
+				target = p;
+				break;
+			}
+		if (target < 0) {
+			if (const queue::LocalShard *next = queue::next_local_shard(shards))
+				target = next->position;
+			else if (!groups.empty())
+				target = groups.begin()->first;
+			else
+				target = queue::next_position(shards);
+		}
+		for (std::size_t i = 0; i < position.size(); ++i)
+			if (position[i] < 0)
+				groups[target].push_back(static_cast<int>(i));
+		for (auto &[p, members] : groups)
+			std::sort(members.begin(), members.end());
+	}
+	return std::nullopt;
+}
+
 [[noreturn]] void dedupe_holder_vanished(const std::string &queue) {
 	throw Error(sqlstate::serialization_failure, fmt::format("could not enqueue into queue \"{}\"", queue),
 	            "The task holding its dedupe_key kept disappearing.", "Retry the transaction.");
@@ -163,6 +231,10 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	std::optional<Queue> shard;
 	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
 		std::optional<queue::LocalShard> here = shard_for_task(q, values, nulls);
+		if (!here && queue::shards_served_here(q)) { // to its shard's node; listeners here are told
+			queue::notify_listeners(name);
+			return queue::route_call(fcinfo, q, routed_task_position(q, values, nulls));
+		}
 		if (!here)
 			return queue::forward_distributed(fcinfo, "distributed_enqueue");
 		shard.emplace(name, *here);
@@ -237,14 +309,35 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
 	std::optional<Queue> shard;
 	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
-		// a batch without keys goes to one of this node's shards; one with
-		// keys is routed (each task to the shard of its key)
-		std::optional<queue::LocalShard> here;
-		if (!has_dedupe && !has_keys && queue::shards_served_here(q))
-			if (const queue::LocalShard *next = queue::next_local_shard(queue::distributed_shards(q)))
-				here = *next;
-		if (!here)
+		// a batch whose tasks all go to one shard of this node is served
+		// there; otherwise each shard's tasks are enqueued on its node, and
+		// the ids put back in payload order
+		if (!queue::shards_served_here(q))
 			return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
+		const queue::Shards &shards = queue::distributed_shards(q);
+		std::vector<int32> position(static_cast<std::size_t>(payloads.n), -1);
+		for (int i = 0; i < payloads.n && shards.count > 0; ++i)
+			if (has_keys && !concurrency_keys.nulls[i])
+				position[i] = queue::key_position(concurrency_keys.elems[i], shards.count);
+			else if (has_dedupe && !dedupe_keys.nulls[i])
+				position[i] = queue::key_position(dedupe_keys.elems[i], shards.count);
+		std::map<int32, std::vector<int>> groups;
+		std::optional<queue::LocalShard> here = place_batch(q, position, groups);
+		if (!here) {
+			std::vector<int64> ids(static_cast<std::size_t>(payloads.n), 0);
+			for (const auto &[p, members] : groups) {
+				// a batch of this shard's tasks, made on its node: its ids in
+				// the order of its payloads
+				uint64 n = queue::call_subset(fcinfo, q, p, members, {1, 4, 5}, true);
+				for (uint64 r = 0; r < n && r < members.size(); ++r)
+					ids[static_cast<std::size_t>(members[r])] = queue::int64_column(static_cast<int>(r), 1);
+			}
+			for (int64 id : ids)
+				add_id_row(out, id);
+			queue::notify_listeners(name);
+			pg::spi_finish();
+			return Datum(0);
+		}
 		shard.emplace(name, *here);
 	}
 	Queue &target = shard ? *shard : q;

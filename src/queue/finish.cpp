@@ -159,6 +159,10 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "heartbeat")) {
+		if (auto position = queue::routed_position(whole, &task_id, 1))
+			return queue::route_call(fcinfo, whole, *position);
+		if (queue::shards_served_here(whole))
+			queue::task_gone(whole.name(), task_id); // its id names no shard of the queue
 		if (with_progress)
 			queue::refuse_on_distributed(whole.name(), "heartbeat with progress");
 		return queue::forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
@@ -194,6 +198,10 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	AsRole as_owner = authorize(whole, Permission::work, "complete");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "complete")) {
+		if (auto position = queue::routed_position(whole, &task_id, 1))
+			return queue::route_call(fcinfo, whole, *position); // purges there
+		if (queue::shards_served_here(whole))
+			queue::task_gone(whole.name(), task_id);
 		whole.maybe_purge(now);
 		return queue::forward_distributed(fcinfo, "distributed_complete");
 	}
@@ -236,6 +244,10 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	AsRole as_owner = authorize(whole, Permission::work, "fail");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "fail")) {
+		if (auto position = queue::routed_position(whole, &task_id, 1))
+			return queue::route_call(fcinfo, whole, *position);
+		if (queue::shards_served_here(whole))
+			queue::task_gone(whole.name(), task_id);
 		return queue::forward_distributed(fcinfo, "distributed_fail");
 	}
 	Queue &q = shard ? *shard : whole;
@@ -307,6 +319,11 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	AsRole as_owner = authorize(whole, Permission::work, "complete_batch");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "complete_batch")) {
+		if (queue::shards_served_here(whole)) { // each shard's part on its node, which purges there
+			int64 total = queue::route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
+			pg::spi_finish();
+			PG_RETURN_INT64(total);
+		}
 		whole.maybe_purge(now);
 		return forward_distributed(fcinfo, "distributed_complete_batch");
 	}
@@ -343,6 +360,21 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat_batch");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "heartbeat_batch")) {
+		if (queue::shards_served_here(whole)) {
+			// each shard's node extends from its own clock: the earliest of
+			// their deadlines, by which every lease must be heartbeated again
+			std::optional<TimestampTz> deadline;
+			queue::route_batch(fcinfo, whole, l.ids, {1, 2, 4}, false, true, [&](uint64 n) {
+				bool isnull = true;
+				Datum d = n == 1 ? column(0, 1, &isnull) : Datum(0);
+				if (!isnull)
+					deadline = std::min(deadline.value_or(DatumGetTimestampTz(d)), DatumGetTimestampTz(d));
+			});
+			pg::spi_finish();
+			if (!deadline)
+				PG_RETURN_NULL();
+			PG_RETURN_TIMESTAMPTZ(*deadline);
+		}
 		if (with_progress)
 			refuse_on_distributed(whole.name(), "heartbeat_batch with progress");
 		return forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);
@@ -380,6 +412,26 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	AsRole as_owner = authorize(whole, Permission::work, "fail_batch");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "fail_batch")) {
+		if (queue::shards_served_here(whole)) {
+			// each shard's tasks failed on its node; the rows in argument order
+			std::unordered_map<int64, bool> dead;
+			queue::route_batch(fcinfo, whole, l.ids, {1, 2}, true, true, [&](uint64 n) {
+				for (uint64 i = 0; i < n; ++i) {
+					bool isnull = false;
+					Datum state = column(static_cast<int>(i), 2, &isnull);
+					dead[int64_column(static_cast<int>(i), 1)] =
+					    !isnull &&
+					    pg::guard([&] { return TextDatumGetCString(state); }) == std::string("dead");
+				}
+			});
+			for (int64 id : l.ids) {
+				Datum row[2] = {Int64GetDatum(id), pg::text_datum(dead.at(id) ? "dead" : "ready")};
+				bool isnull[2] = {false, false};
+				pg::add_row(out, row, isnull);
+			}
+			pg::spi_finish();
+			return Datum(0);
+		}
 		return forward_distributed(fcinfo, "distributed_fail_batch", &out);
 	}
 	Queue &q = shard ? *shard : whole;
@@ -458,6 +510,10 @@ CONCURRENCY_FUNCTION(concurrency_release) {
 	AsRole as_owner = authorize(whole, Permission::work, "release");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "release")) {
+		if (auto position = queue::routed_position(whole, &task_id, 1))
+			return queue::route_call(fcinfo, whole, *position);
+		if (queue::shards_served_here(whole))
+			queue::task_gone(whole.name(), task_id);
 		refuse_on_distributed(whole.name(), "release");
 	}
 	Queue &q = shard ? *shard : whole;
@@ -489,6 +545,11 @@ CONCURRENCY_FUNCTION(concurrency_release_many) {
 	AsRole as_owner = authorize(whole, Permission::work, "release_batch");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "release_batch")) {
+		if (queue::shards_served_here(whole)) {
+			int64 total = queue::route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
+			pg::spi_finish();
+			PG_RETURN_INT64(total);
+		}
 		refuse_on_distributed(whole.name(), "release_batch");
 	}
 	Queue &q = shard ? *shard : whole;
@@ -510,6 +571,11 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	AsRole as_owner = authorize(whole, Permission::manage, "cancel");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, ids.data(), static_cast<int>(ids.size()), shard, "cancel")) {
+		if (queue::shards_served_here(whole)) { // ids of no shard: not counted
+			int64 total = queue::route_batch_count(fcinfo, whole, ids, {1}, false);
+			pg::spi_finish();
+			PG_RETURN_INT64(total);
+		}
 		return forward_distributed(fcinfo, "distributed_cancel");
 	}
 	Queue &q = shard ? *shard : whole;

@@ -124,6 +124,12 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 	AsRole as_owner = authorize(whole, Permission::read, "task_status");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &id, 1, shard, nullptr)) {
+		if (auto position = queue::routed_position(whole, &id, 1))
+			return queue::route_call(fcinfo, whole, *position, &out, -1, false);
+		if (queue::shards_served_here(whole)) { // its id names no shard of the queue: no such task
+			pg::spi_finish();
+			return Datum(0);
+		}
 		return forward_distributed(fcinfo, "distributed_task_status", &out);
 	}
 	Queue &q = shard ? *shard : whole;

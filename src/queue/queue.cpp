@@ -452,14 +452,21 @@ uint64 Queue::run_internal(const char *op, const std::string &sql, int nargs, co
 	}
 }
 
+namespace {
+const char *const lease_lost_hint = "Roll back the work done under this lease: the task is no longer yours.";
+}
+
+void task_gone(std::string_view queue, int64 task_id) {
+	throw Error(sqlstate::lease_lost, fmt::format("task {} of queue \"{}\" does not exist", task_id, queue),
+	            "It was completed already, or it never existed.", lease_lost_hint);
+}
+
 void Queue::lease_lost(int64 task_id) {
 	static const Oid types[1] = {INT8OID};
 	Datum values[1] = {Int64GetDatum(task_id)};
-	const char *hint = "Roll back the work done under this lease: the task is no longer yours.";
+	const char *hint = lease_lost_hint;
 	if (run(QueueStatement::inspect, 1, types, values) == 0)
-		throw Error(sqlstate::lease_lost,
-		            fmt::format("task {} of queue \"{}\" does not exist", task_id, name()),
-		            "It was completed already, or it never existed.", hint);
+		task_gone(name(), task_id);
 	bool isnull = false;
 	std::string state = pg::guard([&] { return TextDatumGetCString(column(0, 1, &isnull)); });
 	int32 attempt = DatumGetInt32(column(0, 2, &isnull));
@@ -551,7 +558,15 @@ void Queue::maybe_purge(TimestampTz now) {
 
 void Queue::notify(uint64 tasks) {
 	note_claimable(name(), tasks);
-	std::string channel = queue_channel(name());
+	// A call routed here by another node (Citus) is part of a transaction
+	// that Citus may commit with PREPARE TRANSACTION, which a NOTIFY forbids:
+	// the node where the call was made notifies its listeners instead.
+	if (!citus::in_routed_call())
+		notify_listeners(name());
+}
+
+void notify_listeners(std::string_view queue) {
+	std::string channel = queue_channel(queue);
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
 }
 

@@ -155,6 +155,14 @@ Oid concurrency_relid(const std::string &relname);
 TimestampTz clock_now();
 // The owner of relation `relid` (from the syscache).
 Oid relation_owner(Oid relid);
+// NOTIFY concurrency_<queue>, delivered at commit (Queue::notify wakes the
+// waiters of dequeue(…, wait) as well).
+void notify_listeners(std::string_view queue);
+
+// CE001 for an acknowledgement of task `task_id` of `queue` that does not
+// exist (any more).
+[[noreturn]] void task_gone(std::string_view queue, int64 task_id);
+
 // Oid of concurrency."q_<queue>", or InvalidOid.
 Oid queue_relid(std::string_view queue);
 

@@ -175,11 +175,20 @@ def test_release_progress_cancel_on_the_shards_node():
           w1.execute("SELECT state, attempt FROM concurrency.task_status('np', %s)", (b,)).fetchone() == ("ready", 0))
     check("the cancelled task is gone or cancelled",
           w1.execute("SELECT state FROM concurrency.task_status('np', %s)", (c,)).fetchone() in (None, ("cancelled",)))
-    for what, sql, args in (("release", "SELECT concurrency.release('np', %s, %s)", (a, held[a])),
-                            ("heartbeat with progress",
-                             "SELECT concurrency.heartbeat('np', %s, %s, progress => '{}')", (a, held[a]))):
-        e = error_of(lambda: w2.execute(sql, args))
-        check(f"{what} from another node: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
+    # from another node: the same calls, each made on the node of the task's shard
+    _, commands = remote_shards(w2, "np", "SELECT concurrency.heartbeat('np', %s, %s, progress => '{\"p\": 7}')",
+                                (a, held[a]))
+    check("heartbeat with progress from another node is routed to the task's shard", routed(commands) and
+          len(commands) > 0, repr(commands))
+    row = w1.execute("SELECT progress FROM concurrency.task_status('np', %s)", (a,)).fetchone()
+    check("and its progress is kept there", row is not None and row[0] == {"p": 7}, repr(row))
+    e = error_of(lambda: w2.execute("SELECT concurrency.release('np', %s, %s)", (a, held[a] + 1)))
+    check("release from another node with a wrong token: CE001", e is not None and e.sqlstate == "CE001", repr(e))
+    _, commands = remote_shards(w2, "np", "SELECT concurrency.release('np', %s, %s)", (a, held[a]))
+    check("release from another node is routed to the task's shard", routed(commands) and len(commands) > 0,
+          repr(commands))
+    check("and the task is ready again there, its attempt not counted",
+          w1.execute("SELECT state, attempt FROM concurrency.task_status('np', %s)", (a,)).fetchone() == ("ready", 0))
     connect(COORDINATOR).execute("SELECT concurrency.drop_queue('np')")
 
 
