@@ -12,6 +12,7 @@
 #include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/permissions.hpp"
+#include "queue/schedule.hpp"
 #include "queue/wait.hpp"
 
 extern "C" {
@@ -240,16 +241,18 @@ std::size_t claim_on_local_shards(Queue &q, int32 batch, TimestampTz now, const 
 // being woken: tasks enqueued on other nodes and due tasks are seen within it.
 constexpr int64 distributed_wait_look_us = 1'000'000;
 
-// The earliest time a scheduled task of the queue comes due or a lease
-// expires (nothing: none), which a waiter sleeps no longer than.
+// The earliest time a scheduled task of the queue comes due, a lease
+// expires or a schedule of the queue is due (nothing: none), which a waiter
+// sleeps no longer than.
 std::optional<TimestampTz> next_due(Queue &q) {
+	std::optional<TimestampTz> schedule = next_schedule_time(q);
 	if (q.run("next_due", q.sql().next_due(), 0, nullptr, nullptr) != 1)
-		return std::nullopt;
+		return schedule;
 	bool isnull = false;
 	Datum due = column(0, 1, &isnull);
 	if (isnull)
-		return std::nullopt;
-	return DatumGetTimestampTz(due);
+		return schedule;
+	return schedule ? std::min(*schedule, DatumGetTimestampTz(due)) : DatumGetTimestampTz(due);
 }
 
 // Reads pending invalidations before a look, so that a pause or resume
@@ -291,6 +294,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		AsRole as_owner = authorize(q, Permission::work, "dequeue");
 		if (q.info().paused) // pause_queue: nothing until the resume wakes it
 			return std::size_t(0);
+		materialize_due(q, now); // schedules' due times (queue/schedule.hpp)
 		Claim claim(q, now, lease_arg ? *lease_arg : q.info().lease, worker, worker_null, out);
 		claim.run(batch);
 		q.maybe_purge(now);
@@ -306,6 +310,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		AsRole as_owner = authorize(q, Permission::work, "dequeue");
 		if (q.info().paused) // on every node: the coordinator copies the flag to each
 			return std::size_t(0);
+		materialize_due(q, now); // schedules' due times (queue/schedule.hpp)
 		bool visited = false, every_shard = false;
 		std::size_t claimed = claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease,
 		                                            worker, worker_null, out, visited, every_shard);

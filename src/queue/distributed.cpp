@@ -14,6 +14,7 @@
 #include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "pg/invalidation.hpp"
+#include "queue/keys_sql.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
@@ -117,14 +118,18 @@ const Shards &distributed_shards(Queue &q) {
 		throw Error(
 		    sqlstate::undefined_object,
 		    fmt::format("the indexes of distributed queue \"{}\" are missing on this node", q.name()));
-	static const Oid types[5] = {OIDOID, TEXTOID, OIDOID, OIDOID, OIDOID};
-	Datum values[5] = {ObjectIdGetDatum(relid), pg::text_datum(q.name()), ObjectIdGetDatum(ready),
-	                   ObjectIdGetDatum(scheduled), ObjectIdGetDatum(leased)};
+	Oid keys = concurrency_relid(key_table_name(q.name()));
+	static const Oid types[6] = {OIDOID, TEXTOID, OIDOID, OIDOID, OIDOID, OIDOID};
+	Datum values[6] = {ObjectIdGetDatum(relid),     pg::text_datum(q.name()), ObjectIdGetDatum(ready),
+	                   ObjectIdGetDatum(scheduled), ObjectIdGetDatum(leased), ObjectIdGetDatum(keys)};
 	SPIPlanPtr plan = pg::prepared_plan(
 	    "distributed:shards",
 	    "WITH s AS (SELECT shardid, (pg_catalog.row_number() OVER (ORDER BY shardid))::pg_catalog.int4"
 	    "                           OPERATOR(pg_catalog.-) 1 AS pos"
-	    "             FROM pg_catalog.pg_dist_shard WHERE logicalrelid OPERATOR(pg_catalog.=) $1)"
+	    "             FROM pg_catalog.pg_dist_shard WHERE logicalrelid OPERATOR(pg_catalog.=) $1),"
+	    "      ks AS (SELECT shardid, (pg_catalog.row_number() OVER (ORDER BY shardid))::pg_catalog.int4"
+	    "                             OPERATOR(pg_catalog.-) 1 AS pos"
+	    "               FROM pg_catalog.pg_dist_shard WHERE logicalrelid OPERATOR(pg_catalog.=) $6)"
 	    " SELECT s.shardid, s.pos, d.shard_keys[s.pos OPERATOR(pg_catalog.+) 1],"
 	    "        pg_catalog.cardinality(d.shard_keys),"
 	    "        pg_catalog.shard_name($1::pg_catalog.regclass, "
@@ -135,7 +140,9 @@ const Shards &distributed_shards(Queue &q) {
 	    "s.shardid)::pg_catalog.regclass::pg_catalog.oid,"
 	    "        pg_catalog.shard_name($5::pg_catalog.regclass, "
 	    "s.shardid)::pg_catalog.regclass::pg_catalog.oid,"
-	    "        (SELECT groupid FROM pg_catalog.pg_dist_local_group)"
+	    "        (SELECT groupid FROM pg_catalog.pg_dist_local_group),"
+	    "        (SELECT pg_catalog.to_regclass(pg_catalog.shard_name($6::pg_catalog.regclass, ks.shardid))"
+	    "                ::pg_catalog.oid FROM ks WHERE ks.pos OPERATOR(pg_catalog.=) s.pos)"
 	    "   FROM s"
 	    "   JOIN concurrency.distributed_queue d ON d.queue OPERATOR(pg_catalog.=) $2"
 	    "  WHERE EXISTS (SELECT FROM pg_catalog.pg_dist_placement p"
@@ -143,7 +150,7 @@ const Shards &distributed_shards(Queue &q) {
 	    "                   AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM "
 	    "pg_catalog.pg_dist_local_group))"
 	    "  ORDER BY s.pos",
-	    5, types);
+	    6, types);
 	Shards shards;
 	uint64 n = pg::execute(plan, values, nullptr, true);
 	if (n == 0) {
@@ -175,6 +182,14 @@ const Shards &distributed_shards(Queue &q) {
 		shard.group = pg::column_as<int32>(r, 9).value_or(-1);
 		const char *relname = pg::guard([&] { return static_cast<const char *>(get_rel_name(table)); });
 		shard.relname = relname ? relname : "";
+		Oid key_table = oid_column(r, 10);
+		const char *key_relname =
+		    OidIsValid(key_table)
+		        ? pg::guard([&] { return static_cast<const char *>(get_rel_name(key_table)); })
+		        : nullptr;
+		shard.key_relname = key_relname ? key_relname : "";
+		if (shard.key_relname.empty())
+			shards.keys_everywhere = false;
 		if (shard.relname.empty() || shard.group < 0 || shard.group > 1023 || shard.shard_key < 0 ||
 		    !OidIsValid(shard.ready_index) || !OidIsValid(shard.scheduled_index) ||
 		    !OidIsValid(shard.leased_index))
@@ -212,7 +227,9 @@ const Shards &distributed_shards(Queue &q) {
 }
 
 bool shards_served_here(Queue &q) {
-	if (q.info().key_limit != 0 || q.info().max_leased != 0)
+	if (q.info().max_leased != 0)
+		return false;
+	if (q.info().key_limit != 0 && !distributed_shards(q).keys_everywhere)
 		return false;
 	// distributed by this transaction: the other nodes do not know the queue
 	// until it commits (its catalog reaches them on connections of their own)

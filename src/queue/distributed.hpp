@@ -32,7 +32,8 @@ struct LocalShard {
 	int32 shard_key; // the shard's value of the distribution column
 	int32 group;     // this node's Citus group
 	Oid ready_index, scheduled_index, leased_index;
-	std::string relname; // the shard's table (unquoted)
+	std::string relname;     // the shard's table (unquoted)
+	std::string key_relname; // the key table's shard beside it (unquoted; "" if missing)
 };
 
 // The shards of a distributed queue as this node sees them.
@@ -44,6 +45,8 @@ struct Shards {
 	// the transaction that wrote the queue's row of concurrency.distributed_queue,
 	// where it was this backend's own when the shards were read
 	TransactionId written_by = InvalidTransactionId;
+	// every shard on this node has its key table's shard beside it
+	bool keys_everywhere = true;
 	// The shard on this node at `position`, or nullptr.
 	const LocalShard *at(int32 position) const;
 };
@@ -55,9 +58,10 @@ struct Shards {
 const Shards &distributed_shards(Queue &q);
 
 // Whether this node's C++ may act on the queue's shards itself, and route
-// what it cannot serve to the other nodes' C++: a queue without key_limit
-// and max_leased (whose admission and lease slots are kept by the routed SQL
-// functions for now), not distributed by the running transaction.
+// what it cannot serve to the other nodes' C++: a queue without max_leased
+// (whose lease slots are kept by the routed SQL functions for now), whose
+// key table's shards are beside its shards, not distributed by the running
+// transaction.
 bool shards_served_here(Queue &q);
 
 // The position of a task's shard: its id's low 10 bits.

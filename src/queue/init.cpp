@@ -3,6 +3,7 @@
 #include "queue/claim.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/schedule.hpp"
 #include "queue/wait.hpp"
 
 namespace concurrency::queue {
@@ -12,6 +13,7 @@ void init() {
 	define_claim_settings();
 	permissions_init();
 	wait_init();
+	schedule_init();
 }
 
 } // namespace concurrency::queue

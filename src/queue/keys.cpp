@@ -25,7 +25,7 @@ namespace {
 // Locks the row of `key` in the key table (adding it first if missing), as
 // the queue's owner: the side tables need no GRANTs.
 void lock_key(Queue &q, const std::string &key) {
-	KeySql sql(q.name());
+	const KeySql &sql = q.keys();
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {pg::text_datum(key)};
 	for (int round = 0; round < 3; ++round) {
@@ -51,7 +51,7 @@ uint64 enqueue_keyed(Queue &q, const Datum *values, const char *nulls) {
 	}
 	all[6] = pg::text_datum(q.name());
 	all_nulls[6] = ' ';
-	return q.run_internal("enqueue_keyed", KeySql(q.name()).enqueue(QueueSql::dedupe_holder()), 7, types, all,
+	return q.run_internal("enqueue_keyed", q.keys().enqueue(QueueSql::dedupe_holder()), 7, types, all,
 	                      all_nulls, Access::latest);
 }
 
@@ -67,7 +67,7 @@ void release_keys(Queue &q, std::vector<std::string> keys, TimestampTz now) {
 		return;
 	std::sort(keys.begin(), keys.end());
 	keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-	KeySql sql(q.name());
+	const KeySql &sql = q.keys();
 	static const Oid types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
 	for (const std::string &key : keys) {
 		lock_key(q, key);
@@ -99,7 +99,7 @@ std::vector<std::string> keys_of_rows(Queue &q, uint64 n, int col) {
 }
 
 std::vector<int32> take_slots(Queue &q, int32 wanted) {
-	KeySql sql(q.name());
+	const KeySql &sql = q.keys();
 	std::vector<int32> slots;
 	static const Oid lock_types[1] = {INT4OID};
 	Datum lock_values[1] = {Int32GetDatum(wanted)};
@@ -149,11 +149,11 @@ void fill_slots(Queue &q, const std::vector<int32> &slots, const std::vector<int
 		    PointerGetDatum(construct_array(tokens.data(), n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	});
 	static const Oid types[3] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
-	q.run_internal("slots_fill", KeySql(q.name()).fill_slots(), 3, types, values, nullptr, Access::owner);
+	q.run_internal("slots_fill", q.keys().fill_slots(), 3, types, values, nullptr, Access::owner);
 }
 
 void apply_limits(Queue &q, TimestampTz now, bool key_limit_changed, std::optional<int32> max_leased) {
-	KeySql sql(q.name());
+	const KeySql &sql = q.keys();
 	if (key_limit_changed) {
 		// every key at once: no enqueue or release of a key runs meanwhile
 		// (they lock their key's row first)

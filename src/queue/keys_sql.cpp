@@ -21,6 +21,13 @@ KeySql::KeySql(std::string_view queue)
       keys_("concurrency." + quote_ident(key_table_name(queue))),
       slots_("concurrency." + quote_ident(slot_table_name(queue))) {}
 
+KeySql::KeySql(std::string_view queue, const QueueSql &tasks, const ShardPlacement &shard)
+    : queue_(queue), tasks_(tasks.table()), keys_("concurrency." + quote_ident(shard.key_relname)),
+      slots_("concurrency." + quote_ident(slot_table_name(queue))),
+      key_filter_(fmt::format("shard_key " EQ " {} AND ", shard.shard_key)), key_column_("shard_key, "),
+      key_value_(fmt::format("{}, ", shard.shard_key)), task_columns_(tasks.shard_columns()),
+      task_values_(tasks.shard_values()), dedupe_target_(tasks.dedupe_target()) {}
+
 // The tasks admitted for their key: they count against key_limit.
 // (Used in fmt format strings, hence the doubled braces.)
 #define ADMITTED "state " EQ " ANY ('{{ready,scheduled,leased}}'::pg_catalog.text[])"
@@ -68,25 +75,28 @@ std::string KeySql::alter_owner(std::string_view role) const {
 }
 
 std::string KeySql::lock_key() const {
-	return fmt::format("SELECT FROM {} WHERE concurrency_key " EQ " $1 FOR UPDATE", keys_);
+	return fmt::format("SELECT FROM {} WHERE {}concurrency_key " EQ " $1 FOR UPDATE", keys_, key_filter_);
 }
 
 std::string KeySql::add_key() const {
-	return fmt::format("INSERT INTO {} (concurrency_key) VALUES ($1) ON CONFLICT DO NOTHING", keys_);
+	return fmt::format("INSERT INTO {} ({}concurrency_key) VALUES ({}$1) ON CONFLICT DO NOTHING", keys_,
+	                   key_column_, key_value_);
 }
 
 std::string KeySql::enqueue(std::string_view dedupe_holder) const {
 	return fmt::format(
-	    R"(INSERT INTO {t} (state, priority, run_at, payload, dedupe_key, concurrency_key, enqueued_at)
-SELECT CASE WHEN EXISTS (SELECT FROM {t} WHERE concurrency_key )" EQ R"( $6 AND state )" EQ R"( 'blocked')
+	    R"(INSERT INTO {t} ({cols}state, priority, run_at, payload, dedupe_key, concurrency_key, enqueued_at)
+SELECT {vals}CASE WHEN EXISTS (SELECT FROM {t} WHERE concurrency_key )" EQ R"( $6 AND state )" EQ
+	    R"( 'blocked')
               OR (SELECT pg_catalog.count(*) FROM {t} WHERE concurrency_key )" EQ R"( $6 AND )" ADMITTED R"()
                  )" GE " " KEY_LIMIT("$7") R"(
             THEN 'blocked'
             WHEN $3 )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END,
        $4, COALESCE($3, $1), $2, $5, $6, $1
-ON CONFLICT (dedupe_key) WHERE {holder} DO NOTHING
+ON CONFLICT {target} WHERE {holder} DO NOTHING
 RETURNING id)",
-	    fmt::arg("t", tasks_), fmt::arg("holder", dedupe_holder));
+	    fmt::arg("t", tasks_), fmt::arg("holder", dedupe_holder), fmt::arg("cols", task_columns_),
+	    fmt::arg("vals", task_values_), fmt::arg("target", dedupe_target_));
 }
 
 std::string KeySql::admit() const {
@@ -112,11 +122,12 @@ std::string KeySql::forget_key() const {
 	// and one that follows adds the row again (lock_key).
 	return fmt::format(
 	    R"(DELETE FROM {k} AS k
- WHERE k.concurrency_key )" EQ R"( $1
+ WHERE {kf}k.concurrency_key )" EQ R"( $1
    AND NOT EXISTS (SELECT FROM {t} AS t
                     WHERE t.concurrency_key )" EQ R"( $1
                       AND t.state )" EQ R"( ANY ('{{ready,scheduled,leased,blocked}}'::pg_catalog.text[])))",
-	    fmt::arg("k", keys_), fmt::arg("t", tasks_));
+	    fmt::arg("k", keys_), fmt::arg("t", tasks_),
+	    fmt::arg("kf", key_filter_.empty() ? std::string() : "k." + key_filter_));
 }
 
 std::string KeySql::rebalance() const {

@@ -27,6 +27,8 @@
 #include <string>
 #include <string_view>
 
+#include "queue/queue_sql.hpp"
+
 namespace concurrency::queue {
 
 // Side-table names (unquoted): k_<queue> (keys), s_<queue> (lease slots). A
@@ -37,6 +39,11 @@ std::string slot_table_name(std::string_view queue);
 class KeySql {
   public:
 	explicit KeySql(std::string_view queue);
+	// The same statements on one shard of a distributed queue (Citus): its
+	// tasks in the shard's table (`tasks`, the shard's QueueSql, which makes
+	// their ids), its keys in the key table's shard beside it
+	// (`shard.key_relname`), whose rows carry the shard's shard_key.
+	KeySql(std::string_view queue, const QueueSql &tasks, const ShardPlacement &shard);
 
 	// CREATE TABLE of both side tables and the keyed index on the queue's
 	// table; DROP of the side tables; ALTER … OWNER TO of the side tables.
@@ -85,6 +92,11 @@ class KeySql {
 	std::string tasks_;
 	std::string keys_;
 	std::string slots_;
+	// on a shard: "shard_key = <k> AND " for the key table's rows, the
+	// column and value a new key row gets, and a new task's (id, shard_key)
+	std::string key_filter_, key_column_, key_value_;
+	std::string task_columns_, task_values_;
+	std::string dedupe_target_ = "(dedupe_key)";
 };
 
 } // namespace concurrency::queue

@@ -168,6 +168,10 @@ bool holds(Queue &q, Permission p) {
 	return (held_by(q, user, queue_owner(q)) & mask_of(p)) != 0;
 }
 
+bool holds(Queue &q, Oid role, Permission p) {
+	return (held_by(q, role, queue_owner(q)) & mask_of(p)) != 0;
+}
+
 void require(Queue &q, Oid role, Permission p, const char *function) {
 	if (held_by(q, role, queue_owner(q)) & mask_of(p))
 		return;

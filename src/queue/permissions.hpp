@@ -52,6 +52,8 @@ void require(Queue &q, Oid role, Permission p, const char *function);
 
 // Whether the current user holds `p` on `q` (no error).
 bool holds(Queue &q, Permission p);
+// Whether `role` holds `p` on `q` (no error): for SECURITY DEFINER functions.
+bool holds(Queue &q, Oid role, Permission p);
 
 // The owner of the queue's table.
 Oid queue_owner(Queue &q);

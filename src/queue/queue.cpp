@@ -324,6 +324,7 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		std::memcpy(info->name, name.data(), std::min(name.size(), max_queue_name_bytes));
 		info->shard_id = 0;
 		info->shard_relname[0] = '\0';
+		info->key_relname[0] = '\0';
 		info->shard_key = info->shard_position = info->shard_group = 0;
 		new (&info->cursor) ClaimCursor();
 		new (&info->horizon) HorizonSampler();
@@ -352,6 +353,8 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		info->shard_id = shard->shard_id;
 		std::strncpy(info->shard_relname, shard->relname.c_str(), NAMEDATALEN - 1);
 		info->shard_relname[NAMEDATALEN - 1] = '\0';
+		std::strncpy(info->key_relname, shard->key_relname.c_str(), NAMEDATALEN - 1);
+		info->key_relname[NAMEDATALEN - 1] = '\0';
 		info->shard_key = shard->shard_key;
 		info->shard_position = shard->position;
 		info->shard_group = shard->group;
@@ -367,12 +370,30 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 const QueueSql &Queue::sql() const {
 	if (!sql_) {
 		if (on_shard())
-			sql_.emplace(name(), ShardPlacement{info_->shard_relname, info_->shard_key, info_->shard_position,
-			                                    info_->shard_group});
+			sql_.emplace(name(), placement());
 		else
 			sql_.emplace(name());
 	}
 	return *sql_;
+}
+
+ShardPlacement Queue::placement() const {
+	return ShardPlacement{info_->shard_relname, info_->shard_key, info_->shard_position, info_->shard_group,
+	                      info_->key_relname};
+}
+
+const KeySql &Queue::keys() const {
+	if (!keys_) {
+		if (on_shard()) {
+			if (info_->key_relname[0] == '\0')
+				throw Error(sqlstate::undefined_object,
+				            fmt::format("the key table of shard {} of queue \"{}\" is not on this node",
+				                        info_->shard_id, name()));
+			keys_.emplace(name(), sql(), placement());
+		} else
+			keys_.emplace(name());
+	}
+	return *keys_;
 }
 
 uint64 Queue::execute(SPIPlanPtr plan, const Datum *values, const char *nulls) {

@@ -10,6 +10,7 @@
 #include "common/names.hpp"
 #include "queue/args.hpp"
 #include "queue/claim_cursor.hpp"
+#include "queue/keys_sql.hpp"
 #include "queue/queue_sql.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
@@ -45,6 +46,7 @@ struct QueueInfo {
 	Oid relid;
 	int64 shard_id;
 	char shard_relname[NAMEDATALEN];
+	char key_relname[NAMEDATALEN]; // the key table's shard beside it ("" if none)
 	int32 shard_key, shard_position, shard_group;
 	Oid owner; // of the queue's table
 	// its partial indexes of scheduled tasks and of leases, probed by
@@ -101,6 +103,9 @@ class Queue {
 	// once per backend; their text is not needed on later calls).
 	const QueueSql &sql() const;
 	QueueInfo &info() { return *info_; }
+	// The SQL of its keys (key_limit) and lease slots (max_leased), on the
+	// queue's own side tables or on the key table's shard beside a shard.
+	const KeySql &keys() const;
 
 	// Runs hot statement `s` of this queue, prepared on first use in this
 	// backend and kept. Returns SPI_processed; rows are in SPI_tuptable.
@@ -144,6 +149,9 @@ class Queue {
 	QueueInfo *info_;
 	void open(const char *key, std::string_view name, const LocalShard *shard);
 	mutable std::optional<QueueSql> sql_;
+	// where this Queue's shard is (on_shard)
+	ShardPlacement placement() const;
+	mutable std::optional<KeySql> keys_;
 	uint64 execute(SPIPlanPtr plan, const Datum *values, const char *nulls);
 };
 

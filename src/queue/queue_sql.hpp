@@ -58,6 +58,9 @@ struct ShardPlacement {
 	std::int32_t shard_key; // the value of the distribution column shard_key in this shard
 	std::int32_t position;  // the shard's place among the queue's shards (0..1023)
 	std::int32_t group;     // this node's Citus group id (0..1023)
+	// the shard of the queue's key table k_<queue> beside it (key_limit),
+	// e.g. k_<queue>_102040 (unquoted); empty where it is not on this node
+	std::string key_relname;
 };
 
 class QueueSql {
@@ -173,6 +176,13 @@ class QueueSql {
 	// The text of statement `s` (one of the above).
 	std::string text(QueueStatement s) const;
 
+	// "id, shard_key, " and their values for an INSERT of a new task (shards
+	// only; empty on a queue's own table)
+	std::string shard_columns() const;
+	std::string shard_values() const;
+	// the target of ON CONFLICT that infers the dedupe index
+	std::string dedupe_target() const;
+
   private:
 	std::string queue_;
 	std::string table_;
@@ -183,11 +193,6 @@ class QueueSql {
 	// the expressions of a new task id (shards only) and a new lease token
 	std::string new_id() const;
 	std::string new_token() const;
-	// "id, shard_key, " and their values for an INSERT (shards only)
-	std::string shard_columns() const;
-	std::string shard_values() const;
-	// the target of ON CONFLICT that infers the dedupe index
-	std::string dedupe_target() const;
 };
 
 // The statements on the catalog concurrency.queue (one row per queue, its
