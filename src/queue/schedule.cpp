@@ -20,6 +20,7 @@
 
 #include "common/cron.hpp"
 #include "pg/invalidation.hpp"
+#include "pg/srf.hpp"
 #include "queue/permissions.hpp"
 
 extern "C" {
@@ -80,8 +81,9 @@ class ServerZone final : public ZoneRules {
 const pg_tz *zone_named(const std::string &name) {
 	const pg_tz *tz = pg::guard([&] { return static_cast<const pg_tz *>(pg_tzset(name.c_str())); });
 	if (!tz)
-		throw Error(sqlstate::invalid_parameter_value, fmt::format("time zone \"{}\" is not recognized", name),
-		            {}, "Use a name of the tz database, such as 'Europe/Berlin' or 'UTC'.");
+		throw Error(sqlstate::invalid_parameter_value,
+		            fmt::format("time zone \"{}\" is not recognized", name), {},
+		            "Use a name of the tz database, such as 'Europe/Berlin' or 'UTC'.");
 	return tz;
 }
 
@@ -264,8 +266,8 @@ int64 enqueue_due(const std::string &queue, const DueSchedule &s, int64 due) {
 	    "to_char($3 AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')), NULL::timestamptz, $4, "
 	    "NULL::text, $5)",
 	    5, types, CURSOR_OPT_GENERIC_PLAN);
-	Datum values[5] = {pg::text_datum(queue), pg::text_datum(s.payload), TimestampTzGetDatum(timestamp_of(due)),
-	                   Int32GetDatum(s.priority),
+	Datum values[5] = {pg::text_datum(queue), pg::text_datum(s.payload),
+	                   TimestampTzGetDatum(timestamp_of(due)), Int32GetDatum(s.priority),
 	                   s.concurrency_key ? pg::text_datum(*s.concurrency_key) : Datum(0)};
 	char nulls[5] = {' ', ' ', ' ', ' ', s.concurrency_key ? ' ' : 'n'};
 	if (pg::execute(plan, values, nulls, false) != 1)
@@ -273,7 +275,8 @@ int64 enqueue_due(const std::string &queue, const DueSchedule &s, int64 due) {
 	return pg::int64_column(0, 1);
 }
 
-void advance(const DueSchedule &s, const CatchUp &done, std::optional<int64> next, std::optional<int64> task_id) {
+void advance(const DueSchedule &s, const CatchUp &done, std::optional<int64> next,
+             std::optional<int64> task_id) {
 	static const Oid types[6] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, INT8OID};
 	SPIPlanPtr plan = pg::prepared_plan(
 	    "schedule:advance",
@@ -306,7 +309,8 @@ std::string schedule_name_arg(FunctionCallInfo fcinfo, int n) {
 std::string queue_arg(FunctionCallInfo fcinfo, int n) {
 	std::string name = pg::text_arg(fcinfo, n, "queue");
 	if (auto problem = name_problem(name, max_queue_name_bytes))
-		throw Error(sqlstate::invalid_parameter_value, "invalid queue name", fmt::format("The {}.", *problem));
+		throw Error(sqlstate::invalid_parameter_value, "invalid queue name",
+		            fmt::format("The {}.", *problem));
 	return name;
 }
 
@@ -413,8 +417,9 @@ CONCURRENCY_FUNCTION(concurrency_schedule) {
 	if (has_key) {
 		std::size_t bytes = pg::text_view_arg(fcinfo, 7, "concurrency_key").size();
 		if (bytes > max_concurrency_key_bytes)
-			throw Error(sqlstate::invalid_parameter_value, "concurrency_key is too long",
-			            fmt::format("It has {} bytes; at most {} are allowed.", bytes, max_concurrency_key_bytes));
+			throw Error(
+			    sqlstate::invalid_parameter_value, "concurrency_key is too long",
+			    fmt::format("It has {} bytes; at most {} are allowed.", bytes, max_concurrency_key_bytes));
 	}
 	int32 catch_up = pg::int32_arg(fcinfo, 8, "catch_up");
 	if (catch_up < 1 || catch_up > max_catch_up)
@@ -425,7 +430,8 @@ CONCURRENCY_FUNCTION(concurrency_schedule) {
 	int64 now_s = unix_seconds(now);
 	std::optional<int64> next = timing.next_after(now_s);
 	if (!next)
-		throw Error(sqlstate::invalid_parameter_value, fmt::format("cron expression \"{}\" never comes due", cron),
+		throw Error(sqlstate::invalid_parameter_value,
+		            fmt::format("cron expression \"{}\" never comes due", cron),
 		            "No date matches its day-of-month, month and day-of-week fields.");
 
 	pg::spi_connect();
@@ -433,17 +439,20 @@ CONCURRENCY_FUNCTION(concurrency_schedule) {
 	// moving a schedule to another queue takes it off the one it was on
 	if (auto old = lock_schedule(name); old && *old != queue)
 		require_manage(*old, "schedule");
-	static const Oid types[11] = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID, JSONBOID,      TEXTOID,
+	static const Oid types[11] = {TEXTOID, TEXTOID, TEXTOID, INTERVALOID,    JSONBOID,      TEXTOID,
 	                              INT4OID, TEXTOID, INT4OID, TIMESTAMPTZOID, TIMESTAMPTZOID};
 	// same settings: nothing changes (the next due time stays); others:
 	// replaced, its due times counted from now
 	SPIPlanPtr plan = pg::prepared_plan(
 	    "schedule:upsert",
 	    "INSERT INTO concurrency.schedule AS s (name, queue, cron, every, payload, time_zone, priority, "
-	    "concurrency_key, catch_up, last_due, next_run_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
-	    "ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, cron = excluded.cron, every = excluded.every, "
+	    "concurrency_key, catch_up, last_due, next_run_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+	    "$11) "
+	    "ON CONFLICT (name) DO UPDATE SET queue = excluded.queue, cron = excluded.cron, every = "
+	    "excluded.every, "
 	    "payload = excluded.payload, time_zone = excluded.time_zone, priority = excluded.priority, "
-	    "concurrency_key = excluded.concurrency_key, catch_up = excluded.catch_up, last_due = excluded.last_due, "
+	    "concurrency_key = excluded.concurrency_key, catch_up = excluded.catch_up, last_due = "
+	    "excluded.last_due, "
 	    "next_run_at = excluded.next_run_at, skipped = 0, enabled = true "
 	    "WHERE (s.queue, s.cron, s.every, s.payload, s.time_zone, s.priority, s.concurrency_key, s.catch_up, "
 	    "s.enabled) IS DISTINCT FROM (excluded.queue, excluded.cron, excluded.every, excluded.payload, "
@@ -460,8 +469,9 @@ CONCURRENCY_FUNCTION(concurrency_schedule) {
 	                    Int32GetDatum(catch_up),
 	                    TimestampTzGetDatum(timestamp_of(now_s)),
 	                    TimestampTzGetDatum(timestamp_of(*next))};
-	char nulls[11] = {' ', ' ', has_cron ? ' ' : 'n', has_every ? ' ' : 'n', ' ', ' ', ' ', has_key ? ' ' : 'n',
-	                  ' ', ' ', ' '};
+	char nulls[11] = {
+	    ' ', ' ', has_cron ? ' ' : 'n', has_every ? ' ' : 'n', ' ', ' ', ' ', has_key ? ' ' : 'n', ' ',
+	    ' ', ' '};
 	pg::execute(plan, values, nulls, false);
 	pg::spi_finish();
 	PG_RETURN_VOID();
@@ -536,9 +546,15 @@ CONCURRENCY_FUNCTION(concurrency_schedule_rows) {
 		}
 		if (!it->second)
 			continue;
-		Datum cols[9] = {pg::text_datum(r.name),   pg::text_datum(r.queue), pg::text_datum(r.spec),
-		                 pg::text_datum(r.time_zone), r.next,                r.last,
-		                 Int64GetDatum(r.task),    BoolGetDatum(r.enabled), Int64GetDatum(r.skipped)};
+		Datum cols[9] = {pg::text_datum(r.name),
+		                 pg::text_datum(r.queue),
+		                 pg::text_datum(r.spec),
+		                 pg::text_datum(r.time_zone),
+		                 r.next,
+		                 r.last,
+		                 Int64GetDatum(r.task),
+		                 BoolGetDatum(r.enabled),
+		                 Int64GetDatum(r.skipped)};
 		bool isnull[9] = {false, false, false, false, r.next_null, r.last_null, r.task_null, false, false};
 		pg::add_row(out, cols, isnull);
 	}

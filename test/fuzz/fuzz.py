@@ -223,6 +223,11 @@ def consistency_problems(conn):
                AND EXISTS (SELECT FROM pg_roles r WHERE r.oid = p.grantee)
                AND NOT has_table_privilege(p.grantee, format('concurrency.%I', 'q_' || p.queue), 'SELECT')""").fetchall()
         problems += [f"read without SELECT on the table: {r[0]!r} for {r[1]!r}" for r in rows]
+    if conn.execute("SELECT to_regclass('concurrency.schedule') IS NOT NULL").fetchone()[0]:
+        rows = conn.execute("""
+            SELECT name FROM concurrency.schedule
+             WHERE next_run_at IS NULL OR next_run_at <= last_due""").fetchall()
+        problems += [f"schedule without a next due time after its last: {r[0]!r}" for r in rows]
     return problems
 
 
@@ -235,6 +240,8 @@ SEED = [
     "SELECT count(*) FROM concurrency.dequeue('fuzz_a', 5)",
     "SELECT concurrency.grant_queue('fuzz_a', 'fuzz_worker', '{work}')",
     "SELECT concurrency.grant_queue('fuzz_b', 'fuzz_worker', '{enqueue}')",
+    # a due schedule: dequeue calls on fuzz_a materialize it
+    "SELECT concurrency.schedule('fuzz_s', 'fuzz_a', every => '1 second', catch_up => 3)",
 ]
 
 
