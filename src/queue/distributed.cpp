@@ -566,10 +566,13 @@ uint64 run_forwarded(FunctionCallInfo fcinfo, const char *function, const pg::Re
 
 } // namespace
 
-uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet &out) {
-	const Shards &shards = distributed_shards(q);
+namespace {
+
+// One shard position on each other node that holds shards of the queue, in
+// position order: where a call is made to reach that node.
+std::vector<int32> other_nodes(const Shards &shards) {
 	int32 here = citus::local_role().group;
-	std::vector<int32> nodes; // one shard position per other node, in position order
+	std::vector<int32> nodes;
 	std::vector<int32> groups;
 	for (int32 p = 0; p < shards.count; ++p) {
 		int32 group = shards.groups[static_cast<std::size_t>(p)];
@@ -578,6 +581,34 @@ uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet 
 		groups.push_back(group);
 		nodes.push_back(p);
 	}
+	return nodes;
+}
+
+} // namespace
+
+int64 on_every_node(FunctionCallInfo fcinfo, Queue &whole, const std::function<int64(Queue &)> &local) {
+	// a copy: an invalidation while a shard is opened may drop the cached list
+	const Shards shards = distributed_shards(whole);
+	int64 total = 0;
+	for (const LocalShard &s : shards.local) {
+		Queue shard(whole.name(), s);
+		total += local(shard);
+	}
+	if (citus::in_routed_call())
+		return total;
+	CallerCall call = caller_call(fcinfo, -1);
+	for (int32 position : other_nodes(shards)) {
+		uint64 n = call_on_shard(whole, position, call.sig.function, call.sig.nargs, call.sig.types,
+		                         call.values, call.nulls, false, true);
+		bool isnull = true;
+		Datum count = n == 1 ? pg::column(0, 1, &isnull) : Datum(0);
+		total += isnull ? 0 : DatumGetInt64(count);
+	}
+	return total;
+}
+
+uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet &out) {
+	std::vector<int32> nodes = other_nodes(distributed_shards(q));
 	if (nodes.empty())
 		return 0;
 	// dequeue(queue, batch, lease, worker) there: it claims from that node's
@@ -693,14 +724,6 @@ uint64 distributed_purge_chunk(const std::string &queue, int32 chunk) {
 	bool isnull = false;
 	Datum purged = pg::column(0, 1, &isnull);
 	return isnull ? 0 : static_cast<uint64>(DatumGetInt64(purged));
-}
-
-void distributed_stats(const std::string &queue, TimestampTz now) {
-	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
-	Datum values[2] = {pg::text_datum(queue), TimestampTzGetDatum(now)};
-	SPIPlanPtr plan = pg::prepared_plan("distributed:stats",
-	                                    "SELECT * FROM concurrency.distributed_stats($1, $2)", 2, types);
-	pg::execute(plan, values, nullptr, false);
 }
 
 } // namespace concurrency::queue

@@ -160,6 +160,13 @@ Datum route_call(FunctionCallInfo fcinfo, Queue &whole, int32 position, const pg
 // the caller looked.
 std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n);
 
+// A call about the whole of a distributed queue served here (purge,
+// retry_dead): `local` runs on each of this node's shards, and the caller's
+// own call is made once on each other node that holds shards of the queue,
+// where it runs `local` on that node's shards (a call routed to a node stays
+// there). Returns the sum of `local`'s results and the other nodes' (int8).
+int64 on_every_node(FunctionCallInfo fcinfo, Queue &whole, const std::function<int64(Queue &)> &local);
+
 // route_batch for a function that returns how many tasks it acted on: the
 // sum over the shards.
 int64 route_batch_count(FunctionCallInfo fcinfo, Queue &whole, const std::vector<int64> &ids,
@@ -218,9 +225,5 @@ void distributed_limits(const std::string &queue, bool key_limit_changed, std::o
 // concurrency.distributed_purge_chunk(queue, chunk) on one shard at random.
 // Returns how many finished tasks it deleted. Call while SPI is connected.
 uint64 distributed_purge_chunk(const std::string &queue, int32 chunk);
-
-// Runs concurrency.distributed_stats(queue, now): its one row (the six counts
-// of queue_stats) is left in SPI_tuptable.
-void distributed_stats(const std::string &queue, TimestampTz now);
 
 } // namespace concurrency::queue

@@ -285,26 +285,37 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::manage, "retry_dead");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+	bool ids_null = PG_ARGISNULL(1);
+	Datum ids = ids_null ? Datum(0) : PG_GETARG_DATUM(1);
+	auto revive = [&](Queue &table) {
+		static const Oid types[3] = {TIMESTAMPTZOID, INT8ARRAYOID, BOOLOID};
+		bool limited = table.info().key_limit > 0;
+		Datum values[3] = {TimestampTzGetDatum(now), ids, BoolGetDatum(limited)};
+		char nulls[3] = {' ', ids_null ? 'n' : ' ', ' '};
+		uint64 n = table.run(QueueStatement::retry_dead, 3, types, values, nulls);
+		if (limited) {
+			// revived tasks of keys came back blocked: admit them as their keys allow
+			std::vector<std::string> keys;
+			for (uint64 i = 0; i < n; ++i)
+				if (auto key = queue::key_column(static_cast<int>(i), 2))
+					keys.push_back(*key);
+			queue::release_keys(table, std::move(keys), now);
+		}
+		if (n > 0)
+			table.notify(n);
+		return static_cast<int64>(n);
+	};
+	int64 n = 0;
+	if (!queue::is_distributed(q.info().relid))
+		n = revive(q);
+	else if (queue::shards_served_here(q)) { // Citus: each node revives the tasks of its own shards
+		n = queue::on_every_node(fcinfo, q, revive);
+		if (n > 0)
+			queue::notify_listeners(q.name());
+	} else
 		return queue::forward_distributed(fcinfo, "distributed_retry_dead");
-	static const Oid types[3] = {TIMESTAMPTZOID, INT8ARRAYOID, BOOLOID};
-	bool limited = q.info().key_limit > 0;
-	Datum values[3] = {TimestampTzGetDatum(now), PG_ARGISNULL(1) ? Datum(0) : PG_GETARG_DATUM(1),
-	                   BoolGetDatum(limited)};
-	char nulls[3] = {' ', PG_ARGISNULL(1) ? 'n' : ' ', ' '};
-	uint64 n = q.run(QueueStatement::retry_dead, 3, types, values, nulls);
-	if (limited) {
-		// revived tasks of keys came back blocked: admit them as their keys allow
-		std::vector<std::string> keys;
-		for (uint64 i = 0; i < n; ++i)
-			if (auto key = queue::key_column(static_cast<int>(i), 2))
-				keys.push_back(*key);
-		queue::release_keys(q, std::move(keys), now);
-	}
-	if (n > 0)
-		q.notify(n);
 	pg::spi_finish();
-	PG_RETURN_INT64(static_cast<int64>(n));
+	PG_RETURN_INT64(n);
 }
 
 // concurrency.complete(queue, task_ids, lease_tokens) -> how many (all)

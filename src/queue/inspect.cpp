@@ -43,8 +43,9 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 			AsRole as_owner(queue_owner(*q));
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
-			if (queue::is_distributed(q->info().relid)) // Citus: src/queue/distributed.hpp
-				queue::distributed_stats(name, now);
+			if (queue::is_distributed(q->info().relid)) // Citus: one query over every shard, planned
+				pg::execute(StatsSql(name).stats_over_shards(), 1, types, values, nullptr,
+				            true); // with `now`
 			else
 				q->run("queue_stats", StatsSql(name).stats(), 1, types, values);
 			for (int c = 1; c < 10; ++c)
@@ -72,11 +73,13 @@ CONCURRENCY_FUNCTION(concurrency_queue_keys) {
 	pg::spi_connect();
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::read, "queue_keys");
-	if (queue::is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
-		return queue::forward_distributed(fcinfo, "distributed_queue_keys", &out);
 	static const Oid types[1] = {TIMESTAMPTZOID};
 	Datum values[1] = {TimestampTzGetDatum(now)};
-	uint64 n = q.run("queue_keys", KeySql(name).queue_keys(), 1, types, values);
+	// a distributed queue (Citus): the same query over every shard, planned
+	// with `now` (Citus plans no multi-shard query with a parameter unknown)
+	uint64 n = queue::is_distributed(q.info().relid)
+	               ? pg::execute(KeySql(name).queue_keys(), 1, types, values, nullptr, true)
+	               : q.run("queue_keys", KeySql(name).queue_keys(), 1, types, values);
 	for (uint64 i = 0; i < n; ++i) {
 		Datum cols[4];
 		bool isnull[4];
@@ -97,18 +100,25 @@ CONCURRENCY_FUNCTION(concurrency_purge) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::manage, "purge");
-	if (is_distributed(q.info().relid)) // Citus: src/queue/distributed.hpp
+	auto purge_all = [now](Queue &table) {
+		constexpr int32 chunk = 10'000;
+		int64 total = 0;
+		for (;;) {
+			uint64 n = table.purge(now, chunk);
+			total += static_cast<int64>(n);
+			if (n < static_cast<uint64>(chunk))
+				return total;
+		}
+	};
+	int64 total = 0;
+	if (!is_distributed(q.info().relid))
+		total = purge_all(q);
+	else if (shards_served_here(q)) // Citus: each node purges its own shards
+		total = on_every_node(fcinfo, q, purge_all);
+	else
 		return forward_distributed(fcinfo, "distributed_purge");
-	constexpr int32 chunk = 10'000;
-	uint64 total = 0;
-	for (;;) {
-		uint64 n = q.purge(now, chunk);
-		total += n;
-		if (n < static_cast<uint64>(chunk))
-			break;
-	}
 	pg::spi_finish();
-	PG_RETURN_INT64(static_cast<int64>(total));
+	PG_RETURN_INT64(total);
 }
 
 // concurrency.task_status(queue, id) -> one row, or none

@@ -579,14 +579,15 @@ void Queue::maybe_purge(TimestampTz now) {
 
 void Queue::notify(uint64 tasks) {
 	note_claimable(name(), tasks);
-	// A call routed here by another node (Citus) is part of a transaction
-	// that Citus may commit with PREPARE TRANSACTION, which a NOTIFY forbids:
-	// the node where the call was made notifies its listeners instead.
-	if (!citus::in_routed_call())
-		notify_listeners(name());
+	notify_listeners(name());
 }
 
 void notify_listeners(std::string_view queue) {
+	// A call routed here by another node (Citus) is part of a transaction
+	// that Citus may commit with PREPARE TRANSACTION, which a NOTIFY forbids:
+	// the node where the call was made notifies its listeners instead.
+	if (citus::in_routed_call())
+		return;
 	std::string channel = queue_channel(queue);
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
 }

@@ -164,7 +164,8 @@ TimestampTz clock_now();
 // The owner of relation `relid` (from the syscache).
 Oid relation_owner(Oid relid);
 // NOTIFY concurrency_<queue>, delivered at commit (Queue::notify wakes the
-// waiters of dequeue(…, wait) as well).
+// waiters of dequeue(…, wait) as well); nothing in a call that another
+// Citus node routed here (that node notifies).
 void notify_listeners(std::string_view queue);
 
 // CE001 for an acknowledgement of task `task_id` of `queue` that does not

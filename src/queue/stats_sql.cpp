@@ -47,4 +47,25 @@ std::string StatsSql::stats() const {
 	                   fmt::arg("t", table_));
 }
 
+std::string StatsSql::stats_over_shards() const {
+	return fmt::format(R"(SELECT pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'ready' OR (state )" EQ
+	                   R"( 'scheduled' AND run_at )" LE
+	                   R"( $1)),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'scheduled' AND run_at )" GT R"( $1),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ
+	                   R"( 'leased' AND COALESCE(lease_extended_to, lease_expires_at) )" GT
+	                   R"( $1),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ
+	                   R"( 'leased' AND COALESCE(lease_extended_to, lease_expires_at) )" LE
+	                   R"( $1),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'dead'),
+       $1 )" MINUS R"( pg_catalog.min(run_at) FILTER (WHERE state )" EQ R"( 'ready' OR (state )" EQ
+	                   R"( 'scheduled' AND run_at )" LE R"( $1)),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'done'),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'cancelled'),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'blocked')
+  FROM {t})",
+	                   fmt::arg("t", table_));
+}
+
 } // namespace concurrency::queue

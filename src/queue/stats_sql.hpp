@@ -24,6 +24,10 @@ class StatsSql {
 	// scheduled, leased, expired, dead, oldest_ready_age, done, cancelled,
 	// blocked (keyed tasks held back by their key).
 	std::string stats() const;
+	// The same counts of a distributed queue (Citus), in one query over
+	// every shard of its table: aggregates that Citus computes on each shard
+	// and adds up (the subqueries of stats() it cannot plan across shards).
+	std::string stats_over_shards() const;
 
   private:
 	std::string queue_;
