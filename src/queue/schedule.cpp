@@ -472,7 +472,11 @@ CONCURRENCY_FUNCTION(concurrency_schedule) {
 	char nulls[11] = {
 	    ' ', ' ', has_cron ? ' ' : 'n', has_every ? ' ' : 'n', ' ', ' ', ' ', has_key ? ' ' : 'n', ' ',
 	    ' ', ' '};
-	pg::execute(plan, values, nulls, false);
+	uint64 changed = pg::execute(plan, values, nulls, false);
+	// waiting dequeue calls wake at the commit and sleep again until the
+	// new due time, not until the one they knew
+	if (changed > 0)
+		Queue(queue).notify(static_cast<uint64>(MaxBackends));
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }
