@@ -226,8 +226,9 @@ const Shards &distributed_shards(Queue &q) {
 	return shard_maps->emplace(relid, std::move(shards)).first->second;
 }
 
-bool shards_served_here(Queue &q) {
-	if (q.info().max_leased != 0)
+bool shards_served_here(Queue &q, bool slots) {
+	// (a call routed here was let through by the node that keeps the slots)
+	if (slots && q.info().max_leased != 0 && !citus::in_routed_call())
 		return false;
 	if (q.info().key_limit != 0 && !distributed_shards(q).keys_everywhere)
 		return false;
@@ -237,8 +238,8 @@ bool shards_served_here(Queue &q) {
 	return !TransactionIdIsValid(written_by) || written_by != GetTopTransactionIdIfAny();
 }
 
-const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n) {
-	if (n < 1 || !shards_served_here(q))
+const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n, bool slots) {
+	if (n < 1 || !shards_served_here(q, slots))
 		return nullptr;
 	const Shards &shards = distributed_shards(q);
 	int32 position = task_position(ids[0]);
@@ -249,16 +250,18 @@ const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n) {
 }
 
 void require_slots_here(Queue &q, const char *what) {
-	if (q.info().max_leased > 0 && citus::local_role().role == citus::Role::worker)
+	if (q.info().max_leased > 0 && citus::local_role().role == citus::Role::worker &&
+	    !citus::in_routed_call())
 		require_coordinator_for(q.name(), what, false);
 }
 
-bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard, const char *what) {
+bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard, const char *what,
+                 bool slots) {
 	if (!is_distributed(whole.info().relid))
 		return false;
 	if (what)
 		require_slots_here(whole, what);
-	const LocalShard *here = local_shard_of(whole, ids, n);
+	const LocalShard *here = local_shard_of(whole, ids, n, slots);
 	if (!here)
 		return true;
 	shard.emplace(whole.name(), *here);
@@ -281,8 +284,8 @@ const LocalShard *next_local_shard(const Shards &shards) {
 	return &shards.local[next_cursor() % shards.local.size()];
 }
 
-std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n) {
-	if (!shards_served_here(whole))
+std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n, bool slots) {
+	if (!shards_served_here(whole, slots))
 		return std::nullopt;
 	if (citus::in_routed_call())
 		throw Error(

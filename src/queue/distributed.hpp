@@ -58,11 +58,13 @@ struct Shards {
 const Shards &distributed_shards(Queue &q);
 
 // Whether this node's C++ may act on the queue's shards itself, and route
-// what it cannot serve to the other nodes' C++: a queue without max_leased
-// (whose lease slots are kept by the routed SQL functions for now), whose
-// key table's shards are beside its shards, not distributed by the running
-// transaction.
-bool shards_served_here(Queue &q);
+// what it cannot serve to the other nodes' C++, for a call that takes or
+// frees lease slots (`slots`: dequeue and the acknowledgements that end or
+// hand back a lease) or not: a queue whose key table's shards are beside its
+// shards, not distributed by the running transaction, and for calls about
+// slots, without max_leased (whose lease slots the routed SQL functions keep
+// for now).
+bool shards_served_here(Queue &q, bool slots = true);
 
 // The position of a task's shard: its id's low 10 bits.
 inline int32 task_position(int64 task_id) {
@@ -71,7 +73,7 @@ inline int32 task_position(int64 task_id) {
 
 // For a call about tasks `ids` on a distributed queue: the queue's shard on
 // this node that holds all of them, or nullptr (the call is routed).
-const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n);
+const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n, bool slots = true);
 
 // For a call about tasks `ids` of queue `whole`: true where the call must be
 // routed (a distributed queue whose tasks are not all in one shard of this
@@ -80,7 +82,8 @@ const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n);
 // `what` (the function's name) is a call that frees or takes lease slots:
 // on a worker node it is refused for a queue with max_leased
 // (require_slots_here).
-bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard, const char *what);
+bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard, const char *what,
+                 bool slots = true);
 
 // 0A000 for `what` on a worker node when the distributed queue has
 // max_leased: its lease slots are a table on the coordinator.
@@ -158,7 +161,7 @@ Datum route_call(FunctionCallInfo fcinfo, Queue &whole, int32 position, const pg
 // functions: !shards_served_here). Refuses (55000) a call that Citus routed
 // to this node for tasks whose shard is not here: a shard that moved since
 // the caller looked.
-std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n);
+std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n, bool slots = true);
 
 // A call about the whole of a distributed queue served here (purge,
 // retry_dead): `local` runs on each of this node's shards, and the caller's

@@ -77,7 +77,7 @@ void enqueue_params(FunctionCallInfo fcinfo, TimestampTz now, int32 priority, Da
 // (so that the key is unique across the queue), else to the next of this
 // node's shards.
 std::optional<queue::LocalShard> shard_for_task(Queue &q, const Datum *values, const char *nulls) {
-	if (!queue::shards_served_here(q))
+	if (!queue::shards_served_here(q, false)) // enqueue takes no lease slot
 		return std::nullopt;
 	const queue::Shards &shards = queue::distributed_shards(q);
 	const queue::LocalShard *shard = nullptr;
@@ -231,7 +231,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	std::optional<Queue> shard;
 	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
 		std::optional<queue::LocalShard> here = shard_for_task(q, values, nulls);
-		if (!here && queue::shards_served_here(q)) { // to its shard's node; listeners here are told
+		if (!here && queue::shards_served_here(q, false)) { // to its shard's node; listeners here are told
 			queue::notify_listeners(name);
 			return queue::route_call(fcinfo, q, routed_task_position(q, values, nulls));
 		}
@@ -312,7 +312,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 		// a batch whose tasks all go to one shard of this node is served
 		// there; otherwise each shard's tasks are enqueued on its node, and
 		// the ids put back in payload order
-		if (!queue::shards_served_here(q))
+		if (!queue::shards_served_here(q, false))
 			return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
 		const queue::Shards &shards = queue::distributed_shards(q);
 		std::vector<int32> position(static_cast<std::size_t>(payloads.n), -1);

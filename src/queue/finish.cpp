@@ -158,6 +158,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
+	// (with max_leased: the routed SQL functions, whose lease reclaim reads
+	// lease_expires_at alone, where this heartbeat leaves lease_extended_to)
 	if (queue::route_tasks(whole, &task_id, 1, shard, "heartbeat")) {
 		if (auto position = queue::routed_position(whole, &task_id, 1))
 			return queue::route_call(fcinfo, whole, *position);
@@ -308,7 +310,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 	int64 n = 0;
 	if (!queue::is_distributed(q.info().relid))
 		n = revive(q);
-	else if (queue::shards_served_here(q)) { // Citus: each node revives the tasks of its own shards
+	else if (queue::shards_served_here(q, false)) { // Citus: each node revives the tasks of its own shards
 		n = queue::on_every_node(fcinfo, q, revive);
 		if (n > 0)
 			queue::notify_listeners(q.name());

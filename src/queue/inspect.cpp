@@ -113,7 +113,7 @@ CONCURRENCY_FUNCTION(concurrency_purge) {
 	int64 total = 0;
 	if (!is_distributed(q.info().relid))
 		total = purge_all(q);
-	else if (shards_served_here(q)) // Citus: each node purges its own shards
+	else if (shards_served_here(q, false)) // Citus: each node purges its own shards
 		total = on_every_node(fcinfo, q, purge_all);
 	else
 		return forward_distributed(fcinfo, "distributed_purge");
@@ -133,10 +133,10 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::read, "task_status");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &id, 1, shard, nullptr)) {
-		if (auto position = queue::routed_position(whole, &id, 1))
+	if (queue::route_tasks(whole, &id, 1, shard, nullptr, false)) {
+		if (auto position = queue::routed_position(whole, &id, 1, false))
 			return queue::route_call(fcinfo, whole, *position, &out, -1, false);
-		if (queue::shards_served_here(whole)) { // its id names no shard of the queue: no such task
+		if (queue::shards_served_here(whole, false)) { // its id names no shard of the queue: no such task
 			pg::spi_finish();
 			return Datum(0);
 		}
