@@ -136,6 +136,14 @@ BEGIN READ ONLY;
 SELECT pg_temp.error_of($$SELECT count(*) FROM concurrency.dequeue('sq2')$$);
 ROLLBACK;
 SELECT next_run_at = since + interval '1 day' AS still_due FROM concurrency.schedules, clock WHERE name = 'tick';
+-- a row that schedule() would refuse (changed by hand) is disabled, not an
+-- error of every dequeue; schedule() enables it again
+UPDATE concurrency.schedule SET every = NULL, cron = '61 * * * *' WHERE name = 'tick';
+SELECT pg_temp.rewind('tick', since, since + interval '1 day') FROM clock;
+SELECT count(*) AS claimed FROM concurrency.dequeue('sq2');
+SELECT enabled, next_run_at = since + interval '1 day' AS untouched FROM concurrency.schedules, clock WHERE name = 'tick';
+SELECT concurrency.schedule('tick', 'sq2', every => '1 day', priority => 7, concurrency_key => 'ticks');
+SELECT enabled, next_run_at > now() AS ahead FROM concurrency.schedules WHERE name = 'tick';
 -- moving a schedule to another queue
 SELECT concurrency.schedule('tick', 'sq', every => '1 minute');
 SELECT queue, spec FROM concurrency.schedules WHERE name = 'tick';

@@ -295,6 +295,14 @@ void advance(const DueSchedule &s, const CatchUp &done, std::optional<int64> nex
 	pg::execute(plan, values, nulls, false, 0, pg::Visibility::latest);
 }
 
+void disable(const std::string &name) {
+	static const Oid types[1] = {TEXTOID};
+	SPIPlanPtr plan = pg::prepared_plan(
+	    "schedule:disable", "UPDATE concurrency.schedule SET enabled = false WHERE name = $1", 1, types);
+	Datum values[1] = {pg::text_datum(name)};
+	pg::execute(plan, values, nullptr, false, 0, pg::Visibility::latest);
+}
+
 // Schedule names: 1 to 200 bytes, anything else goes.
 std::string schedule_name_arg(FunctionCallInfo fcinfo, int n) {
 	std::string name = pg::text_arg(fcinfo, n, "name");
@@ -364,10 +372,19 @@ void materialize_due(Queue &q, TimestampTz now) {
 	int64 now_s = unix_seconds(now);
 	for (const DueSchedule &s : due) {
 		Timing timing;
-		if (s.cron)
-			timing.cron = cron_of(*s.cron);
-		timing.every = s.every;
-		timing.zone = zone_named(s.time_zone);
+		try {
+			if (s.cron)
+				timing.cron = cron_of(*s.cron);
+			timing.every = s.every;
+			timing.zone = zone_named(s.time_zone);
+		} catch (const Error &) {
+			// a row schedule() would refuse (changed by hand, or a time zone
+			// gone from the tz database): disabled, so that it does not fail
+			// every dequeue of its queue; schedule() enables it again
+			AsRole as_catalog_owner(catalog);
+			disable(s.name);
+			continue;
+		}
 		CatchUp done = timing.catch_up(unix_seconds(s.last_due), now_s, s.catch_up);
 		std::optional<int64> task_id;
 		{
