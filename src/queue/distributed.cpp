@@ -205,7 +205,8 @@ const Shards &distributed_shards(Queue &q) {
 	    " SELECT s.pos, d.shard_keys[s.pos OPERATOR(pg_catalog.+) 1],"
 	    "        (SELECT p.groupid FROM pg_catalog.pg_dist_placement p"
 	    "          WHERE p.shardid OPERATOR(pg_catalog.=) s.shardid ORDER BY p.groupid LIMIT 1),"
-	    "        d.xmin OPERATOR(pg_catalog.=) pg_catalog.xid(pg_catalog.pg_current_xact_id_if_assigned())"
+	    "        d.xmin OPERATOR(pg_catalog.=) pg_catalog.xid(pg_catalog.pg_current_xact_id_if_assigned()),"
+	    "        pg_catalog.to_regprocedure('concurrency.distributed_sync_catalog(text)') IS NOT NULL"
 	    "   FROM s JOIN concurrency.distributed_queue d ON d.queue OPERATOR(pg_catalog.=) $2"
 	    "  ORDER BY s.pos",
 	    2, types);
@@ -216,6 +217,7 @@ const Shards &distributed_shards(Queue &q) {
 		shards.groups.push_back(pg::column_as<int32>(r, 3).value_or(-1));
 		if (pg::column_as<bool>(r, 4).value_or(false))
 			shards.written_by = GetTopTransactionIdIfAny();
+		shards.catalog_everywhere = pg::column_as<bool>(r, 5).value_or(false);
 	}
 	if (static_cast<int32>(positions) != shards.count)
 		throw Error(
@@ -231,6 +233,8 @@ bool shards_served_here(Queue &q, bool slots) {
 	if (slots && q.info().max_leased != 0 && !citus::in_routed_call())
 		return false;
 	if (q.info().key_limit != 0 && !distributed_shards(q).keys_everywhere)
+		return false;
+	if (!distributed_shards(q).catalog_everywhere)
 		return false;
 	// distributed by this transaction: the other nodes do not know the queue
 	// until it commits (its catalog reaches them on connections of their own)

@@ -47,6 +47,10 @@ struct Shards {
 	TransactionId written_by = InvalidTransactionId;
 	// every shard on this node has its key table's shard beside it
 	bool keys_everywhere = true;
+	// the objects installed are those that copy the catalog of distributed
+	// queues to every node (not 0.2.0's, between a package update and
+	// ALTER EXTENSION … UPDATE, whose worker nodes know no queue)
+	bool catalog_everywhere = false;
 	// The shard on this node at `position`, or nullptr.
 	const LocalShard *at(int32 position) const;
 };
@@ -61,7 +65,8 @@ const Shards &distributed_shards(Queue &q);
 // what it cannot serve to the other nodes' C++, for a call that takes or
 // frees lease slots (`slots`: dequeue and the acknowledgements that end or
 // hand back a lease) or not: a queue whose key table's shards are beside its
-// shards, not distributed by the running transaction, and for calls about
+// shards, not distributed by the running transaction, known to every node
+// (the objects installed copy the catalog there), and for calls about
 // slots, without max_leased (whose lease slots the routed SQL functions keep
 // for now).
 bool shards_served_here(Queue &q, bool slots = true);
