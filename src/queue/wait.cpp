@@ -18,6 +18,7 @@ extern "C" {
 #include "storage/spin.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/resowner.h"
 #include "utils/wait_event.h"
 }
 
@@ -136,13 +137,28 @@ void wake_noted() {
 	LWLockRelease(wait_lock);
 }
 
+// The wake-ups of a committed transaction are sent once its invalidation
+// messages are (the last phase of releasing its resources, after
+// AtEOXact_Inval): a waiter woken by a resume_queue, or by a changed
+// schedule, reads the catalog change in the look it wakes up for. (Woken at
+// XACT_EVENT_COMMIT, before the invalidations went out, it could still see
+// the queue paused, and sleep on.) A PREPARE has dropped its notes by then.
+void on_resources_released(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void *) noexcept {
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || !is_commit || !is_top_level)
+		return;
+	if (note_count == 0 && !notes_overflowed)
+		return;
+	wake_noted();
+	note_count = 0;
+	notes_overflowed = false;
+}
+
 void on_transaction_end(XactEvent event, void *) noexcept {
 	if (note_count == 0 && !notes_overflowed)
 		return;
 	switch (event) {
-	case XACT_EVENT_COMMIT:
-		wake_noted();
-		[[fallthrough]];
+	case XACT_EVENT_COMMIT: // woken later, on_resources_released
+		break;
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PREPARE: // COMMIT PREPARED, from another session, wakes no one
 	case XACT_EVENT_PARALLEL_COMMIT:
@@ -173,6 +189,7 @@ void wait_init() {
 	    &wait_poll_interval_ms, 100, 1, 60 * 1000, PGC_USERSET, GUC_UNIT_MS, check_poll_interval, nullptr,
 	    nullptr);
 	RegisterXactCallback(on_transaction_end, nullptr);
+	RegisterResourceReleaseCallback(on_resources_released, nullptr);
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 #if PG_VERSION_NUM >= 150000
