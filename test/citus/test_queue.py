@@ -964,6 +964,27 @@ def kill_worker_backends(port):
                      "AND datname = current_database() AND application_name LIKE 'citus_internal%%'")
 
 
+def test_schedule_on_distributed_queue():
+    """A schedule of a distributed queue: the coordinator's dequeue turns its due times into tasks, routed to
+    their shards like any enqueue, and claims them (a waiting dequeue wakes at the next due time)."""
+    c = connect(COORDINATOR)
+    fresh_queue(c, "sd")
+    c.execute("SELECT concurrency.schedule('sd-every', 'sd', every => '1 second')")
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < 2 and time.monotonic() < deadline:
+        got += c.execute("SELECT task_id, lease_token, payload FROM concurrency.dequeue('sd', 10, wait => '3 seconds')"
+                         ).fetchall()
+    due = [p.get("scheduled_for") for _, _, p in got]
+    check("a schedule of a distributed queue gives tasks, claimed through the coordinator",
+          len(got) >= 2 and all(d is not None for d in due), repr(got))
+    check("one task per due time", len(set(due)) == len(due), repr(due))
+    check("the tasks are in the queue's shards", all(
+        scalar(c, "SELECT count(*) FROM concurrency.q_sd WHERE id = %s", (t,)) == 1 for t, _, _ in got))
+    check("unschedule: true", scalar(c, "SELECT concurrency.unschedule('sd-every')") is True)
+    c.execute("SELECT concurrency.drop_queue('sd')")
+
+
 def test_chaos_exactly_once():
     c = connect(COORDINATOR)
     c.execute("DROP TABLE IF EXISTS chaos_effects")
@@ -1011,4 +1032,5 @@ if __name__ == "__main__":
          test_fencing_leases_retries, test_keys_limits_retention, test_create_queue_distributed,
          test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
          test_key_limit_admission, test_key_limit_batches, test_key_limit_alter, test_key_limit_concurrent,
-         test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_chaos_exactly_once])
+         test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_schedule_on_distributed_queue,
+         test_chaos_exactly_once])
