@@ -27,7 +27,8 @@ COMMENT ON VIEW concurrency.queue_stats IS
     'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), the age of the oldest ready task, and whether the queue is paused (pause_queue); counts are NULL for queues on which you lack permission read';
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0, before 24_queue_wait.sql defines dequeue,
--- heartbeat, heartbeat_batch and task_status anew (with wait and progress):
+-- heartbeat, heartbeat_batch and task_status anew (with wait and progress),
+-- and 24_queue_enqueue.sql enqueue (with on_conflict):
 -- their 0.2.0 definitions step aside under other names, so that the new ones
 -- can be created (task_status keeps its argument types but returns one more
 -- column, which CREATE OR REPLACE cannot do). 25_queue_wait_grants.sql gives
@@ -38,6 +39,24 @@ ALTER FUNCTION concurrency.dequeue(text, integer, interval, text) RENAME TO dequ
 ALTER FUNCTION concurrency.heartbeat(text, bigint, bigint, interval) RENAME TO heartbeat_0_2_0;
 ALTER FUNCTION concurrency.heartbeat_batch(text, bigint[], bigint[], interval) RENAME TO heartbeat_batch_0_2_0;
 ALTER FUNCTION concurrency.task_status(text, bigint) RENAME TO task_status_0_2_0;
+ALTER FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text) RENAME TO enqueue_0_2_0;
+-- ---------------------------------------------------------------------------
+-- Task queue: enqueue (docs/queue.md, "Deduplication"). With a dedupe_key
+-- whose holder exists, on_conflict says what happens: 'ignore' (the default)
+-- returns the holder's id and changes nothing; 'replace' gives the holder
+-- the new payload, run_at and priority if it has not started (ready,
+-- scheduled, or blocked by its key), and returns its id (a debounce). Like
+-- the other task functions, SECURITY INVOKER without SET search_path.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
+                                    priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
+                                    concurrency_key text DEFAULT NULL, on_conflict text DEFAULT 'ignore')
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue';
+COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text) IS
+    'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any; with on_conflict => ''replace'', a holder not yet started takes the new payload, run_at and priority); notifies channel concurrency_<queue> at commit';
 -- ---------------------------------------------------------------------------
 -- concurrency_monitor: a role whose members hold permission read on every
 -- queue of every database where the extension is installed, present and
@@ -144,7 +163,7 @@ CREATE FUNCTION concurrency.resume_queue(queue text)
 COMMENT ON FUNCTION concurrency.resume_queue(text) IS
     'lets workers claim from a paused queue again, waking its waiting dequeue calls at commit; returns false if it was not paused';
 -- ---------------------------------------------------------------------------
--- Task queue 0.2.0 -> 0.3.0, after 24_queue_wait.sql: the privileges of the
+-- Task queue 0.2.0 -> 0.3.0, after 24_queue_enqueue.sql and 24_queue_wait.sql: the privileges of the
 -- functions it replaced go to their successors as they were (EXECUTE for
 -- PUBLIC by default, or whatever the database's administrators made of it),
 -- the old definitions are dropped, and every queue's table gets the progress
@@ -166,7 +185,9 @@ BEGIN
             ('concurrency.heartbeat_batch_0_2_0(text,bigint[],bigint[],interval)'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.heartbeat_batch(text,bigint[],bigint[],interval,jsonb[])'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.task_status_0_2_0(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.task_status(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
+             'concurrency.task_status(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('concurrency.enqueue_0_2_0(text,jsonb,timestamptz,integer,text,text)'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text,text)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
         FOR g IN
@@ -189,6 +210,7 @@ DROP FUNCTION concurrency.dequeue_0_2_0(text, integer, interval, text);
 DROP FUNCTION concurrency.heartbeat_0_2_0(text, bigint, bigint, interval);
 DROP FUNCTION concurrency.heartbeat_batch_0_2_0(text, bigint[], bigint[], interval);
 DROP FUNCTION concurrency.task_status_0_2_0(text, bigint);
+DROP FUNCTION concurrency.enqueue_0_2_0(text, jsonb, timestamptz, integer, text, text);
 
 -- Every queue's table (a distributed queue's too: Citus sends the ALTER to
 -- its shards) gets the progress column, last, as create_queue makes it. A

@@ -31,8 +31,11 @@ const Oid enqueue_types[6] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID,
 // with a dedupe_key, the id of the task that holds the key. ON CONFLICT waits
 // for a concurrent insert (or completion) of the same key to commit or roll
 // back; if the holder is gone between the insert and the lookup (purged,
-// cancelled, dead), insert again.
-std::optional<int64> enqueue_one(Queue &q, const Datum *values, const char *nulls, bool *inserted) {
+// cancelled, dead), insert again. With `replace` (on_conflict => 'replace'),
+// a holder that has not started takes this task's payload, run_at and
+// priority (*inserted is then true as well: it may be claimable earlier).
+std::optional<int64> enqueue_one(Queue &q, const Datum *values, const char *nulls, bool *inserted,
+                                 bool replace = false) {
 	bool has_dedupe = nulls[4] != 'n';
 	// a task of a key, on a queue that limits its keys: admitted or blocked
 	// under the key's lock
@@ -48,8 +51,18 @@ std::optional<int64> enqueue_one(Queue &q, const Datum *values, const char *null
 			break;
 		static const Oid lookup_types[1] = {TEXTOID};
 		if (q.run(QueueStatement::dedupe_lookup, 1, lookup_types, &values[4]) == 1) {
+			int64 holder = queue::int64_column(0, 1);
 			*inserted = false;
-			return queue::int64_column(0, 1);
+			if (replace) {
+				static const Oid replace_types[5] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID,
+				                                     INT8OID};
+				Datum replace_values[5] = {values[0], values[1], values[2], values[3], Int64GetDatum(holder)};
+				char replace_nulls[5] = {nulls[0], nulls[1], nulls[2], nulls[3], ' '};
+				// a holder leased or finished meanwhile is left as it is
+				*inserted = q.run("dedupe_replace", q.sql().dedupe_replace(), 5, replace_types,
+				                  replace_values, replace_nulls) == 1;
+			}
+			return holder;
 		}
 	}
 	return std::nullopt;
@@ -159,6 +172,23 @@ std::optional<queue::LocalShard> place_batch(Queue &q, const std::vector<int32> 
 	return std::nullopt;
 }
 
+// The on_conflict argument n of enqueue (absent before the update from
+// 0.2.0): 'ignore' (the default: the holder of the dedupe_key is returned as
+// it is) or 'replace'.
+bool on_conflict_arg(FunctionCallInfo fcinfo, int n) {
+	if (PG_NARGS() <= n)
+		return false;
+	std::string_view mode = pg::text_view_arg(fcinfo, n, "on_conflict");
+	if (mode == "ignore")
+		return false;
+	if (mode == "replace")
+		return true;
+	throw Error(sqlstate::invalid_parameter_value, fmt::format("on_conflict must be 'ignore' or 'replace'"),
+	            fmt::format("It is '{}'.", mode.substr(0, 64)),
+	            "'replace' gives the new payload, run_at and priority to the task that holds the dedupe_key, "
+	            "if it has not started.");
+}
+
 [[noreturn]] void dedupe_holder_vanished(const std::string &queue) {
 	throw Error(sqlstate::serialization_failure, fmt::format("could not enqueue into queue \"{}\"", queue),
 	            "The task holding its dedupe_key kept disappearing.", "Retry the transaction.");
@@ -209,10 +239,11 @@ void add_id_row(pg::ResultSet &out, int64 id) {
 } // namespace
 
 // concurrency.enqueue(queue, payload, run_at, priority, dedupe_key,
-// concurrency_key) -> task id
+// concurrency_key, on_conflict) -> task id
 CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "payload");
+	bool replace = on_conflict_arg(fcinfo, 6);
 	int32 priority = int32_arg(fcinfo, 3, "priority");
 	check_run_at(fcinfo, 2);
 	if (!arg_null(fcinfo, 4))
@@ -235,13 +266,21 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 			queue::notify_listeners(name);
 			return queue::route_call(fcinfo, q, routed_task_position(q, values, nulls));
 		}
+		if (!here && replace)
+			throw Error(
+			    sqlstate::feature_not_supported,
+			    fmt::format("on_conflict => 'replace' is not supported on distributed queue \"{}\" here",
+			                name),
+			    "The queue was distributed in this transaction, or the extension's objects are older "
+			    "than its module (ALTER EXTENSION concurrency_ext UPDATE).",
+			    "Enqueue it after the transaction that distributed the queue has committed.");
 		if (!here)
-			return queue::forward_distributed(fcinfo, "distributed_enqueue");
+			return queue::forward_distributed(fcinfo, "distributed_enqueue", nullptr, 6);
 		shard.emplace(name, *here);
 	}
 	Queue &target = shard ? *shard : q;
 	bool inserted = false;
-	std::optional<int64> id = enqueue_one(target, values, nulls, &inserted);
+	std::optional<int64> id = enqueue_one(target, values, nulls, &inserted, replace);
 	if (!id)
 		dedupe_holder_vanished(name);
 	if (inserted)

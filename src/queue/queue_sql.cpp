@@ -158,6 +158,17 @@ std::string QueueSql::dedupe_lookup() const {
 	                   dedupe_holder_predicate);
 }
 
+std::string QueueSql::dedupe_replace() const {
+	return fmt::format(
+	    R"(UPDATE {t}
+   SET payload = $2, run_at = COALESCE($3, $1), priority = $4,
+       state = CASE WHEN state )" EQ R"( 'blocked' THEN 'blocked'
+                    WHEN COALESCE($3, $1) )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END
+ WHERE {k}id )" EQ R"( $5 AND state )" EQ R"( ANY ('{{ready,scheduled,blocked}}'::pg_catalog.text[])
+RETURNING id, state)",
+	    fmt::arg("t", table_), fmt::arg("k", k_));
+}
+
 std::string QueueSql::dedupe_lookup_many() const {
 	return fmt::format("SELECT dedupe_key, id FROM {} WHERE {}dedupe_key " EQ " ANY ($1) AND {}", table_, k_,
 	                   dedupe_holder_predicate);

@@ -95,6 +95,13 @@ class QueueSql {
 	std::string enqueue() const;
 	// $1 text dedupe_key -> id of the task that holds it
 	std::string dedupe_lookup() const;
+	// enqueue(…, on_conflict => 'replace'): the dedupe_key's holder takes the
+	// new payload, run_at and priority if it has not started (ready,
+	// scheduled, or blocked by its key, which it stays). $1 timestamptz now,
+	// $2 jsonb payload, $3 timestamptz run_at (NULL: now), $4 int4 priority,
+	// $5 int8 the holder's id -> its id and new state, or no row (leased,
+	// finished, or gone)
+	std::string dedupe_replace() const;
 	// $1 text[] dedupe keys -> dedupe_key, id of the task holding each
 	std::string dedupe_lookup_many() const;
 	// $1 timestamptz now, $2 jsonb[] payloads, $3 timestamptz run_at, $4 int4 priority,

@@ -5,14 +5,7 @@
 -- clause, like the other task functions (see 20_queue.sql).
 -- ---------------------------------------------------------------------------
 
-CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
-                                    priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
-                                    concurrency_key text DEFAULT NULL)
-    RETURNS bigint
-    LANGUAGE c VOLATILE
-    AS 'MODULE_PATHNAME', 'concurrency_enqueue';
-COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text) IS
-    'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any); notifies channel concurrency_<queue> at commit';
+-- enqueue: 24_queue_enqueue.sql (with on_conflict).
 
 CREATE FUNCTION concurrency.enqueue_batch(queue text, payloads jsonb[], run_at timestamptz DEFAULT NULL,
                                           priority integer DEFAULT 0, dedupe_keys text[] DEFAULT NULL,

@@ -964,6 +964,30 @@ def kill_worker_backends(port):
                      "AND datname = current_database() AND application_name LIKE 'citus_internal%%'")
 
 
+def test_replace_on_dedupe():
+    """enqueue(…, on_conflict => 'replace') on a distributed queue, from the coordinator and from a worker node:
+    the dedupe_key's holder takes the new payload and priority on its shard, wherever the call is made."""
+    c = connect(COORDINATOR)
+    fresh_queue(c, "rp")
+    tid = scalar(c, "SELECT concurrency.enqueue('rp', '{\"v\": 1}', dedupe_key => 'k')")
+    same = scalar(c, "SELECT concurrency.enqueue('rp', '{\"v\": 2}', priority => 3, dedupe_key => 'k', "
+                     "on_conflict => 'replace')")
+    row = c.execute("SELECT payload, priority FROM concurrency.q_rp WHERE id = %s", (tid,)).fetchone()
+    check("replace from the coordinator: the holder's id, with the new payload and priority",
+          same == tid and row == ({"v": 2}, 3), repr((tid, same, row)))
+    for port in (WORKER1, WORKER2):
+        w = connect(port)
+        again = scalar(w, "SELECT concurrency.enqueue('rp', jsonb_build_object('port', %s::int), dedupe_key => 'k', "
+                          "on_conflict => 'replace')", (port,))
+        row = c.execute("SELECT payload FROM concurrency.q_rp WHERE id = %s", (tid,)).fetchone()
+        check(f"replace from worker node {port}: the same holder, replaced on its shard",
+              again == tid and row == ({"port": port},), repr((again, row)))
+    check("ignore (the default) leaves it", scalar(c, "SELECT concurrency.enqueue('rp', '{}', dedupe_key => 'k')") == tid
+          and c.execute("SELECT payload FROM concurrency.q_rp WHERE id = %s", (tid,)).fetchone() == ({"port": WORKER2},))
+    check("one task in the queue", scalar(c, "SELECT count(*) FROM concurrency.q_rp") == 1)
+    c.execute("SELECT concurrency.drop_queue('rp')")
+
+
 def test_schedule_on_distributed_queue():
     """A schedule of a distributed queue: the coordinator's dequeue turns its due times into tasks, routed to
     their shards like any enqueue, and claims them (a waiting dequeue wakes at the next due time)."""
@@ -1032,5 +1056,6 @@ if __name__ == "__main__":
          test_fencing_leases_retries, test_keys_limits_retention, test_create_queue_distributed,
          test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
          test_key_limit_admission, test_key_limit_batches, test_key_limit_alter, test_key_limit_concurrent,
-         test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_schedule_on_distributed_queue,
+         test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_replace_on_dedupe,
+         test_schedule_on_distributed_queue,
          test_chaos_exactly_once])

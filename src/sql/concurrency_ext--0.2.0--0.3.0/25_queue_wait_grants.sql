@@ -1,5 +1,5 @@
 -- ---------------------------------------------------------------------------
--- Task queue 0.2.0 -> 0.3.0, after 24_queue_wait.sql: the privileges of the
+-- Task queue 0.2.0 -> 0.3.0, after 24_queue_enqueue.sql and 24_queue_wait.sql: the privileges of the
 -- functions it replaced go to their successors as they were (EXECUTE for
 -- PUBLIC by default, or whatever the database's administrators made of it),
 -- the old definitions are dropped, and every queue's table gets the progress
@@ -21,7 +21,9 @@ BEGIN
             ('concurrency.heartbeat_batch_0_2_0(text,bigint[],bigint[],interval)'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.heartbeat_batch(text,bigint[],bigint[],interval,jsonb[])'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.task_status_0_2_0(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.task_status(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
+             'concurrency.task_status(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('concurrency.enqueue_0_2_0(text,jsonb,timestamptz,integer,text,text)'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text,text)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
         FOR g IN
@@ -44,6 +46,7 @@ DROP FUNCTION concurrency.dequeue_0_2_0(text, integer, interval, text);
 DROP FUNCTION concurrency.heartbeat_0_2_0(text, bigint, bigint, interval);
 DROP FUNCTION concurrency.heartbeat_batch_0_2_0(text, bigint[], bigint[], interval);
 DROP FUNCTION concurrency.task_status_0_2_0(text, bigint);
+DROP FUNCTION concurrency.enqueue_0_2_0(text, jsonb, timestamptz, integer, text, text);
 
 -- Every queue's table (a distributed queue's too: Citus sends the ALTER to
 -- its shards) gets the progress column, last, as create_queue makes it. A
