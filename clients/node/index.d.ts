@@ -98,6 +98,9 @@ export interface EnqueueOptions {
   priority?: number;
   dedupeKey?: string;
   concurrencyKey?: string;
+  /** with a dedupeKey whose task exists: 'ignore' (default) returns it as it is; 'replace' gives it this payload,
+   * runAt and priority if it has not started (debounce) */
+  onConflict?: 'ignore' | 'replace';
 }
 
 export interface EnqueueBatchOptions {

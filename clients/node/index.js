@@ -88,6 +88,9 @@ const ENQUEUE_OPTIONS = {
   priority: ['priority', '::integer'],
   dedupeKey: ['dedupe_key', '::text'],
   concurrencyKey: ['concurrency_key', '::text'],
+  // 'ignore' (the server's default) or 'replace': a dedupeKey's holder that
+  // has not started takes this payload, runAt and priority (debounce)
+  onConflict: ['on_conflict', '::text'],
 };
 const ENQUEUE_BATCH_OPTIONS = {
   runAt: ['run_at', '::timestamptz'],

@@ -34,6 +34,17 @@ test('enqueue passes its options and leaves the others to the server', async () 
   assert.equal(await enqueue(db, queue, { n: 2 }, { dedupeKey: 'order-1' }), id, 'the dedupe key returns the holder');
 });
 
+test('enqueue with onConflict replace gives the dedupe key\'s holder the new payload and priority', async () => {
+  const queue = await freshQueue(db, 'producer');
+  const id = await enqueue(db, queue, { rev: 1 }, { dedupeKey: 'doc-7' });
+  assert.equal(await enqueue(db, queue, { rev: 2 }, { dedupeKey: 'doc-7', priority: 4, onConflict: 'replace' }), id);
+  assert.deepEqual(await payloadOf(queue, id), { rev: 2 });
+  assert.equal(await enqueue(db, queue, { rev: 3 }, { dedupeKey: 'doc-7', onConflict: 'ignore' }), id);
+  assert.deepEqual(await payloadOf(queue, id), { rev: 2 }, 'ignore leaves it');
+  await assert.rejects(enqueue(db, queue, { rev: 4 }, { dedupeKey: 'doc-7', onConflict: 'merge' }),
+    (e) => e instanceof QueueError && e.code === '22023');
+});
+
 test('enqueueBatch returns ids in payload order, with per-element keys', async () => {
   const queue = await freshQueue(db, 'producer');
   const payloads = [[1, 2], { b: '"quoted" {braces}, commas' }, 'text', [], null];

@@ -100,6 +100,19 @@ def enqueue_params(queue, payload, run_at, priority, dedupe_key, concurrency_key
     return (queue, payload_param(payload), run_at, priority, dedupe_key, concurrency_key)
 
 
+# on_conflict is sent only when given, so that servers before 0.3.0 (whose
+# enqueue has no such argument) take the other calls.
+ENQUEUE_ON_CONFLICT_SQL = "SELECT concurrency.enqueue(%s, %s, %s, %s, %s, %s, on_conflict => %s)"
+
+
+def enqueue_statement(queue, payload, run_at, priority, dedupe_key, concurrency_key, on_conflict):
+    """The SQL and parameters of enqueue; on_conflict 'ignore' or 'replace' (None: the server's default)."""
+    params = enqueue_params(queue, payload, run_at, priority, dedupe_key, concurrency_key)
+    if on_conflict is None:
+        return ENQUEUE_SQL, params
+    return ENQUEUE_ON_CONFLICT_SQL, params + (on_conflict,)
+
+
 def enqueue_batch_params(queue, payloads, run_at, priority, dedupe_keys, concurrency_keys):
     return (queue, [payload_param(p) for p in payloads], run_at, priority,
             None if dedupe_keys is None else list(dedupe_keys),

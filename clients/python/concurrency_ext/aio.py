@@ -15,11 +15,12 @@ from .worker import default_on_error, lost_task_id
 log = logging.getLogger("concurrency_ext")
 
 
-async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=None, concurrency_key=None):
+async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=None, concurrency_key=None,
+                  on_conflict=None):
     """Adds a task; returns its id (see concurrency_ext.enqueue)."""
     with translating:
-        cur = await conn.execute(_core.ENQUEUE_SQL, _core.enqueue_params(
-            queue, {} if payload is None else payload, run_at, priority, dedupe_key, concurrency_key))
+        cur = await conn.execute(*_core.enqueue_statement(
+            queue, {} if payload is None else payload, run_at, priority, dedupe_key, concurrency_key, on_conflict))
         return (await cur.fetchone())[0]
 
 

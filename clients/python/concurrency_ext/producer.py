@@ -9,13 +9,15 @@ from . import _core
 from .errors import translating
 
 
-def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=None, concurrency_key=None):
-    """Adds a task; returns its id (the existing task's id for a dedupe_key already held)."""
+def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=None, concurrency_key=None,
+            on_conflict=None):
+    """Adds a task; returns its id (the existing task's id for a dedupe_key already held). on_conflict='replace'
+    gives that task this payload, run_at and priority if it has not started (debounce)."""
     if payload is None:
         payload = {}
     with translating:
-        return conn.execute(_core.ENQUEUE_SQL, _core.enqueue_params(queue, payload, run_at, priority, dedupe_key,
-                                                                    concurrency_key)).fetchone()[0]
+        return conn.execute(*_core.enqueue_statement(queue, payload, run_at, priority, dedupe_key, concurrency_key,
+                                                     on_conflict)).fetchone()[0]
 
 
 def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys=None, concurrency_keys=None):

@@ -181,6 +181,16 @@ def test_features_match_the_server(admin, dsn, queue):
     assert (worker.features.release, worker.features.wait) == has
 
 
+def test_enqueue_on_conflict_replace(admin, queue):
+    task_id = enqueue(admin, queue, {"rev": 1}, dedupe_key="doc-7")
+    assert enqueue(admin, queue, {"rev": 2}, dedupe_key="doc-7", priority=4, on_conflict="replace") == task_id
+    assert admin.execute(f'SELECT payload, priority FROM concurrency."q_{queue}" WHERE id = %s',
+                         (task_id,)).fetchone() == ({"rev": 2}, 4)
+    assert enqueue(admin, queue, {"rev": 3}, dedupe_key="doc-7") == task_id
+    assert admin.execute(f'SELECT payload FROM concurrency."q_{queue}" WHERE id = %s', (task_id,)).fetchone() == (
+        {"rev": 2},)
+
+
 def test_task_enqueued_while_waiting_is_claimed(admin, dsn, queue):
     """A worker in a claim that waits far longer than this test may take (or,
     without dequeue(wait), polling) picks up a task enqueued meanwhile."""
