@@ -26,6 +26,8 @@
 # 5. of 1., what the queue functions' permission check costs (the function
 #    queue::authorize and what it calls: the grant lookup, the role test, the
 #    switch to the queue's owner), as a share of the task.
+# 6. 1. on a queue with 100 schedules, none of them due (a yearly cron each:
+#    every dequeue looks whether one is), against the queue without any.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pg_config=${PG_CONFIG:-pg_config}
@@ -58,6 +60,8 @@ sql <<'SQL'
 CREATE EXTENSION concurrency_ext;
 SELECT concurrency.create_queue('plain');
 SELECT concurrency.create_queue('keyed', key_limit => 1);
+SELECT concurrency.create_queue('sched');
+SELECT count(concurrency.schedule('bench_yearly_' || n, 'sched', cron => '0 0 1 1 *')) FROM generate_series(1, 100) n;
 SELECT concurrency.register_subsystem('bench_lock', 7428001, 'bench/instructions.sh');
 CREATE TABLE raw_jobs (
     id       bigserial PRIMARY KEY,
@@ -70,7 +74,7 @@ SQL
 
 # ---- one operation of each side ---------------------------------------------
 w=$dir/ops; mkdir "$w"
-for q in plain keyed; do
+for q in plain keyed sched; do
 	printf "SELECT task_id, lease_token FROM concurrency.dequeue('%s') \\\\gset\nSELECT concurrency.complete('%s', :task_id, :lease_token);\n" \
 		"$q" "$q" >"$w/$q.sql"
 done
@@ -92,9 +96,9 @@ printf "BEGIN;\nEXECUTE lock;\nCOMMIT;\n" | tee "$w/named_prepared.sql" >"$w/adv
 fill() { # side rows: fresh tasks (or rows) for a session of that side (locks need none)
 	local n=$2
 	case $1 in
-	plain) sql -c 'TRUNCATE concurrency."q_plain"' \
-		-c "INSERT INTO concurrency.\"q_plain\" (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $n) AS i" \
-		-c 'VACUUM ANALYZE concurrency."q_plain"' ;;
+	plain | sched) sql -c "TRUNCATE concurrency.\"q_$1\"" \
+		-c "INSERT INTO concurrency.\"q_$1\" (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $n) AS i" \
+		-c "VACUUM ANALYZE concurrency.\"q_$1\"" ;;
 	keyed) sql -c 'TRUNCATE concurrency."q_keyed", concurrency."k_keyed"' \
 		-c "INSERT INTO concurrency.\"q_keyed\" (state, concurrency_key, payload)
 		    SELECT CASE WHEN i <= 1000 THEN 'ready' ELSE 'blocked' END, 'k' || (i % 1000), jsonb_build_object('n', i)
@@ -156,3 +160,4 @@ line "2. the same, 1,000 serial keys vs no keys" "$(per_op keyed)" "$plain" "-"
 line "3. xact_lock(name) vs pg_advisory_xact_lock" "$(per_op named_lock)" "$(per_op advisory_lock)" "-"
 line "4. the same, prepared statements" "$(per_op named_prepared)" "$(per_op advisory_prepared)" "<= 1.05"
 line "5. permission checks of 1. (2 calls) vs the task" "$(part_per_op plain 'queue::authorize(')" "$plain" "-"
+line "6. 1. with 100 schedules on the queue vs none" "$(per_op sched)" "$plain" "<= 1.1"
