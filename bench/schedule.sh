@@ -7,7 +7,8 @@
 # dequeue is woken at commit, and sleeps until the next due time), pgbench
 # and psql on PATH. It creates and drops its own queues (benchsched*) and the
 # table bench_sched_claims. Environment:
-#   BENCH_SECONDS  length of part 1, and of one pgbench run of part 2 (default 30 and 10)
+#   BENCH_SECONDS        length of part 1 (default 30)
+#   BENCH_ROUND_SECONDS  length of one pgbench run of part 2 (default 10)
 #   BENCH_WAITERS  workers waiting on the schedule's queue in part 1 (default 4)
 #   BENCH_ROUNDS   rounds of part 2 (default 3; the order of the sides alternates)
 #
@@ -26,7 +27,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 T1=${BENCH_SECONDS:-30}
-T2=${BENCH_SECONDS:-10}
+T2=${BENCH_ROUND_SECONDS:-10}
 WAITERS=${BENCH_WAITERS:-4}
 ROUNDS=${BENCH_ROUNDS:-3}
 work=$(mktemp -d)
