@@ -45,18 +45,20 @@ ALTER FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text
 -- whose holder exists, on_conflict says what happens: 'ignore' (the default)
 -- returns the holder's id and changes nothing; 'replace' gives the holder
 -- the new payload, run_at and priority if it has not started (ready,
--- scheduled, or blocked by its key), and returns its id (a debounce). Like
+-- scheduled, or blocked by its key), and returns its id (a debounce). With
+-- after, a new task waits for those tasks (27_queue_dependencies.sql). Like
 -- the other task functions, SECURITY INVOKER without SET search_path.
 -- ---------------------------------------------------------------------------
 
 CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
                                     priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
-                                    concurrency_key text DEFAULT NULL, on_conflict text DEFAULT 'ignore')
+                                    concurrency_key text DEFAULT NULL, on_conflict text DEFAULT 'ignore',
+                                    after bigint[] DEFAULT NULL)
     RETURNS bigint
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_enqueue';
-COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text) IS
-    'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any; with on_conflict => ''replace'', a holder not yet started takes the new payload, run_at and priority); notifies channel concurrency_<queue> at commit';
+COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text, bigint[]) IS
+    'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any; with on_conflict => ''replace'', a holder not yet started takes the new payload, run_at and priority); a new task with after waits until those tasks of the queue are done; notifies channel concurrency_<queue> at commit';
 -- ---------------------------------------------------------------------------
 -- concurrency_monitor: a role whose members hold permission read on every
 -- queue of every database where the extension is installed, present and
@@ -132,11 +134,11 @@ CREATE FUNCTION concurrency.task_status(queue text, id bigint)
     RETURNS TABLE (task_id bigint, state text, attempt integer, priority integer, run_at timestamptz,
                    enqueued_at timestamptz, lease_expires_at timestamptz, worker text, last_error text,
                    finished_at timestamptz, result jsonb, dedupe_key text, concurrency_key text,
-                   progress jsonb)
+                   progress jsonb, parents_open integer)
     LANGUAGE c VOLATILE ROWS 1
     AS 'MODULE_PATHNAME', 'concurrency_task_status';
 COMMENT ON FUNCTION concurrency.task_status(text, bigint) IS
-    'what became of a task: one row (state, attempt, times, worker, last error, result, keys, and the progress of a task not finished yet), or none if it does not exist (any more)';
+    'what became of a task: one row (state, attempt, times, worker, last error, result, keys, the progress of a task not finished yet, and how many parents a waiting task waits for), or none if it does not exist (any more)';
 -- ---------------------------------------------------------------------------
 -- Task queue: pausing a queue (docs/queue.md, "Pausing a queue"). While
 -- concurrency.queue.paused is set, dequeue claims nothing (a waiting call
@@ -187,7 +189,7 @@ BEGIN
             ('concurrency.task_status_0_2_0(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.task_status(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.enqueue_0_2_0(text,jsonb,timestamptz,integer,text,text)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text,text)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
+             'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text,text,bigint[])'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
         FOR g IN
@@ -308,6 +310,91 @@ CREATE VIEW concurrency.schedules AS
 COMMENT ON VIEW concurrency.schedules IS
     'schedules on the queues you may read: the cron expression or interval, the next due time, the due time and id of the latest task enqueued, and how many due times were skipped (catch_up)';
 GRANT SELECT ON concurrency.schedules TO PUBLIC;
+-- ---------------------------------------------------------------------------
+-- Task queue: dependencies between tasks (docs/queue.md, "Dependencies").
+-- A task enqueued with parents (enqueue(…, after), enqueue_graph) waits in
+-- state 'waiting', its row counting the parents not done yet
+-- (parents_open), until the last of them completes; a parent that ends dead
+-- or cancelled cancels its waiting descendants. The edges are rows of
+-- concurrency.task_dependency, which the queue functions read and write as
+-- its owner (src/queue/dependencies.hpp): a role needs no privilege on it.
+-- An edge lives until its child has finished, and keeps its parent (done,
+-- with its result) from being purged until then, whatever the retention.
+-- ---------------------------------------------------------------------------
+
+CREATE TABLE concurrency.task_dependency (
+    parent_queue text   NOT NULL,
+    parent_id    bigint NOT NULL,
+    child_queue  text   NOT NULL,
+    child_id     bigint NOT NULL,
+    CONSTRAINT task_dependency_pkey PRIMARY KEY (parent_queue, parent_id, child_queue, child_id)
+);
+CREATE INDEX task_dependency_child ON concurrency.task_dependency (child_queue, child_id);
+COMMENT ON TABLE concurrency.task_dependency IS
+    'edges between concurrency_ext tasks: the child waits for the parent (internal: written by the queue functions)';
+SELECT pg_catalog.pg_extension_config_dump('concurrency.task_dependency', '');
+-- purge, run as a queue's owner, keeps the parents that a child still needs
+GRANT SELECT ON concurrency.task_dependency TO PUBLIC;
+
+CREATE FUNCTION concurrency.enqueue_graph(queue text, tasks jsonb)
+    RETURNS TABLE (ref text, task_id bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue_graph';
+COMMENT ON FUNCTION concurrency.enqueue_graph(text, jsonb) IS
+    'adds a graph of tasks all or nothing: tasks is a JSON array of {ref, payload, after, queue, run_at, priority, concurrency_key}, after naming refs of the graph, ids of tasks of the task''s queue or {queue, id}; a task waits until its parents are done; returns each task''s ref and id in order';
+
+CREATE FUNCTION concurrency.parent_results(queue text, id bigint)
+    RETURNS TABLE (task_id bigint, parent_queue text, result jsonb)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_parent_results';
+COMMENT ON FUNCTION concurrency.parent_results(text, bigint) IS
+    'the results the parents of a task completed with (for its worker: permission work on the task''s queue)';
+-- ---------------------------------------------------------------------------
+-- Task queue 0.2.0 -> 0.3.0, after 27_queue_dependencies.sql: every queue's
+-- table (a distributed queue's too: Citus sends the ALTER and the index to
+-- its shards) gets the columns of dependencies, last, and the index of
+-- waiting tasks, as create_queue makes them; a queue created by the new
+-- library before this update has them already. queue_stats counts the
+-- waiting tasks in a last column: queue_stats_rows returns one more column,
+-- which CREATE OR REPLACE cannot do, so the 0.2.0 definition steps aside
+-- while the view is redefined on the new one, and is dropped. Tasks of every
+-- state stay as they are.
+-- ---------------------------------------------------------------------------
+
+DO $upgrade$
+DECLARE
+    q record;
+BEGIN
+    FOR q IN SELECT name FROM concurrency.queue ORDER BY name LOOP
+        IF pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || q.name)) IS NOT NULL THEN
+            EXECUTE pg_catalog.format('ALTER TABLE concurrency.%I ADD COLUMN IF NOT EXISTS parents_open integer, '
+                                      'ADD COLUMN IF NOT EXISTS has_children boolean', 'q_' || q.name);
+            EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON concurrency.%I (id) WHERE state = ''waiting''',
+                                      'q_' || q.name || '_waiting', 'q_' || q.name);
+        END IF;
+    END LOOP;
+END
+$upgrade$;
+
+ALTER FUNCTION concurrency.queue_stats_rows() RENAME TO queue_stats_rows_0_2_0;
+
+CREATE FUNCTION concurrency.queue_stats_rows()
+    RETURNS TABLE (queue text, ready bigint, scheduled bigint, leased bigint, expired bigint, dead bigint,
+                   oldest_ready_age interval, done bigint, cancelled bigint, blocked bigint, waiting bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_queue_stats';
+COMMENT ON FUNCTION concurrency.queue_stats_rows() IS
+    'rows of the view concurrency.queue_stats';
+
+CREATE OR REPLACE VIEW concurrency.queue_stats AS
+    SELECT s.queue, s.ready, s.scheduled, s.leased, s.expired, s.dead, s.done, s.cancelled, s.blocked,
+           s.oldest_ready_age, q.paused, s.waiting
+      FROM concurrency.queue_stats_rows() s
+      LEFT JOIN concurrency.queue q ON q.name OPERATOR(pg_catalog.=) s.queue;
+COMMENT ON VIEW concurrency.queue_stats IS
+    'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), the age of the oldest ready task, whether the queue is paused (pause_queue), and tasks waiting for their parents; counts are NULL for queues on which you lack permission read';
+
+DROP FUNCTION concurrency.queue_stats_rows_0_2_0();
 -- The lock diagnostics of 0.2.0 give way to 0.3.0's, which src/sql/30_diagnostics.sql
 -- (in INSTALL_PARTS) creates again, defined once: lock_tree gains usename,
 -- application_name and client_addr beside each pid and a cancel action for a

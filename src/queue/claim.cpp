@@ -9,6 +9,7 @@
 #include "citus/node.hpp"
 #include "pg/relation.hpp"
 #include "queue/claim_direct.hpp"
+#include "queue/dependencies.hpp"
 #include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/permissions.hpp"
@@ -136,14 +137,21 @@ void Claim::wake(int32 batch) {
 	uint64 woken = q_.run(QueueStatement::wake, 4, types, values);
 	bool made_ready = false;
 	std::vector<std::string> released; // keys of tasks whose lease expired for good
+	std::vector<FinishedTask> died;    // those of them with parents or children
 	for (uint64 i = 0; i < woken; ++i) {
 		bool isnull = false;
 		int row = static_cast<int>(i);
 		made_ready = made_ready || DatumGetBool(column(row, 1, &isnull));
-		if (q_.info().key_limit > 0 && DatumGetBool(column(row, 2, &isnull)))
+		if (!DatumGetBool(column(row, 2, &isnull)))
+			continue;
+		if (q_.info().key_limit > 0)
 			if (auto key = key_column(row, 3))
 				released.push_back(*key);
+		FinishedTask links = finished_row(row, int64_column(row, 4), 5, 6);
+		if (links.had_parents || links.has_children)
+			died.push_back(links);
 	}
+	tasks_finished(q_, died, Ending::dead, now_);
 	release_keys(q_, std::move(released), now_);
 	cursor_.woke(made_ready);
 }

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "pg/srf.hpp"
+#include "queue/dependencies.hpp"
 #include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/permissions.hpp"
@@ -35,7 +36,7 @@ const Oid enqueue_types[6] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID,
 // a holder that has not started takes this task's payload, run_at and
 // priority (*inserted is then true as well: it may be claimable earlier).
 std::optional<int64> enqueue_one(Queue &q, const Datum *values, const char *nulls, bool *inserted,
-                                 bool replace = false) {
+                                 bool replace = false, bool *created = nullptr) {
 	bool has_dedupe = nulls[4] != 'n';
 	// a task of a key, on a queue that limits its keys: admitted or blocked
 	// under the key's lock
@@ -45,6 +46,8 @@ std::optional<int64> enqueue_one(Queue &q, const Datum *values, const char *null
 		                 : q.run(QueueStatement::enqueue, 6, enqueue_types, values, nulls);
 		if (n == 1) {
 			*inserted = true;
+			if (created)
+				*created = true;
 			return queue::int64_column(0, 1);
 		}
 		if (!has_dedupe)
@@ -239,7 +242,7 @@ void add_id_row(pg::ResultSet &out, int64 id) {
 } // namespace
 
 // concurrency.enqueue(queue, payload, run_at, priority, dedupe_key,
-// concurrency_key, on_conflict) -> task id
+// concurrency_key, on_conflict, after) -> task id
 CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "payload");
@@ -250,6 +253,10 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 		check_key_size(PG_GETARG_DATUM(4), "dedupe_key", max_dedupe_key_bytes, -1);
 	if (!arg_null(fcinfo, 5))
 		check_key_size(PG_GETARG_DATUM(5), "concurrency_key", max_concurrency_key_bytes, -1);
+	// after: the parents (tasks of this queue) it waits for
+	std::vector<int64> after;
+	if (!arg_null(fcinfo, 7))
+		after = queue::int8_array_arg(fcinfo, 7, "after");
 	TimestampTz now = clock_now();
 
 	Datum values[6];
@@ -261,6 +268,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
 	std::optional<Queue> shard;
 	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		if (!after.empty())
+			queue::refuse_on_distributed(name, "enqueue with after");
 		std::optional<queue::LocalShard> here = shard_for_task(q, values, nulls);
 		if (!here && queue::shards_served_here(q, false)) { // to its shard's node; listeners here are told
 			queue::notify_listeners(name);
@@ -279,10 +288,13 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 		shard.emplace(name, *here);
 	}
 	Queue &target = shard ? *shard : q;
-	bool inserted = false;
-	std::optional<int64> id = enqueue_one(target, values, nulls, &inserted, replace);
+	bool inserted = false, created = false;
+	std::optional<int64> id = enqueue_one(target, values, nulls, &inserted, replace, &created);
 	if (!id)
 		dedupe_holder_vanished(name);
+	// a new task waits for its parents (the holder of a dedupe_key keeps its own)
+	if (created && !after.empty())
+		inserted = queue::attach_parents(target, *id, std::move(after), now);
 	if (inserted)
 		target.notify();
 	pg::spi_finish();

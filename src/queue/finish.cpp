@@ -21,6 +21,7 @@
 #include "common/backoff.hpp"
 
 #include "pg/srf.hpp"
+#include "queue/dependencies.hpp"
 #include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/permissions.hpp"
@@ -92,6 +93,15 @@ Leases leases_args(FunctionCallInfo fcinfo) {
 	return l;
 }
 
+// CE001 for the first task of the batch whose lease is not among `found`.
+void require_ids(Queue &q, const Leases &l, const std::unordered_set<int64> &found) {
+	if (found.size() == l.ids.size())
+		return;
+	for (int64 id : l.ids)
+		if (!found.count(id))
+			q.lease_lost(id);
+}
+
 // After a batch statement acted on the rows whose ids are in column 1 of
 // SPI_tuptable: CE001 for the first task of the batch it did not find.
 void require_all(Queue &q, const Leases &l, uint64 found) {
@@ -100,9 +110,7 @@ void require_all(Queue &q, const Leases &l, uint64 found) {
 	std::unordered_set<int64> done;
 	for (uint64 i = 0; i < found; ++i)
 		done.insert(int64_column(static_cast<int>(i), 1));
-	for (int64 id : l.ids)
-		if (!done.count(id))
-			q.lease_lost(id);
+	require_ids(q, l, done);
 }
 
 // The jsonb[] progress argument n of heartbeat_batch: NULL (no progress), or
@@ -208,24 +216,28 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 		return queue::forward_distributed(fcinfo, "distributed_complete");
 	}
 	Queue &q = shard ? *shard : whole;
-	bool retain = q.info().has_retain;
 	uint64 n = 0;
-	if (retain) {
+	if (!q.info().has_retain) {
+		static const Oid types[2] = {INT8OID, INT8OID};
+		Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
+		n = q.run(QueueStatement::complete, 2, types, values);
+	}
+	if (n == 0) {
+		// a queue that retains tasks, or a parent (kept as done with its
+		// result for its children, whatever the retention), or a lost lease
 		static const Oid types[4] = {INT8OID, INT8OID, TIMESTAMPTZOID, JSONBOID};
 		Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), TimestampTzGetDatum(now),
 		                   has_result ? PG_GETARG_DATUM(3) : Datum(0)};
 		char nulls[4] = {' ', ' ', ' ', has_result ? ' ' : 'n'};
 		n = q.run(QueueStatement::complete_retained, 4, types, values, nulls);
-	} else {
-		static const Oid types[2] = {INT8OID, INT8OID};
-		Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
-		n = q.run(QueueStatement::complete, 2, types, values);
 	}
 	if (n == 0)
 		q.lease_lost(task_id);
-	if (q.info().key_limit > 0)
-		if (auto key = queue::key_column(0, 1))
-			queue::release_keys(q, {*key}, now);
+	queue::FinishedTask finished = queue::finished_row(0, task_id, 2, 3);
+	std::optional<std::string> key = q.info().key_limit > 0 ? queue::key_column(0, 1) : std::nullopt;
+	queue::tasks_finished(q, {finished}, queue::Ending::done, now);
+	if (key)
+		queue::release_keys(q, {*key}, now);
 	if (q.info().max_leased > 0) // its lease slot is free
 		queue::note_claimable(q.name(), 1);
 	q.maybe_purge(now);
@@ -260,6 +272,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	bool isnull = false;
 	int32 attempt = DatumGetInt32(queue::column(0, 1, &isnull));
 	std::optional<std::string> key = q.info().key_limit > 0 ? queue::key_column(0, 2) : std::nullopt;
+	queue::FinishedTask finished = queue::finished_row(0, task_id, 3, 4);
 
 	auto [state, run_at] = after_failure(attempt, q.info().max_attempts, retry_in, now);
 	static const Oid types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
@@ -267,6 +280,8 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	                   PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
 	char nulls[4] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' '};
 	q.run(QueueStatement::fail_update, 4, types, values, nulls);
+	if (std::string_view(state) == "dead") // its waiting descendants are cancelled
+		queue::tasks_finished(q, {finished}, queue::Ending::dead, now);
 	// a task that will be retried keeps its key; a dead one releases it
 	if (key && std::string_view(state) == "dead")
 		queue::release_keys(q, {*key}, now);
@@ -345,10 +360,29 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	if (!l.ids.empty()) {
 		static const Oid types[3] = {INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZOID};
 		Datum values[3] = {l.ids_array, l.tokens_array, TimestampTzGetDatum(now)};
-		n = retain ? q.run(QueueStatement::complete_many_retained, 3, types, values)
-		           : q.run(QueueStatement::complete_many, 2, types, values);
-		require_all(q, l, n);
-		release_keys(q, keys_of_rows(q, n, 2), now);
+		std::unordered_set<int64> found;
+		std::vector<std::string> keys;
+		std::vector<FinishedTask> finished;
+		auto collect = [&](uint64 rows) {
+			for (uint64 i = 0; i < rows; ++i) {
+				int row = static_cast<int>(i);
+				int64 id = int64_column(row, 1);
+				found.insert(id);
+				finished.push_back(finished_row(row, id, 3, 4));
+				if (q.info().key_limit > 0)
+					if (auto key = key_column(row, 2))
+						keys.push_back(*key);
+			}
+		};
+		if (!retain)
+			collect(q.run(QueueStatement::complete_many, 2, types, values));
+		// a queue that retains tasks, or parents (kept as done for their children)
+		if (found.size() < l.ids.size())
+			collect(q.run(QueueStatement::complete_many_retained, 3, types, values));
+		require_ids(q, l, found);
+		n = found.size();
+		tasks_finished(q, finished, Ending::done, now);
+		release_keys(q, std::move(keys), now);
 		if (q.info().max_leased > 0) // their lease slots are free
 			note_claimable(q.name(), n);
 	}
@@ -456,10 +490,12 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 		require_all(q, l, n);
 		std::unordered_map<int64, int32> attempts;
 		std::unordered_map<int64, std::string> keys; // of limited keys
+		std::unordered_map<int64, FinishedTask> links;
 		for (uint64 i = 0; i < n; ++i) {
 			bool isnull = false;
 			int row = static_cast<int>(i);
 			attempts[int64_column(row, 1)] = DatumGetInt32(column(row, 2, &isnull));
+			links.emplace(int64_column(row, 1), finished_row(row, int64_column(row, 1), 4, 5));
 			if (q.info().key_limit > 0)
 				if (auto key = key_column(row, 3))
 					keys[int64_column(row, 1)] = *key;
@@ -487,6 +523,12 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 		                   PG_ARGISNULL(3) ? Datum(0) : PG_GETARG_DATUM(3)};
 		char nulls[4] = {' ', ' ', ' ', PG_ARGISNULL(3) ? 'n' : ' '};
 		q.run(QueueStatement::fail_update_many, 4, types, values, nulls);
+		// the waiting descendants of dead tasks are cancelled
+		std::vector<FinishedTask> died;
+		for (std::size_t i = 0; i < l.ids.size(); ++i)
+			if (dead[i])
+				died.push_back(links.at(l.ids[i]));
+		tasks_finished(q, died, Ending::dead, now);
 		// tasks that will be retried keep their keys; dead ones release them
 		std::vector<std::string> released;
 		for (std::size_t i = 0; i < l.ids.size(); ++i)
@@ -601,9 +643,19 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 		// statement for all states did, deadlocked with a complete of the
 		// key's head, which locks the key and then admits the blocked task.)
 		// Then the others, whose key's place is given to the next task.
-		n = q.run("cancel_blocked", q.sql().cancel(true), 2, types, values);
-		uint64 holding = q.run("cancel", q.sql().cancel(false), 2, types, values);
-		release_keys(q, keys_of_rows(q, holding, 2), now);
+		std::vector<FinishedTask> finished;
+		auto links = [&](uint64 rows) {
+			for (uint64 i = 0; i < rows; ++i)
+				finished.push_back(
+				    finished_row(static_cast<int>(i), int64_column(static_cast<int>(i), 1), 3, 4));
+			return rows;
+		};
+		n = links(q.run("cancel_blocked", q.sql().cancel(true), 2, types, values));
+		uint64 holding = links(q.run("cancel", q.sql().cancel(false), 2, types, values));
+		std::vector<std::string> keys = keys_of_rows(q, holding, 2);
+		// their waiting descendants are cancelled as well (not counted)
+		tasks_finished(q, finished, Ending::cancelled, now);
+		release_keys(q, std::move(keys), now);
 		if (q.info().max_leased > 0) // lease slots of cancelled leased tasks are free
 			note_claimable(q.name(), holding);
 		n += holding;

@@ -33,8 +33,8 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 		names.emplace_back(pg::guard([&] { return TextDatumGetCString(d); }));
 	}
 	for (const std::string &name : names) {
-		Datum cols[10];
-		bool isnull[10] = {false, true, true, true, true, true, true, true, true, true};
+		Datum cols[11];
+		bool isnull[11] = {false, true, true, true, true, true, true, true, true, true, true};
 		cols[0] = pg::text_datum(name);
 		std::optional<Queue> q;
 		if (OidIsValid(queue::queue_relid(name)))
@@ -48,7 +48,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 				            true); // with `now`
 			else
 				q->run("queue_stats", StatsSql(name).stats(), 1, types, values);
-			for (int c = 1; c < 10; ++c)
+			for (int c = 1; c < 11; ++c)
 				cols[c] = queue::column(0, c, &isnull[c]);
 			// blocked: behind their key, and while the queue has max_leased
 			// leases, every ready task
@@ -146,7 +146,7 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};
 	Datum values[2] = {Int64GetDatum(id), TimestampTzGetDatum(now)};
 	if (q.run("task_status", q.sql().task_status(), 2, types, values) == 1) {
-		constexpr int ncols = 14;
+		constexpr int ncols = 15;
 		Datum cols[ncols];
 		bool isnull[ncols];
 		for (int c = 0; c < ncols; ++c)

@@ -440,14 +440,18 @@ uint64 Queue::run_internal(const char *op, const std::string &sql, int nargs, co
 	bool as_owner = access == Access::owner || access == Access::owner_latest;
 	if (!latest && !as_owner)
 		return execute(plan, values, nulls);
+	// the side tables are the queue's internals: reached as its owner; the
+	// caller's privileges were checked on the queue's table already
+	return run_plan_as(plan, values, nulls, as_owner ? info_->owner : InvalidOid, latest);
+}
+
+uint64 run_plan_as(SPIPlanPtr plan, const Datum *values, const char *nulls, Oid role, bool latest) {
 	Oid saved_user = InvalidOid;
 	int saved_context = 0;
-	if (as_owner) {
-		// the side tables are the queue's internals: reached as its owner,
-		// with SECURITY_LOCAL_USERID_CHANGE (no SET ROLE meanwhile); the
-		// caller's privileges were checked on the queue's table already
+	if (OidIsValid(role)) {
+		// with SECURITY_LOCAL_USERID_CHANGE: no SET ROLE meanwhile
 		GetUserIdAndSecContext(&saved_user, &saved_context);
-		SetUserIdAndSecContext(info_->owner, saved_context | SECURITY_LOCAL_USERID_CHANGE);
+		SetUserIdAndSecContext(role, saved_context | SECURITY_LOCAL_USERID_CHANGE);
 	}
 	try {
 		uint64 n = 0;
@@ -461,13 +465,13 @@ uint64 Queue::run_internal(const char *op, const std::string &sql, int nargs, co
 				            fmt::format("SPI_execute_snapshot failed: {}", SPI_result_code_string(rc)));
 			n = SPI_processed;
 		} else {
-			n = execute(plan, values, nulls);
+			n = pg::execute(plan, values, nulls, false);
 		}
-		if (as_owner)
+		if (OidIsValid(role))
 			SetUserIdAndSecContext(saved_user, saved_context);
 		return n;
 	} catch (...) {
-		if (as_owner)
+		if (OidIsValid(role))
 			SetUserIdAndSecContext(saved_user, saved_context);
 		throw;
 	}

@@ -155,6 +155,11 @@ class Queue {
 	uint64 execute(SPIPlanPtr plan, const Datum *values, const char *nulls);
 };
 
+// Runs `plan` as `role` (InvalidOid: the current user), on the latest
+// committed state when `latest` (whatever the isolation level), else on the
+// statement's own snapshot. Returns SPI_processed.
+uint64 run_plan_as(SPIPlanPtr plan, const Datum *values, const char *nulls, Oid role, bool latest);
+
 // Oid of relation concurrency.<relname>, or InvalidOid.
 Oid concurrency_relid(const std::string &relname);
 // The clock, read once per call of a task function and passed to its

@@ -115,6 +115,8 @@ std::string QueueSql::create_table() const {
     concurrency_key   text,
     result            jsonb,
     progress          jsonb,
+    parents_open      integer,
+    has_children      boolean,
     CONSTRAINT {pkey} PRIMARY KEY (id)
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
@@ -125,12 +127,13 @@ CREATE INDEX {scheduled} ON {t} (run_at) WHERE state = 'scheduled';
 CREATE INDEX {leased} ON {t} (lease_expires_at) WHERE state = 'leased';
 CREATE UNIQUE INDEX {dedupe} ON {t} (dedupe_key) WHERE {dedupe_holder};
 CREATE INDEX {finished} ON {t} (finished_at) WHERE {finished_states};
+CREATE INDEX {waiting} ON {t} (id) WHERE state = 'waiting';
 COMMENT ON TABLE {t} IS {comment};)",
 	    fmt::arg("t", table_), fmt::arg("pkey", name("pkey")), fmt::arg("ready", name("ready")),
 	    fmt::arg("scheduled", name("scheduled")), fmt::arg("leased", name("leased")),
 	    fmt::arg("dedupe", name("dedupe")), fmt::arg("dedupe_holder", dedupe_holder_predicate),
 	    fmt::arg("finished", name("finished")), fmt::arg("finished_states", finished_states),
-	    fmt::arg("order", claim_order),
+	    fmt::arg("waiting", name("waiting")), fmt::arg("order", claim_order),
 	    fmt::arg("comment", quote_literal(fmt::format("tasks of the concurrency_ext queue {}", queue_))));
 }
 
@@ -231,7 +234,8 @@ std::string QueueSql::wake() const {
                             WHERE {k}state )" EQ R"( 'leased' AND lease_expires_at )" LE
 	    R"( $1 AND lease_expires_at )" GE R"( $3
                             ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS l))
-RETURNING t.state )" EQ R"( 'ready', t.state )" EQ R"( 'dead', t.concurrency_key)",
+RETURNING t.state )" EQ R"( 'ready', t.state )" EQ
+	    R"( 'dead', t.concurrency_key, t.id, t.parents_open, t.has_children)",
 	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("tk", tk_));
 }
 
@@ -275,9 +279,10 @@ RETURNING $3 )" PLUS R"( $4)",
 }
 
 std::string QueueSql::complete() const {
-	return fmt::format("DELETE FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ
-	                   " $2 RETURNING concurrency_key",
-	                   table_, k_);
+	return fmt::format(
+	    "DELETE FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ
+	    " $2 AND has_children IS NOT TRUE RETURNING concurrency_key, parents_open, has_children",
+	    table_, k_);
 }
 
 // A retained done task gives up its lease token: the holder's next call finds
@@ -294,7 +299,7 @@ std::string QueueSql::complete_retained() const {
    SET {done},
        result = $4
  WHERE {k}id )" EQ R"( $1 AND lease_token )" EQ R"( $2
-RETURNING concurrency_key)",
+RETURNING concurrency_key, parents_open, has_children)",
 	    fmt::arg("t", table_), fmt::arg("done", finish_done), fmt::arg("k", k_));
 }
 
@@ -310,8 +315,8 @@ std::string QueueSql::complete_many() const {
 	return fmt::format(
 	    R"(DELETE FROM {t} AS t
  USING {leases}
- WHERE {held}
-RETURNING t.id, t.concurrency_key)",
+ WHERE {held} AND t.has_children IS NOT TRUE
+RETURNING t.id, t.concurrency_key, t.parents_open, t.has_children)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
 	    fmt::arg("held", tk_ + held_under_named_lease));
 }
@@ -323,7 +328,7 @@ std::string QueueSql::complete_many_retained() const {
        result = NULL
   FROM {leases}
  WHERE {held}
-RETURNING t.id, t.concurrency_key)",
+RETURNING t.id, t.concurrency_key, t.parents_open, t.has_children)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
 	    fmt::arg("held", tk_ + held_under_named_lease), fmt::arg("done", finish_done));
 }
@@ -347,7 +352,7 @@ RETURNING t.id, $3 )" PLUS R"( $4)",
 
 std::string QueueSql::fail_lock_many() const {
 	return fmt::format(
-	    R"(SELECT t.id, t.attempt, t.concurrency_key
+	    R"(SELECT t.id, t.attempt, t.concurrency_key, t.parents_open, t.has_children
   FROM {t} AS t, {leases}
  WHERE {held}
  ORDER BY t.id
@@ -392,7 +397,7 @@ std::string QueueSql::cancel(bool blocked) const {
        lease_extended_to = NULL
  WHERE {tk}t.id )" EQ R"( ANY ($2)
    AND {states}
-RETURNING t.id, t.concurrency_key)",
+RETURNING t.id, t.concurrency_key, t.parents_open, t.has_children)",
 	    fmt::arg("t", table_), fmt::arg("states", blocked ? cancel_blocked_states : cancel_other_states),
 	    fmt::arg("tk", tk_));
 }
@@ -413,13 +418,17 @@ std::string QueueSql::purge() const {
 	return fmt::format(
 	    R"(DELETE FROM {t}
  WHERE {k}id )" EQ R"( ANY (ARRAY(
-         SELECT id FROM {t}
+         SELECT p.id FROM {t} AS p
           WHERE {k}{finished_states} AND finished_at )" LE R"( $1
             AND (state )" EQ R"( 'done' OR lease_expires_at IS NULL OR lease_expires_at )" LE R"( $2)
+            AND (has_children IS NOT TRUE
+                 OR NOT EXISTS (SELECT FROM concurrency.task_dependency AS d
+                                 WHERE d.parent_queue )" EQ R"( {queue} AND d.parent_id )" EQ R"( p.id))
           ORDER BY finished_at
           LIMIT $3
             FOR UPDATE SKIP LOCKED)))",
-	    fmt::arg("t", table_), fmt::arg("finished_states", finished_states), fmt::arg("k", k_));
+	    fmt::arg("t", table_), fmt::arg("finished_states", finished_states), fmt::arg("k", k_),
+	    fmt::arg("queue", quote_literal(queue_)));
 }
 
 // $1 int8 id, $2 timestamptz now
@@ -430,15 +439,16 @@ std::string QueueSql::task_status() const {
        attempt, priority, run_at, enqueued_at,
        CASE WHEN state )" EQ R"( 'leased' THEN COALESCE(lease_extended_to, lease_expires_at) END,
        worker, last_error, finished_at, result, dedupe_key, concurrency_key,
-       CASE WHEN state )" NE R"( ALL ('{{done,cancelled,dead}}'::pg_catalog.text[]) THEN progress END
+       CASE WHEN state )" NE R"( ALL ('{{done,cancelled,dead}}'::pg_catalog.text[]) THEN progress END,
+       CASE WHEN state )" EQ R"( 'waiting' THEN parents_open END
   FROM {t}
  WHERE {k}id )" EQ R"( $1)",
 	    fmt::arg("t", table_), fmt::arg("k", k_));
 }
 
 std::string QueueSql::fail_lock() const {
-	return fmt::format("SELECT attempt, concurrency_key FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ
-	                   " $2 FOR UPDATE",
+	return fmt::format("SELECT attempt, concurrency_key, parents_open, has_children FROM {} WHERE {}id " EQ
+	                   " $1 AND lease_token " EQ " $2 FOR UPDATE",
 	                   table_, k_);
 }
 

@@ -23,7 +23,7 @@ std::string StatsSql::create_index() const {
 // tasks: ready -> q_<queue>_ready, scheduled -> _scheduled, leased ->
 // _leased, dead -> _dead, done and cancelled -> _finished, blocked ->
 // _keyed (only keyed tasks are ever blocked: admission and retry_dead give
-// that state to keyed tasks only). One statement: one snapshot for all.
+// that state to keyed tasks only), waiting -> _waiting. One statement: one snapshot for all.
 std::string StatsSql::stats() const {
 	return fmt::format(R"(SELECT r.n )" PLUS R"( d.n,
        (SELECT pg_catalog.count(*) FROM {t} WHERE state )" EQ R"( 'scheduled' AND run_at )" GT R"( $1),
@@ -31,7 +31,8 @@ std::string StatsSql::stats() const {
        (SELECT pg_catalog.count(*) FROM {t} WHERE state )" EQ R"( 'dead'),
        $1 )" MINUS R"( LEAST(r.oldest, d.oldest),
        f.done, f.cancelled,
-       (SELECT pg_catalog.count(*) FROM {t} WHERE concurrency_key IS NOT NULL AND state )" EQ R"( 'blocked')
+       (SELECT pg_catalog.count(*) FROM {t} WHERE concurrency_key IS NOT NULL AND state )" EQ R"( 'blocked'),
+       (SELECT pg_catalog.count(*) FROM {t} WHERE state )" EQ R"( 'waiting')
   FROM (SELECT pg_catalog.count(*) AS n, pg_catalog.min(run_at) AS oldest
           FROM {t} WHERE state )" EQ R"( 'ready') AS r,
        (SELECT pg_catalog.count(*) AS n, pg_catalog.min(run_at) AS oldest
@@ -63,7 +64,8 @@ std::string StatsSql::stats_over_shards() const {
 	                   R"( 'scheduled' AND run_at )" LE R"( $1)),
        pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'done'),
        pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'cancelled'),
-       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'blocked')
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'blocked'),
+       pg_catalog.count(*) FILTER (WHERE state )" EQ R"( 'waiting')
   FROM {t})",
 	                   fmt::arg("t", table_));
 }

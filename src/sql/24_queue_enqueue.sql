@@ -3,15 +3,17 @@
 -- whose holder exists, on_conflict says what happens: 'ignore' (the default)
 -- returns the holder's id and changes nothing; 'replace' gives the holder
 -- the new payload, run_at and priority if it has not started (ready,
--- scheduled, or blocked by its key), and returns its id (a debounce). Like
+-- scheduled, or blocked by its key), and returns its id (a debounce). With
+-- after, a new task waits for those tasks (27_queue_dependencies.sql). Like
 -- the other task functions, SECURITY INVOKER without SET search_path.
 -- ---------------------------------------------------------------------------
 
 CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
                                     priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
-                                    concurrency_key text DEFAULT NULL, on_conflict text DEFAULT 'ignore')
+                                    concurrency_key text DEFAULT NULL, on_conflict text DEFAULT 'ignore',
+                                    after bigint[] DEFAULT NULL)
     RETURNS bigint
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_enqueue';
-COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text) IS
-    'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any; with on_conflict => ''replace'', a holder not yet started takes the new payload, run_at and priority); notifies channel concurrency_<queue> at commit';
+COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text, bigint[]) IS
+    'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any; with on_conflict => ''replace'', a holder not yet started takes the new payload, run_at and priority); a new task with after waits until those tasks of the queue are done; notifies channel concurrency_<queue> at commit';

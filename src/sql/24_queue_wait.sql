@@ -49,8 +49,8 @@ CREATE FUNCTION concurrency.task_status(queue text, id bigint)
     RETURNS TABLE (task_id bigint, state text, attempt integer, priority integer, run_at timestamptz,
                    enqueued_at timestamptz, lease_expires_at timestamptz, worker text, last_error text,
                    finished_at timestamptz, result jsonb, dedupe_key text, concurrency_key text,
-                   progress jsonb)
+                   progress jsonb, parents_open integer)
     LANGUAGE c VOLATILE ROWS 1
     AS 'MODULE_PATHNAME', 'concurrency_task_status';
 COMMENT ON FUNCTION concurrency.task_status(text, bigint) IS
-    'what became of a task: one row (state, attempt, times, worker, last error, result, keys, and the progress of a task not finished yet), or none if it does not exist (any more)';
+    'what became of a task: one row (state, attempt, times, worker, last error, result, keys, the progress of a task not finished yet, and how many parents a waiting task waits for), or none if it does not exist (any more)';

@@ -23,7 +23,7 @@ BEGIN
             ('concurrency.task_status_0_2_0(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.task_status(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.enqueue_0_2_0(text,jsonb,timestamptz,integer,text,text)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text,text)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
+             'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text,text,bigint[])'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
         FOR g IN

@@ -1,0 +1,216 @@
+-- Dependencies: enqueue(…, after) and enqueue_graph make tasks that wait
+-- ('waiting', parents_open) until every parent is done; a parent that ends
+-- dead or cancelled cancels its waiting descendants; parent_results gives a
+-- child's worker its parents' results, which are kept until the child has
+-- finished whatever the retention. Races: test/isolation/specs/
+-- queue_dependencies.spec; a graph drained by killed workers:
+-- test/t/027_queue_graph.pl.
+
+CREATE FUNCTION pg_temp.error_of(statement text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE statement;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE || ': ' || SQLERRM;
+END $$;
+
+-- claims one task of `queue` and completes it with `result`; returns its id
+CREATE FUNCTION pg_temp.run_one(queue text, result jsonb DEFAULT NULL) RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    t record;
+BEGIN
+    SELECT * INTO t FROM concurrency.dequeue(queue);
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM concurrency.complete(queue, t.task_id, t.lease_token, result);
+    RETURN t.task_id;
+END $$;
+
+-- a queue that retains nothing: parents are kept for their children anyway
+SELECT concurrency.create_queue('dep', lease => '1 hour');
+SELECT concurrency.enqueue('dep', '{"step": "a"}') AS a \gset
+SELECT concurrency.enqueue('dep', '{"step": "b"}') AS b \gset
+SELECT concurrency.enqueue('dep', '{"step": "c"}', after => ARRAY[:a, :b, :a]::bigint[]) AS c \gset
+SELECT state, parents_open FROM concurrency.task_status('dep', :c);
+SELECT ready, waiting FROM concurrency.queue_stats WHERE queue = 'dep';
+SELECT parent_id, child_id = :c AS child FROM concurrency.task_dependency
+ WHERE child_queue = 'dep' ORDER BY parent_id;
+
+-- the parents are claimed (in order), the child only after both are done
+SELECT pg_temp.run_one('dep', '{"from": "a"}') = :a AS ran_a;
+SELECT state, parents_open FROM concurrency.task_status('dep', :c);
+SELECT state, result FROM concurrency.task_status('dep', :a);
+SELECT pg_temp.run_one('dep', '{"from": "b"}') = :b AS ran_b;
+SELECT state, parents_open FROM concurrency.task_status('dep', :c);
+
+-- the child's worker reads its parents' results
+SELECT task_id = :a AS is_a, parent_queue, result FROM concurrency.parent_results('dep', :c) ORDER BY task_id;
+-- the parents stay (done) while the child runs, purge or not
+SELECT concurrency.purge('dep') AS purged;
+SELECT count(*) AS parents_kept FROM concurrency.q_dep WHERE id IN (:a, :b) AND state = 'done';
+SELECT pg_temp.run_one('dep') = :c AS ran_child;
+SELECT count(*) AS edges_left FROM concurrency.task_dependency WHERE child_queue = 'dep';
+SELECT concurrency.purge('dep') AS purged;
+SELECT count(*) AS tasks_left FROM concurrency.q_dep;
+
+-- a parent done already counts as done; a missing one is an error
+SELECT concurrency.create_queue('kept', retain => '1 hour');
+SELECT concurrency.enqueue('kept', '{}') AS p \gset
+SELECT pg_temp.run_one('kept', '{"n": 1}') = :p AS ran;
+SELECT concurrency.enqueue('kept', '{}', after => ARRAY[:p]::bigint[]) AS q \gset
+SELECT state, parents_open FROM concurrency.task_status('kept', :q);
+SELECT result FROM concurrency.parent_results('kept', :q);
+SELECT pg_temp.error_of($$SELECT concurrency.enqueue('kept', '{}', after => ARRAY[424242]::bigint[])$$);
+SELECT pg_temp.error_of($$SELECT concurrency.enqueue('kept', '{}', after => ARRAY[NULL]::bigint[])$$);
+SELECT count(*) AS tasks FROM concurrency.q_kept;
+-- an empty list is no parent
+SELECT state FROM concurrency.task_status('kept', concurrency.enqueue('kept', '{}', after => '{}'));
+
+-- a dedupe_key's holder keeps its own parents
+SELECT concurrency.enqueue('kept', '{}', dedupe_key => 'd') AS holder \gset
+SELECT concurrency.enqueue('kept', '{}', dedupe_key => 'd', after => ARRAY[:q]::bigint[]) = :holder AS same;
+SELECT state, parents_open FROM concurrency.task_status('kept', :holder);
+
+-- a dead parent cancels its waiting descendants, through generations and
+-- queues, with last_error naming it; cancelled tasks stay cancelled when the
+-- parent is retried
+SELECT concurrency.create_queue('once', max_attempts => 1, retain => '1 hour');
+SELECT concurrency.create_queue('other', retain => '1 hour');
+SELECT ref, task_id FROM concurrency.enqueue_graph('once', $$[
+    {"ref": "root"},
+    {"ref": "mid", "after": ["root"]},
+    {"ref": "leaf", "after": ["mid"], "queue": "other"},
+    {"ref": "free"}
+]$$) ORDER BY ref;
+SELECT task_id AS root, lease_token AS root_lease FROM concurrency.dequeue('once', 1) \gset
+SELECT concurrency.fail('once', :root, :root_lease, 'boom');
+SELECT t.ref, s.state, s.last_error
+  FROM (VALUES ('once', 2, 'mid'), ('other', 1, 'leaf'), ('once', 3, 'free')) AS t(queue, id, ref),
+       concurrency.task_status(t.queue, t.id) AS s
+ ORDER BY t.ref;
+SELECT concurrency.retry_dead('once', ARRAY[:root]::bigint[]) AS revived;
+SELECT state FROM concurrency.task_status('once', 2);
+SELECT count(*) AS edges FROM concurrency.task_dependency WHERE parent_queue = 'once' OR child_queue = 'once';
+-- a dead parent named at enqueue cancels the child at once
+SELECT concurrency.enqueue('once', '{}') AS doomed_parent \gset
+SELECT task_id AS dp, lease_token AS dl FROM concurrency.dequeue('once', 1) \gset
+SELECT concurrency.fail('once', :dp, :dl, 'no');
+SELECT s.state, s.last_error
+  FROM concurrency.task_status('once', concurrency.enqueue('once', '{}', after => ARRAY[:dp]::bigint[])) AS s;
+
+-- a lease that expires for good (the wake-up step of dequeue) does the same
+SELECT concurrency.create_queue('expiring', max_attempts => 1, lease => '1 hour', retain => '1 hour');
+SELECT ref, task_id FROM concurrency.enqueue_graph('expiring', '[{"ref": "p"}, {"ref": "c", "after": ["p"]}]');
+SELECT count(*) AS claimed FROM concurrency.dequeue('expiring', 1);
+UPDATE concurrency.q_expiring SET lease_expires_at = now() - interval '1 second' WHERE state = 'leased';
+SELECT count(*) AS claimed FROM concurrency.dequeue('expiring', 1);
+SELECT id, state, last_error FROM concurrency.q_expiring ORDER BY id;
+
+-- cancel: of a parent, its waiting descendants too; of a waiting task, that
+-- task alone (its parents run on)
+SELECT concurrency.create_queue('cq', retain => '1 hour');
+SELECT ref, task_id FROM concurrency.enqueue_graph('cq', $$[
+    {"ref": "p"}, {"ref": "c1", "after": ["p"]}, {"ref": "c2", "after": ["c1"]},
+    {"ref": "q"}, {"ref": "d", "after": ["q"]}
+]$$) ORDER BY task_id;
+SELECT concurrency.cancel('cq', ARRAY[1]::bigint[]) AS cancelled;
+SELECT concurrency.cancel('cq', ARRAY[5]::bigint[]) AS cancelled;
+SELECT id, state, last_error FROM concurrency.q_cq ORDER BY id;
+SELECT pg_temp.run_one('cq') AS ran;
+SELECT count(*) AS edges FROM concurrency.task_dependency WHERE child_queue = 'cq';
+
+-- enqueue_graph: all or nothing, in order, refs and ids, several queues
+SELECT concurrency.create_queue('g1', retain => '1 hour');
+SELECT concurrency.create_queue('g2', retain => '1 hour');
+SELECT concurrency.enqueue('g2', '{"old": true}') AS old \gset
+SELECT ref, task_id FROM concurrency.enqueue_graph('g1', format($$[
+    {"ref": "fetch", "payload": {"url": "x"}, "priority": 5},
+    {"ref": "parse", "after": ["fetch"], "queue": "g2"},
+    {"ref": "store", "after": ["parse", {"queue": "g2", "id": %s}], "run_at": "2000-01-01T00:00:00Z"},
+    {"after": ["fetch"], "concurrency_key": "k"}
+]$$, :old)::jsonb);
+SELECT id, state, parents_open, has_children, priority, payload, concurrency_key FROM concurrency.q_g1 ORDER BY id;
+SELECT id, state, parents_open, has_children FROM concurrency.q_g2 ORDER BY id;
+SELECT parent_queue, parent_id, child_queue, child_id FROM concurrency.task_dependency
+ WHERE child_queue IN ('g1', 'g2') ORDER BY 1, 2, 3, 4;
+SELECT pg_temp.run_one('g1', '"fetched"') AS ran;
+SELECT pg_temp.run_one('g2', '"parsed"') AS ran;
+SELECT pg_temp.run_one('g2', '"old done"') AS ran;
+SELECT pg_temp.run_one('g1') AS ran, pg_temp.run_one('g1') AS ran_too;
+SELECT id, state FROM concurrency.q_g1 ORDER BY id;
+SELECT * FROM concurrency.enqueue_graph('g1', '[]');
+
+-- bad graphs: 22023 (42704 for a queue that does not exist), nothing enqueued
+SELECT count(*) AS before FROM concurrency.q_g1 \gset
+SELECT pg_temp.error_of(format('SELECT * FROM concurrency.enqueue_graph(%L, %L)', 'g1', g))
+  FROM (VALUES ('{"ref": "a"}'),
+               ('[1]'),
+               ('[{"ref": "a", "aftr": ["b"]}]'),
+               ('[{"ref": "a", "after": "b"}]'),
+               ('[{"ref": "a", "after": ["b"]}, {"ref": "b", "after": ["a"]}]'),
+               ('[{"ref": "a", "after": ["a"]}]'),
+               ('[{"ref": "a"}, {"ref": "a"}]'),
+               ('[{"ref": "a", "after": ["nope"]}]'),
+               ('[{"ref": "a", "after": [true]}]'),
+               ('[{"ref": "a", "after": [1.5]}]'),
+               ('[{"ref": "a", "after": [{"queue": "g2"}]}]'),
+               ('[{"ref": "a", "after": [{"queue": "g2", "id": 1, "x": 1}]}]'),
+               ('[{"ref": "a"}, {"ref": "b", "after": ["a", 999999]}]'),
+               ('[{"ref": "a", "queue": "no such queue"}]'),
+               ('[{"ref": "a", "queue": "nosuch"}]'),
+               ('[{"ref": "a", "run_at": "infinity"}]'),
+               ('[{"ref": "a", "priority": "high"}]')) AS t(g);
+SELECT count(*) = :before AS nothing_added FROM concurrency.q_g1;
+SELECT pg_temp.error_of($$SELECT * FROM concurrency.enqueue_graph('g1', NULL)$$);
+
+-- key_limit: a released child with a key waits behind its key
+SELECT concurrency.create_queue('kl', key_limit => 1, lease => '1 hour', retain => '1 hour');
+SELECT concurrency.enqueue('kl', '{}', concurrency_key => 'k') AS busy \gset
+SELECT concurrency.enqueue('kl', '{}') AS parent \gset
+SELECT concurrency.enqueue('kl', '{}', concurrency_key => 'k', after => ARRAY[:parent]::bigint[]) AS child \gset
+SELECT task_id AS t1, lease_token AS l1 FROM concurrency.dequeue('kl', 1) \gset
+SELECT task_id AS t2, lease_token AS l2 FROM concurrency.dequeue('kl', 1) \gset
+SELECT concurrency.complete('kl', :parent, CASE WHEN :t1 = :parent THEN :l1 ELSE :l2 END);
+SELECT state FROM concurrency.task_status('kl', :child);
+SELECT concurrency.complete('kl', :busy, CASE WHEN :t1 = :busy THEN :l1 ELSE :l2 END);
+SELECT state FROM concurrency.task_status('kl', :child);
+
+-- permissions: enqueue on the task's queue, and read (or enqueue) on a
+-- parent's; parent_results needs work on the child's queue
+CREATE ROLE dep_producer;
+SELECT concurrency.grant_queue('g1', 'dep_producer', ARRAY['enqueue']);
+SET ROLE dep_producer;
+SELECT pg_temp.error_of(format('SELECT * FROM concurrency.enqueue_graph(%L, %L)', 'g1',
+                               '[{"after": [{"queue": "g2", "id": 1}]}]'));
+SELECT pg_temp.error_of(format('SELECT * FROM concurrency.enqueue_graph(%L, %L)', 'g1',
+                               '[{"queue": "g2"}]'));
+SELECT pg_temp.error_of($$SELECT * FROM concurrency.parent_results('g1', 1)$$);
+SELECT pg_temp.error_of($$SELECT * FROM concurrency.task_dependency$$);
+SELECT pg_temp.error_of($$DELETE FROM concurrency.task_dependency$$);
+RESET ROLE;
+SELECT concurrency.grant_queue('g2', 'dep_producer', ARRAY['read']);
+SET ROLE dep_producer;
+SELECT count(*) AS enqueued FROM concurrency.enqueue_graph('g1', '[{"after": [{"queue": "g2", "id": 1}]}]');
+RESET ROLE;
+
+-- completing a parent with many children finds them through indexes: no
+-- sequential scan of the queue's table or of the edges
+SELECT concurrency.create_queue('fan', lease => '1 hour');
+SELECT count(*) AS enqueued FROM concurrency.enqueue_graph('fan',
+    (SELECT jsonb_agg(CASE WHEN i = 0 THEN '{"ref": "p"}'::jsonb ELSE '{"after": ["p"]}'::jsonb END)
+       FROM generate_series(0, 1000) AS i));
+ANALYZE concurrency.q_fan, concurrency.task_dependency;
+SELECT pg_stat_force_next_flush();
+SELECT seq_scan AS fan_seq, idx_scan AS fan_idx FROM pg_stat_user_tables WHERE relname = 'q_fan' \gset
+SELECT seq_scan AS edge_seq FROM pg_stat_user_tables WHERE relname = 'task_dependency' \gset
+SELECT pg_temp.run_one('fan') AS ran;
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT seq_scan = :fan_seq AS no_table_scan, idx_scan > :fan_idx AS index_scans
+  FROM pg_stat_user_tables WHERE relname = 'q_fan';
+SELECT seq_scan = :edge_seq AS no_edge_scan FROM pg_stat_user_tables WHERE relname = 'task_dependency';
+SELECT ready, waiting FROM concurrency.queue_stats WHERE queue = 'fan';
+
+SELECT concurrency.drop_queue(q) FROM unnest('{dep,kept,once,other,expiring,cq,g1,g2,kl,fan}'::text[]) AS q;
+DROP ROLE dep_producer;

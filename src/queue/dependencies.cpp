@@ -1,0 +1,326 @@
+// Dependencies between tasks: what happens to children when their parents
+// end, and the parents of a task enqueued with `after` (queue/dependencies.hpp).
+#include "queue/dependencies.hpp"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "queue/keys.hpp"
+#include "queue/sql_operators.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
+}
+
+using namespace concurrency;
+
+namespace concurrency::queue {
+
+namespace {
+
+// The edges: parents of a task (child_queue, child_id), children of tasks
+// (parent_queue, parent_id). Each statement is one index scan: the primary
+// key (parent_queue, parent_id, child_queue, child_id) or the child index.
+constexpr const char *children_sql = "SELECT child_queue, child_id FROM concurrency.task_dependency "
+                                     "WHERE parent_queue " EQ " $1 AND parent_id " EQ " ANY ($2)";
+constexpr const char *drop_child_sql =
+    "DELETE FROM concurrency.task_dependency WHERE child_queue " EQ " $1 AND child_id " EQ " ANY ($2)";
+
+// The owner of concurrency.task_dependency, as whom its statements run: the
+// caller holds no privilege on it (its rights on queues were checked).
+Oid edge_owner() {
+	Oid relid = concurrency_relid("task_dependency");
+	if (!OidIsValid(relid))
+		throw Error(
+		    sqlstate::object_not_in_prerequisite_state, "the extension's objects are older than its module",
+		    "concurrency.task_dependency does not exist.", "Run ALTER EXTENSION concurrency_ext UPDATE.");
+	return relation_owner(relid);
+}
+
+// Children of tasks `parents` of queue `queue`, on the latest committed
+// state (an edge committed after this transaction's snapshot counts: its
+// enqueue held the parent's row, which this transaction has just written),
+// per queue and task, with how many of `parents` each one has.
+std::map<std::string, std::map<int64, int32>> children_of(std::string_view queue,
+                                                          const std::vector<int64> &parents) {
+	static const Oid types[2] = {TEXTOID, INT8ARRAYOID};
+	Datum values[2] = {pg::text_datum(queue), int8_array(parents)};
+	uint64 n = run_edges("dependencies:children", children_sql, 2, types, values, nullptr, true);
+	std::map<std::string, std::map<int64, int32>> children;
+	for (uint64 i = 0; i < n; ++i) {
+		std::optional<std::string> child_queue = pg::text_column(i, 1);
+		if (child_queue)
+			children[*child_queue][pg::int64_column(i, 2)] += 1;
+	}
+	return children;
+}
+
+void drop_child_edges(std::string_view queue, const std::vector<int64> &children) {
+	static const Oid types[2] = {TEXTOID, INT8ARRAYOID};
+	Datum values[2] = {pg::text_datum(queue), int8_array(children)};
+	run_edges("dependencies:drop-child", drop_child_sql, 2, types, values, nullptr, false);
+}
+
+// The children of done tasks: one parent less each; those left with none
+// become ready, scheduled, or (on a queue with a key_limit) blocked until
+// their key admits them.
+void release_children(std::string_view queue, const std::vector<int64> &parents, TimestampTz now) {
+	for (const auto &[child_queue, counts] : children_of(queue, parents)) {
+		if (!OidIsValid(queue_relid(child_queue))) // dropped since
+			continue;
+		Queue child(child_queue);
+		std::map<int32, std::vector<int64>> by_count; // mostly one entry: one parent each
+		for (const auto &[id, count] : counts)
+			by_count[count].push_back(id);
+		bool limited = child.info().key_limit > 0;
+		uint64 claimable = 0;
+		std::vector<std::string> keys;
+		for (const auto &[count, ids] : by_count) {
+			std::string sql = fmt::format(
+			    R"(UPDATE {t} AS t
+   SET parents_open = t.parents_open )" MINUS R"( $2,
+       state = CASE WHEN t.parents_open )" GT R"( $2 THEN 'waiting'
+                    WHEN $4 AND t.concurrency_key IS NOT NULL THEN 'blocked'
+                    WHEN t.run_at )" GT R"( $3 THEN 'scheduled' ELSE 'ready' END
+ WHERE t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
+RETURNING t.state, t.concurrency_key)",
+			    fmt::arg("t", child.sql().table()));
+			static const Oid types[4] = {INT8ARRAYOID, INT4OID, TIMESTAMPTZOID, BOOLOID};
+			Datum values[4] = {int8_array(ids), Int32GetDatum(count), TimestampTzGetDatum(now),
+			                   BoolGetDatum(limited)};
+			uint64 n = child.run_internal("dependencies:release", sql, 4, types, values, nullptr,
+			                              Access::owner_latest);
+			for (uint64 i = 0; i < n; ++i) {
+				std::optional<std::string> state = pg::text_column(i, 1);
+				if (state == "ready" || state == "scheduled")
+					++claimable;
+				else if (state == "blocked")
+					if (auto key = pg::text_column(i, 2))
+						keys.push_back(*key);
+			}
+		}
+		if (!keys.empty())
+			release_keys(child, std::move(keys), now);
+		if (claimable > 0)
+			child.notify(claimable);
+	}
+}
+
+// The waiting descendants of task `root` of `queue`, which ended dead or
+// cancelled: cancelled, generation by generation, their last_error naming it.
+void cancel_descendants(std::string_view queue, int64 root, Ending how, TimestampTz now) {
+	std::string error = fmt::format("parent task {} of queue \"{}\" ended {}", root, queue,
+	                                how == Ending::dead ? "dead" : "cancelled");
+	std::map<std::string, std::vector<int64>> generation{{std::string(queue), {root}}};
+	while (!generation.empty()) {
+		std::map<std::string, std::vector<int64>> next;
+		for (const auto &[parent_queue, parents] : generation)
+			for (const auto &[child_queue, counts] : children_of(parent_queue, parents)) {
+				if (!OidIsValid(queue_relid(child_queue)))
+					continue;
+				Queue child(child_queue);
+				std::vector<int64> ids;
+				for (const auto &entry : counts)
+					ids.push_back(entry.first);
+				std::string sql = fmt::format(
+				    R"(UPDATE {t} AS t
+   SET state = 'cancelled', finished_at = $2, last_error = $3
+ WHERE t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
+RETURNING t.id, t.has_children)",
+				    fmt::arg("t", child.sql().table()));
+				static const Oid types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID};
+				Datum values[3] = {int8_array(ids), TimestampTzGetDatum(now), pg::text_datum(error)};
+				uint64 n = child.run_internal("dependencies:cancel", sql, 3, types, values, nullptr,
+				                              Access::owner_latest);
+				std::vector<int64> cancelled;
+				for (uint64 i = 0; i < n; ++i) {
+					cancelled.push_back(pg::int64_column(i, 1));
+					if (pg::column_as<bool>(i, 2).value_or(false))
+						next[child_queue].push_back(cancelled.back());
+				}
+				if (!cancelled.empty())
+					drop_child_edges(child_queue, cancelled);
+			}
+		generation = std::move(next);
+	}
+}
+
+} // namespace
+
+Datum int8_array(const std::vector<int64> &values) {
+	std::vector<Datum> elems;
+	elems.reserve(values.size());
+	for (int64 v : values)
+		elems.push_back(Int64GetDatum(v));
+	Datum *data = elems.data();
+	int count = static_cast<int>(elems.size());
+	return pg::guard([&] {
+		return PointerGetDatum(construct_array(data, count, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	});
+}
+
+Datum array_datum(const std::vector<Datum> &elems, const std::vector<char> &nulls, Oid elemtype) {
+	int count = static_cast<int>(elems.size());
+	std::vector<Datum> data(elems);
+	std::unique_ptr<bool[]> isnull(new bool[elems.size() + 1]);
+	for (std::size_t i = 0; i < elems.size(); ++i)
+		isnull[i] = nulls[i] == 'n';
+	bool *flags = isnull.get();
+	Datum *values = data.data();
+	return pg::guard([&] {
+		int16 typlen;
+		bool typbyval;
+		char typalign;
+		get_typlenbyvalalign(elemtype, &typlen, &typbyval, &typalign);
+		if (count == 0)
+			return PointerGetDatum(construct_empty_array(elemtype));
+		int dims[1] = {count};
+		int lbs[1] = {1};
+		return PointerGetDatum(
+		    construct_md_array(values, flags, 1, dims, lbs, elemtype, typlen, typbyval, typalign));
+	});
+}
+
+uint64 run_edges(const char *key, const char *sql, int nargs, const Oid *types, const Datum *values,
+                 const char *nulls, bool latest) {
+	SPIPlanPtr plan = pg::prepared_plan(key, sql, nargs, types, CURSOR_OPT_GENERIC_PLAN);
+	return run_plan_as(plan, values, nulls, edge_owner(), latest);
+}
+
+void insert_edges(const std::vector<TaskRef> &parents, const std::vector<TaskRef> &children) {
+	if (parents.empty())
+		return;
+	std::vector<Datum> pq, pid, cq, cid;
+	for (std::size_t i = 0; i < parents.size(); ++i) {
+		pq.push_back(pg::text_datum(parents[i].queue));
+		pid.push_back(Int64GetDatum(parents[i].id));
+		cq.push_back(pg::text_datum(children[i].queue));
+		cid.push_back(Int64GetDatum(children[i].id));
+	}
+	std::vector<char> none(parents.size(), ' ');
+	static const Oid types[4] = {TEXTARRAYOID, INT8ARRAYOID, TEXTARRAYOID, INT8ARRAYOID};
+	Datum values[4] = {array_datum(pq, none, TEXTOID), array_datum(pid, none, INT8OID),
+	                   array_datum(cq, none, TEXTOID), array_datum(cid, none, INT8OID)};
+	run_edges("dependencies:insert",
+	          "INSERT INTO concurrency.task_dependency (parent_queue, parent_id, child_queue, child_id) "
+	          "SELECT u.pq, u.pid, u.cq, u.cid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+	          "pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(pq, pid, cq, cid) ON CONFLICT DO NOTHING",
+	          4, types, values, nullptr, false);
+}
+
+std::map<int64, std::string> mark_parents(Queue &q, std::vector<int64> ids) {
+	std::sort(ids.begin(), ids.end());
+	ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+	// on the latest committed state (whatever the isolation level): a parent
+	// that a concurrent complete holds is waited for, and then seen done (or
+	// gone); through the primary key, in id order
+	std::string sql = fmt::format(
+	    R"(UPDATE {t} AS t SET has_children = true
+ WHERE t.id )" EQ R"( ANY ($1)
+RETURNING t.id, t.state)",
+	    fmt::arg("t", q.sql().table()));
+	static const Oid types[1] = {INT8ARRAYOID};
+	Datum values[1] = {int8_array(ids)};
+	uint64 n =
+	    q.run_internal("dependencies:mark-parents", sql, 1, types, values, nullptr, Access::owner_latest);
+	std::map<int64, std::string> states;
+	for (uint64 i = 0; i < n; ++i)
+		states[pg::int64_column(i, 1)] = pg::text_column(i, 2).value_or("");
+	for (int64 id : ids)
+		if (!states.count(id))
+			throw Error(
+			    sqlstate::invalid_parameter_value,
+			    fmt::format("parent task {} of queue \"{}\" does not exist", id, q.name()), std::string(),
+			    "A parent must exist when its child is enqueued (a queue that retains nothing deletes "
+			    "a task when it completes): enqueue the child before the parent completes, or both "
+			    "with enqueue_graph.");
+	return states;
+}
+
+std::optional<std::string> doom_of(int64 parent, std::string_view queue, const std::string &state) {
+	if (state == "dead" || state == "cancelled")
+		return fmt::format("parent task {} of queue \"{}\" ended {}", parent, queue, state);
+	return std::nullopt;
+}
+
+FinishedTask finished_row(int row, int64 id, int parents_col, int children_col) {
+	bool isnull = false;
+	pg::column(static_cast<uint64>(row), parents_col, &isnull);
+	bool had_parents = !isnull;
+	bool has_children = pg::column_as<bool>(static_cast<uint64>(row), children_col).value_or(false);
+	return FinishedTask{id, had_parents, has_children};
+}
+
+void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how, TimestampTz now) {
+	std::vector<int64> children, parents;
+	for (const FinishedTask &t : tasks) {
+		if (t.had_parents)
+			children.push_back(t.id);
+		if (t.has_children)
+			parents.push_back(t.id);
+	}
+	if (children.empty() && parents.empty())
+		return;
+	std::string queue(q.name());
+	if (!children.empty())
+		drop_child_edges(queue, children);
+	if (parents.empty())
+		return;
+	if (how == Ending::done)
+		release_children(queue, parents, now);
+	else
+		for (int64 parent : parents)
+			cancel_descendants(queue, parent, how, now);
+}
+
+bool attach_parents(Queue &q, int64 child, std::vector<int64> parents, TimestampTz now) {
+	std::map<int64, std::string> states = mark_parents(q, std::move(parents));
+	int32 open = 0;
+	std::optional<std::string> doomed;
+	for (const auto &[id, state] : states) {
+		if (!doomed)
+			doomed = doom_of(id, q.name(), state);
+		if (state != "done" && state != "dead" && state != "cancelled")
+			++open;
+	}
+	if (!doomed) {
+		std::vector<TaskRef> from, to;
+		for (const auto &entry : states) {
+			from.push_back(TaskRef{std::string(q.name()), entry.first});
+			to.push_back(TaskRef{std::string(q.name()), child});
+		}
+		insert_edges(from, to);
+	}
+	std::string sql = fmt::format(
+	    R"(UPDATE {t} AS t
+   SET parents_open = $2,
+       state = CASE WHEN $3::pg_catalog.text IS NOT NULL THEN 'cancelled'
+                    WHEN $2 )" GT R"( 0 THEN 'waiting' ELSE t.state END,
+       finished_at = CASE WHEN $3::pg_catalog.text IS NOT NULL THEN $4 END,
+       last_error = $3
+ WHERE t.id )" EQ R"( $1
+RETURNING t.state, t.concurrency_key)",
+	    fmt::arg("t", q.sql().table()));
+	static const Oid types[4] = {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID};
+	Datum values[4] = {Int64GetDatum(child), Int32GetDatum(doomed ? 0 : open),
+	                   doomed ? pg::text_datum(*doomed) : Datum(0), TimestampTzGetDatum(now)};
+	char nulls[4] = {' ', ' ', doomed ? ' ' : 'n', ' '};
+	q.run_internal("dependencies:attach", sql, 4, types, values, nulls, Access::owner);
+	std::optional<std::string> state = pg::text_column(0, 1);
+	std::optional<std::string> key = pg::text_column(0, 2);
+	bool claimable = state == "ready" || state == "scheduled";
+	// a task admitted for its key that now waits leaves its place to the next
+	if (!claimable && key && q.info().key_limit > 0)
+		release_keys(q, {*key}, now);
+	return claimable;
+}
+
+} // namespace concurrency::queue

@@ -1,0 +1,78 @@
+// Dependencies between tasks (src/sql/27_queue_dependencies.sql; for users:
+// docs/queue.md, "Dependencies"). A task with parents waits in state
+// 'waiting' with parents_open, the number of its parents not done yet, on its
+// own row; the edges (parent, child) are rows of the extension's table
+// concurrency.task_dependency, read and written as that table's owner.
+//
+// Why the count is on the child's row: two parents completing at the same
+// time in two transactions each decrement it with an UPDATE of that row, so
+// the second waits for the first and sees its decrement (or, under
+// REPEATABLE READ, fails to serialize and is retried): the last one makes
+// the child ready, and only when both have committed. A parent's row carries
+// has_children, set by the enqueue of a child in the enqueuer's transaction,
+// so that a complete without children pays nothing, and a complete racing
+// with the enqueue of a child waits for it on the parent's row.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "queue/queue.hpp"
+
+namespace concurrency::queue {
+
+// A task that has just left the live states, as the statement that finished
+// it returned it.
+struct FinishedTask {
+	int64 id;
+	bool had_parents;  // parents_open was not NULL: its edges as a child go
+	bool has_children; // its children learn of it
+};
+
+// The FinishedTask of row `row` of SPI_tuptable: the task `id`, with
+// parents_open in column `parents_col` and has_children in `children_col`.
+FinishedTask finished_row(int row, int64 id, int parents_col, int children_col);
+
+enum class Ending { done, dead, cancelled };
+
+// After tasks of `q` ended `how` (in the caller's transaction): each one's
+// edges as a child go; the children of a done task have one parent less, and
+// those left with none become ready (scheduled, or blocked behind their key);
+// the waiting descendants of a dead or cancelled task are cancelled, their
+// last_error naming it. Does nothing for tasks without parents or children.
+void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how, TimestampTz now);
+
+// enqueue(…, after): task `child` of `q`, just inserted by this call, waits
+// for the tasks `parents` of the same queue (22023 naming one that does not
+// exist). A parent done already counts as done; a dead or cancelled one
+// cancels the child at once. Returns whether the child is claimable (ready
+// or scheduled) after that.
+bool attach_parents(Queue &q, int64 child, std::vector<int64> parents, TimestampTz now);
+
+// A task of a queue.
+struct TaskRef {
+	std::string queue;
+	int64 id;
+};
+
+// The parts enqueue_graph shares (queue/graph.cpp).
+
+// Marks tasks `ids` of `q` as parents (has_children), on the latest committed
+// state, and returns the state of each; 22023 naming one that does not exist.
+std::map<int64, std::string> mark_parents(Queue &q, std::vector<int64> ids);
+// The last_error of a child whose parent `parent` of `queue` is in `state`,
+// if that state cancels it (dead, cancelled).
+std::optional<std::string> doom_of(int64 parent, std::string_view queue, const std::string &state);
+// Adds the edges parents[i] -> children[i].
+void insert_edges(const std::vector<TaskRef> &parents, const std::vector<TaskRef> &children);
+// Runs `sql` (kept under `key`) on concurrency.task_dependency as its owner.
+uint64 run_edges(const char *key, const char *sql, int nargs, const Oid *types, const Datum *values,
+                 const char *nulls, bool latest);
+// int8[] of `values`; a one-dimensional array of `elems` of type `elemtype`
+// (nulls[i] == 'n': NULL).
+Datum int8_array(const std::vector<int64> &values);
+Datum array_datum(const std::vector<Datum> &elems, const std::vector<char> &nulls, Oid elemtype);
+
+} // namespace concurrency::queue

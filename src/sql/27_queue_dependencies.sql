@@ -1,0 +1,39 @@
+-- ---------------------------------------------------------------------------
+-- Task queue: dependencies between tasks (docs/queue.md, "Dependencies").
+-- A task enqueued with parents (enqueue(…, after), enqueue_graph) waits in
+-- state 'waiting', its row counting the parents not done yet
+-- (parents_open), until the last of them completes; a parent that ends dead
+-- or cancelled cancels its waiting descendants. The edges are rows of
+-- concurrency.task_dependency, which the queue functions read and write as
+-- its owner (src/queue/dependencies.hpp): a role needs no privilege on it.
+-- An edge lives until its child has finished, and keeps its parent (done,
+-- with its result) from being purged until then, whatever the retention.
+-- ---------------------------------------------------------------------------
+
+CREATE TABLE concurrency.task_dependency (
+    parent_queue text   NOT NULL,
+    parent_id    bigint NOT NULL,
+    child_queue  text   NOT NULL,
+    child_id     bigint NOT NULL,
+    CONSTRAINT task_dependency_pkey PRIMARY KEY (parent_queue, parent_id, child_queue, child_id)
+);
+CREATE INDEX task_dependency_child ON concurrency.task_dependency (child_queue, child_id);
+COMMENT ON TABLE concurrency.task_dependency IS
+    'edges between concurrency_ext tasks: the child waits for the parent (internal: written by the queue functions)';
+SELECT pg_catalog.pg_extension_config_dump('concurrency.task_dependency', '');
+-- purge, run as a queue's owner, keeps the parents that a child still needs
+GRANT SELECT ON concurrency.task_dependency TO PUBLIC;
+
+CREATE FUNCTION concurrency.enqueue_graph(queue text, tasks jsonb)
+    RETURNS TABLE (ref text, task_id bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue_graph';
+COMMENT ON FUNCTION concurrency.enqueue_graph(text, jsonb) IS
+    'adds a graph of tasks all or nothing: tasks is a JSON array of {ref, payload, after, queue, run_at, priority, concurrency_key}, after naming refs of the graph, ids of tasks of the task''s queue or {queue, id}; a task waits until its parents are done; returns each task''s ref and id in order';
+
+CREATE FUNCTION concurrency.parent_results(queue text, id bigint)
+    RETURNS TABLE (task_id bigint, parent_queue text, result jsonb)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_parent_results';
+COMMENT ON FUNCTION concurrency.parent_results(text, bigint) IS
+    'the results the parents of a task completed with (for its worker: permission work on the task''s queue)';
