@@ -30,6 +30,8 @@ export interface Task<P = Json> {
   signal: AbortSignal;
   /** extends the lease now, with progress where the server keeps it */
   heartbeat(progress?: Json): Promise<void>;
+  /** the results of the task's parents (enqueue's after, enqueueGraph), read in the handler's transaction */
+  parentResults(): Promise<ParentResult[]>;
 }
 
 /** Anything with node-postgres's query(): a Pool, or a Client inside the producer's transaction. */
@@ -101,6 +103,9 @@ export interface EnqueueOptions {
   /** with a dedupeKey whose task exists: 'ignore' (default) returns it as it is; 'replace' gives it this payload,
    * runAt and priority if it has not started (debounce) */
   onConflict?: 'ignore' | 'replace';
+  /** ids of tasks of the same queue that must be done first: the task waits (state 'waiting') until then
+   * (concurrency_ext 0.3.0; not sent when left out) */
+  after?: (string | number | bigint)[];
 }
 
 export interface EnqueueBatchOptions {
@@ -110,10 +115,40 @@ export interface EnqueueBatchOptions {
   concurrencyKeys?: (string | null)[];
 }
 
+/** a parent in a graph task's after: a ref of the graph (a string), or an existing task (an id of the task's
+ * own queue as a number or bigint, or { id } / { queue, id }) */
+export type GraphParent = string | number | bigint | { queue?: string; id: string | number | bigint };
+
+/** one task of enqueueGraph */
+export interface GraphTask {
+  /** the name that other tasks of the graph give in after; returned with the task's id */
+  ref?: string;
+  payload?: Json;
+  /** the tasks that must be done before this one runs */
+  after?: GraphParent[];
+  /** default: enqueueGraph's queue */
+  queue?: string;
+  runAt?: Date | string;
+  priority?: number;
+  concurrencyKey?: string;
+}
+
+/** the result of a parent that is done */
+export interface ParentResult {
+  taskId: string;
+  parentQueue: string;
+  result: Json;
+}
+
 /** adds a task; resolves with its id */
 export declare function enqueue(db: Queryable, queue: string, payload?: Json, options?: EnqueueOptions): Promise<string>;
 /** adds one task per payload in one statement; resolves with their ids in payload order */
 export declare function enqueueBatch(db: Queryable, queue: string, payloads: Json[], options?: EnqueueBatchOptions): Promise<string[]>;
+/** adds the tasks all or nothing, each waiting for its after; resolves with each task's ref (null without one)
+ * and id, in the order of tasks */
+export declare function enqueueGraph(db: Queryable, queue: string, tasks: GraphTask[]): Promise<{ ref: string | null; taskId: string }[]>;
+/** the results of the task's parents that are done, ordered by queue and id (permission work on queue) */
+export declare function parentResults(db: Queryable, queue: string, taskId: string | number | bigint): Promise<ParentResult[]>;
 export declare function serverFeatures(db: Queryable): Promise<ServerFeatures>;
 
 /** an error of the server, with its SQLSTATE */

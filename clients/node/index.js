@@ -70,6 +70,12 @@ function json(value) {
   return text;
 }
 
+// Task ids (strings, numbers or bigints) as a bigint[] parameter.
+function ids(value) {
+  if (!Array.isArray(value)) throw new TypeError('after must be an array of task ids');
+  return value.map((id) => (typeof id === 'bigint' ? id.toString() : id));
+}
+
 // Named arguments for the options that are set, so that the server's
 // defaults apply to the others.
 function namedArguments(values, fields, options) {
@@ -91,6 +97,10 @@ const ENQUEUE_OPTIONS = {
   // 'ignore' (the server's default) or 'replace': a dedupeKey's holder that
   // has not started takes this payload, runAt and priority (debounce)
   onConflict: ['on_conflict', '::text'],
+  // ids of tasks of the same queue that must be done before this one runs
+  // (it waits in state 'waiting'); sent only when given, as on_conflict is,
+  // so that servers before 0.3.0 take the other calls
+  after: ['after', '::bigint[]', ids],
 };
 const ENQUEUE_BATCH_OPTIONS = {
   runAt: ['run_at', '::timestamptz'],
@@ -119,6 +129,67 @@ async function enqueueBatch(db, queue, payloads, options = {}) {
     .join('')}) AS id`;
   const { rows } = await query(db, sql, values);
   return rows.map((r) => r.id);
+}
+
+// enqueueGraph's task fields, as the server names them.
+const GRAPH_FIELDS = {
+  ref: 'ref',
+  payload: 'payload',
+  after: 'after',
+  queue: 'queue',
+  runAt: 'run_at',
+  priority: 'priority',
+  concurrencyKey: 'concurrency_key',
+};
+
+// A parent in a graph task's `after`, as the server reads it: a string is a
+// ref of the graph; anything else an existing task: an id (a number or a
+// bigint: a task of the task's own queue), or { id } / { queue, id } with
+// the id as enqueue returns it (a string). JSON has no bigint: it goes as
+// { id: 'digits' }, which the server reads as an id.
+function graphParent(parent) {
+  if (typeof parent === 'bigint') return { id: parent.toString() };
+  if (parent !== null && typeof parent === 'object' && typeof parent.id === 'bigint') return { ...parent, id: parent.id.toString() };
+  return parent;
+}
+
+// One task of a graph as the server's JSON object, its fields renamed.
+function graphTask(task, index) {
+  if (task === null || typeof task !== 'object' || Array.isArray(task)) throw new TypeError(`tasks[${index}] must be an object`);
+  const out = {};
+  for (const [field, value] of Object.entries(task)) {
+    const name = GRAPH_FIELDS[field];
+    if (!name) throw new TypeError(`tasks[${index}] has a field enqueueGraph does not know: ${field}`);
+    if (value === undefined) continue;
+    if (field === 'payload') out.payload = JSON.parse(json(value)); // a TypeError for what is no JSON value
+    else if (field === 'after') {
+      if (!Array.isArray(value)) throw new TypeError(`tasks[${index}].after must be an array`);
+      out.after = value.map(graphParent);
+    } else out[name] = value;
+  }
+  return out;
+}
+
+// Adds a graph of tasks, all or nothing; a task waits until the tasks of
+// its `after` are done. Resolves with [{ ref, taskId }] in the order of
+// `tasks` (ref null for a task without one).
+async function enqueueGraph(db, queue, tasks) {
+  if (!Array.isArray(tasks)) throw new TypeError('tasks must be an array');
+  const graph = JSON.stringify(tasks.map(graphTask));
+  const { rows } = await query(db, 'SELECT ref, task_id::text AS task_id FROM concurrency.enqueue_graph($1::text, $2::jsonb)', [queue, graph]);
+  return rows.map((r) => ({ ref: r.ref, taskId: r.task_id }));
+}
+
+// The results of a task's parents that are done: [{ taskId, parentQueue,
+// result }] (for its worker: permission work on the task's queue).
+async function parentResults(db, queue, taskId) {
+  const { rows } = await query(
+    db,
+    `SELECT p.task_id::text AS task_id, p.parent_queue, p.result
+       FROM concurrency.parent_results($1::text, $2::bigint) AS p ORDER BY p.parent_queue, p.task_id`,
+    [queue, taskId],
+  );
+  return rows.map((r) => ({ taskId: r.task_id, parentQueue: r.parent_queue, result: r.result }));
 }
 
 // What the server offers beyond 0.2.0 (the waiting dequeue, release,
@@ -340,6 +411,8 @@ class Worker extends EventEmitter {
         payload: r.payload,
         enqueuedAt: r.enqueued_at,
         leaseExpiresAt: r.lease_expires_at,
+        // read when asked, in the handler's transaction
+        parentResults: () => parentResults(client, this.queue, r.id),
       }));
       if (this.stopping) {
         await this.giveBack(tasks);
@@ -485,4 +558,4 @@ class Worker extends EventEmitter {
   }
 }
 
-module.exports = { Worker, enqueue, enqueueBatch, serverFeatures, QueueError, LeaseLostError, LEASE_LOST };
+module.exports = { Worker, enqueue, enqueueBatch, enqueueGraph, parentResults, serverFeatures, QueueError, LeaseLostError, LEASE_LOST };

@@ -1,7 +1,7 @@
 'use strict';
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { Worker, enqueueBatch, enqueue, LeaseLostError } = require('..');
+const { Worker, enqueueBatch, enqueue, enqueueGraph, LeaseLostError } = require('..');
 const { pool, freshQueue, until, gate } = require('./helpers');
 
 const db = pool({ max: 20 });
@@ -78,6 +78,36 @@ test('a throwing handler fails the task with its message; its writes roll back',
   assert.equal(rows[0].last_error, 'the mail server said no');
   assert.notEqual(rows[0].state, 'leased');
   assert.equal((await results(queue)).n, 0);
+});
+
+test('a child runs after its parents and reads their results with task.parentResults()', async () => {
+  const queue = await freshQueue(db, 'worker', "lease => '30 seconds', retain => '1 hour'");
+  const [a, b, child] = (
+    await enqueueGraph(db, queue, [{ ref: 'a', payload: { n: 2 } }, { ref: 'b', payload: { n: 3 } }, { ref: 'sum', payload: { sum: true }, after: ['a', 'b'], priority: 10 }])
+  ).map((r) => r.taskId);
+  let parents;
+  const worker = new Worker({
+    pool: db,
+    queue,
+    concurrency: 2,
+    handler: async (task) => {
+      if (!task.payload.sum) return { n: task.payload.n };
+      parents = await task.parentResults();
+      return { sum: parents.reduce((s, p) => s + p.result.n, 0) };
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === 3, '3 completions');
+  await worker.stop();
+  assert.equal(seen.completed[2].id, child, 'the child last, whatever its priority');
+  assert.deepEqual(parents, [
+    { taskId: a, parentQueue: queue, result: { n: 2 } },
+    { taskId: b, parentQueue: queue, result: { n: 3 } },
+  ]);
+  const { rows } = await db.query('SELECT result FROM concurrency.task_status($1, $2)', [queue, child]);
+  assert.deepEqual(rows[0].result, { sum: 5 });
+  assert.deepEqual(seen.errors, []);
 });
 
 test('batches: the handler gets the claimed tasks, complete_batch finishes them', async () => {
