@@ -34,8 +34,12 @@ HEARTBEAT_SQL = "SELECT concurrency.heartbeat(%s, %s, %s, %s)"
 HEARTBEAT_BATCH_SQL = "SELECT concurrency.heartbeat_batch(%s, %s, %s, %s)"
 RELEASE_SQL = "SELECT concurrency.release(%s, %s, %s)"
 RELEASE_BATCH_SQL = "SELECT concurrency.release_batch(%s, %s, %s)"
-ENQUEUE_SQL = "SELECT concurrency.enqueue(%s, %s, %s, %s, %s, %s)"
+_ENQUEUE = "SELECT concurrency.enqueue(%s, %s, %s, %s, %s, %s{named})"
+ENQUEUE_SQL = _ENQUEUE.format(named="")
 ENQUEUE_BATCH_SQL = "SELECT id FROM concurrency.enqueue_batch(%s, %s, %s, %s, %s, %s) AS id"
+ENQUEUE_GRAPH_SQL = "SELECT ref, task_id FROM concurrency.enqueue_graph(%s, %s)"
+PARENT_RESULTS_SQL = ("SELECT p.task_id, p.parent_queue, p.result FROM concurrency.parent_results(%s, %s) AS p"
+                      " ORDER BY p.parent_queue, p.task_id")
 
 # Without dequeue(wait): the pause after an empty claim starts here and
 # doubles up to the worker's poll_interval; any claim that gets a task resets it.
@@ -100,17 +104,31 @@ def enqueue_params(queue, payload, run_at, priority, dedupe_key, concurrency_key
     return (queue, payload_param(payload), run_at, priority, dedupe_key, concurrency_key)
 
 
-# on_conflict is sent only when given, so that servers before 0.3.0 (whose
-# enqueue has no such argument) take the other calls.
-ENQUEUE_ON_CONFLICT_SQL = "SELECT concurrency.enqueue(%s, %s, %s, %s, %s, %s, on_conflict => %s)"
+def enqueue_statement(queue, payload, run_at, priority, dedupe_key, concurrency_key, on_conflict, after):
+    """The SQL and parameters of enqueue; on_conflict 'ignore' or 'replace' (None: the server's default), after
+    the ids of tasks of the queue that must be done first (None: none).
 
-
-def enqueue_statement(queue, payload, run_at, priority, dedupe_key, concurrency_key, on_conflict):
-    """The SQL and parameters of enqueue; on_conflict 'ignore' or 'replace' (None: the server's default)."""
+    on_conflict and after are sent only when given, so that servers before
+    0.3.0 (whose enqueue has neither argument) take the other calls."""
     params = enqueue_params(queue, payload, run_at, priority, dedupe_key, concurrency_key)
-    if on_conflict is None:
-        return ENQUEUE_SQL, params
-    return ENQUEUE_ON_CONFLICT_SQL, params + (on_conflict,)
+    named = ""
+    if on_conflict is not None:
+        named += ", on_conflict => %s"
+        params += (on_conflict,)
+    if after is not None:
+        named += ", after => %s::bigint[]"
+        params += (list(after),)
+    return _ENQUEUE.format(named=named), params
+
+
+def graph_params(queue, tasks):
+    """enqueue_graph's parameters: the tasks as one jsonb array, a datetime run_at in ISO 8601."""
+    graph = []
+    for task in tasks:
+        if isinstance(task, dict) and isinstance(task.get("run_at"), datetime.datetime):
+            task = dict(task, run_at=task["run_at"].isoformat())
+        graph.append(task)
+    return (queue, Jsonb(graph))
 
 
 def enqueue_batch_params(queue, payloads, run_at, priority, dedupe_keys, concurrency_keys):

@@ -16,11 +16,12 @@ log = logging.getLogger("concurrency_ext")
 
 
 async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=None, concurrency_key=None,
-                  on_conflict=None):
+                  on_conflict=None, after=None):
     """Adds a task; returns its id (see concurrency_ext.enqueue)."""
     with translating:
         cur = await conn.execute(*_core.enqueue_statement(
-            queue, {} if payload is None else payload, run_at, priority, dedupe_key, concurrency_key, on_conflict))
+            queue, {} if payload is None else payload, run_at, priority, dedupe_key, concurrency_key, on_conflict,
+            after))
         return (await cur.fetchone())[0]
 
 
@@ -30,6 +31,20 @@ async def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedup
         cur = await conn.execute(_core.ENQUEUE_BATCH_SQL, _core.enqueue_batch_params(
             queue, payloads, run_at, priority, dedupe_keys, concurrency_keys))
         return [row[0] for row in await cur.fetchall()]
+
+
+async def enqueue_graph(conn, queue, tasks):
+    """Adds a graph of tasks, all or nothing; returns (ref, task_id) per task (see concurrency_ext.enqueue_graph)."""
+    with translating:
+        cur = await conn.execute(_core.ENQUEUE_GRAPH_SQL, _core.graph_params(queue, tasks))
+        return await cur.fetchall()
+
+
+async def parent_results(conn, queue, task_id):
+    """The results of the task's parents that are done: (task_id, parent_queue, result) per parent."""
+    with translating:
+        cur = await conn.execute(_core.PARENT_RESULTS_SQL, (queue, task_id))
+        return await cur.fetchall()
 
 
 async def _one(conn, query, params=None):

@@ -1,4 +1,5 @@
-"""Adding tasks: enqueue and enqueue_batch, on a psycopg connection.
+"""Adding tasks: enqueue, enqueue_batch and enqueue_graph, on a psycopg connection (and
+parent_results, which a child's worker reads).
 
 They run in the connection's current transaction (or their own, in
 autocommit): a task enqueued with the producer's writes exists exactly when
@@ -10,14 +11,15 @@ from .errors import translating
 
 
 def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=None, concurrency_key=None,
-            on_conflict=None):
+            on_conflict=None, after=None):
     """Adds a task; returns its id (the existing task's id for a dedupe_key already held). on_conflict='replace'
-    gives that task this payload, run_at and priority if it has not started (debounce)."""
+    gives that task this payload, run_at and priority if it has not started (debounce). after: ids of tasks of
+    the queue; the new task waits (state 'waiting') until every one of them is done."""
     if payload is None:
         payload = {}
     with translating:
         return conn.execute(*_core.enqueue_statement(queue, payload, run_at, priority, dedupe_key, concurrency_key,
-                                                     on_conflict)).fetchone()[0]
+                                                     on_conflict, after)).fetchone()[0]
 
 
 def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys=None, concurrency_keys=None):
@@ -27,3 +29,19 @@ def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys
                             _core.enqueue_batch_params(queue, payloads, run_at, priority, dedupe_keys,
                                                        concurrency_keys)).fetchall()
     return [row[0] for row in rows]
+
+
+def enqueue_graph(conn, queue, tasks):
+    """Adds a graph of tasks, all or nothing; returns (ref, task_id) per task in the order of tasks.
+
+    Each task is a dict with the keys ref, payload, after, queue (default: queue), run_at, priority and
+    concurrency_key; its after lists refs of the graph (str), ids of tasks of its own queue (int), or
+    {"queue": ..., "id": ...} for a task of another queue."""
+    with translating:
+        return conn.execute(_core.ENQUEUE_GRAPH_SQL, _core.graph_params(queue, tasks)).fetchall()
+
+
+def parent_results(conn, queue, task_id):
+    """The results of the task's parents that are done: (task_id, parent_queue, result) per parent."""
+    with translating:
+        return conn.execute(_core.PARENT_RESULTS_SQL, (queue, task_id)).fetchall()
