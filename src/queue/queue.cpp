@@ -214,7 +214,14 @@ void revalidate(QueueInfo &info) {
 		}
 		info.token_sequence = InvalidOid;
 		pg::guard([&] { forget_direct(info); });
-		if (relid != info.relid) {
+		// the columns of dependencies (added by the update from 0.2.0): the
+		// statements are written for what the table has
+		bool links = pg::guard([&] {
+			return get_attnum(relid, "has_children") != InvalidAttrNumber &&
+			       OidIsValid(get_relname_relid("task_dependency", get_rel_namespace(relid)));
+		});
+		if (relid != info.relid || links != info.links) {
+			info.links = links;
 			free_plans(info);
 			std::string prefix = plan_prefix(info.key);
 			pg::guard([&] { pg::forget_plans(prefix.c_str()); });
@@ -373,6 +380,7 @@ const QueueSql &Queue::sql() const {
 			sql_.emplace(name(), placement());
 		else
 			sql_.emplace(name());
+		sql_->set_links(info_->links);
 	}
 	return *sql_;
 }

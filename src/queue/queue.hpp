@@ -69,6 +69,9 @@ struct QueueInfo {
 	int32 max_leased;
 	// pause_queue: no claims while set
 	bool paused;
+	// the table has the columns of dependencies and task_dependency exists
+	// (QueueSql::set_links): not before the update from 0.2.0
+	bool links;
 	// when this backend runs its next purge chunk of the queue (maybe_purge)
 	TimestampTz next_purge;
 	ClaimCursor cursor;

@@ -85,6 +85,12 @@ std::string QueueSql::dedupe_holder() {
 	return dedupe_holder_predicate;
 }
 
+std::string QueueSql::link_columns(const char *alias) const {
+	if (!links_)
+		return ", NULL::pg_catalog.int4, NULL::pg_catalog.bool";
+	return fmt::format(", {0}parents_open, {0}has_children", alias);
+}
+
 std::string QueueSql::dedupe_target() const {
 	return shard_ ? "(shard_key, dedupe_key)" : "(dedupe_key)";
 }
@@ -234,9 +240,8 @@ std::string QueueSql::wake() const {
                             WHERE {k}state )" EQ R"( 'leased' AND lease_expires_at )" LE
 	    R"( $1 AND lease_expires_at )" GE R"( $3
                             ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS l))
-RETURNING t.state )" EQ R"( 'ready', t.state )" EQ
-	    R"( 'dead', t.concurrency_key, t.id, t.parents_open, t.has_children)",
-	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("tk", tk_));
+RETURNING t.state )" EQ R"( 'ready', t.state )" EQ R"( 'dead', t.concurrency_key, t.id{links})",
+	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("tk", tk_), fmt::arg("links", link_columns("t.")));
 }
 
 std::string QueueSql::claim() const {
@@ -279,10 +284,10 @@ RETURNING $3 )" PLUS R"( $4)",
 }
 
 std::string QueueSql::complete() const {
-	return fmt::format(
-	    "DELETE FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ
-	    " $2 AND has_children IS NOT TRUE RETURNING concurrency_key, parents_open, has_children",
-	    table_, k_);
+	// a parent is kept as done for its children (complete_retained)
+	return fmt::format("DELETE FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ
+	                   " $2{} RETURNING concurrency_key{}",
+	                   table_, k_, links_ ? " AND has_children IS NOT TRUE" : "", link_columns());
 }
 
 // A retained done task gives up its lease token: the holder's next call finds
@@ -299,8 +304,9 @@ std::string QueueSql::complete_retained() const {
    SET {done},
        result = $4
  WHERE {k}id )" EQ R"( $1 AND lease_token )" EQ R"( $2
-RETURNING concurrency_key, parents_open, has_children)",
-	    fmt::arg("t", table_), fmt::arg("done", finish_done), fmt::arg("k", k_));
+RETURNING concurrency_key{links})",
+	    fmt::arg("t", table_), fmt::arg("done", finish_done), fmt::arg("k", k_),
+	    fmt::arg("links", link_columns()));
 }
 
 // The batch forms: the leases named by $1 (task ids) and $2 (lease tokens),
@@ -315,10 +321,12 @@ std::string QueueSql::complete_many() const {
 	return fmt::format(
 	    R"(DELETE FROM {t} AS t
  USING {leases}
- WHERE {held} AND t.has_children IS NOT TRUE
-RETURNING t.id, t.concurrency_key, t.parents_open, t.has_children)",
+ WHERE {held}{parents}
+RETURNING t.id, t.concurrency_key{links})",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
-	    fmt::arg("held", tk_ + held_under_named_lease));
+	    fmt::arg("held", tk_ + held_under_named_lease),
+	    fmt::arg("parents", links_ ? " AND t.has_children IS NOT TRUE" : ""),
+	    fmt::arg("links", link_columns("t.")));
 }
 
 std::string QueueSql::complete_many_retained() const {
@@ -328,9 +336,10 @@ std::string QueueSql::complete_many_retained() const {
        result = NULL
   FROM {leases}
  WHERE {held}
-RETURNING t.id, t.concurrency_key, t.parents_open, t.has_children)",
+RETURNING t.id, t.concurrency_key{links})",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
-	    fmt::arg("held", tk_ + held_under_named_lease), fmt::arg("done", finish_done));
+	    fmt::arg("held", tk_ + held_under_named_lease), fmt::arg("done", finish_done),
+	    fmt::arg("links", link_columns("t.")));
 }
 
 std::string QueueSql::heartbeat_many() const {
@@ -352,13 +361,13 @@ RETURNING t.id, $3 )" PLUS R"( $4)",
 
 std::string QueueSql::fail_lock_many() const {
 	return fmt::format(
-	    R"(SELECT t.id, t.attempt, t.concurrency_key, t.parents_open, t.has_children
+	    R"(SELECT t.id, t.attempt, t.concurrency_key{links}
   FROM {t} AS t, {leases}
  WHERE {held}
  ORDER BY t.id
    FOR UPDATE OF t)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
-	    fmt::arg("held", tk_ + held_under_named_lease));
+	    fmt::arg("held", tk_ + held_under_named_lease), fmt::arg("links", link_columns("t.")));
 }
 
 std::string QueueSql::fail_update_many() const {
@@ -397,9 +406,9 @@ std::string QueueSql::cancel(bool blocked) const {
        lease_extended_to = NULL
  WHERE {tk}t.id )" EQ R"( ANY ($2)
    AND {states}
-RETURNING t.id, t.concurrency_key, t.parents_open, t.has_children)",
+RETURNING t.id, t.concurrency_key{links})",
 	    fmt::arg("t", table_), fmt::arg("states", blocked ? cancel_blocked_states : cancel_other_states),
-	    fmt::arg("tk", tk_));
+	    fmt::arg("tk", tk_), fmt::arg("links", link_columns("t.")));
 }
 
 // After cancel on a queue that retains nothing: the cancelled tasks that no
@@ -421,14 +430,16 @@ std::string QueueSql::purge() const {
          SELECT p.id FROM {t} AS p
           WHERE {k}{finished_states} AND finished_at )" LE R"( $1
             AND (state )" EQ R"( 'done' OR lease_expires_at IS NULL OR lease_expires_at )" LE R"( $2)
-            AND (has_children IS NOT TRUE
-                 OR NOT EXISTS (SELECT FROM concurrency.task_dependency AS d
-                                 WHERE d.parent_queue )" EQ R"( {queue} AND d.parent_id )" EQ R"( p.id))
+            {parents}
           ORDER BY finished_at
           LIMIT $3
             FOR UPDATE SKIP LOCKED)))",
 	    fmt::arg("t", table_), fmt::arg("finished_states", finished_states), fmt::arg("k", k_),
-	    fmt::arg("queue", quote_literal(queue_)));
+	    fmt::arg("parents", !links_ ? std::string()
+	                                : fmt::format(R"(AND (has_children IS NOT TRUE
+                 OR NOT EXISTS (SELECT FROM concurrency.task_dependency AS d
+                                 WHERE d.parent_queue )" EQ R"( {} AND d.parent_id )" EQ R"( p.id)))",
+	                                              quote_literal(queue_))));
 }
 
 // $1 int8 id, $2 timestamptz now
@@ -440,16 +451,18 @@ std::string QueueSql::task_status() const {
        CASE WHEN state )" EQ R"( 'leased' THEN COALESCE(lease_extended_to, lease_expires_at) END,
        worker, last_error, finished_at, result, dedupe_key, concurrency_key,
        CASE WHEN state )" NE R"( ALL ('{{done,cancelled,dead}}'::pg_catalog.text[]) THEN progress END,
-       CASE WHEN state )" EQ R"( 'waiting' THEN parents_open END
+       {parents_open}
   FROM {t}
  WHERE {k}id )" EQ R"( $1)",
-	    fmt::arg("t", table_), fmt::arg("k", k_));
+	    fmt::arg("t", table_), fmt::arg("k", k_),
+	    fmt::arg("parents_open", links_ ? "CASE WHEN state " EQ " 'waiting' THEN parents_open END"
+	                                    : "NULL::pg_catalog.int4"));
 }
 
 std::string QueueSql::fail_lock() const {
-	return fmt::format("SELECT attempt, concurrency_key, parents_open, has_children FROM {} WHERE {}id " EQ
-	                   " $1 AND lease_token " EQ " $2 FOR UPDATE",
-	                   table_, k_);
+	return fmt::format("SELECT attempt, concurrency_key{} FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ
+	                   " $2 FOR UPDATE",
+	                   link_columns(), table_, k_);
 }
 
 std::string QueueSql::fail_update() const {

@@ -76,6 +76,12 @@ class QueueSql {
 	// the unique index and of every ON CONFLICT that infers it).
 	static std::string dedupe_holder();
 
+	// Whether the table has the columns of dependencies (parents_open,
+	// has_children) and concurrency.task_dependency exists: true unless the
+	// module runs on 0.2.0's objects, before ALTER EXTENSION … UPDATE. Without
+	// them the statements read NULL where they would read those columns.
+	void set_links(bool links) { links_ = links; }
+
 	// concurrency."q_<queue>", quoted.
 	const std::string &table() const { return table_; }
 
@@ -194,6 +200,10 @@ class QueueSql {
 	std::string queue_;
 	std::string table_;
 	std::optional<ShardPlacement> shard_;
+	bool links_ = true;
+	// ", <alias>parents_open, <alias>has_children" (or NULLs of their types
+	// without links_): the last columns of what finishes a task
+	std::string link_columns(const char *alias = "") const;
 	// "shard_key = <k> AND " (and with "t."): empty on a queue's own table
 	std::string k_, tk_;
 	std::string name(std::string_view suffix) const;

@@ -93,9 +93,9 @@ SELECT pg_temp.check(NOT has_function_privilege('public',
                      'concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean)', 'EXECUTE'),
                      'create_queue stays revoked from PUBLIC');
 SELECT pg_temp.check(has_function_privilege('concurrency_upgrade_check',
-                     'concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text)', 'EXECUTE')
+                     'concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text, bigint[])', 'EXECUTE')
                      AND NOT has_function_privilege('public',
-                     'concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text)', 'EXECUTE'),
+                     'concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text, bigint[])', 'EXECUTE'),
                      'the privileges of enqueue');
 SELECT pg_temp.check(has_table_privilege('public', 'concurrency.queue_stats', 'SELECT'), 'queue_stats readable');
 

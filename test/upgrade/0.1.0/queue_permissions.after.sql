@@ -4,7 +4,7 @@
 -- as they were, and each role may call what it could, and no more.
 -- (before.sql revoked EXECUTE on enqueue from PUBLIC to check that the
 -- upgrade carries it over; here it is the default again)
-GRANT EXECUTE ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text, bigint[]) TO PUBLIC;
 SELECT queue, grantee, permission FROM concurrency.queue_permission ORDER BY queue, grantee::text, permission;
 SELECT c.relname, a.grantee::regrole, string_agg(a.privilege_type, ',' ORDER BY a.privilege_type) AS privileges
   FROM pg_class c, aclexplode(c.relacl) a

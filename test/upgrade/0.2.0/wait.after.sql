@@ -57,13 +57,20 @@ SELECT pg_temp.check((SELECT bool_and(NOT paused) FROM concurrency.queue_stats),
 SELECT pg_temp.check(concurrency.pause_queue('wlive'), 'pause an updated queue');
 SELECT pg_temp.check((SELECT count(*) FROM concurrency.dequeue('wlive', 5)) = 0, 'paused: nothing claimed');
 SELECT pg_temp.check(concurrency.resume_queue('wlive'), 'resume it');
+-- a 0.2.0 task can be a parent: a new task waits for task 2
+SELECT pg_temp.check(to_regclass('concurrency.q_wlive_waiting') IS NOT NULL, 'the index of waiting tasks');
+SELECT pg_temp.check(s.state = 'waiting' AND s.parents_open = 1, 'a child of a 0.2.0 task waits')
+  FROM concurrency.task_status('wlive', concurrency.enqueue('wlive', '{"n": 5}', after =>
+           ARRAY[(SELECT id FROM concurrency."q_wlive" WHERE payload ->> 'n' = '2')])) AS s;
+SELECT pg_temp.check(waiting = 1, 'queue_stats counts it') FROM concurrency.queue_stats WHERE queue = 'wlive';
 -- claimable and completable again, by a waiting dequeue
 CREATE TEMP TABLE claimed AS SELECT task_id, lease_token, payload FROM concurrency.dequeue('wlive', 5, wait => '1 minute');
 SELECT pg_temp.check((SELECT array_agg(payload ->> 'n' ORDER BY payload ->> 'n') FROM claimed) = '{1,2}', 'claimed 1 and 2');
 SELECT pg_temp.check(concurrency.complete_batch('wlive', array_agg(task_id), array_agg(lease_token)) = 2, 'completed')
   FROM claimed;
+-- the parent stays (done) for its child, which is ready now
 SELECT pg_temp.check((SELECT array_agg(state || ':' || (payload ->> 'n') ORDER BY payload ->> 'n')
-                        FROM concurrency."q_wlive") = '{scheduled:3,dead:4}', 'scheduled and dead left');
+                        FROM concurrency."q_wlive") = '{done:2,scheduled:3,dead:4,ready:5}', 'done parent, scheduled, dead and the child left');
 
 -- the serial key: its released head is its next task again, then the second
 SELECT pg_temp.check(concurrency.release('wkeyed', task_id, lease_token), 'release the head')
