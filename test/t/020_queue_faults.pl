@@ -10,11 +10,12 @@
 # backend dies is simply started again, as a supervisor would.
 use strict;
 use warnings;
-use IPC::Run;
-use Time::HiRes qw(usleep);
+use FindBin;
+use lib "$FindBin::RealBin/lib";
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use WorkerFaults;
 
 my $tasks   = 2000;
 my $workers = 4;
@@ -55,111 +56,10 @@ $node->safe_psql('postgres', q{
   END $$;
 });
 
-my %running;    # worker name -> IPC::Run harness
-my $started = 0;
+my ($done, $started) = drain_under_faults($node, $workers, q{SELECT count(*) FROM concurrency."q_faults"});
+my %done = %$done;
 
-sub start_worker
-{
-	my ($name) = @_;
-	my ($out, $err) = ('', '');
-	$running{$name} = IPC::Run::start(
-		[
-			'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d',
-			$node->connstr('postgres') . " application_name=$name",
-			'-c', "CALL work('$name')"
-		],
-		'<', \undef, '>', \$out, '2>', \$err);
-	$started++;
-}
-
-# Reaps workers that have ended; returns how many are still running.
-sub reap
-{
-	for my $name (keys %running)
-	{
-		my $h = $running{$name};
-		eval { $h->pump_nb };
-		next if $h->pumpable;
-		$h->finish;
-		delete $running{$name};
-	}
-	return scalar keys %running;
-}
-
-sub remaining
-{
-	my ($ok, $count) = (0, undef);
-	my $ret = $node->psql('postgres', 'SELECT count(*) FROM concurrency."q_faults"', stdout => \$count);
-	return $ret == 0 ? $count : undef;
-}
-
-sub busy_backend
-{
-	my $pid = '';
-	$node->psql('postgres',
-		q{SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'w%:busy' ORDER BY random() LIMIT 1},
-		stdout => \$pid);
-	return $pid;
-}
-
-start_worker("w$_") for 1 .. $workers;
-
-# The faults, in order, a quarter of a second apart, while enough tasks remain.
-my @faults = (
-	('terminate') x 2,
-	'immediate restart',
-	('terminate') x 2,
-	'sigkill',
-	('terminate') x 2);
-my %done;
-my $deadline = time() + $PostgreSQL::Test::Utils::timeout_default;
-while (time() < $deadline)
-{
-	usleep(250_000);
-	my $left = remaining();
-	if (@faults && defined $left && $left > 50)
-	{
-		my $fault = $faults[0];
-		if ($fault eq 'immediate restart')
-		{
-			$node->stop('immediate');
-			$node->start;
-			shift @faults;
-			$done{$fault}++;
-		}
-		else
-		{
-			my $pid = busy_backend();
-			if ($pid ne '')
-			{
-				if ($fault eq 'terminate')
-				{
-					$node->psql('postgres', "SELECT pg_terminate_backend($pid)");
-				}
-				else
-				{
-					kill 'KILL', $pid;
-					# wait until the postmaster has reset every backend and accepts connections
-					$node->poll_query_until('postgres', 'SELECT 1', '1');
-				}
-				shift @faults;
-				$done{$fault}++;
-			}
-		}
-	}
-	# workers that died are started again (a worker that found the queue
-	# empty also ends; then nothing is left to restart it for)
-	reap();
-	$left = remaining();
-	next unless defined $left;
-	last if $left == 0 && reap() == 0;
-	for my $name (map { "w$_" } 1 .. $workers)
-	{
-		start_worker($name) unless $running{$name} || $left == 0;
-	}
-}
-
-is(remaining(), 0, 'the queue is empty: no task lost or stuck');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM concurrency."q_faults"}), '0', 'the queue is empty: no task lost or stuck');
 is($done{terminate}, 6, 'backends were terminated mid-task');
 is($done{sigkill}, 1, 'a backend was SIGKILLed mid-task (the server reset every backend)');
 is($done{'immediate restart'}, 1, 'the server was restarted with an immediate shutdown');
@@ -173,6 +73,5 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM concurrency."q_faults" WH
 	'0', 'no task is dead');
 note("worker processes started: $started");
 
-$_->kill_kill for values %running;
 $node->stop;
 done_testing();
