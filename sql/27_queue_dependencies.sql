@@ -72,6 +72,11 @@ SELECT concurrency.enqueue('kept', '{}', dedupe_key => 'd') AS holder \gset
 SELECT concurrency.enqueue('kept', '{}', dedupe_key => 'd', after => ARRAY[:q]::bigint[]) = :holder AS same;
 SELECT state, parents_open FROM concurrency.task_status('kept', :holder);
 
+-- replace on a waiting holder: the new payload, still waiting
+SELECT concurrency.enqueue('kept', '{"v": 1}', dedupe_key => 'w', after => ARRAY[:holder]::bigint[]) AS whold \gset
+SELECT concurrency.enqueue('kept', '{"v": 2}', dedupe_key => 'w', on_conflict => 'replace') = :whold AS same;
+SELECT s.state, s.parents_open, q.payload FROM concurrency.task_status('kept', :whold) AS s JOIN concurrency.q_kept AS q ON q.id = :whold;
+
 -- a dead parent cancels its waiting descendants, through generations and
 -- queues, with last_error naming it; cancelled tasks stay cancelled when the
 -- parent is retried
@@ -140,6 +145,14 @@ SELECT pg_temp.run_one('g2', '"old done"') AS ran;
 SELECT pg_temp.run_one('g1') AS ran, pg_temp.run_one('g1') AS ran_too;
 SELECT id, state FROM concurrency.q_g1 ORDER BY id;
 SELECT * FROM concurrency.enqueue_graph('g1', '[]');
+-- a parent named twice is one parent; a JSON null payload stays null, a
+-- missing one is {}
+SELECT concurrency.enqueue('g2', '{}') AS twice \gset
+SELECT task_id AS twice_child FROM concurrency.enqueue_graph('g2',
+    format('[{"after": [%s, {"id": %s}, {"queue": "g2", "id": %s}], "payload": null}]', :twice, :twice, :twice)::jsonb) \gset
+SELECT state, parents_open FROM concurrency.task_status('g2', :twice_child);
+SELECT pg_temp.run_one('g2') = :twice AS ran;
+SELECT s.state, q.payload FROM concurrency.task_status('g2', :twice_child) AS s JOIN concurrency.q_g2 AS q ON q.id = :twice_child;
 
 -- bad graphs: 22023 (42704 for a queue that does not exist), nothing enqueued
 SELECT count(*) AS before FROM concurrency.q_g1 \gset

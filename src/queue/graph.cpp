@@ -53,7 +53,7 @@ constexpr const char *task_fields = "ref, payload, after, queue, run_at, priorit
 // fields the graph does not know named (an error rather than a task that
 // silently ignores its "aftre").
 constexpr const char *elements_sql = R"(SELECT e.n::pg_catalog.int4, pg_catalog.jsonb_typeof(e.v),
-       e.o ->> 'ref', COALESCE(NULLIF(e.o -> 'payload', 'null'::pg_catalog.jsonb), '{}'::pg_catalog.jsonb),
+       e.o ->> 'ref', COALESCE(e.o -> 'payload', '{}'::pg_catalog.jsonb),
        e.o ->> 'queue', (e.o ->> 'run_at')::pg_catalog.timestamptz, (e.o ->> 'priority')::pg_catalog.int4,
        e.o ->> 'concurrency_key',
        (SELECT pg_catalog.string_agg(k, ', ' ORDER BY k) FROM pg_catalog.jsonb_object_keys(e.o) AS k
@@ -184,9 +184,16 @@ std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue)
 			          fmt::format("It is a JSON {}.", type));
 		}
 	}
+	// a parent named twice is one parent (one edge, counted once)
+	auto same = [](const TaskRef &a, const TaskRef &b) { return a.queue == b.queue && a.id == b.id; };
+	auto before = [](const TaskRef &a, const TaskRef &b) {
+		return a.queue < b.queue || (a.queue == b.queue && a.id < b.id);
+	};
 	for (GraphTask &t : graph) {
 		std::sort(t.inner.begin(), t.inner.end());
 		t.inner.erase(std::unique(t.inner.begin(), t.inner.end()), t.inner.end());
+		std::sort(t.outer.begin(), t.outer.end(), before);
+		t.outer.erase(std::unique(t.outer.begin(), t.outer.end(), same), t.outer.end());
 	}
 	return graph;
 }

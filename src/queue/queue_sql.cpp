@@ -171,9 +171,9 @@ std::string QueueSql::dedupe_replace() const {
 	return fmt::format(
 	    R"(UPDATE {t}
    SET payload = $2, run_at = COALESCE($3, $1), priority = $4,
-       state = CASE WHEN state )" EQ R"( 'blocked' THEN 'blocked'
+       state = CASE WHEN state )" EQ R"( ANY ('{{blocked,waiting}}'::pg_catalog.text[]) THEN state
                     WHEN COALESCE($3, $1) )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END
- WHERE {k}id )" EQ R"( $5 AND state )" EQ R"( ANY ('{{ready,scheduled,blocked}}'::pg_catalog.text[])
+ WHERE {k}id )" EQ R"( $5 AND state )" EQ R"( ANY ('{{ready,scheduled,blocked,waiting}}'::pg_catalog.text[])
 RETURNING id, state)",
 	    fmt::arg("t", table_), fmt::arg("k", k_));
 }

@@ -103,7 +103,8 @@ class QueueSql {
 	std::string dedupe_lookup() const;
 	// enqueue(…, on_conflict => 'replace'): the dedupe_key's holder takes the
 	// new payload, run_at and priority if it has not started (ready,
-	// scheduled, or blocked by its key, which it stays). $1 timestamptz now,
+	// scheduled, or blocked by its key or waiting for its parents, which it
+	// stays). $1 timestamptz now,
 	// $2 jsonb payload, $3 timestamptz run_at (NULL: now), $4 int4 priority,
 	// $5 int8 the holder's id -> its id and new state, or no row (leased,
 	// finished, or gone)

@@ -3,9 +3,10 @@
 -- whose holder exists, on_conflict says what happens: 'ignore' (the default)
 -- returns the holder's id and changes nothing; 'replace' gives the holder
 -- the new payload, run_at and priority if it has not started (ready,
--- scheduled, or blocked by its key), and returns its id (a debounce). With
--- after, a new task waits for those tasks (27_queue_dependencies.sql). Like
--- the other task functions, SECURITY INVOKER without SET search_path.
+-- scheduled, blocked by its key or waiting for its parents), and returns its
+-- id (a debounce). With after, a new task waits for those tasks
+-- (27_queue_dependencies.sql). Like the other task functions, SECURITY
+-- INVOKER without SET search_path.
 -- ---------------------------------------------------------------------------
 
 CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
