@@ -28,7 +28,8 @@ COMMENT ON VIEW concurrency.queue_stats IS
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0, before 24_queue_wait.sql defines dequeue,
 -- heartbeat, heartbeat_batch and task_status anew (with wait and progress),
--- and 24_queue_enqueue.sql enqueue (with on_conflict):
+-- and 24_queue_enqueue.sql enqueue (with on_conflict, after) and enqueue_batch
+-- (with after):
 -- their 0.2.0 definitions step aside under other names, so that the new ones
 -- can be created (task_status keeps its argument types but returns one more
 -- column, which CREATE OR REPLACE cannot do). 25_queue_wait_grants.sql gives
@@ -40,8 +41,9 @@ ALTER FUNCTION concurrency.heartbeat(text, bigint, bigint, interval) RENAME TO h
 ALTER FUNCTION concurrency.heartbeat_batch(text, bigint[], bigint[], interval) RENAME TO heartbeat_batch_0_2_0;
 ALTER FUNCTION concurrency.task_status(text, bigint) RENAME TO task_status_0_2_0;
 ALTER FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text) RENAME TO enqueue_0_2_0;
+ALTER FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer, text[], text[]) RENAME TO enqueue_batch_0_2_0;
 -- ---------------------------------------------------------------------------
--- Task queue: enqueue (docs/queue.md, "Deduplication"). With a dedupe_key
+-- Task queue: enqueue and enqueue_batch (docs/queue.md, "Deduplication"). With a dedupe_key
 -- whose holder exists, on_conflict says what happens: 'ignore' (the default)
 -- returns the holder's id and changes nothing; 'replace' gives the holder
 -- the new payload, run_at and priority if it has not started (ready,
@@ -60,6 +62,15 @@ CREATE FUNCTION concurrency.enqueue(queue text, payload jsonb DEFAULT '{}', run_
     AS 'MODULE_PATHNAME', 'concurrency_enqueue';
 COMMENT ON FUNCTION concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text, bigint[]) IS
     'adds a task and returns its id (the id of the task holding dedupe_key, live or retained as done, if any; with on_conflict => ''replace'', a holder not yet started takes the new payload, run_at and priority); a new task with after waits until those tasks of the queue are done; notifies channel concurrency_<queue> at commit';
+
+CREATE FUNCTION concurrency.enqueue_batch(queue text, payloads jsonb[], run_at timestamptz DEFAULT NULL,
+                                          priority integer DEFAULT 0, dedupe_keys text[] DEFAULT NULL,
+                                          concurrency_keys text[] DEFAULT NULL, after bigint[] DEFAULT NULL)
+    RETURNS SETOF bigint
+    LANGUAGE c VOLATILE ROWS 100
+    AS 'MODULE_PATHNAME', 'concurrency_enqueue_batch';
+COMMENT ON FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer, text[], text[], bigint[]) IS
+    'adds one task per payload in one statement and returns their ids in payload order (per-element dedupe and concurrency keys; the new tasks wait for the tasks of the queue in after)';
 -- ---------------------------------------------------------------------------
 -- concurrency_monitor: a role whose members hold permission read on every
 -- queue of every database where the extension is installed, present and
@@ -190,7 +201,9 @@ BEGIN
             ('concurrency.task_status_0_2_0(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.task_status(text,bigint)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.enqueue_0_2_0(text,jsonb,timestamptz,integer,text,text)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text,text,bigint[])'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
+             'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text,text,bigint[])'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('concurrency.enqueue_batch_0_2_0(text,jsonb[],timestamptz,integer,text[],text[])'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.enqueue_batch(text,jsonb[],timestamptz,integer,text[],text[],bigint[])'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
         FOR g IN
@@ -214,6 +227,7 @@ DROP FUNCTION concurrency.heartbeat_0_2_0(text, bigint, bigint, interval);
 DROP FUNCTION concurrency.heartbeat_batch_0_2_0(text, bigint[], bigint[], interval);
 DROP FUNCTION concurrency.task_status_0_2_0(text, bigint);
 DROP FUNCTION concurrency.enqueue_0_2_0(text, jsonb, timestamptz, integer, text, text);
+DROP FUNCTION concurrency.enqueue_batch_0_2_0(text, jsonb[], timestamptz, integer, text[], text[]);
 
 -- Every queue's table (a distributed queue's too: Citus sends the ALTER to
 -- its shards) gets the progress column, last, as create_queue makes it. A

@@ -72,6 +72,24 @@ SELECT concurrency.enqueue('kept', '{}', dedupe_key => 'd') AS holder \gset
 SELECT concurrency.enqueue('kept', '{}', dedupe_key => 'd', after => ARRAY[:q]::bigint[]) = :holder AS same;
 SELECT state, parents_open FROM concurrency.task_status('kept', :holder);
 
+-- enqueue_batch: one parent list for the whole batch (a holder of a dedupe
+-- key keeps its own parents); on a queue with a key_limit as well
+SELECT concurrency.create_queue('bq', retain => '1 hour', key_limit => 5);
+SELECT concurrency.enqueue('bq', '{}') AS bp \gset
+SELECT concurrency.enqueue('bq', '{}', dedupe_key => 'held') AS bheld \gset
+SELECT b.id = :bheld AS holder, s.state, s.parents_open
+  FROM concurrency.enqueue_batch('bq', ARRAY['{"i": 1}', '{"i": 2}', '{"i": 3}']::jsonb[],
+                                 dedupe_keys => ARRAY[NULL, NULL, 'held'],
+                                 after => ARRAY[:bp, :bheld]::bigint[]) WITH ORDINALITY AS b(id, n),
+       concurrency.task_status('bq', b.id) AS s ORDER BY b.n;
+SELECT s.state, s.parents_open
+  FROM concurrency.enqueue_batch('bq', ARRAY['{"i": 4}', '{"i": 5}']::jsonb[], concurrency_keys => ARRAY['k', 'k'],
+                                 after => ARRAY[:bp]::bigint[]) AS b(id),
+       concurrency.task_status('bq', b.id) AS s ORDER BY b.id;
+SELECT pg_temp.run_one('bq') = :bp AS ran_parent, pg_temp.run_one('bq') = :bheld AS ran_holder;
+SELECT state, count(*) FROM concurrency.q_bq GROUP BY state ORDER BY state;
+SELECT pg_temp.error_of($$SELECT concurrency.enqueue_batch('bq', ARRAY['{}']::jsonb[], after => ARRAY[987654]::bigint[])$$);
+
 -- replace on a waiting holder: the new payload, still waiting
 SELECT concurrency.enqueue('kept', '{"v": 1}', dedupe_key => 'w', after => ARRAY[:holder]::bigint[]) AS whold \gset
 SELECT concurrency.enqueue('kept', '{"v": 2}', dedupe_key => 'w', on_conflict => 'replace') = :whold AS same;
@@ -225,5 +243,5 @@ SELECT seq_scan = :fan_seq AS no_table_scan, idx_scan > :fan_idx AS index_scans
 SELECT seq_scan = :edge_seq AS no_edge_scan FROM pg_stat_user_tables WHERE relname = 'task_dependency';
 SELECT ready, waiting FROM concurrency.queue_stats WHERE queue = 'fan';
 
-SELECT concurrency.drop_queue(q) FROM unnest('{dep,kept,once,other,expiring,cq,g1,g2,kl,fan}'::text[]) AS q;
+SELECT concurrency.drop_queue(q) FROM unnest('{bq,dep,kept,once,other,expiring,cq,g1,g2,kl,fan}'::text[]) AS q;
 DROP ROLE dep_producer;

@@ -281,7 +281,10 @@ void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how
 			cancel_descendants(queue, parent, how, now);
 }
 
-bool attach_parents(Queue &q, int64 child, std::vector<int64> parents, TimestampTz now) {
+uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<int64> parents,
+                      TimestampTz now) {
+	if (children.empty())
+		return 0;
 	std::map<int64, std::string> states = mark_parents(q, std::move(parents));
 	int32 open = 0;
 	std::optional<std::string> doomed;
@@ -293,10 +296,11 @@ bool attach_parents(Queue &q, int64 child, std::vector<int64> parents, Timestamp
 	}
 	if (!doomed) {
 		std::vector<TaskRef> from, to;
-		for (const auto &entry : states) {
-			from.push_back(TaskRef{std::string(q.name()), entry.first});
-			to.push_back(TaskRef{std::string(q.name()), child});
-		}
+		for (int64 child : children)
+			for (const auto &entry : states) {
+				from.push_back(TaskRef{std::string(q.name()), entry.first});
+				to.push_back(TaskRef{std::string(q.name()), child});
+			}
 		insert_edges(from, to);
 	}
 	std::string sql = fmt::format(
@@ -306,20 +310,26 @@ bool attach_parents(Queue &q, int64 child, std::vector<int64> parents, Timestamp
                     WHEN $2 )" GT R"( 0 THEN 'waiting' ELSE t.state END,
        finished_at = CASE WHEN $3::pg_catalog.text IS NOT NULL THEN $4 END,
        last_error = $3
- WHERE t.id )" EQ R"( $1
+ WHERE t.id )" EQ R"( ANY ($1)
 RETURNING t.state, t.concurrency_key)",
 	    fmt::arg("t", q.sql().table()));
-	static const Oid types[4] = {INT8OID, INT4OID, TEXTOID, TIMESTAMPTZOID};
-	Datum values[4] = {Int64GetDatum(child), Int32GetDatum(doomed ? 0 : open),
+	static const Oid types[4] = {INT8ARRAYOID, INT4OID, TEXTOID, TIMESTAMPTZOID};
+	Datum values[4] = {int8_array(children), Int32GetDatum(doomed ? 0 : open),
 	                   doomed ? pg::text_datum(*doomed) : Datum(0), TimestampTzGetDatum(now)};
 	char nulls[4] = {' ', ' ', doomed ? ' ' : 'n', ' '};
-	q.run_internal("dependencies:attach", sql, 4, types, values, nulls, Access::owner);
-	std::optional<std::string> state = pg::text_column(0, 1);
-	std::optional<std::string> key = pg::text_column(0, 2);
-	bool claimable = state == "ready" || state == "scheduled";
-	// a task admitted for its key that now waits leaves its place to the next
-	if (!claimable && key && q.info().key_limit > 0)
-		release_keys(q, {*key}, now);
+	uint64 n = q.run_internal("dependencies:attach", sql, 4, types, values, nulls, Access::owner);
+	uint64 claimable = 0;
+	std::vector<std::string> keys;
+	for (uint64 i = 0; i < n; ++i) {
+		std::optional<std::string> state = pg::text_column(i, 1);
+		if (state == "ready" || state == "scheduled")
+			++claimable;
+		else if (auto key = pg::text_column(i, 2))
+			keys.push_back(*key);
+	}
+	// tasks admitted for their keys that now wait leave their places to the next
+	if (!keys.empty() && q.info().key_limit > 0)
+		release_keys(q, std::move(keys), now);
 	return claimable;
 }
 

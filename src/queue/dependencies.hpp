@@ -44,12 +44,13 @@ enum class Ending { done, dead, cancelled };
 // last_error naming it. Does nothing for tasks without parents or children.
 void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how, TimestampTz now);
 
-// enqueue(…, after): task `child` of `q`, just inserted by this call, waits
-// for the tasks `parents` of the same queue (22023 naming one that does not
-// exist). A parent done already counts as done; a dead or cancelled one
-// cancels the child at once. Returns whether the child is claimable (ready
-// or scheduled) after that.
-bool attach_parents(Queue &q, int64 child, std::vector<int64> parents, TimestampTz now);
+// enqueue(…, after), enqueue_batch(…, after): the tasks `children` of `q`,
+// just inserted by this call, wait for the tasks `parents` of the same queue
+// (22023 naming one that does not exist). A parent done already counts as
+// done; a dead or cancelled one cancels the children at once. Returns how
+// many of the children are claimable (ready or scheduled) after that.
+uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<int64> parents,
+                      TimestampTz now);
 
 // A task of a queue.
 struct TaskRef {

@@ -212,10 +212,11 @@ void check_key_size(Datum key, const char *argument, std::size_t max_bytes, int 
 // One task of enqueue_batch, element i of its arrays, added on its own (as
 // enqueue adds it) with enqueue's parameters (values, nulls: the batch's
 // statement parameters, of which the run_at and priority serve every task).
-// Its id; *inserted_any becomes true when it is a new task.
+// Its id; *inserted_any becomes true when it is a new task, whose id then
+// goes to `created`.
 int64 enqueue_element(Queue &q, const Datum *values, const char *nulls, const ArrayArg &payloads,
                       const ArrayArg *dedupe_keys, const ArrayArg *concurrency_keys, int i,
-                      bool *inserted_any) {
+                      bool *inserted_any, std::vector<int64> &created) {
 	bool has_dedupe = dedupe_keys && !dedupe_keys->nulls[i];
 	bool has_key = concurrency_keys && !concurrency_keys->nulls[i];
 	Datum one[6] = {values[0],
@@ -230,6 +231,8 @@ int64 enqueue_element(Queue &q, const Datum *values, const char *nulls, const Ar
 	if (!id)
 		dedupe_holder_vanished(std::string(q.name()));
 	*inserted_any = *inserted_any || inserted;
+	if (inserted)
+		created.push_back(*id);
 	return *id;
 }
 
@@ -294,7 +297,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 		dedupe_holder_vanished(name);
 	// a new task waits for its parents (the holder of a dedupe_key keeps its own)
 	if (created && !after.empty())
-		inserted = queue::attach_parents(target, *id, std::move(after), now);
+		inserted = queue::attach_parents(target, {*id}, std::move(after), now) > 0;
 	if (inserted)
 		target.notify();
 	pg::spi_finish();
@@ -302,7 +305,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 }
 
 // concurrency.enqueue_batch(queue, payloads, run_at, priority, dedupe_keys,
-// concurrency_keys) -> task ids in payload order
+// concurrency_keys, after) -> task ids in payload order
 CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "payloads");
@@ -337,6 +340,10 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			if (!concurrency_keys.nulls[i])
 				check_key_size(concurrency_keys.elems[i], "concurrency_key", max_concurrency_key_bytes, i);
 	}
+	// after: the parents (tasks of this queue) every new task waits for
+	std::vector<int64> after;
+	if (!arg_null(fcinfo, 6))
+		after = queue::int8_array_arg(fcinfo, 6, "after");
 	TimestampTz now = clock_now();
 
 	static const Oid types[6] = {TIMESTAMPTZOID, JSONBARRAYOID, TIMESTAMPTZOID,
@@ -360,11 +367,13 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
 	std::optional<Queue> shard;
 	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+		if (!after.empty())
+			queue::refuse_on_distributed(name, "enqueue_batch with after");
 		// a batch whose tasks all go to one shard of this node is served
 		// there; otherwise each shard's tasks are enqueued on its node, and
 		// the ids put back in payload order
 		if (!queue::shards_served_here(q, false))
-			return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out);
+			return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out, 6);
 		const queue::Shards &shards = queue::distributed_shards(q);
 		std::vector<int32> position(static_cast<std::size_t>(payloads.n), -1);
 		for (int i = 0; i < payloads.n && shards.count > 0; ++i)
@@ -406,10 +415,13 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			}
 		queue::lock_keys(target, key_names);
 		bool inserted_any = false;
+		std::vector<int64> created;
 		for (int i = 0; i < payloads.n; ++i)
 			add_id_row(out,
 			           enqueue_element(target, values, nulls, payloads, has_dedupe ? &dedupe_keys : nullptr,
-			                           &concurrency_keys, i, &inserted_any));
+			                           &concurrency_keys, i, &inserted_any, created));
+		if (!after.empty()) // the new tasks wait for their parents
+			inserted_any = queue::attach_parents(target, created, std::move(after), now) > 0;
 		if (inserted_any)
 			target.notify(static_cast<uint64>(payloads.n));
 		pg::spi_finish();
@@ -419,7 +431,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	uint64 n = target.run(any_dedupe ? QueueStatement::enqueue_batch_dedupe : QueueStatement::enqueue_batch,
 	                      6, types, values, nulls);
 	bool inserted_any = n > 0;
-	std::vector<int64> ids(keys.size(), 0);
+	std::vector<int64> ids(keys.size(), 0), created;
 	// Ids were drawn in payload order: the keyless tasks, by ascending id,
 	// are the keyless payloads in order; a keyed one is found by its key.
 	std::vector<int64> keyless;
@@ -427,6 +439,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	for (uint64 i = 0; i < n; ++i) {
 		int row = static_cast<int>(i);
 		int64 id = queue::int64_column(row, 1);
+		created.push_back(id);
 		bool isnull = false;
 		Datum key = queue::column(row, 2, &isnull);
 		if (isnull)
@@ -471,7 +484,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			if (found == by_key.end()) {
 				// its holder vanished between the insert and the lookup
 				int64 id = enqueue_element(target, values, nulls, payloads, &dedupe_keys,
-				                           has_keys ? &concurrency_keys : nullptr, i, &inserted_any);
+				                           has_keys ? &concurrency_keys : nullptr, i, &inserted_any, created);
 				found = by_key.emplace(*keys[i], id).first;
 			}
 			ids[i] = found->second;
@@ -479,8 +492,13 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	}
 	for (int64 id : ids)
 		add_id_row(out, id);
+	uint64 claimable = std::max<uint64>(n, 1);
+	if (!after.empty()) { // the new tasks wait for their parents
+		claimable = queue::attach_parents(target, created, std::move(after), now);
+		inserted_any = claimable > 0;
+	}
 	if (inserted_any)
-		target.notify(std::max<uint64>(n, 1));
+		target.notify(claimable);
 	pg::spi_finish();
 	return Datum(0);
 }

@@ -5,16 +5,7 @@
 -- clause, like the other task functions (see 20_queue.sql).
 -- ---------------------------------------------------------------------------
 
--- enqueue: 24_queue_enqueue.sql (with on_conflict).
-
-CREATE FUNCTION concurrency.enqueue_batch(queue text, payloads jsonb[], run_at timestamptz DEFAULT NULL,
-                                          priority integer DEFAULT 0, dedupe_keys text[] DEFAULT NULL,
-                                          concurrency_keys text[] DEFAULT NULL)
-    RETURNS SETOF bigint
-    LANGUAGE c VOLATILE ROWS 100
-    AS 'MODULE_PATHNAME', 'concurrency_enqueue_batch';
-COMMENT ON FUNCTION concurrency.enqueue_batch(text, jsonb[], timestamptz, integer, text[], text[]) IS
-    'adds one task per payload in one statement and returns their ids in payload order (per-element dedupe and concurrency keys)';
+-- enqueue and enqueue_batch: 24_queue_enqueue.sql (with on_conflict, after).
 
 CREATE FUNCTION concurrency.complete(queue text, task_id bigint, lease_token bigint, result jsonb DEFAULT NULL)
     RETURNS void
