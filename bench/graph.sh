@@ -87,9 +87,10 @@ cleanup() {
 	[ -n "$cg" ] && rmdir "$cg" 2>/dev/null || true
 	if [ -n "$vg_pid" ]; then
 		runuser -u postgres -- "$("$pg_config" --bindir)/pg_ctl" -D "$vg_dir/data" -m fast -w stop >/dev/null 2>&1 ||
-			{ kill "$vg_pid" 2>/dev/null && sleep 3; }
+			kill "$vg_pid" 2>/dev/null || true
+		wait "$vg_pid" 2>/dev/null || true # valgrind writes its last counts as it exits
 	fi
-	[ -n "$vg_dir" ] && rm -rf "$vg_dir"
+	[ -n "$vg_dir" ] && rm -rf "$vg_dir" || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
