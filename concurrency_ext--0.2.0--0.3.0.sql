@@ -337,11 +337,12 @@ GRANT SELECT ON concurrency.schedules TO PUBLIC;
 -- with its result) from being purged until then, whatever the retention.
 -- ---------------------------------------------------------------------------
 
+-- Queue names compare bytewise ("C"): an edge is inserted into two indexes.
 CREATE TABLE concurrency.task_dependency (
-    parent_queue text   NOT NULL,
-    parent_id    bigint NOT NULL,
-    child_queue  text   NOT NULL,
-    child_id     bigint NOT NULL,
+    parent_queue text COLLATE "C" NOT NULL,
+    parent_id    bigint           NOT NULL,
+    child_queue  text COLLATE "C" NOT NULL,
+    child_id     bigint           NOT NULL,
     CONSTRAINT task_dependency_pkey PRIMARY KEY (parent_queue, parent_id, child_queue, child_id)
 );
 CREATE INDEX task_dependency_child ON concurrency.task_dependency (child_queue, child_id);

@@ -117,8 +117,11 @@ RETURNING t.state, t.concurrency_key)",
 // The waiting descendants of task `root` of `queue`, which ended dead or
 // cancelled: cancelled, generation by generation, their last_error naming it.
 void cancel_descendants(std::string_view queue, int64 root, Ending how, TimestampTz now) {
-	std::string error = fmt::format("parent task {} of queue \"{}\" ended {}", root, queue,
-	                                how == Ending::dead ? "dead" : "cancelled");
+	std::string error =
+	    how == Ending::dropped
+	        ? fmt::format("parent task {} of queue \"{}\" was dropped with its queue", root, queue)
+	        : fmt::format("parent task {} of queue \"{}\" ended {}", root, queue,
+	                      how == Ending::dead ? "dead" : "cancelled");
 	std::map<std::string, std::vector<int64>> generation{{std::string(queue), {root}}};
 	while (!generation.empty()) {
 		std::map<std::string, std::vector<int64>> next;
@@ -195,6 +198,8 @@ uint64 run_edges(const char *key, const char *sql, int nargs, const Oid *types, 
 	return run_plan_as(plan, values, nulls, edge_owner(), latest);
 }
 
+// The callers name each edge once (their parents are distinct, and so are
+// their children): no ON CONFLICT, which would cost a probe of each index.
 void insert_edges(const std::vector<TaskRef> &parents, const std::vector<TaskRef> &children) {
 	if (parents.empty())
 		return;
@@ -212,7 +217,7 @@ void insert_edges(const std::vector<TaskRef> &parents, const std::vector<TaskRef
 	run_edges("dependencies:insert",
 	          "INSERT INTO concurrency.task_dependency (parent_queue, parent_id, child_queue, child_id) "
 	          "SELECT u.pq, u.pid, u.cq, u.cid FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
-	          "pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(pq, pid, cq, cid) ON CONFLICT DO NOTHING",
+	          "pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(pq, pid, cq, cid)",
 	          4, types, values, nullptr, false);
 }
 
@@ -331,6 +336,25 @@ RETURNING t.state, t.concurrency_key)",
 	if (!keys.empty() && q.info().key_limit > 0)
 		release_keys(q, std::move(keys), now);
 	return claimable;
+}
+
+void forget_dependencies(std::string_view queue, TimestampTz now) {
+	if (!OidIsValid(concurrency_relid("task_dependency")))
+		return;
+	static const Oid types[1] = {TEXTOID};
+	Datum values[1] = {pg::text_datum(queue)};
+	uint64 n = run_edges("dependencies:parents-elsewhere",
+	                     "SELECT DISTINCT parent_id FROM concurrency.task_dependency "
+	                     "WHERE parent_queue " EQ " $1 AND child_queue " NE " $1 ORDER BY parent_id",
+	                     1, types, values, nullptr, true);
+	std::vector<int64> parents;
+	for (uint64 i = 0; i < n; ++i)
+		parents.push_back(pg::int64_column(i, 1));
+	for (int64 parent : parents)
+		cancel_descendants(queue, parent, Ending::dropped, now);
+	run_edges("dependencies:forget-queue",
+	          "DELETE FROM concurrency.task_dependency WHERE parent_queue " EQ " $1 OR child_queue " EQ " $1",
+	          1, types, values, nullptr, false);
 }
 
 } // namespace concurrency::queue

@@ -56,8 +56,8 @@ constexpr const char *elements_sql = R"(SELECT e.n::pg_catalog.int4, pg_catalog.
        e.o ->> 'ref', COALESCE(e.o -> 'payload', '{}'::pg_catalog.jsonb),
        e.o ->> 'queue', (e.o ->> 'run_at')::pg_catalog.timestamptz, (e.o ->> 'priority')::pg_catalog.int4,
        e.o ->> 'concurrency_key',
-       (SELECT pg_catalog.string_agg(k, ', ' ORDER BY k) FROM pg_catalog.jsonb_object_keys(e.o) AS k
-         WHERE k <> ALL ('{ref,payload,after,queue,run_at,priority,concurrency_key}'::pg_catalog.text[])),
+       NULLIF(e.o - '{ref,payload,after,queue,run_at,priority,concurrency_key}'::pg_catalog.text[],
+              '{}'::pg_catalog.jsonb),
        pg_catalog.jsonb_typeof(e.o -> 'after')
   FROM (SELECT v, n, CASE WHEN pg_catalog.jsonb_typeof(v) = 'object' THEN v ELSE '{}'::pg_catalog.jsonb END AS o
           FROM pg_catalog.jsonb_array_elements($1) WITH ORDINALITY AS a(v, n)) AS e
@@ -83,6 +83,17 @@ constexpr const char *after_sql =
 	    fmt::format("tasks is a JSON array of objects with the fields {}; \"after\" lists refs of "
 	                "tasks of the graph, ids of tasks of the task's queue, or {{\"queue\": …, \"id\": …}}.",
 	                task_fields));
+}
+
+// The keys of JSON object `fields`, for an error message.
+std::string field_names(Datum fields) {
+	static const Oid types[1] = {JSONBOID};
+	SPIPlanPtr plan = pg::prepared_plan(
+	    "graph:field-names",
+	    "SELECT pg_catalog.string_agg(k, ', ' ORDER BY k) FROM pg_catalog.jsonb_object_keys($1) AS k", 1,
+	    types);
+	pg::execute(plan, &fields, nullptr, true);
+	return pg::text_column(0, 1).value_or("");
 }
 
 int64 task_id_of(const std::string &text, std::size_t n, int m) {
@@ -115,14 +126,16 @@ std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue)
 		std::size_t at = graph.size() + 1; // tasks[at], 1-based as in SQL
 		if (pg::text_column(row, 2) != "object")
 			bad_graph(fmt::format("tasks[{}] is not a JSON object", at));
-		if (auto unknown = pg::text_column(row, 9))
-			bad_graph(fmt::format("tasks[{}] has a field enqueue_graph does not know: {}", at, *unknown));
+		bool isnull = false;
+		Datum unknown = pg::column(row, 9, &isnull);
+		if (!isnull)
+			bad_graph(fmt::format("tasks[{}] has a field enqueue_graph does not know: {}", at,
+			                      field_names(unknown)));
 		std::optional<std::string> after_type = pg::text_column(row, 10);
 		if (after_type && *after_type != "array" && *after_type != "null")
 			bad_graph(fmt::format("tasks[{}].after must be a JSON array", at));
 		GraphTask t;
 		t.ref = pg::text_column(row, 3);
-		bool isnull = false;
 		Datum payload = pg::column(row, 4, &isnull);
 		t.payload = pg::guard([&] { return datumCopy(payload, false, -1); });
 		t.queue = pg::text_column(row, 5).value_or(default_queue);
