@@ -243,5 +243,15 @@ SELECT seq_scan = :fan_seq AS no_table_scan, idx_scan > :fan_idx AS index_scans
 SELECT seq_scan = :edge_seq AS no_edge_scan FROM pg_stat_user_tables WHERE relname = 'task_dependency';
 SELECT ready, waiting FROM concurrency.queue_stats WHERE queue = 'fan';
 
+-- drop_queue: the waiting children of its tasks in other queues are
+-- cancelled, and no edge from or to its tasks is left
+SELECT concurrency.create_queue('pa');
+SELECT concurrency.create_queue('ch', retain => '1 hour');
+SELECT ref, task_id FROM concurrency.enqueue_graph('pa', '[{"ref": "p"}, {"ref": "c", "after": ["p"], "queue": "ch"}]');
+SELECT concurrency.drop_queue('pa');
+SELECT state, last_error FROM concurrency.task_status('ch', 1);
+SELECT count(*) AS edges FROM concurrency.task_dependency WHERE 'pa' IN (parent_queue, child_queue);
+SELECT concurrency.drop_queue('ch');
+
 SELECT concurrency.drop_queue(q) FROM unnest('{bq,dep,kept,once,other,expiring,cq,g1,g2,kl,fan}'::text[]) AS q;
 DROP ROLE dep_producer;

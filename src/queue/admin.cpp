@@ -9,6 +9,7 @@
 
 #include "common/sql_text.hpp"
 #include "pg/relation.hpp"
+#include "queue/dependencies.hpp"
 #include "queue/distributed.hpp"
 #include "queue/keys.hpp"
 #include "queue/keys_sql.hpp"
@@ -340,6 +341,7 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 		if (!pg::guard([&] { return pg::owns_relation(relid, caller); }))
 			throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
 			            fmt::format("Only the owner of table {} may drop the queue.", sql.table()));
+		queue::forget_dependencies(name, queue::clock_now());
 		execute(sql.drop_table());
 		execute(KeySql(name).drop_tables());
 	}

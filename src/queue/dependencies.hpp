@@ -35,7 +35,7 @@ struct FinishedTask {
 // parents_open in column `parents_col` and has_children in `children_col`.
 FinishedTask finished_row(int row, int64 id, int parents_col, int children_col);
 
-enum class Ending { done, dead, cancelled };
+enum class Ending { done, dead, cancelled, dropped };
 
 // After tasks of `q` ended `how` (in the caller's transaction): each one's
 // edges as a child go; the children of a done task have one parent less, and
@@ -51,6 +51,13 @@ void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how
 // many of the children are claimable (ready or scheduled) after that.
 uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<int64> parents,
                       TimestampTz now);
+
+// drop_queue(queue), before its table goes: the waiting children in other
+// queues of its tasks are cancelled (their last_error naming the parent and
+// the drop), and every edge from or to its tasks is deleted (a queue made
+// again under the name starts with none). Nothing before the update from
+// 0.2.0 (no task_dependency).
+void forget_dependencies(std::string_view queue, TimestampTz now);
 
 // A task of a queue.
 struct TaskRef {
