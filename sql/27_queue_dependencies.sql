@@ -191,7 +191,11 @@ SELECT pg_temp.error_of(format('SELECT * FROM concurrency.enqueue_graph(%L, %L)'
                ('[{"ref": "a", "queue": "no such queue"}]'),
                ('[{"ref": "a", "queue": "nosuch"}]'),
                ('[{"ref": "a", "run_at": "infinity"}]'),
-               ('[{"ref": "a", "priority": "high"}]')) AS t(g);
+               ('[{"ref": "a", "priority": "high"}]'),
+               ('[{"ref": {"x": 1}}]'),
+               ('[{"ref": "a", "after": [{"queue": "g2", "id": "x"}]}]'),
+               ('[{"ref": "a", "run_at": "tomorrow-ish"}]'),
+               ('[{"ref": "a", "queue": ["g1"]}]')) AS t(g);
 SELECT count(*) = :before AS nothing_added FROM concurrency.q_g1;
 SELECT pg_temp.error_of($$SELECT * FROM concurrency.enqueue_graph('g1', NULL)$$);
 

@@ -2,6 +2,8 @@
 // adds tasks and the edges between them all or nothing, and parent_results,
 // which a child's worker reads its parents' results with.
 #include <algorithm>
+#include <cstring>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -22,7 +24,10 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
-#include "utils/datum.h"
+#include "utils/builtins.h"
+#include "utils/jsonb.h"
+#include "utils/numeric.h"
+#include "utils/timestamp.h"
 }
 
 using namespace concurrency;
@@ -49,51 +54,12 @@ struct GraphTask {
 
 constexpr const char *task_fields = "ref, payload, after, queue, run_at, priority, concurrency_key";
 
-// The elements of `tasks` (a JSON array), in order: their fields read, the
-// fields the graph does not know named (an error rather than a task that
-// silently ignores its "aftre").
-constexpr const char *elements_sql = R"(SELECT e.n::pg_catalog.int4, pg_catalog.jsonb_typeof(e.v),
-       e.o ->> 'ref', COALESCE(e.o -> 'payload', '{}'::pg_catalog.jsonb),
-       e.o ->> 'queue', (e.o ->> 'run_at')::pg_catalog.timestamptz, (e.o ->> 'priority')::pg_catalog.int4,
-       e.o ->> 'concurrency_key',
-       NULLIF(e.o - '{ref,payload,after,queue,run_at,priority,concurrency_key}'::pg_catalog.text[],
-              '{}'::pg_catalog.jsonb),
-       pg_catalog.jsonb_typeof(e.o -> 'after')
-  FROM (SELECT v, n, CASE WHEN pg_catalog.jsonb_typeof(v) = 'object' THEN v ELSE '{}'::pg_catalog.jsonb END AS o
-          FROM pg_catalog.jsonb_array_elements($1) WITH ORDINALITY AS a(v, n)) AS e
- ORDER BY e.n)";
-
-// The elements of each task's "after" array.
-constexpr const char *after_sql =
-    R"(SELECT e.n::pg_catalog.int4, a.m::pg_catalog.int4, pg_catalog.jsonb_typeof(a.v),
-       a.v #>> '{}', a.v ->> 'queue', a.v ->> 'id',
-       (SELECT pg_catalog.string_agg(k, ', ' ORDER BY k) FROM pg_catalog.jsonb_object_keys(
-            CASE WHEN pg_catalog.jsonb_typeof(a.v) = 'object' THEN a.v ELSE '{}'::pg_catalog.jsonb END) AS k
-         WHERE k <> ALL ('{queue,id}'::pg_catalog.text[]))
-  FROM pg_catalog.jsonb_array_elements($1) WITH ORDINALITY AS e(v, n),
-       pg_catalog.jsonb_array_elements(CASE WHEN pg_catalog.jsonb_typeof(e.v) = 'object'
-                                             AND pg_catalog.jsonb_typeof(e.v -> 'after') = 'array'
-                                            THEN e.v -> 'after' ELSE '[]'::pg_catalog.jsonb END)
-            WITH ORDINALITY AS a(v, m)
- ORDER BY e.n, a.m)";
-
 [[noreturn]] void bad_graph(std::string message, std::string detail = {}) {
 	throw Error(
 	    sqlstate::invalid_parameter_value, std::move(message), std::move(detail),
 	    fmt::format("tasks is a JSON array of objects with the fields {}; \"after\" lists refs of "
 	                "tasks of the graph, ids of tasks of the task's queue, or {{\"queue\": …, \"id\": …}}.",
 	                task_fields));
-}
-
-// The keys of JSON object `fields`, for an error message.
-std::string field_names(Datum fields) {
-	static const Oid types[1] = {JSONBOID};
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "graph:field-names",
-	    "SELECT pg_catalog.string_agg(k, ', ' ORDER BY k) FROM pg_catalog.jsonb_object_keys($1) AS k", 1,
-	    types);
-	pg::execute(plan, &fields, nullptr, true);
-	return pg::text_column(0, 1).value_or("");
 }
 
 int64 task_id_of(const std::string &text, std::size_t n, int m) {
@@ -110,47 +76,152 @@ int64 task_id_of(const std::string &text, std::size_t n, int m) {
 	return static_cast<int64>(id);
 }
 
+// Reading the JSON of enqueue_graph in place (the jsonb containers), without
+// a statement: a JSON null counts as absent, except for a payload.
+
+const char *json_type(const JsonbValue &v) {
+	switch (v.type) {
+	case jbvNull:
+		return "null";
+	case jbvString:
+		return "string";
+	case jbvNumeric:
+		return "number";
+	case jbvBool:
+		return "boolean";
+	case jbvBinary:
+		return JsonContainerIsObject(v.val.binary.data) ? "object" : "array";
+	default:
+		return "value";
+	}
+}
+
+bool is_object(const JsonbValue &v) {
+	return v.type == jbvBinary && JsonContainerIsObject(v.val.binary.data);
+}
+
+bool is_array(const JsonbValue &v) {
+	return v.type == jbvBinary && JsonContainerIsArray(v.val.binary.data);
+}
+
+// The value of `key` in object `object` (JSON null too), if there.
+std::optional<JsonbValue> member(JsonbContainer *object, const char *key) {
+	JsonbValue value;
+	JsonbValue *found = pg::guard([&] {
+		return getKeyJsonValueFromContainer(object, key, static_cast<uint32>(std::strlen(key)), &value);
+	});
+	if (!found)
+		return std::nullopt;
+	return *found;
+}
+
+// Element i of array `array`.
+JsonbValue element(JsonbContainer *array, uint32 i) {
+	return *pg::guard([&] { return getIthJsonbValueFromContainer(array, i); });
+}
+
+// The text of a JSON string or number (as ->> gives it); nothing for null;
+// 22023 naming `what` for anything else.
+std::optional<std::string> scalar_text(const std::optional<JsonbValue> &v, const std::string &what) {
+	if (!v || v->type == jbvNull)
+		return std::nullopt;
+	if (v->type == jbvString)
+		return std::string(v->val.string.val, static_cast<std::size_t>(v->val.string.len));
+	if (v->type == jbvNumeric) {
+		Numeric number = v->val.numeric;
+		const char *text = pg::guard(
+		    [&] { return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(number))); });
+		return std::string(text);
+	}
+	bad_graph(fmt::format("{} must be a string or a number", what),
+	          fmt::format("It is a JSON {}.", json_type(*v)));
+}
+
+// The keys of `object` other than `known`, for an error message ("" if none).
+std::string unknown_keys(JsonbContainer *object, std::initializer_list<const char *> known) {
+	std::set<std::string> names;
+	JsonbIterator *it = pg::guard([&] { return JsonbIteratorInit(object); });
+	for (;;) {
+		JsonbValue v;
+		JsonbIteratorToken token = pg::guard([&] { return JsonbIteratorNext(&it, &v, true); });
+		if (token == WJB_DONE)
+			break;
+		if (token != WJB_KEY)
+			continue;
+		std::string name(v.val.string.val, static_cast<std::size_t>(v.val.string.len));
+		if (std::none_of(known.begin(), known.end(), [&](const char *k) { return name == k; }))
+			names.insert(std::move(name));
+	}
+	std::string list;
+	for (const std::string &name : names)
+		list += (list.empty() ? "" : ", ") + name.substr(0, 64);
+	return list;
+}
+
+// 22023 when `object` has a key other than `known` (each of which it has
+// `found` of).
+void check_fields(JsonbContainer *object, std::initializer_list<const char *> known,
+                  const std::string &what) {
+	uint32 found = 0;
+	for (const char *k : known)
+		if (member(object, k))
+			++found;
+	if (JsonContainerSize(object) > found)
+		bad_graph(
+		    fmt::format("{} has a field enqueue_graph does not know: {}", what, unknown_keys(object, known)));
+}
+
 // The tasks of the graph, read and checked: fields, refs, parents, no cycle.
 std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue) {
-	static const Oid types[1] = {JSONBOID};
-	SPIPlanPtr plan = pg::prepared_plan("graph:type", "SELECT pg_catalog.jsonb_typeof($1)", 1, types);
-	pg::execute(plan, &tasks, nullptr, true);
-	if (pg::text_column(0, 1) != "array")
+	Jsonb *json = pg::guard([&] { return DatumGetJsonbP(tasks); });
+	if (!JB_ROOT_IS_ARRAY(json) || JB_ROOT_IS_SCALAR(json))
 		bad_graph("tasks must be a JSON array");
-
+	static const std::initializer_list<const char *> task_keys = {
+	    "ref", "payload", "after", "queue", "run_at", "priority", "concurrency_key"};
+	uint32 count = JsonContainerSize(&json->root);
+	Datum empty_object = pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")); });
 	std::vector<GraphTask> graph;
-	plan = pg::prepared_plan("graph:elements", elements_sql, 1, types);
-	uint64 n = pg::execute(plan, &tasks, nullptr, true);
+	std::vector<std::optional<JsonbValue>> afters;
 	std::map<std::string, std::size_t> refs;
-	for (uint64 row = 0; row < n; ++row) {
+	for (uint32 i = 0; i < count; ++i) {
 		std::size_t at = graph.size() + 1; // tasks[at], 1-based as in SQL
-		if (pg::text_column(row, 2) != "object")
+		JsonbValue e = element(&json->root, i);
+		if (!is_object(e))
 			bad_graph(fmt::format("tasks[{}] is not a JSON object", at));
-		bool isnull = false;
-		Datum unknown = pg::column(row, 9, &isnull);
-		if (!isnull)
-			bad_graph(fmt::format("tasks[{}] has a field enqueue_graph does not know: {}", at,
-			                      field_names(unknown)));
-		std::optional<std::string> after_type = pg::text_column(row, 10);
-		if (after_type && *after_type != "array" && *after_type != "null")
+		JsonbContainer *object = e.val.binary.data;
+		std::string what = fmt::format("tasks[{}]", at);
+		check_fields(object, task_keys, what);
+		std::optional<JsonbValue> after = member(object, "after");
+		if (after && after->type != jbvNull && !is_array(*after))
 			bad_graph(fmt::format("tasks[{}].after must be a JSON array", at));
+		afters.push_back(after && after->type != jbvNull ? after : std::nullopt);
 		GraphTask t;
-		t.ref = pg::text_column(row, 3);
-		Datum payload = pg::column(row, 4, &isnull);
-		t.payload = pg::guard([&] { return datumCopy(payload, false, -1); });
-		t.queue = pg::text_column(row, 5).value_or(default_queue);
+		t.ref = scalar_text(member(object, "ref"), what + ".ref");
+		if (std::optional<JsonbValue> payload = member(object, "payload")) {
+			JsonbValue v = *payload;
+			t.payload = pg::guard([&] { return JsonbPGetDatum(JsonbValueToJsonb(&v)); });
+		} else {
+			t.payload = empty_object;
+		}
+		t.queue = scalar_text(member(object, "queue"), what + ".queue").value_or(default_queue);
 		if (auto problem = name_problem(t.queue, max_queue_name_bytes))
 			bad_graph(fmt::format("tasks[{}].queue is not a queue name", at),
 			          fmt::format("The {}.", *problem));
-		Datum run_at = pg::column(row, 6, &isnull);
-		if (!isnull) {
-			TimestampTz time = DatumGetTimestampTz(run_at);
+		if (auto run_at = scalar_text(member(object, "run_at"), what + ".run_at")) {
+			TimestampTz time = pg::guard([&] {
+				return DatumGetTimestampTz(
+				    DirectFunctionCall3(timestamptz_in, CStringGetDatum(run_at->c_str()),
+				                        ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1)));
+			});
 			if (TIMESTAMP_NOT_FINITE(time))
 				bad_graph(fmt::format("tasks[{}].run_at must be a finite time", at));
 			t.run_at = time;
 		}
-		t.priority = pg::column_as<int32>(row, 7).value_or(0);
-		t.key = pg::text_column(row, 8);
+		if (auto priority = scalar_text(member(object, "priority"), what + ".priority"))
+			t.priority = pg::guard([&] {
+				return DatumGetInt32(DirectFunctionCall1(int4in, CStringGetDatum(priority->c_str())));
+			});
+		t.key = scalar_text(member(object, "concurrency_key"), what + ".concurrency_key");
 		if (t.key && t.key->size() > max_concurrency_key_bytes)
 			bad_graph(fmt::format("tasks[{}].concurrency_key is too long", at),
 			          fmt::format("It has {} bytes; at most {} are allowed.", t.key->size(),
@@ -161,40 +232,44 @@ std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue)
 		graph.push_back(std::move(t));
 	}
 
-	plan = pg::prepared_plan("graph:after", after_sql, 1, types);
-	n = pg::execute(plan, &tasks, nullptr, true);
-	for (uint64 row = 0; row < n; ++row) {
-		std::size_t at = static_cast<std::size_t>(pg::column_as<int32>(row, 1).value_or(0));
-		int m = pg::column_as<int32>(row, 2).value_or(0);
-		GraphTask &t = graph.at(at - 1);
-		std::string type = pg::text_column(row, 3).value_or("null");
-		std::string text = pg::text_column(row, 4).value_or("");
-		t.has_parents = true;
-		if (type == "string") {
-			auto parent = refs.find(text);
-			if (parent == refs.end())
-				bad_graph(fmt::format("tasks[{}].after[{}] names ref \"{}\", which no task of the graph has",
-				                      at, m, text.substr(0, 64)));
-			if (parent->second == at - 1)
-				bad_graph(fmt::format("tasks[{}] names itself in after", at));
-			t.inner.push_back(parent->second);
-		} else if (type == "number") {
-			t.outer.push_back(TaskRef{t.queue, task_id_of(text, at, m)});
-		} else if (type == "object") {
-			if (auto unknown = pg::text_column(row, 7))
-				bad_graph(fmt::format("tasks[{}].after[{}] has a field enqueue_graph does not know: {}", at,
-				                      m, *unknown));
-			std::optional<std::string> queue = pg::text_column(row, 5);
-			std::optional<std::string> id = pg::text_column(row, 6);
-			if (!id)
-				bad_graph(fmt::format("tasks[{}].after[{}] has no \"id\"", at, m));
-			std::string parent_queue = queue.value_or(t.queue);
-			if (name_problem(parent_queue, max_queue_name_bytes))
-				bad_graph(fmt::format("tasks[{}].after[{}].queue is not a queue name", at, m));
-			t.outer.push_back(TaskRef{parent_queue, task_id_of(*id, at, m)});
-		} else {
-			bad_graph(fmt::format("tasks[{}].after[{}] is neither a ref, a task id nor a task", at, m),
-			          fmt::format("It is a JSON {}.", type));
+	for (std::size_t i = 0; i < graph.size(); ++i) {
+		if (!afters[i])
+			continue;
+		std::size_t at = i + 1;
+		GraphTask &t = graph[i];
+		JsonbContainer *list = afters[i]->val.binary.data;
+		uint32 parents = JsonContainerSize(list);
+		for (uint32 k = 0; k < parents; ++k) {
+			int m = static_cast<int>(k) + 1;
+			JsonbValue p = element(list, k);
+			std::string what = fmt::format("tasks[{}].after[{}]", at, m);
+			t.has_parents = true;
+			if (p.type == jbvString) {
+				std::string ref(p.val.string.val, static_cast<std::size_t>(p.val.string.len));
+				auto parent = refs.find(ref);
+				if (parent == refs.end())
+					bad_graph(fmt::format("{} names ref \"{}\", which no task of the graph has", what,
+					                      ref.substr(0, 64)));
+				if (parent->second == i)
+					bad_graph(fmt::format("tasks[{}] names itself in after", at));
+				t.inner.push_back(parent->second);
+			} else if (p.type == jbvNumeric) {
+				t.outer.push_back(TaskRef{t.queue, task_id_of(*scalar_text(p, what), at, m)});
+			} else if (is_object(p)) {
+				JsonbContainer *object = p.val.binary.data;
+				check_fields(object, {"queue", "id"}, what);
+				std::optional<std::string> queue = scalar_text(member(object, "queue"), what + ".queue");
+				std::optional<std::string> id = scalar_text(member(object, "id"), what + ".id");
+				if (!id)
+					bad_graph(fmt::format("{} has no \"id\"", what));
+				std::string parent_queue = queue.value_or(t.queue);
+				if (name_problem(parent_queue, max_queue_name_bytes))
+					bad_graph(fmt::format("{}.queue is not a queue name", what));
+				t.outer.push_back(TaskRef{parent_queue, task_id_of(*id, at, m)});
+			} else {
+				bad_graph(fmt::format("{} is neither a ref, a task id nor a task", what),
+				          fmt::format("It is a JSON {}.", json_type(p)));
+			}
 		}
 	}
 	// a parent named twice is one parent (one edge, counted once)

@@ -1009,6 +1009,46 @@ def test_schedule_on_distributed_queue():
     c.execute("SELECT concurrency.drop_queue('sd')")
 
 
+def test_dependencies():
+    """Dependencies: not yet on a distributed queue (after and enqueue_graph refuse it with 0A000, nothing added);
+    its table has the columns, and its tasks complete, fail and cancel as before; a graph of the coordinator's
+    local queues works beside it, and queue_stats counts the waiting tasks of both."""
+    c = connect(COORDINATOR)
+    fresh_queue(c, "dd")
+    tid = scalar(c, "SELECT concurrency.enqueue('dd', '{}')")
+    check("enqueue(…, after) on a distributed queue: 0A000",
+          sqlstate_of(lambda: c.execute("SELECT concurrency.enqueue('dd', '{}', after => ARRAY[%s]::bigint[])",
+                                        (tid,))) == "0A000")
+    check("enqueue_graph into a distributed queue: 0A000",
+          sqlstate_of(lambda: c.execute("SELECT * FROM concurrency.enqueue_graph('dd', '[{\"ref\": \"a\"}]')"))
+          == "0A000")
+    check("nothing added", scalar(c, "SELECT count(*) FROM concurrency.q_dd") == 1)
+    columns = scalar(c, "SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute "
+                        "WHERE attrelid = 'concurrency.q_dd'::regclass AND attname IN ('parents_open', 'has_children')")
+    check("the distributed table has the columns of dependencies", columns == ["parents_open", "has_children"],
+          repr(columns))
+    for port in (WORKER1, WORKER2):
+        w = connect(port)
+        got = first_claim(w, "SELECT task_id, lease_token FROM concurrency.dequeue('dd')")
+        if got:
+            w.execute("SELECT concurrency.complete('dd', %s, %s)", got)
+    check("its task completes on its shard's node", scalar(c, "SELECT count(*) FROM concurrency.q_dd") == 0)
+    c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('dl1', 'dl2')")
+    c.execute("SELECT concurrency.create_queue('dl1')")
+    c.execute("SELECT concurrency.create_queue('dl2')")
+    rows = c.execute("SELECT ref, task_id FROM concurrency.enqueue_graph('dl1', "
+                     "'[{\"ref\": \"a\"}, {\"ref\": \"b\", \"after\": [\"a\"], \"queue\": \"dl2\"}]')").fetchall()
+    check("a graph of the coordinator's local queues", [r for r, _ in rows] == ["a", "b"], repr(rows))
+    stats = dict(c.execute("SELECT queue, waiting FROM concurrency.queue_stats WHERE queue IN ('dd', 'dl2')").fetchall())
+    check("queue_stats counts waiting tasks, distributed or not", stats == {"dd": 0, "dl2": 1}, repr(stats))
+    got = c.execute("SELECT task_id, lease_token FROM concurrency.dequeue('dl1')").fetchone()
+    c.execute("SELECT concurrency.complete('dl1', %s, %s)", got)
+    check("the child is ready when its parent completes",
+          scalar(c, "SELECT state FROM concurrency.task_status('dl2', %s)", (rows[1][1],)) == "ready")
+    for q in ("dd", "dl1", "dl2"):
+        c.execute("SELECT concurrency.drop_queue(%s)", (q,))
+
+
 def test_chaos_exactly_once():
     c = connect(COORDINATOR)
     c.execute("DROP TABLE IF EXISTS chaos_effects")
@@ -1057,5 +1097,5 @@ if __name__ == "__main__":
          test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
          test_key_limit_admission, test_key_limit_batches, test_key_limit_alter, test_key_limit_concurrent,
          test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_replace_on_dedupe,
-         test_schedule_on_distributed_queue,
+         test_schedule_on_distributed_queue, test_dependencies,
          test_chaos_exactly_once])
