@@ -330,7 +330,9 @@ GRANT SELECT ON concurrency.schedules TO PUBLIC;
 -- A task enqueued with parents (enqueue(…, after), enqueue_graph) waits in
 -- state 'waiting', its row counting the parents not done yet
 -- (parents_open), until the last of them completes; a parent that ends dead
--- or cancelled cancels its waiting descendants. The edges are rows of
+-- or cancelled cancels its waiting descendants. An edge between two tasks of
+-- one queue that one enqueue_graph made is kept in their rows (the columns
+-- children and parents of the queue's table); every other edge is a row of
 -- concurrency.task_dependency, which the queue functions read and write as
 -- its owner (src/queue/dependencies.hpp): a role needs no privilege on it.
 -- An edge lives until its child has finished, and keeps its parent (done,
@@ -368,7 +370,8 @@ COMMENT ON FUNCTION concurrency.parent_results(text, bigint) IS
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0, after 27_queue_dependencies.sql: every queue's
 -- table (a distributed queue's too: Citus sends the ALTER and the index to
--- its shards) gets the columns of dependencies, last, and the index of
+-- its shards) gets the columns of dependencies (parents_open, has_children,
+-- children, parents), last, and the index of
 -- waiting tasks, as create_queue makes them; a queue created by the new
 -- library before this update has them already. queue_stats counts the
 -- waiting tasks in a last column: queue_stats_rows returns one more column,
@@ -384,7 +387,9 @@ BEGIN
     FOR q IN SELECT name FROM concurrency.queue ORDER BY name LOOP
         IF pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || q.name)) IS NOT NULL THEN
             EXECUTE pg_catalog.format('ALTER TABLE concurrency.%I ADD COLUMN IF NOT EXISTS parents_open integer, '
-                                      'ADD COLUMN IF NOT EXISTS has_children boolean', 'q_' || q.name);
+                                      'ADD COLUMN IF NOT EXISTS has_children boolean, '
+                                      'ADD COLUMN IF NOT EXISTS children bigint[], '
+                                      'ADD COLUMN IF NOT EXISTS parents bigint[]', 'q_' || q.name);
             EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON concurrency.%I (id) WHERE state = ''waiting''',
                                       'q_' || q.name || '_waiting', 'q_' || q.name);
         END IF;

@@ -230,22 +230,28 @@ SELECT count(*) AS enqueued FROM concurrency.enqueue_graph('g1', '[{"after": [{"
 RESET ROLE;
 
 -- completing a parent with many children finds them through indexes: no
--- sequential scan of the queue's table or of the edges
+-- sequential scan of the queues' tables or of the edges (1,000 children in
+-- the parent's queue, their edges in the rows; 1,000 in another queue,
+-- their edges in task_dependency)
 SELECT concurrency.create_queue('fan', lease => '1 hour');
+SELECT concurrency.create_queue('fan_kids', lease => '1 hour');
 SELECT count(*) AS enqueued FROM concurrency.enqueue_graph('fan',
-    (SELECT jsonb_agg(CASE WHEN i = 0 THEN '{"ref": "p"}'::jsonb ELSE '{"after": ["p"]}'::jsonb END)
-       FROM generate_series(0, 1000) AS i));
-ANALYZE concurrency.q_fan, concurrency.task_dependency;
+    (SELECT jsonb_agg(CASE WHEN i = 0 THEN '{"ref": "p"}'::jsonb
+                           WHEN i <= 1000 THEN '{"after": ["p"]}'::jsonb
+                           ELSE '{"after": ["p"], "queue": "fan_kids"}'::jsonb END)
+       FROM generate_series(0, 2000) AS i));
+SELECT count(*) AS edge_rows FROM concurrency.task_dependency WHERE parent_queue = 'fan';
+ANALYZE concurrency.q_fan, concurrency.q_fan_kids, concurrency.task_dependency;
 SELECT pg_stat_force_next_flush();
-SELECT seq_scan AS fan_seq, idx_scan AS fan_idx FROM pg_stat_user_tables WHERE relname = 'q_fan' \gset
-SELECT seq_scan AS edge_seq FROM pg_stat_user_tables WHERE relname = 'task_dependency' \gset
+CREATE TEMP TABLE scans_before AS
+    SELECT relname, seq_scan, idx_scan FROM pg_stat_user_tables
+     WHERE relname IN ('q_fan', 'q_fan_kids', 'task_dependency');
 SELECT pg_temp.run_one('fan') AS ran;
 SELECT pg_stat_force_next_flush();
 SELECT pg_stat_clear_snapshot();
-SELECT seq_scan = :fan_seq AS no_table_scan, idx_scan > :fan_idx AS index_scans
-  FROM pg_stat_user_tables WHERE relname = 'q_fan';
-SELECT seq_scan = :edge_seq AS no_edge_scan FROM pg_stat_user_tables WHERE relname = 'task_dependency';
-SELECT ready, waiting FROM concurrency.queue_stats WHERE queue = 'fan';
+SELECT s.relname, s.seq_scan = b.seq_scan AS no_sequential_scan, s.idx_scan > b.idx_scan AS index_scans
+  FROM pg_stat_user_tables s JOIN scans_before b USING (relname) ORDER BY s.relname;
+SELECT queue, ready, waiting FROM concurrency.queue_stats WHERE queue IN ('fan', 'fan_kids') ORDER BY queue;
 
 -- drop_queue: the waiting children of its tasks in other queues are
 -- cancelled, and no edge from or to its tasks is left
@@ -257,5 +263,5 @@ SELECT state, last_error FROM concurrency.task_status('ch', 1);
 SELECT count(*) AS edges FROM concurrency.task_dependency WHERE 'pa' IN (parent_queue, child_queue);
 SELECT concurrency.drop_queue('ch');
 
-SELECT concurrency.drop_queue(q) FROM unnest('{bq,dep,kept,once,other,expiring,cq,g1,g2,kl,fan}'::text[]) AS q;
+SELECT concurrency.drop_queue(q) FROM unnest('{bq,dep,kept,once,other,expiring,cq,g1,g2,kl,fan,fan_kids}'::text[]) AS q;
 DROP ROLE dep_producer;

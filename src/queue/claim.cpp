@@ -147,7 +147,7 @@ void Claim::wake(int32 batch) {
 		if (q_.info().key_limit > 0)
 			if (auto key = key_column(row, 3))
 				released.push_back(*key);
-		FinishedTask links = finished_row(row, int64_column(row, 4), 5, 6);
+		FinishedTask links = finished_row(row, int64_column(row, 4), 5);
 		if (links.had_parents || links.has_children)
 			died.push_back(links);
 	}

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -72,8 +73,12 @@ void drop_child_edges(std::string_view queue, const std::vector<int64> &children
 // The children of done tasks: one parent less each; those left with none
 // become ready, scheduled, or (on a queue with a key_limit) blocked until
 // their key admits them.
-void release_children(std::string_view queue, const std::vector<int64> &parents, TimestampTz now) {
-	for (const auto &[child_queue, counts] : children_of(queue, parents)) {
+void release_children(std::string_view queue, const std::vector<int64> &parents,
+                      const std::map<int64, int32> &in_row, TimestampTz now) {
+	std::map<std::string, std::map<int64, int32>> children = children_of(queue, parents);
+	for (const auto &[id, count] : in_row)
+		children[std::string(queue)][id] += count;
+	for (const auto &[child_queue, counts] : children) {
 		if (!OidIsValid(queue_relid(child_queue))) // dropped since
 			continue;
 		Queue child(child_queue);
@@ -114,45 +119,54 @@ RETURNING t.state, t.concurrency_key)",
 	}
 }
 
-// The waiting descendants of task `root` of `queue`, which ended dead or
-// cancelled: cancelled, generation by generation, their last_error naming it.
-void cancel_descendants(std::string_view queue, int64 root, Ending how, TimestampTz now) {
+// The waiting descendants of task `root` of `queue` (`in_row`: its children
+// named in its row), which ended dead or cancelled: cancelled, generation by
+// generation, their last_error naming it.
+void cancel_descendants(std::string_view queue, int64 root, const std::vector<int64> &in_row, Ending how,
+                        TimestampTz now) {
 	std::string error =
 	    how == Ending::dropped
 	        ? fmt::format("parent task {} of queue \"{}\" was dropped with its queue", root, queue)
 	        : fmt::format("parent task {} of queue \"{}\" ended {}", root, queue,
 	                      how == Ending::dead ? "dead" : "cancelled");
-	std::map<std::string, std::vector<int64>> generation{{std::string(queue), {root}}};
-	while (!generation.empty()) {
-		std::map<std::string, std::vector<int64>> next;
-		for (const auto &[parent_queue, parents] : generation)
-			for (const auto &[child_queue, counts] : children_of(parent_queue, parents)) {
-				if (!OidIsValid(queue_relid(child_queue)))
-					continue;
-				Queue child(child_queue);
-				std::vector<int64> ids;
+	// a generation: the parents whose edges are rows of task_dependency, and
+	// the children named in their parents' rows, per queue
+	std::map<std::string, std::vector<int64>> parents{{std::string(queue), {root}}};
+	std::map<std::string, std::set<int64>> named{{std::string(queue), {in_row.begin(), in_row.end()}}};
+	while (!parents.empty() || !named.empty()) {
+		std::map<std::string, std::set<int64>> children = std::move(named);
+		for (const auto &[parent_queue, ids] : parents)
+			for (const auto &[child_queue, counts] : children_of(parent_queue, ids))
 				for (const auto &entry : counts)
-					ids.push_back(entry.first);
-				std::string sql = fmt::format(
-				    R"(UPDATE {t} AS t
+					children[child_queue].insert(entry.first);
+		parents.clear();
+		named.clear();
+		for (const auto &[child_queue, set] : children) {
+			if (set.empty() || !OidIsValid(queue_relid(child_queue)))
+				continue;
+			Queue child(child_queue);
+			std::vector<int64> ids(set.begin(), set.end());
+			std::string sql = fmt::format(
+			    R"(UPDATE {t} AS t
    SET state = 'cancelled', finished_at = $2, last_error = $3
  WHERE t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
-RETURNING t.id, t.has_children)",
-				    fmt::arg("t", child.sql().table()));
-				static const Oid types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID};
-				Datum values[3] = {int8_array(ids), TimestampTzGetDatum(now), pg::text_datum(error)};
-				uint64 n = child.run_internal("dependencies:cancel", sql, 3, types, values, nullptr,
-				                              Access::owner_latest);
-				std::vector<int64> cancelled;
-				for (uint64 i = 0; i < n; ++i) {
-					cancelled.push_back(pg::int64_column(i, 1));
-					if (pg::column_as<bool>(i, 2).value_or(false))
-						next[child_queue].push_back(cancelled.back());
-				}
-				if (!cancelled.empty())
-					drop_child_edges(child_queue, cancelled);
+RETURNING t.id, t.has_children, t.children)",
+			    fmt::arg("t", child.sql().table()));
+			static const Oid types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID};
+			Datum values[3] = {int8_array(ids), TimestampTzGetDatum(now), pg::text_datum(error)};
+			uint64 n = child.run_internal("dependencies:cancel", sql, 3, types, values, nullptr,
+			                              Access::owner_latest);
+			std::vector<int64> cancelled;
+			for (uint64 r = 0; r < n; ++r) {
+				cancelled.push_back(pg::int64_column(r, 1));
+				if (pg::column_as<bool>(r, 2).value_or(false))
+					parents[child_queue].push_back(cancelled.back());
+				for (int64 c : int8_column(r, 3))
+					named[child_queue].insert(c);
 			}
-		generation = std::move(next);
+			if (!cancelled.empty())
+				drop_child_edges(child_queue, cancelled);
+		}
 	}
 }
 
@@ -256,12 +270,33 @@ std::optional<std::string> doom_of(int64 parent, std::string_view queue, const s
 	return std::nullopt;
 }
 
-FinishedTask finished_row(int row, int64 id, int parents_col, int children_col) {
+std::vector<int64> int8_column(uint64 row, int col) {
 	bool isnull = false;
-	pg::column(static_cast<uint64>(row), parents_col, &isnull);
+	Datum d = pg::column(row, col, &isnull);
+	std::vector<int64> values;
+	if (isnull)
+		return values;
+	Datum *elems = nullptr;
+	bool *nulls = nullptr;
+	int count = 0;
+	pg::guard([&] {
+		deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls,
+		                  &count);
+	});
+	for (int i = 0; i < count; ++i)
+		if (!nulls[i])
+			values.push_back(DatumGetInt64(elems[i]));
+	return values;
+}
+
+FinishedTask finished_row(int row, int64 id, int first_col) {
+	bool isnull = false;
+	auto r = static_cast<uint64>(row);
+	pg::column(r, first_col, &isnull);
 	bool had_parents = !isnull;
-	bool has_children = pg::column_as<bool>(static_cast<uint64>(row), children_col).value_or(false);
-	return FinishedTask{id, had_parents, has_children};
+	bool has_children = pg::column_as<bool>(r, first_col + 1).value_or(false);
+	return FinishedTask{id, had_parents, has_children,
+	                    has_children ? int8_column(r, first_col + 2) : std::vector<int64>{}};
 }
 
 void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how, TimestampTz now) {
@@ -279,11 +314,17 @@ void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how
 		drop_child_edges(queue, children);
 	if (parents.empty())
 		return;
-	if (how == Ending::done)
-		release_children(queue, parents, now);
-	else
-		for (int64 parent : parents)
-			cancel_descendants(queue, parent, how, now);
+	if (how == Ending::done) {
+		std::map<int64, int32> in_row;
+		for (const FinishedTask &t : tasks)
+			for (int64 c : t.children)
+				in_row[c] += 1;
+		release_children(queue, parents, in_row, now);
+	} else {
+		for (const FinishedTask &t : tasks)
+			if (t.has_children)
+				cancel_descendants(queue, t.id, t.children, how, now);
+	}
 }
 
 uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<int64> parents,
@@ -350,8 +391,8 @@ void forget_dependencies(std::string_view queue, TimestampTz now) {
 	std::vector<int64> parents;
 	for (uint64 i = 0; i < n; ++i)
 		parents.push_back(pg::int64_column(i, 1));
-	for (int64 parent : parents)
-		cancel_descendants(queue, parent, Ending::dropped, now);
+	for (int64 parent : parents) // edges in its tasks' rows are within the queue: dropped with it
+		cancel_descendants(queue, parent, {}, Ending::dropped, now);
 	run_edges("dependencies:forget-queue",
 	          "DELETE FROM concurrency.task_dependency WHERE parent_queue " EQ " $1 OR child_queue " EQ " $1",
 	          1, types, values, nullptr, false);

@@ -1,8 +1,11 @@
 // Dependencies between tasks (src/sql/27_queue_dependencies.sql; for users:
 // docs/queue.md, "Dependencies"). A task with parents waits in state
 // 'waiting' with parents_open, the number of its parents not done yet, on its
-// own row; the edges (parent, child) are rows of the extension's table
-// concurrency.task_dependency, read and written as that table's owner.
+// own row. An edge (parent, child) between two tasks of one queue that one
+// enqueue_graph made is in their rows (the parent's children, the child's
+// parents: no row of its own, which would cost more than the tasks); every
+// other edge is a row of the extension's table concurrency.task_dependency,
+// read and written as that table's owner.
 //
 // Why the count is on the child's row: two parents completing at the same
 // time in two transactions each decrement it with an UPDATE of that row, so
@@ -27,13 +30,18 @@ namespace concurrency::queue {
 // it returned it.
 struct FinishedTask {
 	int64 id;
-	bool had_parents;  // parents_open was not NULL: its edges as a child go
-	bool has_children; // its children learn of it
+	bool had_parents;            // parents_open was not NULL: its edges as a child go
+	bool has_children;           // its children learn of it
+	std::vector<int64> children; // those of them named in its row (same queue)
 };
 
 // The FinishedTask of row `row` of SPI_tuptable: the task `id`, with
-// parents_open in column `parents_col` and has_children in `children_col`.
-FinishedTask finished_row(int row, int64 id, int parents_col, int children_col);
+// parents_open, has_children and children in columns `first_col` and the
+// two after it (QueueSql's link columns).
+FinishedTask finished_row(int row, int64 id, int first_col);
+
+// The int8[] column `col` of row `row` of SPI_tuptable (NULL: none).
+std::vector<int64> int8_column(uint64 row, int col);
 
 enum class Ending { done, dead, cancelled, dropped };
 

@@ -233,7 +233,7 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	}
 	if (n == 0)
 		q.lease_lost(task_id);
-	queue::FinishedTask finished = queue::finished_row(0, task_id, 2, 3);
+	queue::FinishedTask finished = queue::finished_row(0, task_id, 2);
 	std::optional<std::string> key = q.info().key_limit > 0 ? queue::key_column(0, 1) : std::nullopt;
 	queue::tasks_finished(q, {finished}, queue::Ending::done, now);
 	if (key)
@@ -272,7 +272,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	bool isnull = false;
 	int32 attempt = DatumGetInt32(queue::column(0, 1, &isnull));
 	std::optional<std::string> key = q.info().key_limit > 0 ? queue::key_column(0, 2) : std::nullopt;
-	queue::FinishedTask finished = queue::finished_row(0, task_id, 3, 4);
+	queue::FinishedTask finished = queue::finished_row(0, task_id, 3);
 
 	auto [state, run_at] = after_failure(attempt, q.info().max_attempts, retry_in, now);
 	static const Oid types[4] = {INT8OID, TEXTOID, TIMESTAMPTZOID, TEXTOID};
@@ -368,7 +368,7 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 				int row = static_cast<int>(i);
 				int64 id = int64_column(row, 1);
 				found.insert(id);
-				finished.push_back(finished_row(row, id, 3, 4));
+				finished.push_back(finished_row(row, id, 3));
 				if (q.info().key_limit > 0)
 					if (auto key = key_column(row, 2))
 						keys.push_back(*key);
@@ -495,7 +495,7 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 			bool isnull = false;
 			int row = static_cast<int>(i);
 			attempts[int64_column(row, 1)] = DatumGetInt32(column(row, 2, &isnull));
-			links.emplace(int64_column(row, 1), finished_row(row, int64_column(row, 1), 4, 5));
+			links.emplace(int64_column(row, 1), finished_row(row, int64_column(row, 1), 4));
 			if (q.info().key_limit > 0)
 				if (auto key = key_column(row, 3))
 					keys[int64_column(row, 1)] = *key;
@@ -647,7 +647,7 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 		auto links = [&](uint64 rows) {
 			for (uint64 i = 0; i < rows; ++i)
 				finished.push_back(
-				    finished_row(static_cast<int>(i), int64_column(static_cast<int>(i), 1), 3, 4));
+				    finished_row(static_cast<int>(i), int64_column(static_cast<int>(i), 1), 3));
 			return rows;
 		};
 		n = links(q.run("cancel_blocked", q.sql().cancel(true), 2, types, values));

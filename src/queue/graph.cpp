@@ -2,12 +2,14 @@
 // adds tasks and the edges between them all or nothing, and parent_results,
 // which a child's worker reads its parents' results with.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -49,6 +51,8 @@ struct GraphTask {
 	std::optional<std::string> doom; // cancelled at once: the last_error naming the parent
 	int32 open = 0;
 	bool children = false;
+	// edges to tasks of the graph in the same queue, kept in the two rows
+	std::vector<std::size_t> row_children, row_parents;
 	int64 id = 0;
 };
 
@@ -120,9 +124,21 @@ JsonbValue element(JsonbContainer *array, uint32 i) {
 	return *pg::guard([&] { return getIthJsonbValueFromContainer(array, i); });
 }
 
+// Where a value is in tasks, for an error message: tasks[at] or
+// tasks[at].after[m], and a field of it.
+struct Place {
+	std::size_t at;
+	int m;
+	const char *field;
+	std::string text() const {
+		std::string where = m ? fmt::format("tasks[{}].after[{}]", at, m) : fmt::format("tasks[{}]", at);
+		return field ? where + "." + field : where;
+	}
+};
+
 // The text of a JSON string or number (as ->> gives it); nothing for null;
-// 22023 naming `what` for anything else.
-std::optional<std::string> scalar_text(const std::optional<JsonbValue> &v, const std::string &what) {
+// 22023 naming its place for anything else.
+std::optional<std::string> scalar_text(const std::optional<JsonbValue> &v, const Place &place) {
 	if (!v || v->type == jbvNull)
 		return std::nullopt;
 	if (v->type == jbvString)
@@ -133,12 +149,13 @@ std::optional<std::string> scalar_text(const std::optional<JsonbValue> &v, const
 		    [&] { return DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(number))); });
 		return std::string(text);
 	}
-	bad_graph(fmt::format("{} must be a string or a number", what),
+	bad_graph(fmt::format("{} must be a string or a number", place.text()),
 	          fmt::format("It is a JSON {}.", json_type(*v)));
 }
 
-// The keys of `object` other than `known`, for an error message ("" if none).
-std::string unknown_keys(JsonbContainer *object, std::initializer_list<const char *> known) {
+// The keys of `object` other than `known`, for an error message.
+template <std::size_t N>
+std::string unknown_keys(JsonbContainer *object, const std::array<const char *, N> &known) {
 	std::set<std::string> names;
 	JsonbIterator *it = pg::guard([&] { return JsonbIteratorInit(object); });
 	for (;;) {
@@ -158,56 +175,62 @@ std::string unknown_keys(JsonbContainer *object, std::initializer_list<const cha
 	return list;
 }
 
-// 22023 when `object` has a key other than `known` (each of which it has
-// `found` of).
-void check_fields(JsonbContainer *object, std::initializer_list<const char *> known,
-                  const std::string &what) {
+// The members `known` of `object` (nothing where absent), in that order;
+// 22023 when it has any other.
+template <std::size_t N>
+std::array<std::optional<JsonbValue>, N>
+fields(JsonbContainer *object, const std::array<const char *, N> &known, const Place &place) {
+	std::array<std::optional<JsonbValue>, N> values;
 	uint32 found = 0;
-	for (const char *k : known)
-		if (member(object, k))
+	for (std::size_t k = 0; k < N; ++k)
+		if ((values[k] = member(object, known[k])))
 			++found;
 	if (JsonContainerSize(object) > found)
-		bad_graph(
-		    fmt::format("{} has a field enqueue_graph does not know: {}", what, unknown_keys(object, known)));
+		bad_graph(fmt::format("{} has a field enqueue_graph does not know: {}", place.text(),
+		                      unknown_keys(object, known)));
+	return values;
 }
+
+constexpr std::array<const char *, 7> task_keys = {"ref",    "payload",  "after",          "queue",
+                                                   "run_at", "priority", "concurrency_key"};
+enum TaskKey { ref_key, payload_key, after_key, queue_key, run_at_key, priority_key, concurrency_key_key };
+constexpr std::array<const char *, 2> parent_keys = {"queue", "id"};
 
 // The tasks of the graph, read and checked: fields, refs, parents, no cycle.
 std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue) {
 	Jsonb *json = pg::guard([&] { return DatumGetJsonbP(tasks); });
 	if (!JB_ROOT_IS_ARRAY(json) || JB_ROOT_IS_SCALAR(json))
 		bad_graph("tasks must be a JSON array");
-	static const std::initializer_list<const char *> task_keys = {
-	    "ref", "payload", "after", "queue", "run_at", "priority", "concurrency_key"};
 	uint32 count = JsonContainerSize(&json->root);
 	Datum empty_object = pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("{}")); });
 	std::vector<GraphTask> graph;
+	graph.reserve(count);
 	std::vector<std::optional<JsonbValue>> afters;
-	std::map<std::string, std::size_t> refs;
+	afters.reserve(count);
+	std::unordered_map<std::string, std::size_t> refs;
 	for (uint32 i = 0; i < count; ++i) {
 		std::size_t at = graph.size() + 1; // tasks[at], 1-based as in SQL
 		JsonbValue e = element(&json->root, i);
 		if (!is_object(e))
 			bad_graph(fmt::format("tasks[{}] is not a JSON object", at));
-		JsonbContainer *object = e.val.binary.data;
-		std::string what = fmt::format("tasks[{}]", at);
-		check_fields(object, task_keys, what);
-		std::optional<JsonbValue> after = member(object, "after");
+		auto f = fields(e.val.binary.data, task_keys, Place{at, 0, nullptr});
+		const std::optional<JsonbValue> &after = f[after_key];
 		if (after && after->type != jbvNull && !is_array(*after))
 			bad_graph(fmt::format("tasks[{}].after must be a JSON array", at));
 		afters.push_back(after && after->type != jbvNull ? after : std::nullopt);
 		GraphTask t;
-		t.ref = scalar_text(member(object, "ref"), what + ".ref");
-		if (std::optional<JsonbValue> payload = member(object, "payload")) {
-			JsonbValue v = *payload;
+		t.ref = scalar_text(f[ref_key], Place{at, 0, "ref"});
+		if (f[payload_key]) {
+			JsonbValue v = *f[payload_key];
 			t.payload = pg::guard([&] { return JsonbPGetDatum(JsonbValueToJsonb(&v)); });
 		} else {
 			t.payload = empty_object;
 		}
-		t.queue = scalar_text(member(object, "queue"), what + ".queue").value_or(default_queue);
+		t.queue = scalar_text(f[queue_key], Place{at, 0, "queue"}).value_or(default_queue);
 		if (auto problem = name_problem(t.queue, max_queue_name_bytes))
 			bad_graph(fmt::format("tasks[{}].queue is not a queue name", at),
 			          fmt::format("The {}.", *problem));
-		if (auto run_at = scalar_text(member(object, "run_at"), what + ".run_at")) {
+		if (auto run_at = scalar_text(f[run_at_key], Place{at, 0, "run_at"})) {
 			TimestampTz time = pg::guard([&] {
 				return DatumGetTimestampTz(
 				    DirectFunctionCall3(timestamptz_in, CStringGetDatum(run_at->c_str()),
@@ -217,11 +240,11 @@ std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue)
 				bad_graph(fmt::format("tasks[{}].run_at must be a finite time", at));
 			t.run_at = time;
 		}
-		if (auto priority = scalar_text(member(object, "priority"), what + ".priority"))
+		if (auto priority = scalar_text(f[priority_key], Place{at, 0, "priority"}))
 			t.priority = pg::guard([&] {
 				return DatumGetInt32(DirectFunctionCall1(int4in, CStringGetDatum(priority->c_str())));
 			});
-		t.key = scalar_text(member(object, "concurrency_key"), what + ".concurrency_key");
+		t.key = scalar_text(f[concurrency_key_key], Place{at, 0, "concurrency_key"});
 		if (t.key && t.key->size() > max_concurrency_key_bytes)
 			bad_graph(fmt::format("tasks[{}].concurrency_key is too long", at),
 			          fmt::format("It has {} bytes; at most {} are allowed.", t.key->size(),
@@ -242,33 +265,33 @@ std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue)
 		for (uint32 k = 0; k < parents; ++k) {
 			int m = static_cast<int>(k) + 1;
 			JsonbValue p = element(list, k);
-			std::string what = fmt::format("tasks[{}].after[{}]", at, m);
 			t.has_parents = true;
 			if (p.type == jbvString) {
 				std::string ref(p.val.string.val, static_cast<std::size_t>(p.val.string.len));
 				auto parent = refs.find(ref);
 				if (parent == refs.end())
-					bad_graph(fmt::format("{} names ref \"{}\", which no task of the graph has", what,
-					                      ref.substr(0, 64)));
+					bad_graph(fmt::format("{} names ref \"{}\", which no task of the graph has",
+					                      Place{at, m, nullptr}.text(), ref.substr(0, 64)));
 				if (parent->second == i)
 					bad_graph(fmt::format("tasks[{}] names itself in after", at));
 				t.inner.push_back(parent->second);
 			} else if (p.type == jbvNumeric) {
-				t.outer.push_back(TaskRef{t.queue, task_id_of(*scalar_text(p, what), at, m)});
+				t.outer.push_back(
+				    TaskRef{t.queue, task_id_of(*scalar_text(p, Place{at, m, nullptr}), at, m)});
 			} else if (is_object(p)) {
-				JsonbContainer *object = p.val.binary.data;
-				check_fields(object, {"queue", "id"}, what);
-				std::optional<std::string> queue = scalar_text(member(object, "queue"), what + ".queue");
-				std::optional<std::string> id = scalar_text(member(object, "id"), what + ".id");
+				auto f = fields(p.val.binary.data, parent_keys, Place{at, m, nullptr});
+				std::optional<std::string> queue = scalar_text(f[0], Place{at, m, "queue"});
+				std::optional<std::string> id = scalar_text(f[1], Place{at, m, "id"});
 				if (!id)
-					bad_graph(fmt::format("{} has no \"id\"", what));
+					bad_graph(fmt::format("{} has no \"id\"", Place{at, m, nullptr}.text()));
 				std::string parent_queue = queue.value_or(t.queue);
 				if (name_problem(parent_queue, max_queue_name_bytes))
-					bad_graph(fmt::format("{}.queue is not a queue name", what));
+					bad_graph(fmt::format("{} is not a queue name", Place{at, m, "queue"}.text()));
 				t.outer.push_back(TaskRef{parent_queue, task_id_of(*id, at, m)});
 			} else {
-				bad_graph(fmt::format("{} is neither a ref, a task id nor a task", what),
-				          fmt::format("It is a JSON {}.", json_type(p)));
+				bad_graph(
+				    fmt::format("{} is neither a ref, a task id nor a task", Place{at, m, nullptr}.text()),
+				    fmt::format("It is a JSON {}.", json_type(p)));
 			}
 		}
 	}
@@ -377,19 +400,67 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 				t.doom = graph[p].doom;
 		t.open += static_cast<int32>(t.inner.size());
 		if (!t.doom)
-			for (std::size_t p : t.inner)
+			for (std::size_t p : t.inner) {
 				graph[p].children = true;
+				if (graph[p].queue == t.queue) { // the edge goes into both rows
+					graph[p].row_children.push_back(i);
+					t.row_parents.push_back(p);
+				}
+			}
 	}
 
-	// each queue's tasks in one statement, ids drawn in graph order
+	// each queue's tasks in one statement, with ids drawn first, in graph
+	// order (the rows name each other's)
 	for (const auto &[queue_name, positions] : members) {
 		if (positions.empty())
 			continue;
 		Queue q(queue_name);
-		std::vector<Datum> payloads, run_ats, priorities, keys, opens, children, errors;
+		// the identity sequence of the queue's table, looked up once (an
+		// expression of the draw would be evaluated for every id)
+		static const Oid table_type[1] = {TEXTOID};
+		Datum table_name = pg::text_datum(q.sql().table());
+		q.run_internal(
+		    "graph:sequence",
+		    "SELECT pg_catalog.pg_get_serial_sequence($1, 'id')::pg_catalog.regclass::pg_catalog.oid", 1,
+		    table_type, &table_name, nullptr, Access::owner);
+		bool isnull = false;
+		Datum sequence = pg::column(0, 1, &isnull);
+		if (isnull)
+			throw Error(sqlstate::internal_error,
+			            fmt::format("the table of queue \"{}\" has no id sequence", queue_name));
+		static const Oid draw_types[2] = {OIDOID, INT4OID};
+		Datum draw_values[2] = {sequence, Int32GetDatum(static_cast<int32>(positions.size()))};
+		q.run_internal(
+		    "graph:ids",
+		    "SELECT pg_catalog.array_agg(pg_catalog.nextval($1::pg_catalog.regclass) ORDER BY n.n) "
+		    "FROM pg_catalog.generate_series(1, $2) AS n",
+		    2, draw_types, draw_values, nullptr, Access::owner);
+		std::vector<int64> drawn = int8_column(0, 1);
+		for (std::size_t k = 0; k < drawn.size() && k < positions.size(); ++k)
+			graph[positions[k]].id = drawn[k];
+	}
+	for (const auto &[queue_name, positions] : members) {
+		if (positions.empty())
+			continue;
+		Queue q(queue_name);
+		// the rows' children and parents: slices of one flat array each,
+		// from the row's start, of its count (0: NULL)
+		std::vector<Datum> flat_children, flat_parents, children_at, children_count, parents_at,
+		    parents_count;
+		auto add_slice = [&](const std::vector<std::size_t> &tasks, std::vector<Datum> &flat,
+		                     std::vector<Datum> &start, std::vector<Datum> &count) {
+			start.push_back(Int32GetDatum(static_cast<int32>(flat.size()) + 1));
+			count.push_back(Int32GetDatum(static_cast<int32>(tasks.size())));
+			for (std::size_t k : tasks)
+				flat.push_back(Int64GetDatum(graph[k].id));
+		};
+		std::vector<Datum> ids, payloads, run_ats, priorities, keys, opens, children, errors;
 		std::vector<char> run_at_nulls, key_nulls, open_nulls, children_nulls, error_nulls;
 		for (std::size_t i : positions) {
 			const GraphTask &t = graph[i];
+			ids.push_back(Int64GetDatum(t.id));
+			add_slice(t.row_children, flat_children, children_at, children_count);
+			add_slice(t.row_parents, flat_parents, parents_at, parents_count);
 			payloads.push_back(t.payload);
 			run_ats.push_back(t.run_at ? TimestampTzGetDatum(*t.run_at) : Datum(0));
 			run_at_nulls.push_back(t.run_at ? ' ' : 'n');
@@ -405,48 +476,56 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 		}
 		std::vector<char> none(positions.size(), ' ');
 		std::string sql = fmt::format(
-		    R"(INSERT INTO {t} (state, priority, run_at, payload, concurrency_key, enqueued_at, parents_open,
-                  has_children, finished_at, last_error)
-SELECT CASE WHEN u.error IS NOT NULL THEN 'cancelled'
+		    R"(INSERT INTO {t} (id, state, priority, run_at, payload, concurrency_key, enqueued_at, parents_open,
+                  has_children, finished_at, last_error, children, parents)
+OVERRIDING SYSTEM VALUE
+SELECT u.id,
+       CASE WHEN u.error IS NOT NULL THEN 'cancelled'
             WHEN u.open )" GT R"( 0 THEN 'waiting'
             WHEN $3 AND u.key IS NOT NULL THEN 'blocked'
             WHEN u.run_at )" GT R"( $1 THEN 'scheduled' ELSE 'ready' END,
        u.priority, COALESCE(u.run_at, $1), u.payload, u.key, $1, u.open, u.children,
-       CASE WHEN u.error IS NOT NULL THEN $1 END, u.error
+       CASE WHEN u.error IS NOT NULL THEN $1 END, u.error,
+       CASE WHEN u.cn )" GT R"( 0 THEN $11[u.cs:u.cs )" PLUS R"( u.cn )" MINUS R"( 1] END,
+       CASE WHEN u.pn )" GT R"( 0 THEN $14[u.ps:u.ps )" PLUS R"( u.pn )" MINUS R"( 1] END
   FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),
-                  pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9))
-       WITH ORDINALITY AS u(payload, run_at, priority, key, open, children, error, n)
- ORDER BY u.n
-RETURNING id, state, concurrency_key)",
+                  pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10),
+                  pg_catalog.unnest($12), pg_catalog.unnest($13), pg_catalog.unnest($15), pg_catalog.unnest($16))
+       AS u(payload, run_at, priority, key, open, children, error, id, cs, cn, ps, pn)
+RETURNING state, concurrency_key)",
 		    fmt::arg("t", q.sql().table()));
-		static const Oid types[9] = {TIMESTAMPTZOID,      JSONBARRAYOID, BOOLOID,
-		                             TIMESTAMPTZARRAYOID, INT4ARRAYOID,  TEXTARRAYOID,
-		                             INT4ARRAYOID,        BOOLARRAYOID,  TEXTARRAYOID};
-		Datum values[9] = {TimestampTzGetDatum(now),
-		                   array_datum(payloads, none, JSONBOID),
-		                   BoolGetDatum(q.info().key_limit > 0),
-		                   array_datum(run_ats, run_at_nulls, TIMESTAMPTZOID),
-		                   array_datum(priorities, none, INT4OID),
-		                   array_datum(keys, key_nulls, TEXTOID),
-		                   array_datum(opens, open_nulls, INT4OID),
-		                   array_datum(children, children_nulls, BOOLOID),
-		                   array_datum(errors, error_nulls, TEXTOID)};
-		uint64 n = q.run_internal("graph:insert", sql, 9, types, values, nullptr, Access::owner);
-		std::vector<int64> ids;
+		static const Oid types[16] = {TIMESTAMPTZOID, JSONBARRAYOID, BOOLOID,      TIMESTAMPTZARRAYOID,
+		                              INT4ARRAYOID,   TEXTARRAYOID,  INT4ARRAYOID, BOOLARRAYOID,
+		                              TEXTARRAYOID,   INT8ARRAYOID,  INT8ARRAYOID, INT4ARRAYOID,
+		                              INT4ARRAYOID,   INT8ARRAYOID,  INT4ARRAYOID, INT4ARRAYOID};
+		std::vector<char> flat_none(std::max(flat_children.size(), flat_parents.size()), ' ');
+		Datum values[16] = {TimestampTzGetDatum(now),
+		                    array_datum(payloads, none, JSONBOID),
+		                    BoolGetDatum(q.info().key_limit > 0),
+		                    array_datum(run_ats, run_at_nulls, TIMESTAMPTZOID),
+		                    array_datum(priorities, none, INT4OID),
+		                    array_datum(keys, key_nulls, TEXTOID),
+		                    array_datum(opens, open_nulls, INT4OID),
+		                    array_datum(children, children_nulls, BOOLOID),
+		                    array_datum(errors, error_nulls, TEXTOID),
+		                    array_datum(ids, none, INT8OID),
+		                    array_datum(flat_children, flat_none, INT8OID),
+		                    array_datum(children_at, none, INT4OID),
+		                    array_datum(children_count, none, INT4OID),
+		                    array_datum(flat_parents, flat_none, INT8OID),
+		                    array_datum(parents_at, none, INT4OID),
+		                    array_datum(parents_count, none, INT4OID)};
+		uint64 n = q.run_internal("graph:insert", sql, 16, types, values, nullptr, Access::owner);
 		uint64 claimable = 0;
 		std::vector<std::string> blocked_keys;
 		for (uint64 row = 0; row < n; ++row) {
-			ids.push_back(pg::int64_column(row, 1));
-			std::optional<std::string> state = pg::text_column(row, 2);
+			std::optional<std::string> state = pg::text_column(row, 1);
 			if (state == "ready" || state == "scheduled")
 				++claimable;
 			else if (state == "blocked")
-				if (auto key = pg::text_column(row, 3))
+				if (auto key = pg::text_column(row, 2))
 					blocked_keys.push_back(*key);
 		}
-		std::sort(ids.begin(), ids.end());
-		for (std::size_t k = 0; k < positions.size() && k < ids.size(); ++k)
-			graph[positions[k]].id = ids[k];
 		if (!blocked_keys.empty())
 			release_keys(q, std::move(blocked_keys), now);
 		if (claimable > 0)
@@ -457,10 +536,11 @@ RETURNING id, state, concurrency_key)",
 	for (const GraphTask &t : graph) {
 		if (t.doom)
 			continue;
-		for (std::size_t p : t.inner) {
-			from.push_back(TaskRef{graph[p].queue, graph[p].id});
-			to.push_back(TaskRef{t.queue, t.id});
-		}
+		for (std::size_t p : t.inner)
+			if (graph[p].queue != t.queue) { // the others are in the rows
+				from.push_back(TaskRef{graph[p].queue, graph[p].id});
+				to.push_back(TaskRef{t.queue, t.id});
+			}
 		for (const TaskRef &p : t.outer) {
 			from.push_back(p);
 			to.push_back(TaskRef{t.queue, t.id});
@@ -493,13 +573,23 @@ CONCURRENCY_FUNCTION(concurrency_parent_results) {
 	std::vector<TaskRef> parents;
 	for (uint64 row = 0; row < n; ++row)
 		parents.push_back(TaskRef{pg::text_column(row, 1).value_or(""), pg::int64_column(row, 2)});
+	// and those named in its row (enqueue_graph, the same queue)
+	static const Oid id_type[1] = {INT8OID};
+	Datum child_id = Int64GetDatum(id);
+	if (q.run_internal("dependencies:row-parents",
+	                   fmt::format("SELECT parents FROM {} WHERE id " EQ " $1", q.sql().table()), 1, id_type,
+	                   &child_id, nullptr, Access::owner) == 1)
+		for (int64 parent : int8_column(0, 1))
+			parents.push_back(TaskRef{name, parent});
+	std::sort(parents.begin(), parents.end(), [](const TaskRef &a, const TaskRef &b) {
+		return a.queue < b.queue || (a.queue == b.queue && a.id < b.id);
+	});
 	for (const TaskRef &p : parents) {
 		if (!OidIsValid(queue_relid(p.queue))) // dropped since
 			continue;
 		Queue parent(p.queue);
 		std::string sql = fmt::format("SELECT result FROM {} WHERE id " EQ " $1 AND state " EQ " 'done'",
 		                              parent.sql().table());
-		static const Oid id_type[1] = {INT8OID};
 		Datum parent_id = Int64GetDatum(p.id);
 		if (parent.run_internal("dependencies:result", sql, 1, id_type, &parent_id, nullptr, Access::owner) ==
 		    1) {

@@ -217,7 +217,7 @@ void revalidate(QueueInfo &info) {
 		// the columns of dependencies (added by the update from 0.2.0): the
 		// statements are written for what the table has
 		bool links = pg::guard([&] {
-			return get_attnum(relid, "has_children") != InvalidAttrNumber &&
+			return get_attnum(relid, "parents") != InvalidAttrNumber &&
 			       OidIsValid(get_relname_relid("task_dependency", get_rel_namespace(relid)));
 		});
 		if (relid != info.relid || links != info.links) {

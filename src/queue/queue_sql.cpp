@@ -87,8 +87,8 @@ std::string QueueSql::dedupe_holder() {
 
 std::string QueueSql::link_columns(const char *alias) const {
 	if (!links_)
-		return ", NULL::pg_catalog.int4, NULL::pg_catalog.bool";
-	return fmt::format(", {0}parents_open, {0}has_children", alias);
+		return ", NULL::pg_catalog.int4, NULL::pg_catalog.bool, NULL::pg_catalog.int8[]";
+	return fmt::format(", {0}parents_open, {0}has_children, {0}children", alias);
 }
 
 std::string QueueSql::dedupe_target() const {
@@ -123,6 +123,8 @@ std::string QueueSql::create_table() const {
     progress          jsonb,
     parents_open      integer,
     has_children      boolean,
+    children          bigint[],
+    parents           bigint[],
     CONSTRAINT {pkey} PRIMARY KEY (id)
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
@@ -422,7 +424,9 @@ std::string QueueSql::cancel_drop() const {
 }
 
 // $1 cutoff (finished before it: purge), $2 now, $3 chunk size. A cancelled
-// task whose holder's lease still runs is kept until the lease ends.
+// task whose holder's lease still runs is kept until the lease ends; a parent
+// while a child of it has not finished (an edge in task_dependency names it,
+// or a child named in its row is not finished).
 std::string QueueSql::purge() const {
 	return fmt::format(
 	    R"(DELETE FROM {t}
@@ -435,11 +439,16 @@ std::string QueueSql::purge() const {
           LIMIT $3
             FOR UPDATE SKIP LOCKED)))",
 	    fmt::arg("t", table_), fmt::arg("finished_states", finished_states), fmt::arg("k", k_),
-	    fmt::arg("parents", !links_ ? std::string()
-	                                : fmt::format(R"(AND (has_children IS NOT TRUE
-                 OR NOT EXISTS (SELECT FROM concurrency.task_dependency AS d
-                                 WHERE d.parent_queue )" EQ R"( {} AND d.parent_id )" EQ R"( p.id)))",
-	                                              quote_literal(queue_))));
+	    fmt::arg("parents", !links_
+	                            ? std::string()
+	                            : fmt::format(R"(AND (has_children IS NOT TRUE
+                 OR (NOT EXISTS (SELECT FROM concurrency.task_dependency AS d
+                                  WHERE d.parent_queue )" EQ R"( {q} AND d.parent_id )" EQ R"( p.id)
+                     AND NOT EXISTS (SELECT FROM {t} AS c
+                                      WHERE c.id )" EQ R"( ANY (p.children)
+                                        AND c.state )" NE
+	                                          R"( ALL ('{{done,dead,cancelled}}'::pg_catalog.text[])))))",
+	                                          fmt::arg("q", quote_literal(queue_)), fmt::arg("t", table_))));
 }
 
 // $1 int8 id, $2 timestamptz now

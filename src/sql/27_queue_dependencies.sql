@@ -3,7 +3,9 @@
 -- A task enqueued with parents (enqueue(…, after), enqueue_graph) waits in
 -- state 'waiting', its row counting the parents not done yet
 -- (parents_open), until the last of them completes; a parent that ends dead
--- or cancelled cancels its waiting descendants. The edges are rows of
+-- or cancelled cancels its waiting descendants. An edge between two tasks of
+-- one queue that one enqueue_graph made is kept in their rows (the columns
+-- children and parents of the queue's table); every other edge is a row of
 -- concurrency.task_dependency, which the queue functions read and write as
 -- its owner (src/queue/dependencies.hpp): a role needs no privilege on it.
 -- An edge lives until its child has finished, and keeps its parent (done,

@@ -1,7 +1,8 @@
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0, after 27_queue_dependencies.sql: every queue's
 -- table (a distributed queue's too: Citus sends the ALTER and the index to
--- its shards) gets the columns of dependencies, last, and the index of
+-- its shards) gets the columns of dependencies (parents_open, has_children,
+-- children, parents), last, and the index of
 -- waiting tasks, as create_queue makes them; a queue created by the new
 -- library before this update has them already. queue_stats counts the
 -- waiting tasks in a last column: queue_stats_rows returns one more column,
@@ -17,7 +18,9 @@ BEGIN
     FOR q IN SELECT name FROM concurrency.queue ORDER BY name LOOP
         IF pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || q.name)) IS NOT NULL THEN
             EXECUTE pg_catalog.format('ALTER TABLE concurrency.%I ADD COLUMN IF NOT EXISTS parents_open integer, '
-                                      'ADD COLUMN IF NOT EXISTS has_children boolean', 'q_' || q.name);
+                                      'ADD COLUMN IF NOT EXISTS has_children boolean, '
+                                      'ADD COLUMN IF NOT EXISTS children bigint[], '
+                                      'ADD COLUMN IF NOT EXISTS parents bigint[]', 'q_' || q.name);
             EXECUTE pg_catalog.format('CREATE INDEX IF NOT EXISTS %I ON concurrency.%I (id) WHERE state = ''waiting''',
                                       'q_' || q.name || '_waiting', 'q_' || q.name);
         END IF;

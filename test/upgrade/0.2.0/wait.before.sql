@@ -25,8 +25,10 @@ INSERT INTO wait_held SELECT 'wkeyed', (payload ->> 'n')::integer, task_id, leas
 -- The tables as 0.2.0's create_queue made them: the library here (0.3.0's)
 -- adds the progress column and those of dependencies (with their index)
 -- that the update must add to 0.2.0's tables.
-ALTER TABLE concurrency."q_wlive" DROP COLUMN progress, DROP COLUMN parents_open, DROP COLUMN has_children;
-ALTER TABLE concurrency."q_wkeyed" DROP COLUMN progress, DROP COLUMN parents_open, DROP COLUMN has_children;
+ALTER TABLE concurrency."q_wlive" DROP COLUMN progress, DROP COLUMN parents_open, DROP COLUMN has_children,
+    DROP COLUMN children, DROP COLUMN parents;
+ALTER TABLE concurrency."q_wkeyed" DROP COLUMN progress, DROP COLUMN parents_open, DROP COLUMN has_children,
+    DROP COLUMN children, DROP COLUMN parents;
 DROP INDEX concurrency."q_wlive_waiting", concurrency."q_wkeyed_waiting";
 
 DO $$
