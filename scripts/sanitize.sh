@@ -26,6 +26,7 @@ rm -f "$root"/valgrind.*.log
 : >"$log"; chown postgres "$log"
 runuser -u postgres -- sh -c "UBSAN_OPTIONS=print_stacktrace=1 valgrind --quiet --tool=memcheck \
     --trace-children=yes --leak-check=no --track-origins=no --num-callers=30 \
+    --suppressions='$PWD/scripts/valgrind.supp' \
     --error-limit=no --log-file='$root/valgrind.%p.log' \
     '$bin/postgres' -D '$data' >>'$log' 2>&1 &"
 for i in $(seq 1 120); do "$bin/pg_isready" -q -h "$PGHOST" -p "$port" && break; sleep 1; done

@@ -40,13 +40,16 @@ TEST(StatsSql, EveryCountReadsOnlyThePartialIndexOfItsState) {
 	      "state OPERATOR(pg_catalog.=) 'scheduled' AND run_at OPERATOR(pg_catalog.<=) $1",
 	      "state OPERATOR(pg_catalog.=) 'leased')", "state OPERATOR(pg_catalog.=) 'dead')",
 	      "state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[]))",
-	      "concurrency_key IS NOT NULL AND state OPERATOR(pg_catalog.=) 'blocked'"})
+	      "concurrency_key IS NOT NULL AND state OPERATOR(pg_catalog.=) 'blocked'",
+	      "state OPERATOR(pg_catalog.=) 'waiting')"})
 		EXPECT_NE(stats.find(table + predicate), std::string::npos) << predicate << " in:\n" << stats;
-	EXPECT_EQ(occurrences(stats, table), 7u) << stats;
+	EXPECT_EQ(occurrences(stats, table), 8u) << stats;
 	// the finished tasks' predicate is the one of the table's index
 	EXPECT_NE(QueueSql("jobs").create_table().find(
 	              "WHERE state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[])"),
 	          std::string::npos);
+	// and the waiting tasks' (dependencies) the one of the waiting index
+	EXPECT_NE(QueueSql("jobs").create_table().find("(id) WHERE state = 'waiting'"), std::string::npos);
 }
 
 TEST(StatsSql, DeadIndexNameFitsAndHostileNameStaysInsideItsQuotes) {
