@@ -158,6 +158,9 @@ SELECT id, state, parents_open, has_children FROM concurrency.q_g2 ORDER BY id;
 SELECT parent_queue, parent_id, child_queue, child_id FROM concurrency.task_dependency
  WHERE child_queue IN ('g1', 'g2') ORDER BY 1, 2, 3, 4;
 SELECT pg_temp.run_one('g1', '"fetched"') AS ran;
+-- a parent in the child's row (same queue, one graph) and one in task_dependency
+SELECT task_id, parent_queue, result FROM concurrency.parent_results('g1', 3);
+SELECT task_id, parent_queue, result FROM concurrency.parent_results('g2', 2);
 SELECT pg_temp.run_one('g2', '"parsed"') AS ran;
 SELECT pg_temp.run_one('g2', '"old done"') AS ran;
 SELECT pg_temp.run_one('g1') AS ran, pg_temp.run_one('g1') AS ran_too;
@@ -252,6 +255,19 @@ SELECT pg_stat_clear_snapshot();
 SELECT s.relname, s.seq_scan = b.seq_scan AS no_sequential_scan, s.idx_scan > b.idx_scan AS index_scans
   FROM pg_stat_user_tables s JOIN scans_before b USING (relname) ORDER BY s.relname;
 SELECT queue, ready, waiting FROM concurrency.queue_stats WHERE queue IN ('fan', 'fan_kids') ORDER BY queue;
+
+-- a queue that retains nothing keeps a parent whose edges are in the rows
+-- until its child has finished
+SELECT concurrency.create_queue('rowkept', lease => '1 hour');
+SELECT ref, task_id FROM concurrency.enqueue_graph('rowkept', '[{"ref": "p"}, {"ref": "c", "after": ["p"]}]');
+SELECT pg_temp.run_one('rowkept', '{"p": 1}') AS ran;
+SELECT concurrency.purge('rowkept') AS purged;
+SELECT id, state, children, parents FROM concurrency.q_rowkept ORDER BY id;
+SELECT result FROM concurrency.parent_results('rowkept', 2);
+SELECT pg_temp.run_one('rowkept') AS ran;
+SELECT concurrency.purge('rowkept') AS purged;
+SELECT count(*) AS tasks_left FROM concurrency.q_rowkept;
+SELECT concurrency.drop_queue('rowkept');
 
 -- drop_queue: the waiting children of its tasks in other queues are
 -- cancelled, and no edge from or to its tasks is left
