@@ -99,8 +99,15 @@ sub drain_under_faults
 					else
 					{
 						kill 'KILL', $pid;
-						# wait until the postmaster has reset every backend and accepts connections
-						$node->poll_query_until('postgres', 'SELECT 1', '1');
+						# wait until the postmaster has reset every backend and
+						# accepts connections; a psql that the reset ends before it
+						# has read its query makes IPC::Run die of a broken pipe:
+						# try again
+						for (1 .. 60)
+						{
+							last if eval { $node->poll_query_until('postgres', 'SELECT 1', '1') };
+							usleep(500_000);
+						}
 					}
 					shift @faults;
 					$done{$fault}++;
