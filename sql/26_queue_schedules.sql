@@ -19,6 +19,14 @@ LANGUAGE sql AS $$
     UPDATE concurrency.schedule SET last_due = $2, next_run_at = $3 WHERE name = $1
 $$;
 
+-- Where the module is preloaded, the schedule runner (a background worker)
+-- would enqueue the due times made here by hand before this test's dequeue
+-- calls do: off in this database while the test runs (TAP
+-- 026_queue_schedule.pl tests the runner).
+DO $$ BEGIN
+    EXECUTE format('ALTER DATABASE %I SET concurrency.schedule_runner = off', current_database());
+END $$;
+
 SELECT concurrency.create_queue('sq', lease => '1 hour');
 SELECT concurrency.create_queue('sq2', lease => '1 hour');
 
@@ -182,3 +190,6 @@ SELECT name, queue FROM concurrency.schedules ORDER BY name;
 SELECT concurrency.drop_queue('sq2');
 SELECT count(*) AS schedules FROM concurrency.schedule;
 DROP ROLE regress_schedule_manager, regress_schedule_reader, regress_schedule_outsider;
+DO $$ BEGIN
+    EXECUTE format('ALTER DATABASE %I RESET concurrency.schedule_runner', current_database());
+END $$;

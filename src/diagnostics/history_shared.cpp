@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "diagnostics/history_shared.hpp"
+#include "pg/shmem.hpp"
 
 extern "C" {
 #include "postmaster/bgworker.h"
@@ -24,10 +25,6 @@ int history_log_min_duration_ms = -1;
 namespace {
 
 HistoryShared *shared = nullptr;
-shmem_startup_hook_type previous_shmem_startup = nullptr;
-#if PG_VERSION_NUM >= 150000
-shmem_request_hook_type previous_shmem_request = nullptr;
-#endif
 
 Size shared_size() {
 	return add_size(offsetof(HistoryShared, slots),
@@ -43,16 +40,10 @@ bool check_interval(int *value, void **, GucSource) {
 }
 
 void request_shared_memory() {
-#if PG_VERSION_NUM >= 150000
-	if (previous_shmem_request)
-		previous_shmem_request();
-#endif
 	RequestAddinShmemSpace(shared_size());
 }
 
 void start_shared_memory() {
-	if (previous_shmem_startup)
-		previous_shmem_startup();
 	bool found = false;
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	auto *ring =
@@ -148,14 +139,7 @@ void history_init() {
 	define_settings();
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-#if PG_VERSION_NUM >= 150000
-	previous_shmem_request = shmem_request_hook;
-	shmem_request_hook = request_shared_memory;
-#else
-	request_shared_memory();
-#endif
-	previous_shmem_startup = shmem_startup_hook;
-	shmem_startup_hook = start_shared_memory;
+	pg::add_shared_memory(request_shared_memory, start_shared_memory);
 	register_sampler();
 }
 

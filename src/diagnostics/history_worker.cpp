@@ -9,6 +9,7 @@
 // a new blocker appears or an episode ends (see Backends). Nothing escapes
 // it: a failed sample is logged (at most once a minute) and the next one is
 // taken; SIGTERM ends it at the next wake-up, SIGHUP rereads the settings.
+// It is also the launcher of the schedule runners (queue/schedule_runner.hpp).
 #include <netdb.h>
 #include <sys/socket.h>
 
@@ -25,6 +26,7 @@
 #include "diagnostics/history_episodes.hpp"
 #include "diagnostics/history_shared.hpp"
 #include "diagnostics/lock_snapshot.hpp"
+#include "queue/schedule_runner.hpp"
 
 extern "C" {
 #include "common/ip.h"
@@ -459,6 +461,11 @@ void run(HistoryShared &ring, MemoryContext sample_context) noexcept {
 		PG_END_TRY();
 	};
 	try {
+		queue::schedule_launcher_start();
+	} catch (const std::exception &e) {
+		report(e.what());
+	}
+	try {
 		Sampler sampler(ring);
 		TimestampTz last_start = 0;
 		while (!ShutdownRequestPending) {
@@ -494,6 +501,10 @@ void run(HistoryShared &ring, MemoryContext sample_context) noexcept {
 				}
 				timeout_ms = static_cast<long>((due - now + 999) / 1000);
 			}
+			// schedules: a runner for each database whose due time has come
+			long runner_ms = queue::schedule_launcher_tick();
+			if (runner_ms >= 0 && (timeout_ms < 0 || runner_ms < timeout_ms))
+				timeout_ms = runner_ms;
 			pg::guard([&] {
 				(void)WaitLatch(MyLatch,
 				                WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | (timeout_ms >= 0 ? WL_TIMEOUT : 0),
@@ -516,6 +527,7 @@ void run(HistoryShared &ring, MemoryContext sample_context) noexcept {
 void forget_worker_pid(int, Datum arg) {
 	auto *ring = reinterpret_cast<HistoryShared *>(DatumGetPointer(arg));
 	pg_atomic_write_u32(&ring->worker_pid, 0);
+	concurrency::queue::schedule_launcher_stop();
 }
 
 } // namespace

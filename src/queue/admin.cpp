@@ -2,6 +2,7 @@
 // src/sql/20_queue.sql, pause_queue in src/sql/25_queue_pause.sql):
 // create_queue, alter_queue, drop_queue, pause_queue, resume_queue, and the
 // trigger that makes every backend read a queue's settings again.
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "queue/keys_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/schedule_runner.hpp"
 #include "queue/stats_sql.hpp"
 
 extern "C" {
@@ -365,5 +367,9 @@ CONCURRENCY_FUNCTION(concurrency_queue_changed) {
 		throw Error(sqlstate::trigger_protocol_violated, "concurrency.queue_changed() is a trigger function");
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
+	// on concurrency.schedule: the schedule runner looks at this database
+	// after the commit (queue/schedule_runner.hpp)
+	if (std::strcmp(RelationGetRelationName(trigger->tg_relation), "schedule") == 0)
+		queue::schedule_changed_in_transaction();
 	return PointerGetDatum(nullptr);
 }

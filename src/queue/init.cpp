@@ -4,6 +4,7 @@
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "queue/schedule.hpp"
+#include "queue/schedule_runner.hpp"
 #include "queue/wait.hpp"
 
 namespace concurrency::queue {
@@ -14,6 +15,7 @@ void init() {
 	permissions_init();
 	wait_init();
 	schedule_init();
+	schedule_runner_init();
 }
 
 } // namespace concurrency::queue

@@ -22,6 +22,7 @@
 #include "pg/invalidation.hpp"
 #include "pg/srf.hpp"
 #include "queue/permissions.hpp"
+#include "queue/schedule_runner.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -361,6 +362,7 @@ void materialize_due(Queue &q, TimestampTz now) {
 	// that follows says why (25006)
 	if (pg::guard([] { return XactReadOnly; }))
 		return;
+	QuietSchedules quiet; // its writes only move due times later: no runner asked for
 	std::string queue(q.name());
 	Oid catalog = catalog_owner(schedule_relid);
 	Oid owner = queue_owner(q);

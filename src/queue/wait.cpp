@@ -6,6 +6,7 @@
 #include "common/names.hpp"
 #include "queue/wait.hpp"
 #include "pg/guard.hpp"
+#include "pg/shmem.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -45,23 +46,13 @@ struct WaitEntry {
 
 HTAB *wait_queues = nullptr; // nullptr: not preloaded, waiters poll
 LWLock *wait_lock = nullptr; // guards the hash table (not the entries' condition variables)
-shmem_startup_hook_type previous_shmem_startup = nullptr;
-#if PG_VERSION_NUM >= 150000
-shmem_request_hook_type previous_shmem_request = nullptr;
-#endif
 
 void request_shared_memory() {
-#if PG_VERSION_NUM >= 150000
-	if (previous_shmem_request)
-		previous_shmem_request();
-#endif
 	RequestAddinShmemSpace(hash_estimate_size(max_wait_queues, sizeof(WaitEntry)));
 	RequestNamedLWLockTranche(wait_tranche, 1);
 }
 
 void start_shared_memory() {
-	if (previous_shmem_startup)
-		previous_shmem_startup();
 	HASHCTL info;
 	std::memset(&info, 0, sizeof info);
 	info.keysize = sizeof(WaitKey);
@@ -192,14 +183,7 @@ void wait_init() {
 	RegisterResourceReleaseCallback(on_resources_released, nullptr);
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-#if PG_VERSION_NUM >= 150000
-	previous_shmem_request = shmem_request_hook;
-	shmem_request_hook = request_shared_memory;
-#else
-	request_shared_memory();
-#endif
-	previous_shmem_startup = shmem_startup_hook;
-	shmem_startup_hook = start_shared_memory;
+	pg::add_shared_memory(request_shared_memory, start_shared_memory);
 }
 
 void note_claimable(std::string_view queue, uint64_t tasks) {

@@ -6,7 +6,10 @@
 # twice, and every due time in the run was either enqueued or counted as
 # skipped, the skipped ones only where the catch-up rule allows (a run of
 # missed due times is followed by the catch_up latest ones). And the
-# schedule survives pg_dump / pg_restore with its due times so far.
+# schedule survives pg_dump / pg_restore with its due times so far. With no
+# dequeue at all, the schedule runner enqueues the due times: once each, on
+# time, after a restart too, not in a database that turned it off, and a
+# database it serves can be dropped.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -105,6 +108,61 @@ SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM (result->>
   FROM concurrency."q_ts" WHERE state = 'done'));
 cmp_ok($late, '<', 1, "the median task is claimed ${late}s after its due time");
 
+# With no dequeue at all, the schedule runner (a background worker that the
+# lock history's worker starts at each due time) enqueues the due times:
+# each once, on time, and again after a restart (the runner of every
+# database at server start catches up).
+my $idle_sql = q(SELECT count(*), count(DISTINCT payload->>'scheduled_for'),
+                        coalesce(max(extract(epoch FROM enqueued_at - (payload->>'scheduled_for')::timestamptz)), 0)
+                   FROM concurrency."q_idle");
+$node->safe_psql('postgres', q(
+SELECT concurrency.create_queue('idle', retain => '1 day');
+SELECT concurrency.schedule('idle_tick', 'idle', every => '1 second');
+));
+$node->poll_query_until('postgres', q(SELECT count(*) >= 3 FROM concurrency."q_idle"))
+  or die 'no runner enqueued the due times';
+my ($idle, $idle_distinct, $idle_late) = split /\|/, $node->safe_psql('postgres', $idle_sql);
+is($idle, $idle_distinct, "with no dequeue, the runner enqueued $idle due times, each once");
+cmp_ok($idle_late, '<', 1, "each within a second of its due time (latest: ${idle_late}s)");
+is($node->safe_psql('postgres', q(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'concurrency_ext lock history')),
+	'1', 'the lock history worker launches the runners');
+# concurrency.schedule_runner off for the database: its runners leave it alone
+$node->safe_psql('postgres', q(ALTER DATABASE postgres SET concurrency.schedule_runner = off));
+$node->safe_psql('postgres', q(SELECT concurrency.schedule('idle_tick', 'idle', every => '1 second', priority => 1)));
+my $off_since = $node->safe_psql('postgres', q(SELECT clock_timestamp()));
+$node->poll_query_until('postgres', qq(SELECT clock_timestamp() > '$off_since'::timestamptz + interval '2.5 seconds'))
+  or die 'the clock stands still';
+is($node->safe_psql('postgres', qq(SELECT count(*) FROM concurrency."q_idle" WHERE enqueued_at > '$off_since')),
+	'0', 'with concurrency.schedule_runner off, nothing is enqueued without a dequeue');
+$node->safe_psql('postgres', q(ALTER DATABASE postgres RESET concurrency.schedule_runner));
+# a schedule written again wakes the runner at its commit
+$node->safe_psql('postgres', q(SELECT concurrency.schedule('idle_tick', 'idle', every => '1 second')));
+$node->poll_query_until('postgres', qq(SELECT count(*) >= 2 FROM concurrency."q_idle" WHERE enqueued_at > '$off_since'))
+  or die 'the runner did not come back';
+pass('with the setting reset, the runner enqueues again');
+# a database with a schedule can be dropped (its runners do not stay connected)
+$node->safe_psql('postgres', q(CREATE DATABASE runner_drop));
+$node->safe_psql('runner_drop', q(
+CREATE EXTENSION concurrency_ext;
+SELECT concurrency.create_queue('d');
+SELECT concurrency.schedule('d_tick', 'd', every => '1 second');
+));
+$node->poll_query_until('runner_drop', q(SELECT count(*) >= 2 FROM concurrency."q_d"))
+  or die 'no runner in the second database';
+$node->safe_psql('postgres', q(DROP DATABASE runner_drop));
+pass('a database whose schedules a runner serves is dropped');
+# a restart: the runner catches up at server start, with no dequeue
+$node->stop('fast');
+my $stopped_at = time();
+sleep(2);
+$node->start;
+$node->poll_query_until('postgres', qq(SELECT count(*) >= 1 FROM concurrency."q_idle"
+                                        WHERE (payload->>'scheduled_for')::timestamptz > to_timestamp($stopped_at + 1)))
+  or die 'no runner after the restart';
+($idle, $idle_distinct) = split /\|/, $node->safe_psql('postgres', $idle_sql);
+is($idle, $idle_distinct, "after a restart the runner goes on, each due time once ($idle)");
+$node->safe_psql('postgres', q(SELECT concurrency.unschedule('idle_tick')));
+
 # pg_dump / pg_restore: the schedule comes back with what it enqueued so far
 # (no due time enqueued again), and its queue's dequeue goes on from there
 $node->safe_psql('postgres', q(SELECT concurrency.schedule('nightly', 'ts', cron => '30 2 * * *',
@@ -124,13 +182,26 @@ for my $format ('custom', 'plain') {
 	$node->poll_query_until("restored_$format", q(SELECT clock_timestamp() > last_due + interval '1 second'
 	                                                FROM concurrency.schedule WHERE name = 'each_second'))
 	  or die 'the clock stands still';
+	# custom: the runner enqueues them; plain: with the runner off there,
+	# the queue's dequeue does
+	my $sf = q((payload->>'scheduled_for')::timestamptz);
+	my $dumped = $node->safe_psql("restored_$format", qq(SELECT max($sf) FROM concurrency."q_ts"));
+	$node->safe_psql('postgres', qq(ALTER DATABASE "restored_$format" SET concurrency.schedule_runner = off))
+	  if $format eq 'plain';
 	$node->safe_psql("restored_$format", q(UPDATE concurrency.schedule SET next_run_at = last_due + interval '1 second'
 	                                        WHERE name = 'each_second'));
-	my ($claimed, $fresh) = split /\|/, $node->safe_psql("restored_$format", q(
-	  SELECT count(*), bool_and((payload->>'scheduled_for')::timestamptz >
-	                            (SELECT max((payload->>'scheduled_for')::timestamptz) FROM concurrency."q_ts" WHERE state = 'done'))
-	    FROM concurrency.dequeue('ts', batch => 10)));
-	ok($claimed >= 1 && $fresh eq 't', "$format: dequeue enqueues the due times after the dumped ones ($claimed)");
+	if ($format eq 'custom') {
+		$node->poll_query_until("restored_$format",
+			qq(SELECT count(*) >= 1 FROM concurrency."q_ts" WHERE $sf > '$dumped'))
+		  or die 'no runner in the restored database';
+	} else {
+		$node->safe_psql("restored_$format", q(SELECT count(*) FROM concurrency.dequeue('ts', batch => 1000)));
+	}
+	my ($fresh, $all, $distinct) = split /\|/, $node->safe_psql("restored_$format",
+		qq(SELECT count(*) FILTER (WHERE $sf > '$dumped'), count(*), count(DISTINCT $sf) FROM concurrency."q_ts"));
+	ok($fresh >= 1 && $all == $distinct,
+		($format eq 'custom' ? 'custom: the runner' : 'plain: dequeue')
+		  . " enqueues the due times after the dumped ones ($fresh), none twice");
 }
 
 $node->stop;
