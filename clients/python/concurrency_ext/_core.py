@@ -27,7 +27,12 @@ _CLAIM = """
       FROM concurrency.dequeue(%s, %s, lease => %s, worker => %s{wait})"""
 CLAIM_SQL = _CLAIM.format(wait="")
 CLAIM_WAIT_SQL = _CLAIM.format(wait=", wait => %s")
-COMPLETE_SQL = "SELECT concurrency.complete(%s, %s, %s)"
+COMPLETE_SQL = "SELECT concurrency.complete(%s, %s, %s, %s)"
+
+
+def result_param(result):
+    """complete's result argument: a handler's return value as jsonb (None: no result)."""
+    return None if result is None else Jsonb(result)
 COMPLETE_BATCH_SQL = "SELECT concurrency.complete_batch(%s, %s, %s)"
 FAIL_SQL = "SELECT concurrency.fail(%s, %s, %s, %s)"
 HEARTBEAT_SQL = "SELECT concurrency.heartbeat(%s, %s, %s, %s)"

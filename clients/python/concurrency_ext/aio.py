@@ -282,7 +282,7 @@ class AsyncWorker(_core.Settings):
         try:
             async with conn.transaction():
                 try:
-                    await self.handler(task, conn)
+                    result = await self.handler(task, conn)
                 except Exception as exc:
                     if conn.broken:
                         raise
@@ -292,7 +292,8 @@ class AsyncWorker(_core.Settings):
                 if task.id in held.lost:
                     raise _Rollback()  # the heartbeat found the lease lost, and reported it
                 with translating:
-                    await conn.execute(_core.COMPLETE_SQL, (self.queue, task.id, task.lease_token))
+                    await conn.execute(_core.COMPLETE_SQL, (self.queue, task.id, task.lease_token,
+                                                            _core.result_param(result)))
                     following = await self._claim_next(conn)
             self._completed([task])
         except _Rollback:

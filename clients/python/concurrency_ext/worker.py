@@ -305,7 +305,7 @@ class Worker(_core.Settings):
         try:
             with conn.transaction():
                 try:
-                    self.handler(task, conn)
+                    result = self.handler(task, conn)
                 except Exception as exc:
                     if conn.broken:
                         raise
@@ -315,7 +315,8 @@ class Worker(_core.Settings):
                 if task.id in held.lost:
                     raise _Rollback()  # the heartbeat found the lease lost, and reported it
                 with translating:
-                    conn.execute(_core.COMPLETE_SQL, (self.queue, task.id, task.lease_token))
+                    conn.execute(_core.COMPLETE_SQL, (self.queue, task.id, task.lease_token,
+                                                      _core.result_param(result)))
                     following = self._claim_next(conn)
             self._completed([task])
         except _Rollback:

@@ -97,8 +97,8 @@ def test_a_dead_parent_cancels_its_waiting_descendants(admin, queue):
 
 
 def test_worker_reads_the_parents_results(admin, dsn, queue):
-    """The child is claimed only after both parents, and its handler reads them
-    (this runtime completes without a result: the parents' results are null)."""
+    """The child is claimed only after both parents, and its handler reads
+    their results: what their handler returned (None: no result)."""
     admin.execute("SELECT concurrency.alter_queue(%s, retain => '1 hour')", (queue,))
     a, b, child = [task_id for _, task_id in enqueue_graph(admin, queue, [
         {"ref": "a"}, {"ref": "b"}, {"ref": "both", "payload": {"child": True}, "after": ["a", "b"], "priority": 10}])]
@@ -108,10 +108,12 @@ def test_worker_reads_the_parents_results(admin, dsn, queue):
         order.append(task.id)
         if task.payload.get("child"):
             seen.append(parent_results(conn, task.queue, task.id))
+            return None
+        return {"rows": [task.id]} if task.id == a else None
 
     Worker(dsn, queue, handler).run(drain=True)
     assert order == [a, b, child]
-    assert seen == [[(a, queue, None), (b, queue, None)]]
+    assert seen == [[(a, queue, {"rows": [a]}), (b, queue, None)]]
     assert status(admin, queue, child)[0] == "done"
 
 
@@ -133,3 +135,19 @@ def test_async_enqueue_after_and_graph(admin, dsn, queue):
             return await aio.parent_results(conn, queue, child)
 
     assert asyncio.run(results()) == [(parent, queue, {"r": 1})]
+
+
+def test_async_worker_stores_the_handlers_result(admin, dsn, queue):
+    """What an AsyncWorker's handler returns is the task's result (the child,
+    finished, has no edges left for parent_results: read from task_status)."""
+    admin.execute("SELECT concurrency.alter_queue(%s, retain => '1 hour')", (queue,))
+    parent = enqueue(admin, queue, {"n": 2})
+    child = enqueue(admin, queue, after=[parent])
+
+    async def handler(task, conn):
+        return [task.payload["n"], "squared", task.payload["n"] ** 2] if task.id == parent else None
+
+    asyncio.run(aio.AsyncWorker(dsn, queue, handler).run(drain=True))
+    assert admin.execute("SELECT result FROM concurrency.task_status(%s, %s)", (queue, parent)).fetchone()[0] \
+        == [2, "squared", 4]
+    assert status(admin, queue, child)[0] == "done"
