@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "pg/invalidation.hpp"
 #include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "queue/permissions.hpp"
@@ -53,38 +52,29 @@ std::unordered_map<std::string, QueueGrants> &cached_grants() {
 	return grants;
 }
 
-// Bumped by every invalidation of concurrency.queue_permission (or of all
-// relations); entries read under an older generation are read again.
-std::uint64_t generation = 1;
-// The permission table's OID, looked up again after an invalidation of it.
-Oid permission_table = InvalidOid;
-
-void permissions_changed(Datum, Oid relid) {
-	if (!OidIsValid(relid) || relid == permission_table) {
-		++generation;
-		permission_table = InvalidOid;
-	}
-}
+// Entries read under an older generation of concurrency.queue_permission
+// are read again.
+TableGeneration permission_table(permission_table_name);
 
 // concurrency.queue_permission; 55000 while the extension's objects are
 // older than the module (the package was upgraded, ALTER EXTENSION … UPDATE
 // has not run yet).
 Oid resolve_permission_table() {
-	if (!OidIsValid(permission_table))
-		permission_table = concurrency_relid(permission_table_name);
-	if (!OidIsValid(permission_table))
+	Oid relid = permission_table.relid();
+	if (!OidIsValid(relid))
 		throw Error(sqlstate::object_not_in_prerequisite_state,
 		            "queue permissions need concurrency_ext 0.2.0's objects",
 		            "The module is 0.2.0; the extension's objects in this database are older.",
 		            "ALTER EXTENSION concurrency_ext UPDATE");
-	return permission_table;
+	return relid;
 }
 
 // Reads the permissions of a queue with the latest snapshot, not the
 // transaction's: a revoke committed after a REPEATABLE READ transaction
 // began must count at its next call, as it does for PostgreSQL's own ACLs.
 void load_grants(const std::string &queue, Oid relid, QueueGrants &entry) {
-	std::uint64_t seen = generation; // an invalidation during the read makes the entry stale at once
+	std::uint64_t seen =
+	    permission_table.current(); // an invalidation during the read makes the entry stale at once
 	resolve_permission_table();
 	static const Oid types[1] = {TEXTOID};
 	SPIPlanPtr plan = pg::prepared_plan("queue-permissions:load",
@@ -125,7 +115,7 @@ PermissionMask held_by(Queue &q, Oid user, Oid owner) {
 	// pending this is a read of one shared counter.
 	pg::guard([] { AcceptInvalidationMessages(); });
 	QueueGrants &entry = cached_grants()[std::string(q.name())];
-	if (entry.relid != q.info().relid || entry.generation != generation)
+	if (entry.relid != q.info().relid || entry.generation != permission_table.current())
 		load_grants(std::string(q.name()), q.info().relid, entry);
 	PermissionMask mask = 0;
 	for (const Grant &g : entry.grants)
@@ -213,7 +203,7 @@ void clear_permissions(const std::string &queue) {
 }
 
 void permissions_init() {
-	pg::register_relcache_callback(permissions_changed, Datum(0));
+	permission_table.start();
 }
 
 } // namespace concurrency::queue

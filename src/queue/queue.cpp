@@ -252,6 +252,24 @@ Oid concurrency_relid(const std::string &relname) {
 	});
 }
 
+void TableGeneration::start() {
+	pg::register_relcache_callback(changed, PointerGetDatum(this));
+}
+
+void TableGeneration::changed(Datum arg, Oid relid) {
+	auto *self = reinterpret_cast<TableGeneration *>(DatumGetPointer(arg));
+	if (!OidIsValid(relid) || !OidIsValid(self->relid_) || relid == self->relid_) {
+		++self->generation_;
+		self->relid_ = InvalidOid;
+	}
+}
+
+Oid TableGeneration::relid() {
+	if (!OidIsValid(relid_))
+		relid_ = concurrency_relid(relname_);
+	return relid_;
+}
+
 Oid queue_relid(std::string_view queue) {
 	return concurrency_relid(queue_table_name(queue));
 }

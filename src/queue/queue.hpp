@@ -165,6 +165,30 @@ uint64 run_plan_as(SPIPlanPtr plan, const Datum *values, const char *nulls, Oid 
 
 // Oid of relation concurrency.<relname>, or InvalidOid.
 Oid concurrency_relid(const std::string &relname);
+
+// For a per-backend cache of what one catalog table of the extension says
+// (concurrency.<relname>): a generation counter bumped by every relcache
+// invalidation of that table (its statement trigger sends one, also this
+// backend's own changes at their command's end and at a rollback), of every
+// relation, or of any relation while the table is not known (an update may
+// just have created it). An entry stamped with current() before it was
+// read is stale once the counter moved. Objects of static storage only: the
+// callback (registered by start(), from _PG_init) keeps `this`.
+class TableGeneration {
+  public:
+	explicit TableGeneration(const char *relname) : relname_(relname) {}
+	void start();
+	std::uint64_t current() const { return generation_; }
+	// The table's OID, looked up again after an invalidation of it;
+	// InvalidOid where the extension's objects predate it.
+	Oid relid();
+
+  private:
+	static void changed(Datum arg, Oid relid);
+	const char *relname_;
+	std::uint64_t generation_ = 1;
+	Oid relid_ = InvalidOid;
+};
 // The clock, read once per call of a task function and passed to its
 // statements: a deadline computed from now() would be as old as the
 // transaction.

@@ -19,7 +19,6 @@
 #include <fmt/format.h>
 
 #include "common/cron.hpp"
-#include "pg/invalidation.hpp"
 #include "pg/srf.hpp"
 #include "queue/permissions.hpp"
 #include "queue/schedule_runner.hpp"
@@ -169,27 +168,19 @@ std::unordered_map<std::string, Earliest> &earliest_cache() {
 	return cache;
 }
 
-// Bumped by an invalidation of concurrency.schedule (its statement trigger,
-// also this backend's own changes at their command's end and at a rollback)
-// or of every relation; entries of an older generation are read again.
-std::uint64_t generation = 1;
-Oid schedule_relid = InvalidOid;
-
-void schedule_changed(Datum, Oid relid) {
-	// until the table is known (an extension older than schedules) every
-	// invalidation counts: the update may just have created it
-	if (relid == InvalidOid || !OidIsValid(schedule_relid) || relid == schedule_relid)
-		++generation;
-}
+// Entries read under an older generation of concurrency.schedule are read
+// again.
+TableGeneration schedule_table("schedule");
 
 std::optional<TimestampTz> earliest_due(Queue &q) {
 	std::string key(q.name());
 	auto &cache = earliest_cache();
 	auto it = cache.find(key);
-	if (it != cache.end() && it->second.generation == generation)
+	if (it != cache.end() && it->second.generation == schedule_table.current())
 		return it->second.at;
-	std::uint64_t seen = generation; // an invalidation during the read makes the entry stale at once
-	schedule_relid = concurrency_relid("schedule");
+	std::uint64_t seen =
+	    schedule_table.current(); // an invalidation during the read makes the entry stale at once
+	Oid schedule_relid = schedule_table.relid();
 	std::optional<TimestampTz> at;
 	if (OidIsValid(schedule_relid)) {
 		AsRole as_catalog_owner(catalog_owner(schedule_relid));
@@ -347,7 +338,7 @@ void require_manage(const std::string &queue, const char *function) {
 namespace concurrency::queue {
 
 void schedule_init() {
-	pg::register_relcache_callback(schedule_changed, Datum(0));
+	schedule_table.start();
 }
 
 std::optional<TimestampTz> next_schedule_time(Queue &q) {
@@ -364,7 +355,7 @@ void materialize_due(Queue &q, TimestampTz now) {
 		return;
 	QuietSchedules quiet; // its writes only move due times later: no runner asked for
 	std::string queue(q.name());
-	Oid catalog = catalog_owner(schedule_relid);
+	Oid catalog = catalog_owner(schedule_table.relid());
 	Oid owner = queue_owner(q);
 	std::vector<DueSchedule> due;
 	{
