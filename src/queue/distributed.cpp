@@ -288,15 +288,23 @@ const LocalShard *next_local_shard(const Shards &shards) {
 	return &shards.local[next_cursor() % shards.local.size()];
 }
 
+namespace {
+
+// 55000 for a call that another node routed here for `what` (a shard),
+// which is not on this node (any more).
+[[noreturn]] void shard_moved(const std::string &what) {
+	throw Error(sqlstate::object_not_in_prerequisite_state, fmt::format("{} is not on this node", what),
+	            "The call was routed here by another node, whose picture of the shards is older.",
+	            "Retry the transaction.");
+}
+
+} // namespace
+
 std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n, bool slots) {
 	if (!shards_served_here(whole, slots))
 		return std::nullopt;
 	if (citus::in_routed_call())
-		throw Error(
-		    sqlstate::object_not_in_prerequisite_state,
-		    fmt::format("the tasks' shard of distributed queue \"{}\" is not on this node", whole.name()),
-		    "The call was routed here by another node, whose picture of the shards is older.",
-		    "Retry the transaction.");
+		shard_moved(fmt::format("the tasks' shard of distributed queue \"{}\"", whole.name()));
 	if (n < 1)
 		return std::nullopt;
 	int32 position = task_position(ids[0]);
@@ -316,11 +324,7 @@ uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nar
 		            fmt::format("queue \"{}\" has no shard at position {}", whole.name(), position));
 	bool here = shards.at(position) != nullptr;
 	if (!here && citus::in_routed_call())
-		throw Error(
-		    sqlstate::object_not_in_prerequisite_state,
-		    fmt::format("shard {} of distributed queue \"{}\" is not on this node", position, whole.name()),
-		    "The call was routed here by another node, whose picture of the shards is older.",
-		    "Retry the transaction.");
+		shard_moved(fmt::format("shard {} of distributed queue \"{}\"", position, whole.name()));
 	// "queue:<name>\x1f…": forgotten with the queue's other plans
 	std::string key = fmt::format("queue:{}\x1froute\x1f{}\x1f{}{}", whole.name(), function, here ? 'l' : 'r',
 	                              set_returning ? 's' : 'v');
