@@ -575,13 +575,8 @@ CONCURRENCY_FUNCTION(concurrency_release) {
 	Leases l;
 	l.ids = {task_id};
 	l.tokens = {token};
-	Datum id_datum = Int64GetDatum(task_id), token_datum = Int64GetDatum(token);
-	pg::guard([&] {
-		l.ids_array =
-		    PointerGetDatum(construct_array(&id_datum, 1, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-		l.tokens_array =
-		    PointerGetDatum(construct_array(&token_datum, 1, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-	});
+	l.ids_array = queue::int8_array(l.ids);
+	l.tokens_array = queue::int8_array(l.tokens);
 	hand_back(q, l, fcinfo, now);
 	pg::spi_finish();
 	PG_RETURN_BOOL(true);
