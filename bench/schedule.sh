@@ -11,6 +11,7 @@
 #   BENCH_ROUND_SECONDS  length of one pgbench run of part 2 (default 10)
 #   BENCH_WAITERS  workers waiting on the schedule's queue in part 1 (default 4)
 #   BENCH_ROUNDS   rounds of part 2 (default 3; the order of the sides alternates)
+#   BENCH_IDLE_SECONDS  length of part 3 (default 20)
 #
 # 1. Due time to claim: a schedule every second on a queue of its own, and
 #    BENCH_WAITERS workers, each calling dequeue(…, wait => '5 seconds') in a
@@ -24,12 +25,18 @@
 #    4 clients, one claim and complete per transaction on a queue filled with
 #    tasks, the two queues in alternating rounds; the ratio of tasks/s,
 #    without / with (the cost of a dequeue with schedules, relative).
+# 3. Due time to enqueue with no worker at all: a schedule every second on a
+#    queue nobody claims from, for BENCH_IDLE_SECONDS; the schedule runner
+#    (a background worker the lock history's worker starts at each due
+#    time) enqueues each due time. p50 and p99 of enqueued_at minus the
+#    task's scheduled_for, and how many due times became tasks.
 set -euo pipefail
 cd "$(dirname "$0")"
 T1=${BENCH_SECONDS:-30}
 T2=${BENCH_ROUND_SECONDS:-10}
 WAITERS=${BENCH_WAITERS:-4}
 ROUNDS=${BENCH_ROUNDS:-3}
+T3=${BENCH_IDLE_SECONDS:-20}
 work=$(mktemp -d)
 sql() { psql -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 cleanup() {
@@ -101,3 +108,21 @@ for round in $(seq 1 "$ROUNDS"); do
 	echo "round $round: with 100 schedules $with tasks/s, without $without tasks/s; cost with / without $ratio"
 done
 echo "cost of a dequeue with 100 schedules / without: median $(printf '%s\n' "${ratios[@]}" | median) (rounds: ${ratios[*]})"
+
+echo "## 3. due time to enqueue with no worker (the schedule runner), a schedule every second, ${T3} s"
+sql -c "SELECT concurrency.create_queue('benchsched_idle')" >/dev/null
+started=$(sql -c "SELECT extract(epoch FROM clock_timestamp())")
+sql -c "SELECT concurrency.schedule('benchsched_idle_tick', 'benchsched_idle', every => '1 second')" >/dev/null
+sleep "$T3"
+sql -c "SELECT concurrency.unschedule('benchsched_idle_tick')" >/dev/null
+ended=$(sql -c "SELECT extract(epoch FROM clock_timestamp())")
+sql -F ' ' -c "SELECT count(*), count(DISTINCT payload->>'scheduled_for'),
+                      round((percentile_cont(0.5) WITHIN GROUP (ORDER BY lag) * 1000)::numeric, 2),
+                      round((percentile_cont(0.99) WITHIN GROUP (ORDER BY lag) * 1000)::numeric, 2),
+                      round((max(lag) * 1000)::numeric, 2)
+                 FROM (SELECT payload, extract(epoch FROM enqueued_at - (payload->>'scheduled_for')::timestamptz) AS lag
+                         FROM concurrency.q_benchsched_idle) t" | {
+	read -r n distinct p50 p99 worst
+	echo "due times enqueued: $n ($distinct distinct) in $(awk -v a="$started" -v b="$ended" 'BEGIN {printf "%.1f", b - a}') s"
+	echo "due time to enqueue: p50 ${p50} ms, p99 ${p99} ms, max ${worst} ms"
+}
