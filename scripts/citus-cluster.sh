@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A Citus cluster on this machine for tests and benchmarks: a coordinator and
 # two workers of the PostgreSQL 18 build, each with shared_preload_libraries =
-# 'citus', in a directory owned by postgres, listening on 127.0.0.1 only, the
-# workers added with citus_add_node.
+# 'citus' (the coordinator 'citus,concurrency_ext': its lock history and
+# schedule runner; the module must be installed first), in a directory owned
+# by postgres, listening on 127.0.0.1 only, the workers added with
+# citus_add_node.
 #
 # Usage (root):
 #   scripts/citus-cluster.sh start DIR [PORT...]   (default ports 5621 5622 5623;
@@ -25,12 +27,14 @@ start)
   for i in "${!ports[@]}"; do
     data=$dir/node$i
     if [ ! -d "$data" ]; then
+      preload=citus
+      [ "$i" = 0 ] && preload=citus,concurrency_ext
       as_pg "$bin/initdb" -D "$data" -A trust -U postgres >/dev/null
       cat >>"$data/postgresql.conf" <<CONF
 port = ${ports[$i]}
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
-shared_preload_libraries = 'citus'
+shared_preload_libraries = '$preload'
 max_connections = 300
 max_prepared_transactions = 200
 fsync = off

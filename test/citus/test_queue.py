@@ -1009,6 +1009,29 @@ def test_schedule_on_distributed_queue():
     c.execute("SELECT concurrency.drop_queue('sd')")
 
 
+def test_schedule_runner_on_distributed_queue():
+    """With the module preloaded on the coordinator (scripts/citus-cluster.sh), its schedule runner, a background
+    worker started at each due time, enqueues a distributed queue's due times with no dequeue anywhere: routed to
+    the queue's shards like any enqueue, each due time once."""
+    c = connect(COORDINATOR)
+    check("the coordinator preloads concurrency_ext",
+          "concurrency_ext" in scalar(c, "SHOW shared_preload_libraries"))
+    fresh_queue(c, "sr")
+    c.execute("SELECT concurrency.schedule('sr-every', 'sr', every => '1 second')")
+    deadline = time.monotonic() + 20
+    while scalar(c, "SELECT count(*) FROM concurrency.q_sr") < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    n, distinct, late = c.execute(
+        "SELECT count(*), count(DISTINCT payload->>'scheduled_for'),"
+        " max(extract(epoch FROM enqueued_at - (payload->>'scheduled_for')::timestamptz))::float8"
+        " FROM concurrency.q_sr").fetchone()
+    check("the runner enqueued the due times with no dequeue, each once", n >= 3 and n == distinct,
+          repr((n, distinct)))
+    check("each within a second of its due time", late is not None and late < 1, repr(late))
+    check("unschedule: true", scalar(c, "SELECT concurrency.unschedule('sr-every')") is True)
+    c.execute("SELECT concurrency.drop_queue('sr')")
+
+
 def test_dependencies():
     """Dependencies: not yet on a distributed queue (after and enqueue_graph refuse it with 0A000, nothing added);
     its table has the columns, and its tasks complete, fail and cancel as before; a graph of the coordinator's
@@ -1097,5 +1120,5 @@ if __name__ == "__main__":
          test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
          test_key_limit_admission, test_key_limit_batches, test_key_limit_alter, test_key_limit_concurrent,
          test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_replace_on_dedupe,
-         test_schedule_on_distributed_queue, test_dependencies,
+         test_schedule_on_distributed_queue, test_schedule_runner_on_distributed_queue, test_dependencies,
          test_chaos_exactly_once])
