@@ -70,7 +70,8 @@ passed=0 failed=0
 for t in "${tests[@]}"; do
   log=$work/$(basename "$t").log
   timeout 600 /usr/bin/python3 "$t" >"$log" 2>&1
-  grep -E '^(ok|FAIL|skip) ' "$log"
+  # the results, and each failure's traceback (run() prints it after its FAIL line)
+  awk '/^(ok|FAIL|skip) /{tb = 0; print; next} /^Traceback/{tb = 1} tb' "$log"
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -1)
   if [ -n "$line" ]; then
     passed=$((passed + $(echo "$line" | cut -d' ' -f1))); failed=$((failed + $(echo "$line" | cut -d' ' -f3)))

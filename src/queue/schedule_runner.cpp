@@ -220,8 +220,9 @@ std::vector<std::string> due_queues(TimestampTz now, bool &installed) {
 	return queues;
 }
 
-// The earliest next due time of this database's enabled schedules.
-TimestampTz earliest_due() {
+// The earliest next due time of this database's enabled schedules (the same
+// per queue is schedule.cpp's earliest_due).
+TimestampTz next_due_in_database() {
 	pg::spi_connect();
 	TimestampTz at = never;
 	if (pg::execute("SELECT min(next_run_at) FROM concurrency.schedule WHERE enabled", 0, nullptr, nullptr,
@@ -248,8 +249,8 @@ TimestampTz run_schedules() noexcept {
 	if (!installed)
 		return never;
 	for (const std::string &name : queues) {
+		// (its writes ask for no runner: `quiet` is set for the whole runner)
 		bool ok = in_transaction(fmt::format("queue \"{}\"", name).c_str(), [&] {
-			QuietSchedules quiet_writes;
 			pg::spi_connect();
 			Queue q(name);
 			materialize_due(q, GetCurrentTimestamp());
@@ -259,7 +260,7 @@ TimestampTz run_schedules() noexcept {
 			next = std::min(next, GetCurrentTimestamp() + retry_after);
 	}
 	TimestampTz due = never;
-	if (!in_transaction("reading schedules", [&] { due = earliest_due(); }))
+	if (!in_transaction("reading schedules", [&] { due = next_due_in_database(); }))
 		return GetCurrentTimestamp() + retry_after;
 	return std::min(next, due);
 }
