@@ -32,16 +32,18 @@ PGFunction remote_command = nullptr;
 
 } // namespace
 
-// concurrency.distributed_send(command): runs `command` on every other node
-// of the Citus cluster as the current user, as part of this transaction. For
-// the catalog of distributed queues (concurrency.distributed_sync_catalog),
-// which every node must know. Internal: executable by its owner only.
+// concurrency_internal.distributed_send(command): runs `command` on every
+// other node of the Citus cluster as the current user, as part of this
+// transaction. For the catalog of distributed queues
+// (concurrency_internal.distributed_sync_catalog), which every node must know. Internal: executable by its
+// owner only.
 CONCURRENCY_FUNCTION(concurrency_distributed_send) {
 	pg::require_arg(fcinfo, 0, "command");
 	Datum command = PG_GETARG_DATUM(0);
 	if (citus::local_role().role == citus::Role::none)
-		throw Error(sqlstate::feature_not_supported, "this server is not a Citus node",
-		            "concurrency.distributed_send runs a command on the other nodes of a Citus cluster.");
+		throw Error(
+		    sqlstate::feature_not_supported, "this server is not a Citus node",
+		    "concurrency_internal.distributed_send runs a command on the other nodes of a Citus cluster.");
 	if (!remote_command)
 		remote_command = pg::guard([] {
 			return reinterpret_cast<PGFunction>(load_external_function(

@@ -16,6 +16,7 @@
 #include "queue/keys_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/rate.hpp"
 #include "queue/schedule_runner.hpp"
 #include "queue/stats_sql.hpp"
 
@@ -51,6 +52,9 @@ struct QueueSettings {
 	std::optional<std::optional<Interval>> retain;
 	std::optional<std::optional<int32>> key_limit;
 	std::optional<std::optional<int32>> max_leased;
+	// rate_limit given (its nullopt inside: 0, remove the limit), rate_period given
+	std::optional<std::optional<int32>> rate_limit;
+	std::optional<Interval> rate_period;
 };
 
 // A limit: 0 removes it (nullopt), negative is refused.
@@ -68,8 +72,25 @@ constexpr int max_retain_years = 100;
 // max_leased is enforced with one slot row per lease (keys.cpp): a bound keeps
 // create_queue and alter_queue from writing millions of them.
 constexpr int32 max_leased_limit = 10000;
+// rate_limit likewise (one slot row per claim of a window: rate.hpp)
+constexpr int32 rate_limit_limit = 10000;
 
-QueueSettings settings_args(FunctionCallInfo fcinfo) {
+// The longest interval a setting may have: `years` years (22023 beyond; an
+// infinite interval too).
+void check_at_most_years(const Interval &value, int years, const char *argname) {
+	Interval longest{};
+	longest.month = years * MONTHS_PER_YEAR;
+	bool too_long = pg::guard([&] {
+		return DatumGetBool(DirectFunctionCall2(
+		    interval_gt, IntervalPGetDatum(const_cast<Interval *>(&value)), IntervalPGetDatum(&longest)));
+	});
+	if (too_long)
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} is too long", argname),
+		            fmt::format("It is {}; at most {} years are allowed.", interval_text(value), years));
+}
+
+// `rate_arg`: the argument number of rate_limit (rate_period follows it).
+QueueSettings settings_args(FunctionCallInfo fcinfo, int rate_arg) {
 	QueueSettings s;
 	if (!arg_null(fcinfo, 1))
 		s.lease = queue::positive_interval_arg(fcinfo, 1, "lease");
@@ -91,16 +112,7 @@ QueueSettings settings_args(FunctionCallInfo fcinfo) {
 			            "Use retain => '0' to retain no tasks.");
 		// purge computes now - retain: a bound keeps that far from the range
 		// of timestamptz (and refuses an infinite interval)
-		Interval longest{};
-		longest.month = max_retain_years * MONTHS_PER_YEAR;
-		bool too_long = pg::guard([&] {
-			return DatumGetBool(
-			    DirectFunctionCall2(interval_gt, IntervalPGetDatum(&value), IntervalPGetDatum(&longest)));
-		});
-		if (too_long)
-			throw Error(sqlstate::invalid_parameter_value, "retain is too long",
-			            fmt::format("It is {}; at most {} years are allowed.", interval_text(value),
-			                        max_retain_years));
+		check_at_most_years(value, max_retain_years, "retain");
 		s.retain = cmp == 0 ? std::optional<Interval>() : std::optional<Interval>(value);
 	}
 	s.key_limit = limit_arg(fcinfo, 4, "key_limit");
@@ -110,7 +122,62 @@ QueueSettings settings_args(FunctionCallInfo fcinfo) {
 		            fmt::format("It is {}; at most {} tasks of a queue can be leased at once under a limit.",
 		                        **s.max_leased, max_leased_limit),
 		            "Use max_leased => 0 for no limit.");
+	s.rate_limit = limit_arg(fcinfo, rate_arg, "rate_limit");
+	if (s.rate_limit && *s.rate_limit && **s.rate_limit > rate_limit_limit)
+		throw Error(
+		    sqlstate::invalid_parameter_value, "rate_limit is too large",
+		    fmt::format("It is {}; at most {} claims per rate_period are allowed.", **s.rate_limit,
+		                rate_limit_limit),
+		    "Use a shorter rate_period (100 per second rather than 360000 per hour), or rate_limit => 0 "
+		    "for no limit.");
+	if (!arg_null(fcinfo, rate_arg + 1)) {
+		s.rate_period = queue::positive_interval_arg(fcinfo, rate_arg + 1, "rate_period");
+		// a claim computes now - rate_period (as purge does with retain)
+		check_at_most_years(*s.rate_period, max_retain_years, "rate_period");
+	}
+	if (s.rate_period && s.rate_limit && !*s.rate_limit)
+		throw Error(sqlstate::invalid_parameter_value, "rate_period cannot be given with rate_limit => 0",
+		            "rate_limit => 0 removes the queue's rate limit, and its period with it.");
 	return s;
+}
+
+// The rate limit that a queue has after create_queue or alter_queue (with the
+// queue's present limit and period `had_limit`, `had_period`): 22023 for a
+// limit without a period or a period without a limit. Returns the limit (0:
+// none).
+int32 rate_limit_after(const QueueSettings &s, int32 had_limit, bool had_period) {
+	int32 limit = s.rate_limit ? s.rate_limit->value_or(0) : had_limit;
+	if (limit > 0 && !s.rate_period && !had_period)
+		throw Error(
+		    sqlstate::invalid_parameter_value, "rate_limit needs rate_period",
+		    fmt::format("rate_limit => {} counts claims in a period of time, and none is given.", limit),
+		    "Give both, e.g. rate_limit => 100, rate_period => '1 minute'.");
+	if (limit == 0 && s.rate_period)
+		throw Error(sqlstate::invalid_parameter_value, "rate_period needs rate_limit",
+		            "The queue has no rate limit for rate_period to apply to.",
+		            "Give both, e.g. rate_limit => 100, rate_period => '1 minute'.");
+	return limit;
+}
+
+// Writes a queue's rate limit into the catalog: `limit` when `given` (0:
+// none, and no period), the period when given (else the queue's).
+void set_rate(const std::string &queue, bool given, int32 limit, const std::optional<Interval> &period) {
+	Interval p = period.value_or(Interval{});
+	static const Oid types[4] = {TEXTOID, BOOLOID, INT4OID, INTERVALOID};
+	Datum values[4] = {pg::text_datum(queue), BoolGetDatum(given), Int32GetDatum(limit),
+	                   IntervalPGetDatum(&p)};
+	char nulls[4] = {' ', ' ', limit > 0 ? ' ' : 'n', period ? ' ' : 'n'};
+	pg::execute(catalog_sql::set_rate, 4, types, values, nulls);
+}
+
+// 0A000 for a rate limit on a distributed queue (not yet: its slots would
+// need one place of decision, as max_leased's have).
+void refuse_rate_on_distributed(const std::string &queue) {
+	throw Error(
+	    sqlstate::feature_not_supported,
+	    fmt::format("rate_limit is not supported on distributed queue \"{}\"", queue),
+	    "A distributed queue is claimed on every node; its rate limit is not shared between them yet.",
+	    "Use a queue on one server for rate-limited work, or max_leased to bound a distributed queue.");
 }
 
 // Parameters $2..$6 of the catalog statements: lease, max_attempts, retain,
@@ -140,7 +207,8 @@ struct SettingsParams {
 } // namespace
 
 // concurrency.create_queue(queue, lease, max_attempts, retain, key_limit,
-// max_leased, distributed) — SECURITY DEFINER: runs as the extension owner;
+// max_leased, distributed, rate_limit, rate_period) — SECURITY DEFINER: runs
+// as the extension owner;
 // the table it creates belongs to the caller. distributed => true then makes
 // the queue distributed (distribute_queue, on a Citus coordinator only) in
 // the same statement; false leaves an existing queue as it is.
@@ -148,14 +216,17 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "lease");
 	pg::require_arg(fcinfo, 2, "max_attempts");
-	QueueSettings settings = settings_args(fcinfo);
+	QueueSettings settings = settings_args(fcinfo, 7);
 	bool distributed = false; // a 0.1.0 declaration has no such argument
 	if (PG_NARGS() > 6) {
 		pg::require_arg(fcinfo, 6, "distributed");
 		distributed = PG_GETARG_BOOL(6);
 	}
+	int32 rate_limit = rate_limit_after(settings, 0, false);
 	if (distributed)
 		queue::require_coordinator(name);
+	if (distributed && rate_limit > 0)
+		refuse_rate_on_distributed(name);
 
 	Oid caller = pg::guard([] { return GetOuterUserId(); });
 	std::string caller_name = pg::guard([&] { return GetUserNameFromId(caller, false); });
@@ -163,17 +234,34 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 
 	pg::spi_connect();
 	SettingsParams params(settings);
-	static const Oid insert_types[7] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID,
-	                                    INT4OID, INT4OID,     TEXTOID};
-	Datum insert_values[7] = {pg::text_datum(name),       params.values[0], params.values[1],
-	                          params.values[2],           params.values[3], params.values[4],
-	                          pg::text_datum(caller_name)};
-	char insert_nulls[7] = {' ', ' ', ' ', params.nulls[2], params.nulls[3], params.nulls[4], ' '};
+	Interval rate_period = settings.rate_period.value_or(Interval{});
+	static const Oid insert_types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID,
+	                                    INT4OID, TEXTOID,     INT4OID, INTERVALOID};
+	Datum insert_values[9] = {pg::text_datum(name),
+	                          params.values[0],
+	                          params.values[1],
+	                          params.values[2],
+	                          params.values[3],
+	                          params.values[4],
+	                          pg::text_datum(caller_name),
+	                          Int32GetDatum(rate_limit),
+	                          IntervalPGetDatum(&rate_period)};
+	char insert_nulls[9] = {' ',
+	                        ' ',
+	                        ' ',
+	                        params.nulls[2],
+	                        params.nulls[3],
+	                        params.nulls[4],
+	                        ' ',
+	                        rate_limit > 0 ? ' ' : 'n',
+	                        rate_limit > 0 ? ' ' : 'n'};
 	uint64 inserted = execute(catalog_sql::insert, 7, insert_types, insert_values, insert_nulls);
+	if (inserted == 1 && rate_limit > 0)
+		set_rate(name, true, rate_limit, settings.rate_period);
 	if (inserted == 0) {
 		// It exists (or another session has just created it: ON CONFLICT waited
 		// for that one to commit). Same settings: nothing to do.
-		uint64 same = execute(catalog_sql::compare_settings, 6, insert_types, insert_values, insert_nulls);
+		uint64 same = execute(catalog_sql::compare_settings, 9, insert_types, insert_values, insert_nulls);
 		bool isnull = false;
 		if (same == 1 && !DatumGetBool(queue::column(0, 1, &isnull))) {
 			std::string existing =
@@ -201,8 +289,10 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	bool leftovers = pg::guard([&] {
 		return OidIsValid(get_relname_relid(key_table.c_str(), get_namespace_oid("concurrency", false)));
 	});
-	if (leftovers)
+	if (leftovers) {
 		execute(keys.drop_tables());
+		queue::apply_rate_limit(name, 0, ""); // its rate slots
+	}
 	execute(keys.create_tables());
 	clear_permissions(name);
 	if (caller != pg::guard([] { return GetUserId(); })) {
@@ -214,6 +304,8 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		Datum slots[1] = {Int32GetDatum(**settings.max_leased)};
 		execute(keys.resize_slots(), 1, slot_types, slots);
 	}
+	if (rate_limit > 0)
+		queue::apply_rate_limit(name, rate_limit, caller_name);
 	queue::forget_queue(name);
 	if (distributed)
 		queue::distribute(name);
@@ -222,14 +314,14 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 }
 
 // concurrency.alter_queue(queue, lease, max_attempts, retain, key_limit,
-// max_leased) — SECURITY DEFINER; the caller (GetOuterUserId: the current
+// max_leased, rate_limit, rate_period) — SECURITY DEFINER; the caller (GetOuterUserId: the current
 // role outside the function) needs permission manage on the queue.
 // NULL keeps a setting. Every backend reloads the settings at its next
 // transaction (the catalog's statement trigger invalidates the queue caches
 // when the update commits).
 CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	std::string name = queue::queue_name_arg(fcinfo);
-	QueueSettings settings = settings_args(fcinfo);
+	QueueSettings settings = settings_args(fcinfo, 6);
 	Oid caller = pg::guard([] { return GetOuterUserId(); });
 	QueueSql sql(name);
 
@@ -238,15 +330,22 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	if (!OidIsValid(relid))
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name), "",
 		            "Create it with concurrency.create_queue().");
+	int32 rate_limit = 0;
+	std::string owner;
 	{
 		Queue q(name);
 		queue::require(q, caller, Permission::manage, "alter_queue");
+		rate_limit = rate_limit_after(settings, q.info().rate_limit, q.info().rate_limit > 0);
+		Oid owner_id = q.info().owner;
+		owner = pg::guard([&] { return GetUserNameFromId(owner_id, false); });
 	}
 	// a distributed queue keeps its limits with functions of its own
 	// (src/sql/41_distributed_queue.sql)
 	bool distributed = queue::is_distributed(relid);
 	if (distributed)
 		queue::require_coordinator_for(name, "alter_queue");
+	if (distributed && rate_limit > 0)
+		refuse_rate_on_distributed(name);
 	SettingsParams params(settings);
 	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID,
 	                             INT4OID, BOOLOID,     BOOLOID, BOOLOID};
@@ -263,6 +362,8 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	    ' ', params.nulls[0], params.nulls[1], params.nulls[2], params.nulls[3], params.nulls[4], ' ', ' ',
 	    ' '};
 	uint64 updated = execute(catalog_sql::update, 9, types, values, nulls);
+	if (updated == 1 && (settings.rate_limit || settings.rate_period))
+		set_rate(name, settings.rate_limit.has_value(), rate_limit, settings.rate_period);
 	if (updated == 0)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
 		            fmt::format("Table {} exists, but the queue is not in concurrency.queue.", sql.table()));
@@ -277,6 +378,8 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		else
 			queue::apply_limits(q, clock_now(), settings.key_limit.has_value(), slots);
 	}
+	if (settings.rate_limit) // the slot table for the new limit (none: dropped)
+		queue::apply_rate_limit(name, rate_limit, owner);
 	if (distributed) // every node serves it: the new settings on every node
 		queue::sync_catalog(name);
 	pg::spi_finish();
@@ -346,6 +449,7 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 		queue::forget_dependencies(name, queue::clock_now());
 		execute(sql.drop_table());
 		execute(KeySql(name).drop_tables());
+		queue::apply_rate_limit(name, 0, ""); // its rate slots
 	}
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {pg::text_datum(name)};

@@ -12,6 +12,7 @@
 #include "queue/dependencies.hpp"
 #include "queue/distributed.hpp"
 #include "queue/keys.hpp"
+#include "queue/rate.hpp"
 #include "queue/permissions.hpp"
 #include "queue/schedule.hpp"
 #include "queue/wait.hpp"
@@ -55,7 +56,7 @@ void define_claim_settings() {
 Claim::Claim(Queue &q, TimestampTz now, const Interval &lease, Datum worker, bool worker_null,
              pg::ResultSet &out)
     : q_(q), cursor_(q.info().cursor), now_(now), lease_(lease), worker_(worker), worker_null_(worker_null),
-      out_(out), slotted_(q.info().max_leased > 0) {
+      out_(out), slotted_(q.info().max_leased > 0), rated_(q.info().rate_limit > 0) {
 	// the horizon matters to the cursor only to tell whether it is pinned:
 	// sampled at most every 100 ms, not read on every claim
 	cursor_.begin(now, q.info().horizon.lag(now, horizon_lag));
@@ -157,6 +158,17 @@ void Claim::wake(int32 batch) {
 }
 
 void Claim::run(int32 batch) {
+	std::vector<int32> rate_slots;
+	const std::size_t claimed_before = claimed_;
+	rate_limited_ = false;
+	if (rated_ && batch > 0) {
+		rate_slots = take_rate_slots(q_, batch, now_);
+		if (rate_slots.empty()) {
+			rate_limited_ = true;
+			return;
+		}
+		batch = std::min(batch, static_cast<int32>(rate_slots.size()));
+	}
 	const int32 requested = batch;
 	if (slotted_) {
 		slots_ = take_slots(q_, batch);
@@ -187,6 +199,8 @@ void Claim::run(int32 batch) {
 	cursor_.finish(last_);
 	if (slotted_)
 		fill_slots(q_, slots_, slot_ids_, slot_tokens_);
+	if (rated_)
+		use_rate_slots(q_, rate_slots, claimed_ - claimed_before, now_);
 }
 
 } // namespace concurrency::queue
@@ -306,8 +320,13 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		Claim claim(q, now, lease_arg ? *lease_arg : q.info().lease, worker, worker_null, out);
 		claim.run(batch);
 		q.maybe_purge(now);
-		if (due && claim.claimed() == 0)
+		if (due && claim.claimed() == 0) {
 			*due = next_due(q);
+			// held back by the rate limit: look again when its window opens
+			if (claim.rate_limited())
+				if (auto opens = rate_window_opens(q, clock_now()))
+					*due = *due ? std::min(**due, *opens) : *opens;
+		}
 		return claim.claimed();
 	};
 	// A look at a distributed queue (Citus: src/queue/distributed.hpp): this

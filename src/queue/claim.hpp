@@ -30,10 +30,14 @@ class Claim {
 	// Claims up to `batch` tasks: 1. the claim, unless tasks wait for the
 	// wake-up; 2. the wake-up; 3. the rest of the batch. Then moves the
 	// queue's cursor on and, under max_leased, writes the leases into the
-	// slots taken.
+	// slots taken. Under rate_limit, first takes rate slots (at most
+	// `batch`), and claims nothing when none is free.
 	void run(int32 batch);
 	// How many tasks this call has claimed (over every run).
 	std::size_t claimed() const { return claimed_; }
+	// Whether the last run claimed nothing because the queue's rate limit
+	// allowed no claim at its time.
+	bool rate_limited() const { return rate_limited_; }
 
   private:
 	Queue &q_;
@@ -51,6 +55,11 @@ class Claim {
 	const bool slotted_;
 	std::vector<int32> slots_;
 	std::vector<int64> slot_ids_, slot_tokens_;
+	// rate_limit: this call claims at most as many tasks as it holds free
+	// rate slots, and writes its claim time into those it used (rate.hpp)
+	const bool rated_;
+	// a run claimed nothing because every rate slot was in use
+	bool rate_limited_ = false;
 
 	// Claims up to `wanted` tasks at or after `start` in claim order.
 	void claim_from(ClaimKey start, int32 wanted);

@@ -19,6 +19,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
@@ -206,7 +207,8 @@ const Shards &distributed_shards(Queue &q) {
 	    "        (SELECT p.groupid FROM pg_catalog.pg_dist_placement p"
 	    "          WHERE p.shardid OPERATOR(pg_catalog.=) s.shardid ORDER BY p.groupid LIMIT 1),"
 	    "        d.xmin OPERATOR(pg_catalog.=) pg_catalog.xid(pg_catalog.pg_current_xact_id_if_assigned()),"
-	    "        pg_catalog.to_regprocedure('concurrency.distributed_sync_catalog(text)') IS NOT NULL"
+	    "        EXISTS (SELECT FROM pg_catalog.pg_namespace"
+	    "                 WHERE nspname OPERATOR(pg_catalog.=) 'concurrency_internal')"
 	    "   FROM s JOIN concurrency.distributed_queue d ON d.queue OPERATOR(pg_catalog.=) $2"
 	    "  ORDER BY s.pos",
 	    2, types);
@@ -545,9 +547,33 @@ Datum route_call(FunctionCallInfo fcinfo, Queue &whole, int32 position, const pg
 
 namespace {
 
-// Runs concurrency.<function> with the caller's first `max_args` arguments
-// (all: -1); its rows go into `out` when given, else its one value is in
-// SPI_tuptable. Returns the number of rows; *rettype is the caller's result type.
+// The routed function `function` (its name without schema), qualified: in
+// schema concurrency_internal, or in schema concurrency where the objects
+// installed are still 0.2.0's (between a package update and ALTER EXTENSION
+// … UPDATE). Looked up at each call (a syscache probe), so that an update
+// made while this backend lives is seen at once.
+std::string routed_function(const char *function) {
+	Oid internal = pg::guard([] { return get_namespace_oid("concurrency_internal", true); });
+	return fmt::format("{}.{}", OidIsValid(internal) ? "concurrency_internal" : "concurrency", function);
+}
+
+// Runs a routed statement `sql` (whose first "{}" stands for the qualified
+// routed function `function`) with `nargs` arguments, prepared once per
+// backend and schema. Returns the number of rows (in SPI_tuptable).
+uint64 run_routed(const char *function, const char *sql, int nargs, const Oid *types, const Datum *values,
+                  const char *nulls = nullptr) {
+	std::string qualified = routed_function(function);
+	std::string text = sql;
+	text.replace(text.find("{}"), 2, qualified);
+	SPIPlanPtr plan =
+	    pg::prepared_plan(fmt::format("routed:{}", qualified).c_str(), text.c_str(), nargs, types);
+	return pg::execute(plan, values, nulls, false);
+}
+
+// Runs the routed function `function` with the caller's first `max_args`
+// arguments (all: -1); its rows go into `out` when given, else its one value
+// is in SPI_tuptable. Returns the number of rows; *rettype is the caller's
+// result type.
 uint64 run_forwarded(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out, int max_args,
                      Oid *rettype) {
 	Oid fn = fcinfo->flinfo->fn_oid;
@@ -556,8 +582,7 @@ uint64 run_forwarded(FunctionCallInfo fcinfo, const char *function, const pg::Re
 	*rettype = pg::guard([&] { return get_func_signature(fn, &argtypes, &nargs); });
 	if (max_args >= 0 && nargs > max_args)
 		nargs = max_args;
-	std::string sql = out ? fmt::format("SELECT * FROM concurrency.{}(", function)
-	                      : fmt::format("SELECT concurrency.{}(", function);
+	std::string sql = out ? "SELECT * FROM {}(" : "SELECT {}(";
 	for (int i = 0; i < nargs; ++i)
 		sql += fmt::format("{}${}", i ? ", " : "", i + 1);
 	sql += ")";
@@ -567,9 +592,7 @@ uint64 run_forwarded(FunctionCallInfo fcinfo, const char *function, const pg::Re
 		values[i] = fcinfo->args[i].value;
 		nulls[i] = fcinfo->args[i].isnull ? 'n' : ' ';
 	}
-	SPIPlanPtr plan =
-	    pg::prepared_plan(fmt::format("distributed:{}", function).c_str(), sql.c_str(), nargs, argtypes);
-	uint64 n = pg::execute(plan, values, nulls, false);
+	uint64 n = run_routed(function, sql.c_str(), nargs, argtypes, values, nulls);
 	if (out)
 		add_rows(*out, n);
 	return n;
@@ -677,17 +700,13 @@ void require_coordinator(const std::string &queue) {
 void sync_catalog(const std::string &queue) {
 	// Between a package update and ALTER EXTENSION … UPDATE the objects are
 	// 0.2.0's, which have no copy to sync (nor nodes that serve a queue)
-	SPIPlanPtr exists = pg::prepared_plan(
-	    "distributed:sync_exists",
-	    "SELECT pg_catalog.to_regprocedure('concurrency.distributed_sync_catalog(text)') IS NOT NULL", 0,
-	    nullptr);
-	if (pg::execute(exists, nullptr, nullptr, true) != 1 || !pg::column_as<bool>(0, 1).value_or(false))
+	// (their routed functions are in schema concurrency rather than
+	// concurrency_internal: routed_function)
+	if (routed_function("distributed_sync_catalog").rfind("concurrency_internal.", 0) != 0)
 		return;
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {pg::text_datum(queue)};
-	SPIPlanPtr plan =
-	    pg::prepared_plan("distributed:sync", "SELECT concurrency.distributed_sync_catalog($1)", 1, types);
-	pg::execute(plan, values, nullptr, false);
+	run_routed("distributed_sync_catalog", "SELECT {}($1)", 1, types, values);
 }
 
 void require_coordinator_for(std::string_view queue, const char *what, bool catalog) {
@@ -714,24 +733,16 @@ void distribute(const std::string &queue) {
 void distributed_limits(const std::string &queue, bool key_limit_changed, std::optional<int32> max_leased) {
 	static const Oid types[2] = {TEXTOID, INT4OID};
 	Datum values[2] = {pg::text_datum(queue), Int32GetDatum(max_leased.value_or(0))};
-	if (key_limit_changed) {
-		SPIPlanPtr plan = pg::prepared_plan("distributed:rebalance",
-		                                    "SELECT concurrency.distributed_rebalance($1)", 1, types);
-		pg::execute(plan, values, nullptr, false);
-	}
-	if (max_leased) {
-		SPIPlanPtr plan = pg::prepared_plan("distributed:resize_slots",
-		                                    "SELECT concurrency.distributed_resize_slots($1, $2)", 2, types);
-		pg::execute(plan, values, nullptr, false);
-	}
+	if (key_limit_changed)
+		run_routed("distributed_rebalance", "SELECT {}($1)", 1, types, values);
+	if (max_leased)
+		run_routed("distributed_resize_slots", "SELECT {}($1, $2)", 2, types, values);
 }
 
 uint64 distributed_purge_chunk(const std::string &queue, int32 chunk) {
 	static const Oid types[2] = {TEXTOID, INT4OID};
 	Datum values[2] = {pg::text_datum(queue), Int32GetDatum(chunk)};
-	SPIPlanPtr plan = pg::prepared_plan("distributed:purge_chunk",
-	                                    "SELECT concurrency.distributed_purge_chunk($1, $2)", 2, types);
-	pg::execute(plan, values, nullptr, false);
+	run_routed("distributed_purge_chunk", "SELECT {}($1, $2)", 2, types, values);
 	bool isnull = false;
 	Datum purged = pg::column(0, 1, &isnull);
 	return isnull ? 0 : static_cast<uint64>(DatumGetInt64(purged));

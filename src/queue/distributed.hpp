@@ -5,7 +5,7 @@
 // dequeue claims from this node's shards first, enqueue puts a task without
 // keys into one of them, and a call about tasks whose shard is here acts on
 // it. What must reach another node's shard is handed to the SQL function
-// concurrency.distributed_<op>, which sends each statement to one shard.
+// concurrency_internal.distributed_<op>, which sends each statement to one shard.
 #pragma once
 
 #include <functional>
@@ -95,7 +95,7 @@ bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &sh
 void require_slots_here(Queue &q, const char *what);
 
 // The shard position of a concurrency_key or dedupe_key among `count`
-// shards, as concurrency.distributed_key_position computes it.
+// shards, as concurrency_internal.distributed_key_position computes it.
 int32 key_position(Datum key, int32 count);
 
 // The next of all the queue's shard positions (round-robin per backend),
@@ -194,7 +194,7 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 // its rows are added to `out`. Returns how many. SPI stays connected.
 uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet &out);
 
-// concurrency.distributed_dequeue with the caller's (dequeue's) first four
+// concurrency_internal.distributed_dequeue with the caller's (dequeue's) first four
 // arguments: a routed claim from the queue's shards wherever they are, its
 // rows added to `out`. Returns how many; SPI stays connected.
 uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
@@ -208,7 +208,7 @@ uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
 void require_coordinator(const std::string &queue);
 
 // After a change of a distributed queue's catalog rows on the coordinator:
-// concurrency.distributed_sync_catalog(queue) copies them to every other node
+// concurrency_internal.distributed_sync_catalog(queue) copies them to every other node
 // in this transaction. Call while SPI is connected, as the catalog's owner.
 void sync_catalog(const std::string &queue);
 
@@ -223,14 +223,14 @@ void require_coordinator_for(std::string_view queue, const char *what, bool cata
 void distribute(const std::string &queue);
 
 // After alter_queue changed the limits of a distributed queue: when
-// key_limit changed, concurrency.distributed_rebalance(queue) admits and
+// key_limit changed, concurrency_internal.distributed_rebalance(queue) admits and
 // holds back the tasks of every key, shard by shard; when max_leased is set
-// (0: none), concurrency.distributed_resize_slots gives the queue that many
+// (0: none), concurrency_internal.distributed_resize_slots gives the queue that many
 // lease slots. Call while SPI is connected.
 void distributed_limits(const std::string &queue, bool key_limit_changed, std::optional<int32> max_leased);
 
 // One chunk of the purge that queue calls do, on a distributed queue:
-// concurrency.distributed_purge_chunk(queue, chunk) on one shard at random.
+// concurrency_internal.distributed_purge_chunk(queue, chunk) on one shard at random.
 // Returns how many finished tasks it deleted. Call while SPI is connected.
 uint64 distributed_purge_chunk(const std::string &queue, int32 chunk);
 

@@ -141,6 +141,10 @@ void load_settings(QueueInfo &info) {
 	info.max_leased = isnull ? 0 : DatumGetInt32(max_leased);
 	Datum paused = column(0, 6, &isnull);
 	info.paused = !isnull && DatumGetBool(paused);
+	Datum rate_limit = column(0, 7, &isnull);
+	info.rate_limit = isnull ? 0 : DatumGetInt32(rate_limit);
+	Datum rate_period = column(0, 8, &isnull);
+	info.rate_period = isnull || info.rate_limit == 0 ? Interval{} : *DatumGetIntervalP(rate_period);
 }
 
 // The OID of index q_<queue>_<suffix> (42704 when it is missing: the queue

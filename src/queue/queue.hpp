@@ -69,6 +69,9 @@ struct QueueInfo {
 	int32 max_leased;
 	// pause_queue: no claims while set
 	bool paused;
+	// at most rate_limit claims in any rate_period (0: no limit; rate.hpp)
+	int32 rate_limit;
+	Interval rate_period;
 	// the table has the columns of dependencies and task_dependency exists
 	// (QueueSql::set_links): not before the update from 0.2.0
 	bool links;

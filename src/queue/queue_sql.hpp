@@ -219,21 +219,30 @@ class QueueSql {
 // max_attempts, retain, key_limit, max_leased, created_by.
 namespace catalog_sql {
 // $1 name, $2..$6 the settings, $7 created_by: no row when the queue exists
+// (its rate limit, where it has one, is set by set_rate after it)
 inline constexpr const char *insert =
     "INSERT INTO concurrency.queue (name, lease, max_attempts, retain, key_limit, max_leased, created_by) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7::pg_catalog.name) ON CONFLICT (name) DO NOTHING";
-// $1 name, $2..$6 the settings asked for -> whether the queue has them, its
-// settings and those asked for in words
+// $1 name, $2..$6 the settings asked for ($7 unused), $8 rate_limit, $9
+// rate_period -> whether the queue has them, its settings and those asked
+// for in words. The rate limit is read from the row as jsonb: a 0.2.0
+// catalog (the package updated, ALTER EXTENSION … UPDATE not yet run) has
+// no such columns, and its queues have none.
+#define CATALOG_RATE "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'rate_limit')::pg_catalog.int4"
+#define CATALOG_PERIOD "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'rate_period')::pg_catalog.interval"
 inline constexpr const char *compare_settings =
     "SELECT lease = $2 AND max_attempts = $3 AND retain IS NOT DISTINCT FROM $4 "
-    "AND key_limit IS NOT DISTINCT FROM $5 AND max_leased IS NOT DISTINCT FROM $6, "
-    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s', "
+    "AND key_limit IS NOT DISTINCT FROM $5 AND max_leased IS NOT DISTINCT FROM $6 "
+    "AND " CATALOG_RATE " IS NOT DISTINCT FROM $8 AND " CATALOG_PERIOD " IS NOT DISTINCT FROM $9, "
+    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s, rate_limit %s', "
     "       lease, max_attempts, coalesce(retain::text, 'none'), "
-    "       coalesce(key_limit::text, 'none'), coalesce(max_leased::text, 'none')), "
-    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s', "
+    "       coalesce(key_limit::text, 'none'), coalesce(max_leased::text, 'none'), "
+    "       coalesce(" CATALOG_RATE " || ' per ' || " CATALOG_PERIOD ", 'none')), "
+    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s, rate_limit %s', "
     "       $2, $3, coalesce($4::text, 'none'), "
-    "       coalesce($5::text, 'none'), coalesce($6::text, 'none')) "
-    "FROM concurrency.queue WHERE name = $1";
+    "       coalesce($5::text, 'none'), coalesce($6::text, 'none'), "
+    "       coalesce($8 || ' per ' || $9, 'none')) "
+    "FROM concurrency.queue q WHERE name = $1";
 // $1 name, $2..$6 the settings (NULL keeps lease and max_attempts), $7..$9
 // whether retain, key_limit, max_leased are given (their NULL removes them)
 inline constexpr const char *update = "UPDATE concurrency.queue SET lease = coalesce($2, lease), "
@@ -242,15 +251,25 @@ inline constexpr const char *update = "UPDATE concurrency.queue SET lease = coal
                                       "key_limit = CASE WHEN $8 THEN $5 ELSE key_limit END, "
                                       "max_leased = CASE WHEN $9 THEN $6 ELSE max_leased END "
                                       "WHERE name = $1";
+// $1 name, $2 whether rate_limit is given, $3 rate_limit (NULL: none), $4
+// rate_period (NULL: the queue's, or none without a limit). Run only where
+// a rate setting is given (the columns are 0.3.0's).
+inline constexpr const char *set_rate =
+    "UPDATE concurrency.queue SET rate_limit = CASE WHEN $2 THEN $3 ELSE rate_limit END, "
+    "rate_period = CASE WHEN $2 AND $3 IS NULL THEN NULL ELSE coalesce($4, rate_period) END "
+    "WHERE name = $1";
 // $1 name
 inline constexpr const char *remove = "DELETE FROM concurrency.queue WHERE name = $1";
-// $1 name -> lease, max_attempts, retain, key_limit, max_leased, paused.
-// paused is read from the row as jsonb: a 0.2.0 catalog (the package updated,
-// ALTER EXTENSION … UPDATE not yet run) has no such column, and its queues
-// run. Read when a backend loads the settings, not per call.
+// $1 name -> lease, max_attempts, retain, key_limit, max_leased, paused,
+// rate_limit, rate_period. Those of 0.3.0 are read from the row as jsonb: a
+// 0.2.0 catalog (the package updated, ALTER EXTENSION … UPDATE not yet run)
+// has no such columns, and its queues run without them. Read when a backend
+// loads the settings, not per call.
 inline constexpr const char *settings =
     "SELECT q.lease, q.max_attempts, q.retain, q.key_limit, q.max_leased, "
-    "COALESCE((pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'paused')::pg_catalog.bool, false) "
+    "COALESCE((pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'paused')::pg_catalog.bool, false), "
+    "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'rate_limit')::pg_catalog.int4, "
+    "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'rate_period')::pg_catalog.interval "
     "FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) $1";
 // $1 name, $2 paused -> the name, when the flag changed (permission manage
 // is checked before)

@@ -23,7 +23,10 @@ CREATE TABLE concurrency.queue (
     retain       interval    CHECK (retain > interval '0'),
     key_limit    integer     CHECK (key_limit >= 1),
     max_leased   integer     CHECK (max_leased >= 1),
-    paused       boolean     NOT NULL DEFAULT false
+    paused       boolean     NOT NULL DEFAULT false,
+    rate_limit   integer     CHECK (rate_limit >= 1),
+    rate_period  interval    CHECK (rate_period > interval '0'),
+    CONSTRAINT queue_rate_check CHECK ((rate_limit IS NULL) = (rate_period IS NULL))
 );
 COMMENT ON TABLE concurrency.queue IS
     'catalog of concurrency_ext task queues; each has its tasks in table concurrency."q_<name>"';

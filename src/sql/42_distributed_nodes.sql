@@ -4,7 +4,7 @@
 -- Every node of the cluster serves a distributed queue: a call on a node that
 -- holds shards of the queue runs the queue's C++ code on those shards' tables
 -- (src/queue/distributed.hpp), and hands the rest to the routed functions of
--- 41_distributed_queue.sql. For that, every node knows the queue: its row of
+-- 41_distributed_routed.sql. For that, every node knows the queue: its row of
 -- concurrency.queue, of concurrency.distributed_queue and its permissions are
 -- copied to every other node in the transaction that changes them on the
 -- coordinator (distributed_sync_catalog). And every node makes task ids and
@@ -15,17 +15,17 @@
 
 -- Runs a command on every other node of the Citus cluster, as the current
 -- user, inside this transaction (Citus commits it with two-phase commit).
-CREATE FUNCTION concurrency.distributed_send(command text) RETURNS void
+CREATE FUNCTION concurrency_internal.distributed_send(command text) RETURNS void
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_distributed_send';
-COMMENT ON FUNCTION concurrency.distributed_send(text) IS
+COMMENT ON FUNCTION concurrency_internal.distributed_send(text) IS
     'runs a command on every other node of the Citus cluster, in this transaction (internal)';
-REVOKE ALL ON FUNCTION concurrency.distributed_send(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION concurrency_internal.distributed_send(text) FROM PUBLIC;
 
 -- A number no other node makes: this node's next lease_token number with its
 -- Citus group in the low 10 bits. A lease token of a distributed queue; times
 -- 1024 plus a shard position, a task id.
-CREATE FUNCTION concurrency.distributed_new_number() RETURNS bigint
+CREATE FUNCTION concurrency_internal.distributed_new_number() RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $fn$
@@ -36,7 +36,7 @@ BEGIN
     RETURN nextval('concurrency.lease_token') * 1024 + (SELECT groupid FROM pg_dist_local_group);
 END
 $fn$;
-COMMENT ON FUNCTION concurrency.distributed_new_number() IS
+COMMENT ON FUNCTION concurrency_internal.distributed_new_number() IS
     'a number unique across the Citus cluster, for task ids and lease tokens of distributed queues (internal)';
 
 -- Copies what the coordinator knows of a queue (its row of concurrency.queue,
@@ -44,7 +44,7 @@ COMMENT ON FUNCTION concurrency.distributed_new_number() IS
 -- replacing what they had, in this transaction; a queue that is gone is
 -- removed there. Nothing on a server that is not a Citus coordinator. Runs
 -- as the owner of the catalog (Citus sends the command as that user).
-CREATE FUNCTION concurrency.distributed_sync_catalog(queue text) RETURNS void
+CREATE FUNCTION concurrency_internal.distributed_sync_catalog(queue text) RETURNS void
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $fn$
@@ -74,12 +74,12 @@ BEGIN
                        FROM concurrency.queue_permission p
                       WHERE p.queue = distributed_sync_catalog.queue
                         AND (p.grantee::oid = 0 OR EXISTS (SELECT FROM pg_roles r WHERE r.oid = p.grantee::oid))), '');
-    PERFORM concurrency.distributed_send(command);
+    PERFORM concurrency_internal.distributed_send(command);
 END
 $fn$;
-COMMENT ON FUNCTION concurrency.distributed_sync_catalog(text) IS
+COMMENT ON FUNCTION concurrency_internal.distributed_sync_catalog(text) IS
     'copies a distributed queue''s settings, shard keys and permissions to every other Citus node, in this transaction (internal)';
-REVOKE ALL ON FUNCTION concurrency.distributed_sync_catalog(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION concurrency_internal.distributed_sync_catalog(text) FROM PUBLIC;
 
 -- Makes an empty queue distributed. The caller must own the queue's table
 -- (ALTER TABLE) and run it on the coordinator.
@@ -114,6 +114,11 @@ BEGIN
     END IF;
     IF EXISTS (SELECT FROM concurrency.distributed_queue d WHERE d.queue = distribute_queue.queue) THEN
         RETURN; -- already distributed
+    END IF;
+    IF EXISTS (SELECT FROM concurrency.queue q WHERE q.name = distribute_queue.queue AND q.rate_limit IS NOT NULL) THEN
+        RAISE EXCEPTION 'rate_limit is not supported on distributed queue "%"', queue USING ERRCODE = '0A000',
+            DETAIL = 'A distributed queue is claimed on every node; its rate limit is not shared between them yet.',
+            HINT = 'Remove it first with alter_queue(queue, rate_limit => 0), or keep the queue on one server.';
     END IF;
     n := coalesce(shard_count, current_setting('citus.shard_count')::integer);
     IF n < 1 OR n > 1024 THEN
@@ -173,16 +178,20 @@ BEGIN
     END IF;
     INSERT INTO concurrency.distributed_queue (queue, shard_keys, dedupe_holder)
     VALUES (distribute_queue.queue, keys, holder);
+    -- the queue functions hand what this node cannot serve to the routed
+    -- functions of schema concurrency_internal, as the owner of the queue's table
+    EXECUTE format('GRANT USAGE ON SCHEMA concurrency_internal TO %s',
+                   (SELECT c.relowner::regrole FROM pg_class c WHERE c.oid = rel::regclass));
     -- every node serves the queue: its settings, shard keys and permissions
     -- on every node, in this transaction
-    PERFORM concurrency.distributed_sync_catalog(distribute_queue.queue);
+    PERFORM concurrency_internal.distributed_sync_catalog(distribute_queue.queue);
 END
 $fn$;
 COMMENT ON FUNCTION concurrency.distribute_queue(text, integer) IS
     'makes an empty queue a Citus distributed table (shard_count shards, default citus.shard_count); run on the coordinator';
 REVOKE ALL ON FUNCTION concurrency.distribute_queue(text, integer) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION concurrency.distributed_enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
+CREATE OR REPLACE FUNCTION concurrency_internal.distributed_enqueue(queue text, payload jsonb DEFAULT '{}', run_at timestamptz DEFAULT NULL,
                                                 priority integer DEFAULT 0, dedupe_key text DEFAULT NULL,
                                                 concurrency_key text DEFAULT NULL)
     RETURNS bigint
@@ -190,7 +199,7 @@ CREATE OR REPLACE FUNCTION concurrency.distributed_enqueue(queue text, payload j
     SET search_path = pg_catalog, pg_temp
     AS $fn$
 DECLARE
-    s record := concurrency.distributed_queue_settings(queue);
+    s record := concurrency_internal.distributed_queue_settings(queue);
     n integer := cardinality(s.shard_keys);
     pos integer;
     now timestamptz := clock_timestamp();
@@ -207,13 +216,13 @@ BEGIN
     END IF;
     -- a key's tasks on one shard: the concurrency_key's shard, else the
     -- dedupe_key's, else the next shard of this backend
-    pos := CASE WHEN coalesce(concurrency_key, dedupe_key) IS NULL THEN concurrency.distributed_next_position(n)
-                ELSE concurrency.distributed_key_position(n, coalesce(concurrency_key, dedupe_key)) END;
+    pos := CASE WHEN coalesce(concurrency_key, dedupe_key) IS NULL THEN concurrency_internal.distributed_next_position(n)
+                ELSE concurrency_internal.distributed_key_position(n, coalesce(concurrency_key, dedupe_key)) END;
     -- on a queue with key_limit a task of a key is blocked when its key is
     -- full or already has blocked tasks, decided under the key's lock
     IF concurrency_key IS NOT NULL AND s.key_limit IS NOT NULL THEN
-        PERFORM concurrency.distributed_lock_key(queue, s.shard_keys, concurrency_key);
-        key_limit := concurrency.distributed_key_limit(queue);
+        PERFORM concurrency_internal.distributed_lock_key(queue, s.shard_keys, concurrency_key);
+        key_limit := concurrency_internal.distributed_key_limit(queue);
         IF key_limit IS NOT NULL THEN
             EXECUTE format($q$SELECT count(*) FILTER (WHERE state = 'blocked') > 0
                                      OR count(*) FILTER (WHERE state <> 'blocked') >= $3
@@ -224,7 +233,7 @@ BEGIN
         END IF;
     END IF;
     FOR attempt IN 1..5 LOOP
-        new_id := concurrency.distributed_new_number() * 1024 + pos;
+        new_id := concurrency_internal.distributed_new_number() * 1024 + pos;
         EXECUTE format($q$INSERT INTO %s (id, shard_key, state, priority, run_at, payload, dedupe_key,
                                           concurrency_key, enqueued_at)
                           VALUES ($1, $2, CASE WHEN $9 THEN 'blocked' WHEN $3 > $4 THEN 'scheduled' ELSE 'ready' END,
@@ -247,7 +256,7 @@ BEGIN
         HINT = 'Retry the transaction.';
 END
 $fn$;
-COMMENT ON FUNCTION concurrency.distributed_enqueue(text, jsonb, timestamptz, integer, text, text) IS
+COMMENT ON FUNCTION concurrency_internal.distributed_enqueue(text, jsonb, timestamptz, integer, text, text) IS
     'enqueue on a distributed queue (called by concurrency.enqueue)';
 
 -- A claim visits one shard at a time (a router query each), starting after
@@ -255,7 +264,7 @@ COMMENT ON FUNCTION concurrency.distributed_enqueue(text, jsonb, timestamptz, in
 -- every shard once. A visit wakes the shard's expired leases and due tasks
 -- first on every 16th call of the backend, and whenever the claim found
 -- fewer tasks than asked for.
-CREATE OR REPLACE FUNCTION concurrency.distributed_dequeue(queue text, batch integer DEFAULT 1, lease interval DEFAULT NULL,
+CREATE OR REPLACE FUNCTION concurrency_internal.distributed_dequeue(queue text, batch integer DEFAULT 1, lease interval DEFAULT NULL,
                                                 worker text DEFAULT NULL)
     RETURNS TABLE (task_id bigint, lease_token bigint, attempt integer, payload jsonb,
                    enqueued_at timestamptz, lease_expires_at timestamptz)
@@ -263,9 +272,9 @@ CREATE OR REPLACE FUNCTION concurrency.distributed_dequeue(queue text, batch int
     SET search_path = pg_catalog, pg_temp
     AS $fn$
 DECLARE
-    s record := concurrency.distributed_queue_settings(queue);
+    s record := concurrency_internal.distributed_queue_settings(queue);
     n integer := cardinality(s.shard_keys);
-    start integer := concurrency.distributed_next_position(n);
+    start integer := concurrency_internal.distributed_next_position(n);
     pos integer;
     key integer;
     now timestamptz;
@@ -288,7 +297,7 @@ BEGIN
     -- claim never checks a key: tasks that key_limit holds back wait
     -- blocked, and a claim takes only ready ones)
     IF s.max_leased IS NOT NULL THEN
-        slots := concurrency.distributed_take_slots(queue, batch, clock_timestamp());
+        slots := concurrency_internal.distributed_take_slots(queue, batch, clock_timestamp());
         batch := cardinality(slots);
         IF batch = 0 THEN
             RETURN;
@@ -309,12 +318,12 @@ BEGIN
         key := s.shard_keys[pos + 1];
         now := clock_timestamp();
         IF k = 0 AND start % 16 = 0 THEN
-            PERFORM concurrency.distributed_wake(queue, key, now);
+            PERFORM concurrency_internal.distributed_wake(queue, key, now);
         END IF;
-        token := concurrency.distributed_new_number();
+        token := concurrency_internal.distributed_new_number();
         FOR round IN 1 .. 2 LOOP
             -- the second round only after a wake-up made tasks ready
-            EXIT WHEN round = 2 AND (got >= batch OR concurrency.distributed_wake(queue, key, now) = 0);
+            EXIT WHEN round = 2 AND (got >= batch OR concurrency_internal.distributed_wake(queue, key, now) = 0);
             FOR t IN EXECUTE claim USING key, batch - got, token, now, coalesce(lease, s.lease), worker LOOP
                 task_id := t.id;
                 lease_token := t.lease_token;
@@ -338,5 +347,5 @@ BEGIN
     END IF;
 END
 $fn$;
-COMMENT ON FUNCTION concurrency.distributed_dequeue(text, integer, interval, text) IS
+COMMENT ON FUNCTION concurrency_internal.distributed_dequeue(text, integer, interval, text) IS
     'dequeue on a distributed queue (called by concurrency.dequeue): one shard at a time, round-robin per backend';

@@ -253,6 +253,78 @@ def test_routed_queues_on_a_worker_node():
     c.execute("SELECT concurrency.drop_queue('nk'), concurrency.drop_queue('nm')")
 
 
+def test_routed_functions_internal_and_usable_by_the_owner():
+    """The routed functions live in schema concurrency_internal, which PUBLIC cannot use; the owner of a
+    distributed queue's table (not a superuser) gets USAGE from distribute_queue, so that its routed calls
+    (here: max_leased, whose lease slots are on the coordinator) work for it and for a role given work."""
+    c = connect(COORDINATOR)
+    for port in NODES:
+        helpers = scalar(connect(port), "SELECT count(*) FROM pg_proc WHERE pronamespace = 'concurrency'::regnamespace"
+                                        " AND proname ~ '^distributed_'")
+        check(f"node {port}: no routed function in schema concurrency", helpers == 0, repr(helpers))
+    c.execute("SELECT concurrency.drop_queue('ro') FROM concurrency.queue WHERE name = 'ro'")
+    c.execute("DROP ROLE IF EXISTS routed_owner")
+    c.execute("DROP ROLE IF EXISTS routed_worker")
+    c.execute("CREATE ROLE routed_owner LOGIN")
+    c.execute("CREATE ROLE routed_worker LOGIN")
+    c.execute("GRANT EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer,"
+              " boolean, integer, interval) TO routed_owner")
+    check("before: the owner has no USAGE on concurrency_internal",
+          scalar(c, "SELECT has_schema_privilege('routed_owner', 'concurrency_internal', 'USAGE')") is False)
+    o = connect(COORDINATOR, user="routed_owner")
+    o.execute("SELECT concurrency.create_queue('ro', max_leased => 1, distributed => true)")
+    check("distribute_queue gave the queue's owner USAGE on concurrency_internal",
+          scalar(c, "SELECT has_schema_privilege('routed_owner', 'concurrency_internal', 'USAGE')") is True)
+    check("a role given nothing still has none",
+          scalar(c, "SELECT has_schema_privilege('routed_worker', 'concurrency_internal', 'USAGE')") is False)
+    o.execute("SELECT concurrency.grant_queue('ro', 'routed_worker', ARRAY['enqueue', 'work'])")
+    a = scalar(o, "SELECT concurrency.enqueue('ro', '{}')")
+    b = scalar(o, "SELECT concurrency.enqueue('ro', '{}')")
+    row = o.execute("SELECT task_id, lease_token FROM concurrency.dequeue('ro', 5)").fetchall()
+    check("the owner claims through the routed functions, max_leased held", len(row) == 1, repr(row))
+    w = connect(COORDINATOR, user="routed_worker")
+    check("a second claim finds the one lease slot taken",
+          w.execute("SELECT task_id FROM concurrency.dequeue('ro')").fetchall() == [])
+    o.execute("SELECT concurrency.complete('ro', %s, %s)", row[0])
+    row = w.execute("SELECT task_id, lease_token FROM concurrency.dequeue('ro')").fetchall()
+    check("the owner's complete freed the slot; a role with work claims the other task",
+          len(row) == 1 and {row[0][0]} | {a, b} == {a, b}, repr(row))
+    w.execute("SELECT concurrency.complete('ro', %s, %s)", row[0])
+    check("and completes it", scalar(c, "SELECT count(*) FROM concurrency.q_ro") == 0)
+    check("the worker role cannot call a routed function itself: 42501",
+          sqlstate_of(lambda: w.execute("SELECT concurrency_internal.distributed_new_number()")) == "42501")
+    w.close()
+    o.close()
+    c.execute("SELECT concurrency.drop_queue('ro')")
+    c.execute("REVOKE USAGE ON SCHEMA concurrency_internal FROM routed_owner")
+    c.execute("REVOKE EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer,"
+              " boolean, integer, interval) FROM routed_owner")
+    c.execute("DROP ROLE routed_worker")
+    c.execute("DROP ROLE routed_owner")
+
+
+def test_rate_limit_refused_on_distributed_queues():
+    """A rate limit is not shared between nodes yet: refused (0A000) for a distributed queue, changing nothing."""
+    c = connect(COORDINATOR)
+    c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('nr', 'nr2')")
+    e = error_of(lambda: c.execute("SELECT concurrency.create_queue('nr', distributed => true, rate_limit => 5,"
+                                   " rate_period => '1 second')"))
+    check("create_queue(…, distributed => true, rate_limit): 0A000",
+          e is not None and e.sqlstate == "0A000", repr(e))
+    check("and no queue was created", scalar(c, "SELECT count(*) FROM concurrency.queue WHERE name = 'nr'") == 0)
+    fresh_queue("nr")
+    e = error_of(lambda: c.execute("SELECT concurrency.alter_queue('nr', rate_limit => 5, rate_period => '1 second')"))
+    check("alter_queue(…, rate_limit) of a distributed queue: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
+    check("and its settings are unchanged",
+          scalar(c, "SELECT rate_limit FROM concurrency.queue WHERE name = 'nr'") is None)
+    c.execute("SELECT concurrency.create_queue('nr2', rate_limit => 5, rate_period => '1 second')")
+    e = error_of(lambda: c.execute("SELECT concurrency.distribute_queue('nr2')"))
+    check("distribute_queue of a queue with a rate limit: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
+    check("and it stays a local queue",
+          scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'nr2'") == 0)
+    c.execute("SELECT concurrency.drop_queue('nr'), concurrency.drop_queue('nr2')")
+
+
 def test_errors_on_a_worker_node():
     fresh_queue("ne")
     c = connect(COORDINATOR)
@@ -404,5 +476,6 @@ if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
          test_a_node_with_every_shard_needs_no_routed_claim, test_release_progress_cancel_on_the_shards_node, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
-         test_routed_queues_on_a_worker_node, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
+         test_routed_queues_on_a_worker_node, test_routed_functions_internal_and_usable_by_the_owner,
+         test_rate_limit_refused_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])

@@ -46,10 +46,8 @@ DOCUMENTED = {
 
 # A function without arguments has no bad input, so any error from one is a
 # bug, except these preconditions: the lock history needs
-# shared_preload_libraries (55000), and its reset is for administrators (42501);
-# the distributed queues' id maker needs a Citus node (0A000).
+# shared_preload_libraries (55000), and its reset is for administrators (42501).
 ARGLESS_PRECONDITIONS = {
-    "distributed_new_number": {"0A000"},
     "lock_history_episodes": {"55000"},
     "lock_history_status": {"55000"},
     "lock_history_reset": {"55000", "42501"},

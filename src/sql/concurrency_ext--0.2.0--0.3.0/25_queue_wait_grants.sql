@@ -1,6 +1,7 @@
 -- ---------------------------------------------------------------------------
--- Task queue 0.2.0 -> 0.3.0, after 24_queue_enqueue.sql and 24_queue_wait.sql: the privileges of the
--- functions it replaced go to their successors as they were (EXECUTE for
+-- Task queue 0.2.0 -> 0.3.0, after 24_queue_enqueue.sql and 24_queue_wait.sql (and
+-- 21_queue_rate.sql: create_queue, alter_queue): the privileges of the
+-- functions they replaced go to their successors as they were (EXECUTE for
 -- PUBLIC by default, or whatever the database's administrators made of it),
 -- the old definitions are dropped, and every queue's table gets the progress
 -- column that heartbeat(…, progress) writes (a new queue's table has it from
@@ -25,7 +26,11 @@ BEGIN
             ('concurrency.enqueue_0_2_0(text,jsonb,timestamptz,integer,text,text)'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.enqueue(text,jsonb,timestamptz,integer,text,text,text,bigint[])'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.enqueue_batch_0_2_0(text,jsonb[],timestamptz,integer,text[],text[])'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.enqueue_batch(text,jsonb[],timestamptz,integer,text[],text[],bigint[])'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
+             'concurrency.enqueue_batch(text,jsonb[],timestamptz,integer,text[],text[],bigint[])'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('concurrency.create_queue_0_2_0(text,interval,integer,interval,integer,integer,boolean)'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.create_queue(text,interval,integer,interval,integer,integer,boolean,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid),
+            ('concurrency.alter_queue_0_2_0(text,interval,integer,interval,integer,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
+             'concurrency.alter_queue(text,interval,integer,interval,integer,integer,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
         FOR g IN
@@ -50,6 +55,8 @@ DROP FUNCTION concurrency.heartbeat_batch_0_2_0(text, bigint[], bigint[], interv
 DROP FUNCTION concurrency.task_status_0_2_0(text, bigint);
 DROP FUNCTION concurrency.enqueue_0_2_0(text, jsonb, timestamptz, integer, text, text);
 DROP FUNCTION concurrency.enqueue_batch_0_2_0(text, jsonb[], timestamptz, integer, text[], text[]);
+DROP FUNCTION concurrency.create_queue_0_2_0(text, interval, integer, interval, integer, integer, boolean);
+DROP FUNCTION concurrency.alter_queue_0_2_0(text, interval, integer, interval, integer, integer);
 
 -- Every queue's table (a distributed queue's too: Citus sends the ALTER to
 -- its shards) gets the progress column, last, as create_queue makes it. A

@@ -82,6 +82,13 @@ SELECT concurrency.complete('wkeyed', task_id, lease_token) FROM claimed;
 SELECT pg_temp.check((SELECT array_agg(payload ->> 'n') FROM concurrency.dequeue('wkeyed', 5, wait => '1 minute')) = '{2}',
                      'then the second task of the key');
 
+-- a queue of 0.2.0 takes a rate limit (its slot table is made then): one
+-- claim in the hour, then none
+SELECT concurrency.alter_queue('wkeyed', rate_limit => 1, rate_period => '1 hour');
+SELECT concurrency.enqueue('wkeyed', jsonb_build_object('n', n)) FROM generate_series(10, 12) n;
+SELECT pg_temp.check((SELECT count(*) FROM concurrency.dequeue('wkeyed', 5)) = 1, 'one claim under the rate limit');
+SELECT pg_temp.check((SELECT count(*) FROM concurrency.dequeue('wkeyed', 5)) = 0, 'then none in the window');
+
 -- DROP OWNED BY also takes the initial privileges (pg_init_privs) that
 -- PostgreSQL 17 and later record for a GRANT made by ALTER EXTENSION UPDATE
 DROP OWNED BY upgrade_wait_worker;

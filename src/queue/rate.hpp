@@ -1,0 +1,30 @@
+// Rate limits, the PostgreSQL side (the SQL and how the limit is kept:
+// queue/rate_sql.hpp; for users: docs/queue.md, "Rate limits"). Internal to
+// src/queue.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "queue/queue.hpp"
+
+namespace concurrency::queue {
+
+// A queue with rate_limit: locks up to `wanted` slots free at `now` (never
+// waiting) and returns their numbers; use_rate_slots writes the claim time
+// into as many of them as tasks were claimed.
+std::vector<int32> take_rate_slots(Queue &q, int32 wanted, TimestampTz now);
+void use_rate_slots(Queue &q, const std::vector<int32> &slots, std::size_t used, TimestampTz now);
+
+// When the next slot of a queue with rate_limit becomes free (rate_period
+// after its oldest use), or nothing when one is free at `now`.
+std::optional<TimestampTz> rate_window_opens(Queue &q, TimestampTz now);
+
+// After create_queue or alter_queue set the queue's rate_limit (0: none):
+// the slot table holds that many slots, created for the table's owner
+// `owner` where it is missing, dropped when the limit is removed (0: also
+// drop_queue, and create_queue where a dropped queue's table left it).
+void apply_rate_limit(std::string_view queue, int32 rate_limit, std::string_view owner);
+
+} // namespace concurrency::queue

@@ -1,0 +1,58 @@
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sql_checks.hpp"
+
+#include "common/names.hpp"
+#include "queue/rate_sql.hpp"
+
+using concurrency::max_queue_name_bytes;
+using concurrency::queue::rate_table_name;
+using concurrency::queue::RateSql;
+
+namespace {
+std::vector<std::string> statements(const RateSql &sql) {
+	return {sql.resize(), sql.lock_free(), sql.recheck(), sql.use(), sql.oldest_use()};
+}
+} // namespace
+
+TEST(RateSql, SideTableFitsAName) {
+	std::string longest(max_queue_name_bytes, 'x');
+	EXPECT_LE((rate_table_name(longest) + "_pkey").size(), 63u);
+	EXPECT_LE((rate_table_name(longest) + "_used").size(), 63u);
+	EXPECT_EQ(rate_table_name("jobs"), "r_jobs");
+}
+
+TEST(RateSql, HostileNameStaysInsideItsQuotes) {
+	const std::string hostile = "x\";DROP/**/TABLE/**/t;--";
+	RateSql sql(hostile);
+	EXPECT_NE(sql.create_table().find("CREATE TABLE concurrency.\"r_x\"\";DROP/**/TABLE/**/t;--\""),
+	          std::string::npos)
+	    << sql.create_table();
+	for (const std::string &statement : statements(sql)) {
+		std::size_t quotes = 0;
+		for (char c : statement)
+			quotes += c == '"';
+		EXPECT_EQ(quotes % 2, 0u) << statement;
+	}
+	EXPECT_EQ(RateSql("a").drop_table(), "DROP TABLE IF EXISTS concurrency.\"r_a\"");
+	EXPECT_EQ(RateSql("a").alter_owner("o\"x"), "ALTER TABLE concurrency.\"r_a\" OWNER TO \"o\"\"x\"");
+}
+
+TEST(RateSql, SlotsAreTakenWithoutWaitingOldestFirst) {
+	RateSql sql("jobs");
+	std::string lock = sql.lock_free();
+	EXPECT_NE(lock.find("FOR UPDATE SKIP LOCKED"), std::string::npos) << lock;
+	EXPECT_NE(lock.find("ORDER BY used_at, slot"), std::string::npos) << lock;
+	// free: last used at or before now - rate_period ($1)
+	for (const std::string &s : {lock, sql.recheck()})
+		EXPECT_NE(s.find("used_at OPERATOR(pg_catalog.<=)"), std::string::npos) << s;
+}
+
+TEST(RateSql, StatementsQualifyEveryOperator) {
+	RateSql sql("jobs");
+	for (const std::string &statement : statements(sql))
+		expect_every_operator_qualified(statement);
+}
