@@ -45,6 +45,11 @@ $node->safe_psql('postgres', q{
   SELECT concurrency.complete('kept', task_id, lease_token, '{"receipt": "r-1"}')
     FROM concurrency.dequeue('kept', worker => 'kept-worker');
   SELECT concurrency.cancel('kept', ARRAY[2]::bigint[]);
+
+  -- a rate-limited queue whose one claim of the hour is used
+  SELECT concurrency.create_queue('rated', rate_limit => 1, rate_period => '1 hour');
+  SELECT concurrency.enqueue('rated', jsonb_build_object('n', n)) FROM generate_series(1, 3) n;
+  SELECT count(*) FROM concurrency.dequeue('rated', 5);
 });
 # one claimed and kept (its holder will complete it after the restore), one failed for good
 my ($held_id, $held_token) = split /\|/, $node->safe_psql('postgres',
@@ -124,6 +129,11 @@ for my $format ('custom', 'plain')
 		$node->safe_psql($db, q{SELECT id FROM concurrency."q_emails" WHERE dedupe_key = 'welcome-b'}),
 		"$format: dedupe keys still hold");
 	is($node->safe_psql($db, q{SELECT concurrency.retry_dead('emails')}), '1', "$format: the dead task can be retried");
+	is($node->safe_psql($db, q{SELECT count(*) FROM concurrency.dequeue('rated', 5)}), '0',
+		"$format: the rate limit came back with its used slot: no claim in the hour");
+	$node->safe_psql($db, q{SELECT concurrency.alter_queue('rated', rate_limit => 2)});
+	is($node->safe_psql($db, q{SELECT count(*) FROM concurrency.dequeue('rated', 5)}), '1',
+		"$format: and alter_queue changes it: one more claim");
 
 	# DROP EXTENSION still refuses while queues hold tasks
 	my ($ret, $out, $err) = $node->psql($db, 'DROP EXTENSION concurrency_ext');
