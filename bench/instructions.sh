@@ -28,6 +28,9 @@
 #    switch to the queue's owner), as a share of the task.
 # 6. 1. on a queue with 100 schedules, none of them due (a yearly cron each:
 #    every dequeue looks whether one is), against the queue without any.
+# 7. 1. on a queue with a rate limit that does not hold it back (100 claims
+#    per millisecond: every claim finds a free rate slot, locks it, checks
+#    it again and writes its time), against the queue without a limit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pg_config=${PG_CONFIG:-pg_config}
@@ -61,6 +64,7 @@ CREATE EXTENSION concurrency_ext;
 SELECT concurrency.create_queue('plain');
 SELECT concurrency.create_queue('keyed', key_limit => 1);
 SELECT concurrency.create_queue('sched');
+SELECT concurrency.create_queue('rated', rate_limit => 100, rate_period => '1 millisecond');
 SELECT count(concurrency.schedule('bench_yearly_' || n, 'sched', cron => '0 0 1 1 *')) FROM generate_series(1, 100) n;
 SELECT concurrency.register_subsystem('bench_lock', 7428001, 'bench/instructions.sh');
 CREATE TABLE raw_jobs (
@@ -74,7 +78,7 @@ SQL
 
 # ---- one operation of each side ---------------------------------------------
 w=$dir/ops; mkdir "$w"
-for q in plain keyed sched; do
+for q in plain keyed sched rated; do
 	printf "SELECT task_id, lease_token FROM concurrency.dequeue('%s') \\\\gset\nSELECT concurrency.complete('%s', :task_id, :lease_token);\n" \
 		"$q" "$q" >"$w/$q.sql"
 done
@@ -96,7 +100,7 @@ printf "BEGIN;\nEXECUTE lock;\nCOMMIT;\n" | tee "$w/named_prepared.sql" >"$w/adv
 fill() { # side rows: fresh tasks (or rows) for a session of that side (locks need none)
 	local n=$2
 	case $1 in
-	plain | sched) sql -c "TRUNCATE concurrency.\"q_$1\"" \
+	plain | sched | rated) sql -c "TRUNCATE concurrency.\"q_$1\"" \
 		-c "INSERT INTO concurrency.\"q_$1\" (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $n) AS i" \
 		-c "VACUUM ANALYZE concurrency.\"q_$1\"" ;;
 	keyed) sql -c 'TRUNCATE concurrency."q_keyed", concurrency."k_keyed"' \
@@ -161,3 +165,4 @@ line "3. xact_lock(name) vs pg_advisory_xact_lock" "$(per_op named_lock)" "$(per
 line "4. the same, prepared statements" "$(per_op named_prepared)" "$(per_op advisory_prepared)" "<= 1.05"
 line "5. permission checks of 1. (2 calls) vs the task" "$(part_per_op plain 'queue::authorize(')" "$plain" "-"
 line "6. 1. with 100 schedules on the queue vs none" "$(per_op sched)" "$plain" "<= 1.1"
+line "7. 1. under a rate limit vs none" "$(per_op rated)" "$plain" "<= 1.1"

@@ -158,12 +158,12 @@ void Claim::wake(int32 batch) {
 }
 
 void Claim::run(int32 batch) {
-	std::vector<int32> rate_slots;
+	std::vector<Datum> rate_slots;
 	const std::size_t claimed_before = claimed_;
 	rate_limited_ = false;
 	if (rated_ && batch > 0) {
 		rate_slots = take_rate_slots(q_, batch, now_);
-		if (rate_slots.empty()) {
+		if (rate_slots.size() == 0) {
 			rate_limited_ = true;
 			return;
 		}
@@ -200,7 +200,7 @@ void Claim::run(int32 batch) {
 	if (slotted_)
 		fill_slots(q_, slots_, slot_ids_, slot_tokens_);
 	if (rated_)
-		use_rate_slots(q_, rate_slots, claimed_ - claimed_before, now_);
+		give_back_rate_slots(q_, rate_slots, claimed_ - claimed_before);
 }
 
 } // namespace concurrency::queue

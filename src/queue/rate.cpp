@@ -22,60 +22,37 @@ namespace {
 TimestampTz shifted(TimestampTz at, const Interval &period, bool forward) {
 	Interval p = period;
 	return pg::guard([&] {
-		return DatumGetTimestampTz(
-		    DirectFunctionCall2(forward ? timestamptz_pl_interval : timestamptz_mi_interval,
-		                        TimestampTzGetDatum(at), IntervalPGetDatum(&p)));
+		return DatumGetTimestampTz(DirectFunctionCall2(forward ? timestamptz_pl_interval : timestamptz_mi_interval,
+		                                               TimestampTzGetDatum(at), IntervalPGetDatum(&p)));
 	});
-}
-
-Datum int4_array(const int32 *values, int n) {
-	std::vector<Datum> elems(values, values + n);
-	for (int i = 0; i < n; ++i)
-		elems[static_cast<std::size_t>(i)] = Int32GetDatum(values[i]);
-	return pg::guard(
-	    [&] { return PointerGetDatum(construct_array(elems.data(), n, INT4OID, 4, true, TYPALIGN_INT)); });
 }
 
 } // namespace
 
-std::vector<int32> take_rate_slots(Queue &q, int32 wanted, TimestampTz now) {
-	RateSql sql(q.name());
+std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now) {
 	// cannot overflow: create_queue and alter_queue bound rate_period
 	TimestampTz free_before = shifted(now, q.info().rate_period, false);
-	std::vector<int32> slots;
-	static const Oid lock_types[2] = {TIMESTAMPTZOID, INT4OID};
-	Datum lock_values[2] = {TimestampTzGetDatum(free_before), Int32GetDatum(wanted)};
-	uint64 n =
-	    q.run_internal("rate_lock", sql.lock_free(), 2, lock_types, lock_values, nullptr, Access::owner);
-	if (n == 0)
-		return slots;
-	std::vector<int32> locked;
+	static const Oid types[3] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID};
+	Datum values[3] = {TimestampTzGetDatum(free_before), Int32GetDatum(wanted), TimestampTzGetDatum(now)};
+	uint64 n = q.run_internal("rate_take", RateSql(q.name()).take(), 3, types, values, nullptr, Access::owner);
+	std::vector<Datum> taken;
 	for (uint64 i = 0; i < n; ++i) {
 		bool isnull = false;
-		locked.push_back(DatumGetInt32(pg::column(static_cast<int>(i), 1, &isnull)));
+		taken.push_back(pg::column(static_cast<int>(i), 1, &isnull));
 	}
-	// Checked again on the latest state: the first statement's snapshot is
-	// older than its locks, and may have seen a slot free that a claim
-	// committed since has used.
-	static const Oid check_types[2] = {INT4ARRAYOID, TIMESTAMPTZOID};
-	Datum check_values[2] = {int4_array(locked.data(), static_cast<int>(locked.size())),
-	                         TimestampTzGetDatum(free_before)};
-	n = q.run_internal("rate_recheck", sql.recheck(), 2, check_types, check_values, nullptr,
-	                   Access::owner_latest);
-	for (uint64 i = 0; i < n; ++i) {
-		bool isnull = false;
-		slots.push_back(DatumGetInt32(pg::column(static_cast<int>(i), 1, &isnull)));
-	}
-	return slots;
+	return taken;
 }
 
-void use_rate_slots(Queue &q, const std::vector<int32> &slots, std::size_t used, TimestampTz now) {
-	if (used == 0)
+void give_back_rate_slots(Queue &q, const std::vector<Datum> &taken, std::size_t used) {
+	if (used >= taken.size())
 		return;
-	static const Oid types[2] = {INT4ARRAYOID, TIMESTAMPTZOID};
-	Datum values[2] = {int4_array(slots.data(), static_cast<int>(std::min(used, slots.size()))),
-	                   TimestampTzGetDatum(now)};
-	q.run_internal("rate_use", RateSql(q.name()).use(), 2, types, values, nullptr, Access::owner);
+	int n = static_cast<int>(taken.size() - used);
+	Datum slots = pg::guard([&] {
+		return PointerGetDatum(
+		    construct_array(const_cast<Datum *>(taken.data()) + used, n, INT4OID, 4, true, TYPALIGN_INT));
+	});
+	static const Oid types[1] = {INT4ARRAYOID};
+	q.run_internal("rate_give_back", RateSql(q.name()).give_back(), 1, types, &slots, nullptr, Access::owner);
 }
 
 std::optional<TimestampTz> rate_window_opens(Queue &q, TimestampTz now) {

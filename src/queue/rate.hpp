@@ -11,11 +11,12 @@
 
 namespace concurrency::queue {
 
-// A queue with rate_limit: locks up to `wanted` slots free at `now` (never
-// waiting) and returns their numbers; use_rate_slots writes the claim time
-// into as many of them as tasks were claimed.
-std::vector<int32> take_rate_slots(Queue &q, int32 wanted, TimestampTz now);
-void use_rate_slots(Queue &q, const std::vector<int32> &slots, std::size_t used, TimestampTz now);
+// A queue with rate_limit: takes up to `wanted` slots free at `now` (never
+// waiting), writes `now` into them and returns their numbers;
+// give_back_rate_slots frees those beyond the first `used` again (the claim
+// found fewer tasks than it took slots).
+std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now);
+void give_back_rate_slots(Queue &q, const std::vector<Datum> &taken, std::size_t used);
 
 // When the next slot of a queue with rate_limit becomes free (rate_period
 // after its oldest use), or nothing when one is free at `now`.

@@ -22,10 +22,8 @@ std::string RateSql::create_table() const {
     used_at   timestamptz NOT NULL DEFAULT '-infinity',
     CONSTRAINT {pkey} PRIMARY KEY (slot)
 ) WITH (fillfactor = 50);
-COMMENT ON TABLE {r} IS {comment};
-CREATE INDEX {used} ON {r} (used_at);)",
+COMMENT ON TABLE {r} IS {comment};)",
 	    fmt::arg("r", table_), fmt::arg("pkey", quote_ident(rate_table_name(queue_) + "_pkey")),
-	    fmt::arg("used", quote_ident(rate_table_name(queue_) + "_used")),
 	    fmt::arg("comment",
 	             quote_literal(fmt::format(
 	                 "rate slots of the concurrency_ext queue {} (internal: one per rate_limit)", queue_))));
@@ -47,22 +45,16 @@ ON CONFLICT (slot) DO NOTHING)",
 	                   fmt::arg("r", table_));
 }
 
-std::string RateSql::lock_free() const {
-	return fmt::format(R"(SELECT slot FROM {r} WHERE used_at )" LE R"( $1
- ORDER BY used_at, slot
- LIMIT $2
- FOR UPDATE SKIP LOCKED)",
+std::string RateSql::take() const {
+	return fmt::format(R"(UPDATE {r} SET used_at = $3
+ WHERE slot )" EQ R"( ANY (ARRAY(
+           SELECT slot FROM {r} WHERE used_at )" LE R"( $1 LIMIT $2 FOR UPDATE SKIP LOCKED))
+RETURNING slot)",
 	                   fmt::arg("r", table_));
 }
 
-std::string RateSql::recheck() const {
-	return fmt::format(R"(SELECT slot FROM {r} WHERE slot )" EQ R"( ANY ($1) AND used_at )" LE R"( $2
- ORDER BY used_at, slot)",
-	                   fmt::arg("r", table_));
-}
-
-std::string RateSql::use() const {
-	return fmt::format("UPDATE {} SET used_at = $2 WHERE slot " EQ " ANY ($1)", table_);
+std::string RateSql::give_back() const {
+	return fmt::format("UPDATE {} SET used_at = '-infinity' WHERE slot " EQ " ANY ($1)", table_);
 }
 
 std::string RateSql::oldest_use() const {

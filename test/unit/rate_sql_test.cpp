@@ -14,14 +14,13 @@ using concurrency::queue::RateSql;
 
 namespace {
 std::vector<std::string> statements(const RateSql &sql) {
-	return {sql.resize(), sql.lock_free(), sql.recheck(), sql.use(), sql.oldest_use()};
+	return {sql.resize(), sql.take(), sql.give_back(), sql.oldest_use()};
 }
 } // namespace
 
 TEST(RateSql, SideTableFitsAName) {
 	std::string longest(max_queue_name_bytes, 'x');
 	EXPECT_LE((rate_table_name(longest) + "_pkey").size(), 63u);
-	EXPECT_LE((rate_table_name(longest) + "_used").size(), 63u);
 	EXPECT_EQ(rate_table_name("jobs"), "r_jobs");
 }
 
@@ -43,12 +42,12 @@ TEST(RateSql, HostileNameStaysInsideItsQuotes) {
 
 TEST(RateSql, SlotsAreTakenWithoutWaitingOldestFirst) {
 	RateSql sql("jobs");
-	std::string lock = sql.lock_free();
-	EXPECT_NE(lock.find("FOR UPDATE SKIP LOCKED"), std::string::npos) << lock;
-	EXPECT_NE(lock.find("ORDER BY used_at, slot"), std::string::npos) << lock;
-	// free: last used at or before now - rate_period ($1)
-	for (const std::string &s : {lock, sql.recheck()})
-		EXPECT_NE(s.find("used_at OPERATOR(pg_catalog.<=)"), std::string::npos) << s;
+	std::string take = sql.take();
+	EXPECT_NE(take.find("FOR UPDATE SKIP LOCKED"), std::string::npos) << take;
+	// free: last used at or before now - rate_period ($1); the previous time
+	// comes back for give_back
+	EXPECT_NE(take.find("used_at OPERATOR(pg_catalog.<=) $1"), std::string::npos) << take;
+	EXPECT_NE(take.find("RETURNING slot"), std::string::npos) << take;
 }
 
 TEST(RateSql, StatementsQualifyEveryOperator) {
