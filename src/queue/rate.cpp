@@ -22,8 +22,9 @@ namespace {
 TimestampTz shifted(TimestampTz at, const Interval &period, bool forward) {
 	Interval p = period;
 	return pg::guard([&] {
-		return DatumGetTimestampTz(DirectFunctionCall2(forward ? timestamptz_pl_interval : timestamptz_mi_interval,
-		                                               TimestampTzGetDatum(at), IntervalPGetDatum(&p)));
+		return DatumGetTimestampTz(
+		    DirectFunctionCall2(forward ? timestamptz_pl_interval : timestamptz_mi_interval,
+		                        TimestampTzGetDatum(at), IntervalPGetDatum(&p)));
 	});
 }
 
@@ -34,7 +35,8 @@ std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now) {
 	TimestampTz free_before = shifted(now, q.info().rate_period, false);
 	static const Oid types[3] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID};
 	Datum values[3] = {TimestampTzGetDatum(free_before), Int32GetDatum(wanted), TimestampTzGetDatum(now)};
-	uint64 n = q.run_internal("rate_take", RateSql(q.name()).take(), 3, types, values, nullptr, Access::owner);
+	uint64 n =
+	    q.run_internal("rate_take", RateSql(q.name()).take(), 3, types, values, nullptr, Access::owner);
 	std::vector<Datum> taken;
 	for (uint64 i = 0; i < n; ++i) {
 		bool isnull = false;
