@@ -130,10 +130,10 @@ SELECT concurrency.session_unlock('t10_relay');
 RESET ROLE;
 -- the admin functions are not executable by PUBLIC
 SELECT p.oid::regprocedure, has_function_privilege('public', p.oid, 'EXECUTE') AS public_may_execute
-  FROM pg_proc p WHERE p.pronamespace = 'concurrency'::regnamespace
+  FROM pg_proc p WHERE p.pronamespace IN ('concurrency'::regnamespace, 'concurrency_internal'::regnamespace)
    AND p.proname IN ('register_subsystem', 'unregister_subsystem', 'subsystem_changed', 'xact_lock', 'try_xact_lock',
                      'session_lock', 'try_session_lock', 'session_unlock', 'my_named_locks')
- ORDER BY 1::text;
+ ORDER BY p.oid::regprocedure::text COLLATE "C";
 DROP ROLE t10_plain;
 
 -- the trigger turns direct edits of the table into cache invalidations too:
@@ -161,7 +161,7 @@ ROLLBACK;
 SELECT concurrency.try_xact_lock('t10_relay');
 
 -- the trigger function is only a trigger
-SELECT concurrency.subsystem_changed();
+SELECT concurrency_internal.subsystem_changed();
 \echo :LAST_ERROR_SQLSTATE
 
 -- clean up

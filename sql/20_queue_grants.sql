@@ -188,7 +188,7 @@ SELECT p.proname, p.prosecdef AS security_definer,
        has_function_privilege('regress_queue_outsider', p.oid, 'EXECUTE') AS public_may_execute,
        p.proconfig
   FROM pg_proc p
- WHERE p.pronamespace = 'concurrency'::regnamespace
+ WHERE p.pronamespace IN ('concurrency'::regnamespace, 'concurrency_internal'::regnamespace)
    AND p.proname IN ('create_queue', 'drop_queue', 'enqueue', 'enqueue_batch', 'dequeue', 'heartbeat',
                      'complete', 'fail', 'retry_dead', 'queue_stats_rows', 'grant_queue', 'revoke_queue',
                      'alter_queue', 'cancel', 'purge', 'task_status', 'complete_batch', 'fail_batch', 'heartbeat_batch')

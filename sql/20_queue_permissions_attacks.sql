@@ -214,7 +214,7 @@ DROP TRIGGER perm_owner_trigger ON concurrency."q_jobs";
 RESET ROLE;
 
 -- 7. The trigger function that keeps the caches right is not a way in.
-SELECT concurrency.queue_permission_changed();
+SELECT concurrency_internal.queue_permission_changed();
 \echo :LAST_ERROR_SQLSTATE
 
 -- clean up

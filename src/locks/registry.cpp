@@ -274,7 +274,7 @@ CONCURRENCY_FUNCTION(concurrency_unregister_subsystem) {
 CONCURRENCY_FUNCTION(concurrency_subsystem_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		throw Error(sqlstate::trigger_protocol_violated,
-		            "concurrency.subsystem_changed() is a trigger function");
+		            "concurrency_internal.subsystem_changed() is a trigger function");
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
 	return PointerGetDatum(nullptr);

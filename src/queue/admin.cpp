@@ -468,7 +468,8 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 // of its cached queues again.
 CONCURRENCY_FUNCTION(concurrency_queue_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
-		throw Error(sqlstate::trigger_protocol_violated, "concurrency.queue_changed() is a trigger function");
+		throw Error(sqlstate::trigger_protocol_violated,
+		            "concurrency_internal.queue_changed() is a trigger function");
 	auto *trigger = reinterpret_cast<TriggerData *>(fcinfo->context);
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
 	// on concurrency.schedule: the schedule runner looks at this database

@@ -321,7 +321,7 @@ CONCURRENCY_FUNCTION(concurrency_revoke_queue) {
 CONCURRENCY_FUNCTION(concurrency_queue_permission_changed) {
 	if (!CALLED_AS_TRIGGER(fcinfo))
 		throw Error(sqlstate::trigger_protocol_violated,
-		            "concurrency.queue_permission_changed() is a trigger function");
+		            "concurrency_internal.queue_permission_changed() is a trigger function");
 	auto *data = reinterpret_cast<TriggerData *>(fcinfo->context);
 	Oid relid = RelationGetRelid(data->tg_relation);
 	pg::guard([&] { CacheInvalidateRelcacheByRelid(relid); });

@@ -12,7 +12,7 @@
 CREATE SCHEMA concurrency_internal;
 REVOKE ALL ON SCHEMA concurrency_internal FROM PUBLIC;
 COMMENT ON SCHEMA concurrency_internal IS
-    'internal functions of concurrency_ext (distributed queues); not an API: PUBLIC cannot use it';
+    'internal functions of concurrency_ext (routed functions of distributed queues, trigger functions, the rows behind views); not an API: PUBLIC cannot use it';
 
 -- The settings and shard keys of a distributed queue; 42704 when the queue is
 -- not distributed (or does not exist).
