@@ -2,7 +2,7 @@
 # A private PostgreSQL server for development: a relocated copy of the server
 # that PG_CONFIG (default: pg_config on the PATH) describes, under pg-NAME in
 # the directory that holds this checkout (DEV_CLUSTER_BASE chooses another;
-# /var/tmp when it is not writable), so that `make install PG_CONFIG=…` there
+# /var/tmp when it is not writable, or postgres cannot enter it), so that `make install PG_CONFIG=…` there
 # does not touch that install, plus a running cluster on PORT owned by postgres with a superuser
 # role for root. The major version and every path come from pg_config: a
 # Debian server (/usr/lib/postgresql/N, /usr/share/postgresql/N,
@@ -17,7 +17,9 @@ pg_config=${PG_CONFIG:-pg_config}
 major=$("$pg_config" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
 src_bin=$("$pg_config" --bindir)
 base=${DEV_CLUSTER_BASE:-$(cd "$(dirname "$0")/../.." && pwd)}
-[ -d "$base" ] && [ -w "$base" ] || base=/var/tmp
+# the server runs as postgres: it must reach its files (a checkout in a
+# directory made by mktemp -d, mode 0700, is not reachable)
+[ -d "$base" ] && [ -w "$base" ] && runuser -u postgres -- test -x "$base" || base=/var/tmp
 root=$base/pg-$name
 usr=$root/usr
 case "$src_bin" in

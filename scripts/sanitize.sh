@@ -12,7 +12,10 @@ name=sanitize port=${SANITIZE_PORT:-5690}
 # One run at a time: the private server copy (pg-sanitize) is shared.
 exec 8>/var/tmp/concurrency_ext-sanitize.lock
 flock 8
-eval "$(bash scripts/dev-cluster.sh "$name" "$port")"
+# a suite that did not run must not count as passed: every step that the
+# run needs fails it loudly
+setup=$(bash scripts/dev-cluster.sh "$name" "$port") || { echo "the private server did not start"; echo "0 passed, 1 failed"; exit 1; }
+eval "$setup"
 root=$PGHOST
 bin=$(dirname "$PG_CONFIG")
 data=$root/data
@@ -30,6 +33,7 @@ runuser -u postgres -- sh -c "UBSAN_OPTIONS=print_stacktrace=1 valgrind --quiet 
     --error-limit=no --log-file='$root/valgrind.%p.log' \
     '$bin/postgres' -D '$data' >>'$log' 2>&1 &"
 for i in $(seq 1 120); do "$bin/pg_isready" -q -h "$PGHOST" -p "$port" && break; sleep 1; done
+"$bin/pg_isready" -q -h "$PGHOST" -p "$port" || { tail -20 "$log"; echo "the server under valgrind did not start"; echo "0 passed, 1 failed"; exit 1; }
 
 build=$(mktemp -d)
 cp -r . "$build/src"; rm -rf "$build/src/build"
@@ -43,6 +47,7 @@ grep -E '\.\.\. |tests? (passed|failed)' "$out"
 started=$(grep -cE '^(test |     )\S+ +\.\.\. ' "$out")
 ok=$(grep -cE '^(test |     )\S+ +\.\.\. +ok ' "$out")
 failed=$((started - ok)); passed=$ok
+[ "$started" -gt 0 ] || { tail -30 "$out"; echo "no suite ran"; failed=$((failed + 1)); }
 [ -s regression.diffs ] && cat regression.diffs
 [ -s output_iso/regression.diffs ] && cat output_iso/regression.diffs
 [ -s test/module/regression.diffs ] && cat test/module/regression.diffs
