@@ -26,10 +26,12 @@ log=$root/server.log
 # start-up on this platform.) Backends are forked, so each runs under valgrind.
 runuser -u postgres -- "$bin/pg_ctl" -D "$data" -w stop >/dev/null
 rm -f "$root"/valgrind.*.log
+# valgrind runs as postgres: its suppressions go where postgres can read them
+install -m 644 scripts/valgrind.supp "$root/valgrind.supp"
 : >"$log"; chown postgres "$log"
 runuser -u postgres -- sh -c "UBSAN_OPTIONS=print_stacktrace=1 valgrind --quiet --tool=memcheck \
     --trace-children=yes --leak-check=no --track-origins=no --num-callers=30 \
-    --suppressions='$PWD/scripts/valgrind.supp' \
+    --suppressions='$root/valgrind.supp' \
     --error-limit=no --log-file='$root/valgrind.%p.log' \
     '$bin/postgres' -D '$data' >>'$log' 2>&1 &"
 for i in $(seq 1 120); do "$bin/pg_isready" -q -h "$PGHOST" -p "$port" && break; sleep 1; done
