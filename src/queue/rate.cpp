@@ -19,6 +19,10 @@ namespace concurrency::queue {
 
 namespace {
 
+// How soon a waiter held back by slots that claims in flight have locked
+// looks again (rate_window_opens).
+constexpr int64 rate_relook_us = 10'000;
+
 TimestampTz shifted(TimestampTz at, const Interval &period, bool forward) {
 	Interval p = period;
 	return pg::guard([&] {
@@ -67,8 +71,10 @@ std::optional<TimestampTz> rate_window_opens(Queue &q, TimestampTz now) {
 	if (isnull)
 		return std::nullopt;
 	TimestampTz opens = shifted(DatumGetTimestampTz(oldest), q.info().rate_period, true);
+	// a slot free by its time but locked by a claim in flight (which may
+	// give it back at its commit, waking nobody): look again soon
 	if (opens <= now)
-		return std::nullopt;
+		return now + rate_relook_us;
 	return opens;
 }
 

@@ -18,8 +18,10 @@ namespace concurrency::queue {
 std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now);
 void give_back_rate_slots(Queue &q, const std::vector<Datum> &taken, std::size_t used);
 
-// When the next slot of a queue with rate_limit becomes free (rate_period
-// after its oldest use), or nothing when one is free at `now`.
+// When a waiter held back by a queue's rate_limit looks again: when its next
+// slot becomes free (rate_period after its oldest use), or in 10 ms where a
+// slot is free by its time but was locked by a claim in flight; nothing for
+// a queue without a limit.
 std::optional<TimestampTz> rate_window_opens(Queue &q, TimestampTz now);
 
 // After create_queue or alter_queue set the queue's rate_limit (0: none):
