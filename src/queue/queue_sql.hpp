@@ -268,8 +268,7 @@ inline constexpr const char *remove = "DELETE FROM concurrency.queue WHERE name 
 inline constexpr const char *settings =
     "SELECT q.lease, q.max_attempts, q.retain, q.key_limit, q.max_leased, "
     "COALESCE((pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'paused')::pg_catalog.bool, false), "
-    "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'rate_limit')::pg_catalog.int4, "
-    "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'rate_period')::pg_catalog.interval "
+    CATALOG_RATE ", " CATALOG_PERIOD " "
     "FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) $1";
 // $1 name, $2 paused -> the name, when the flag changed (permission manage
 // is checked before)

@@ -28,7 +28,6 @@ std::string rate_table_name(std::string_view queue);
 class RateSql {
   public:
 	explicit RateSql(std::string_view queue);
-	const std::string &table() const { return table_; }
 
 	// CREATE TABLE of the slot table and its index; its DROP;
 	// ALTER … OWNER TO.
