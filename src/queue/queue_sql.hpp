@@ -267,8 +267,8 @@ inline constexpr const char *remove = "DELETE FROM concurrency.queue WHERE name 
 // loads the settings, not per call.
 inline constexpr const char *settings =
     "SELECT q.lease, q.max_attempts, q.retain, q.key_limit, q.max_leased, "
-    "COALESCE((pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'paused')::pg_catalog.bool, false), "
-    CATALOG_RATE ", " CATALOG_PERIOD " "
+    "COALESCE((pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'paused')::pg_catalog.bool, "
+    "false), " CATALOG_RATE ", " CATALOG_PERIOD " "
     "FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) $1";
 // $1 name, $2 paused -> the name, when the flag changed (permission manage
 // is checked before)
