@@ -27,9 +27,9 @@ COMMENT ON VIEW concurrency.queue_stats IS
     'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), the age of the oldest ready task, and whether the queue is paused (pause_queue); counts are NULL for queues on which you lack permission read';
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0: rate limits (rate_limit claims in any
--- rate_period). The catalog gets the two settings, last, as a fresh install
--- has them (no queue of 0.2.0 has a limit); create_queue and alter_queue take
--- them: their 0.2.0 definitions step aside under other names for the new
+-- rate_period) and fair claims (fair). The catalog gets the three settings,
+-- last, as a fresh install has them (no queue of 0.2.0 has a limit or is
+-- fair); create_queue and alter_queue take them: their 0.2.0 definitions step aside under other names for the new
 -- ones of 21_queue_settings_api.sql, and 25_queue_wait_grants.sql gives
 -- their privileges to the new ones and drops them.
 -- ---------------------------------------------------------------------------
@@ -37,7 +37,8 @@ COMMENT ON VIEW concurrency.queue_stats IS
 ALTER TABLE concurrency.queue
     ADD COLUMN rate_limit integer CHECK (rate_limit >= 1),
     ADD COLUMN rate_period interval CHECK (rate_period > interval '0'),
-    ADD CONSTRAINT queue_rate_check CHECK ((rate_limit IS NULL) = (rate_period IS NULL));
+    ADD CONSTRAINT queue_rate_check CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
+    ADD COLUMN fair boolean NOT NULL DEFAULT false;
 
 ALTER FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean)
     RENAME TO create_queue_0_2_0;
@@ -45,7 +46,7 @@ ALTER FUNCTION concurrency.alter_queue(text, interval, integer, interval, intege
     RENAME TO alter_queue_0_2_0;
 -- ---------------------------------------------------------------------------
 -- Task queue: create_queue and alter_queue, with every setting of 0.3.0
--- (rate_limit, rate_period); the catalog they write and its trigger are in
+-- (rate_limit, rate_period, fair); the catalog they write and its trigger are in
 -- 20_queue.sql and 21_queue_settings.sql.
 -- ---------------------------------------------------------------------------
 
@@ -70,14 +71,14 @@ REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interva
 CREATE FUNCTION concurrency.alter_queue(queue text, lease interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
                                         retain interval DEFAULT NULL, key_limit integer DEFAULT NULL,
                                         max_leased integer DEFAULT NULL, rate_limit integer DEFAULT NULL,
-                                        rate_period interval DEFAULT NULL)
+                                        rate_period interval DEFAULT NULL, fair boolean DEFAULT NULL)
     RETURNS void
     LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'concurrency_alter_queue';
-COMMENT ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval) IS
-    'changes settings of a queue in place: NULL keeps a setting; retain => ''0'', key_limit => 0, max_leased => 0, rate_limit => 0 remove it';
-REVOKE ALL ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval) FROM PUBLIC;
+COMMENT ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean) IS
+    'changes settings of a queue in place: NULL keeps a setting; retain => ''0'', key_limit => 0, max_leased => 0, rate_limit => 0 remove it; fair => true rotates claims among concurrency keys';
+REVOKE ALL ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean) FROM PUBLIC;
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0, before 24_queue_wait.sql defines dequeue,
 -- heartbeat, heartbeat_batch and task_status anew (with wait and progress),
@@ -261,7 +262,7 @@ BEGIN
             ('concurrency.create_queue_0_2_0(text,interval,integer,interval,integer,integer,boolean)'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.create_queue(text,interval,integer,interval,integer,integer,boolean,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.alter_queue_0_2_0(text,interval,integer,interval,integer,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.alter_queue(text,interval,integer,interval,integer,integer,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
+             'concurrency.alter_queue(text,interval,integer,interval,integer,integer,integer,interval,boolean)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
         FOR g IN

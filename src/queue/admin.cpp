@@ -12,6 +12,7 @@
 #include "pg/relation.hpp"
 #include "queue/dependencies.hpp"
 #include "queue/distributed.hpp"
+#include "queue/fair.hpp"
 #include "queue/keys.hpp"
 #include "queue/keys_sql.hpp"
 #include "queue/permissions.hpp"
@@ -314,7 +315,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 }
 
 // concurrency.alter_queue(queue, lease, max_attempts, retain, key_limit,
-// max_leased, rate_limit, rate_period) — SECURITY DEFINER; the caller (GetOuterUserId: the current
+// max_leased, rate_limit, rate_period, fair) — SECURITY DEFINER; the caller (GetOuterUserId: the current
 // role outside the function) needs permission manage on the queue.
 // NULL keeps a setting. Every backend reloads the settings at its next
 // transaction (the catalog's statement trigger invalidates the queue caches
@@ -346,6 +347,16 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		queue::require_coordinator_for(name, "alter_queue");
 	if (distributed && rate_limit > 0)
 		refuse_rate_on_distributed(name);
+	// fair => true / false (a 0.2.0 declaration has no such argument)
+	std::optional<bool> fair;
+	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))
+		fair = PG_GETARG_BOOL(8);
+	if (distributed && fair.value_or(false))
+		throw Error(sqlstate::feature_not_supported,
+		            fmt::format("fair is not supported on distributed queue \"{}\"", name),
+		            "A distributed queue is claimed shard by shard on every node; its keys are not rotated "
+		            "across them yet.",
+		            "Use a queue on one server for fair claims.");
 	SettingsParams params(settings);
 	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID,
 	                             INT4OID, BOOLOID,     BOOLOID, BOOLOID};
@@ -367,6 +378,21 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	if (updated == 0)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
 		            fmt::format("Table {} exists, but the queue is not in concurrency.queue.", sql.table()));
+	if (fair) {
+		static const Oid fair_types[2] = {TEXTOID, BOOLOID};
+		Datum fair_values[2] = {pg::text_datum(name), BoolGetDatum(*fair)};
+		execute(catalog_sql::set_fair, 2, fair_types, fair_values);
+		// the index the fair claim walks, made by the table's owner (and
+		// dropped when fair is turned off: other queues' claims do not pay
+		// for it)
+		Oid owner_id = queue::relation_owner(relid);
+		AsRole as_owner(owner_id);
+		bool indexed = OidIsValid(queue::concurrency_relid(queue_index_name(name, "fair")));
+		if (*fair != indexed)
+			execute(*fair ? sql.create_fair_index() : sql.drop_fair_index());
+		// the rotation begins again, from the first key
+		queue::set_fair_position(name, queue::FairPosition{});
+	}
 	if (settings.key_limit || settings.max_leased) {
 		// the catalog's trigger has invalidated the cache: this sees the new settings
 		Queue q(name);

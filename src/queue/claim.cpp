@@ -11,6 +11,7 @@
 #include "queue/claim_direct.hpp"
 #include "queue/dependencies.hpp"
 #include "queue/distributed.hpp"
+#include "queue/fair.hpp"
 #include "queue/keys.hpp"
 #include "queue/rate.hpp"
 #include "queue/permissions.hpp"
@@ -20,6 +21,7 @@
 extern "C" {
 #include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
 }
@@ -76,6 +78,10 @@ void Claim::saw(const ClaimKey &greatest) {
 }
 
 void Claim::claim_from(ClaimKey start, int32 wanted) {
+	if (q_.info().fair) {
+		claim_fair(wanted);
+		return;
+	}
 	// the claim without the executor where it applies (claim_direct.hpp):
 	// the tasks come in claim order
 	ClaimedTask *tasks = nullptr;
@@ -129,6 +135,53 @@ void Claim::claim_by_statement(ClaimKey start, int32 wanted) {
 		saw(order.back().first);
 	}
 	claimed_ += n;
+}
+
+void Claim::claim_fair(int32 wanted) {
+	static const Oid types[5] = {TIMESTAMPTZOID, INT4OID, INTERVALOID, TEXTOID, TEXTOID};
+	static const char *const ops[3] = {"claim_fair_start", "claim_fair_after_null", "claim_fair_after_key"};
+	FairPosition at = fair_position(q_.name());
+	// whether this call has looked from the rotation's beginning: a look
+	// from there that claims nothing ends it
+	bool from_start = at.from == FairFrom::start;
+	int32 claimed = 0;
+	while (claimed < wanted) {
+		int32 ask = wanted - claimed;
+		Datum values[5] = {TimestampTzGetDatum(now_), Int32GetDatum(ask), IntervalPGetDatum(&lease_), worker_,
+		                   at.from == FairFrom::after_key ? pg::text_datum(at.key) : Datum(0)};
+		char nulls[5] = {' ', ' ', ' ', worker_null_ ? 'n' : ' ', at.from == FairFrom::after_key ? ' ' : 'n'};
+		int variant = static_cast<int>(at.from);
+		uint64 n = q_.run(ops[variant], q_.sql().claim_fair(at.from), 5, types, values, nulls);
+		if (n == 0) {
+			// the rotation's end (or every task of the keys looked at is
+			// being claimed by others): on from its beginning, once
+			at = FairPosition{};
+			if (from_start)
+				break;
+			from_start = true;
+			continue;
+		}
+		for (uint64 i = 0; i < n; ++i) {
+			Datum cols[6];
+			bool isnull[6];
+			for (int c = 0; c < 6; ++c)
+				cols[c] = column(static_cast<int>(i), c + 1, &isnull[c]);
+			emit(cols, isnull);
+		}
+		claimed += static_cast<int32>(n);
+		bool isnull = false;
+		int64 looked_at = DatumGetInt64(column(0, 8, &isnull));
+		if (looked_at < ask) { // the rotation's end: the rest from its beginning
+			at = FairPosition{};
+			from_start = true;
+			continue;
+		}
+		Datum last = column(0, 9, &isnull);
+		at = isnull ? FairPosition{FairFrom::after_null, {}}
+		            : FairPosition{FairFrom::after_key, pg::guard([&] { return TextDatumGetCString(last); })};
+	}
+	set_fair_position(q_.name(), at);
+	claimed_ += static_cast<std::size_t>(claimed);
 }
 
 void Claim::wake(int32 batch) {

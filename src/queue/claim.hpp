@@ -61,8 +61,12 @@ class Claim {
 	// a run claimed nothing because every rate slot was in use
 	bool rate_limited_ = false;
 
-	// Claims up to `wanted` tasks at or after `start` in claim order.
+	// Claims up to `wanted` tasks at or after `start` in claim order; on a
+	// fair queue, the next tasks of the rotation of its keys instead.
 	void claim_from(ClaimKey start, int32 wanted);
+	// The fair claim (fair.hpp): up to `wanted` tasks, a key's first ready
+	// task each, the keys in turn from where the queue's last claim ended.
+	void claim_fair(int32 wanted);
 	// The same by the claim statement.
 	void claim_by_statement(ClaimKey start, int32 wanted);
 	// Due scheduled tasks become ready, expired leases are reclaimed (ready

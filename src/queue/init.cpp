@@ -1,6 +1,7 @@
 // Backend start-up for the task-queue capability.
 #include "queue/init.hpp"
 #include "queue/claim.hpp"
+#include "queue/fair.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "queue/schedule.hpp"
@@ -14,6 +15,7 @@ void init() {
 	define_claim_settings();
 	permissions_init();
 	wait_init();
+	fair_init();
 	schedule_init();
 	schedule_runner_init();
 }

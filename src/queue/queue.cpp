@@ -145,6 +145,8 @@ void load_settings(QueueInfo &info) {
 	info.rate_limit = isnull ? 0 : DatumGetInt32(rate_limit);
 	Datum rate_period = column(0, 8, &isnull);
 	info.rate_period = isnull || info.rate_limit == 0 ? Interval{} : *DatumGetIntervalP(rate_period);
+	Datum fair = column(0, 9, &isnull);
+	info.fair = !isnull && DatumGetBool(fair);
 }
 
 // The OID of index q_<queue>_<suffix> (42704 when it is missing: the queue

@@ -72,6 +72,8 @@ struct QueueInfo {
 	// at most rate_limit claims in any rate_period (0: no limit; rate.hpp)
 	int32 rate_limit;
 	Interval rate_period;
+	// alter_queue(…, fair => true): claims rotate among keys (fair.hpp)
+	bool fair;
 	// the table has the columns of dependencies and task_dependency exists
 	// (QueueSql::set_links): not before the update from 0.2.0
 	bool links;

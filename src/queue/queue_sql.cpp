@@ -246,16 +246,23 @@ RETURNING t.state )" EQ R"( 'ready', t.state )" EQ R"( 'dead', t.concurrency_key
 	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("tk", tk_), fmt::arg("links", link_columns("t.")));
 }
 
-std::string QueueSql::claim() const {
+// What a claim writes into each task it leases ($1 now, $3 lease, $4
+// worker), up to the WHERE of the tasks it chose.
+std::string QueueSql::lease_tasks() const {
 	return fmt::format(
-	    R"(UPDATE {t} AS t
+	    R"(UPDATE {} AS t
    SET state = 'leased',
        attempt = t.attempt )" PLUS R"( 1,
-       lease_token = {token},
+       lease_token = {},
        lease_expires_at = $1 )" PLUS R"( $3,
        lease_extended_to = NULL,
        worker = $4
- WHERE {tk}t.id )" EQ R"( ANY (ARRAY(
+ WHERE)",
+	    table_, new_token());
+}
+
+std::string QueueSql::claim() const {
+	return fmt::format(R"({lease} {tk}t.id )" EQ R"( ANY (ARRAY(
          SELECT id FROM {t}
           WHERE {k}state )" EQ R"( 'ready' AND ({order}) )" GE R"( ($5, $6, $7)
           ORDER BY {order}
@@ -263,8 +270,60 @@ std::string QueueSql::claim() const {
             FOR UPDATE SKIP LOCKED))
 RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at,
           )" MINUS R"( (t.priority::pg_catalog.int8), t.run_at)",
-	    fmt::arg("t", table_), fmt::arg("order", claim_order), fmt::arg("token", new_token()),
-	    fmt::arg("k", k_), fmt::arg("tk", tk_));
+	                   fmt::arg("t", table_), fmt::arg("order", claim_order),
+	                   fmt::arg("lease", lease_tasks()), fmt::arg("k", k_), fmt::arg("tk", tk_));
+}
+
+// The fair claim's rotation: each step finds the next key with ready tasks
+// (one index probe, as a skip scan does), and each key's first ready task not
+// locked by another claim (another probe). Keys come in their sort order, the
+// tasks without a key (NULL, first in the index) before them.
+std::string QueueSql::claim_fair(FairFrom from) const {
+	const char *first = from == FairFrom::start        ? ""
+	                    : from == FairFrom::after_null ? " AND concurrency_key IS NOT NULL"
+	                                                   : " AND concurrency_key " GT " $5";
+	return fmt::format(
+	    R"(WITH RECURSIVE keys (k, n) AS (
+        (SELECT concurrency_key, 1::pg_catalog.int4 FROM {t}
+          WHERE {k}state )" EQ R"( 'ready'{first}
+          ORDER BY concurrency_key NULLS FIRST LIMIT 1)
+    UNION ALL
+        SELECT nx.k, keys.n )" PLUS R"( 1
+          FROM keys CROSS JOIN LATERAL (
+                  (SELECT concurrency_key AS k FROM {t}
+                    WHERE {k}state )" EQ R"( 'ready' AND keys.k IS NULL AND concurrency_key IS NOT NULL
+                    ORDER BY concurrency_key NULLS FIRST LIMIT 1)
+              UNION ALL
+                  (SELECT concurrency_key FROM {t}
+                    WHERE {k}state )" EQ R"( 'ready' AND concurrency_key )" GT R"( keys.k
+                    ORDER BY concurrency_key NULLS FIRST LIMIT 1)) AS nx
+         WHERE keys.n )" LT R"( $2)
+{lease} {tk}t.id )" EQ R"( ANY (ARRAY(
+         SELECT CASE WHEN keys.k IS NULL
+                     THEN (SELECT id FROM {t}
+                            WHERE {k}state )" EQ R"( 'ready' AND concurrency_key IS NULL
+                            ORDER BY concurrency_key NULLS FIRST, {order}
+                            LIMIT 1 FOR UPDATE SKIP LOCKED)
+                     ELSE (SELECT id FROM {t}
+                            WHERE {k}state )" EQ R"( 'ready' AND concurrency_key )" EQ R"( keys.k
+                            ORDER BY concurrency_key NULLS FIRST, {order}
+                            LIMIT 1 FOR UPDATE SKIP LOCKED) END
+           FROM keys))
+RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at, t.concurrency_key,
+          (SELECT pg_catalog.count(*) FROM keys),
+          (SELECT keys.k FROM keys ORDER BY keys.n DESC LIMIT 1))",
+	    fmt::arg("t", table_), fmt::arg("order", claim_order), fmt::arg("lease", lease_tasks()),
+	    fmt::arg("k", k_), fmt::arg("tk", tk_), fmt::arg("first", first));
+}
+
+std::string QueueSql::create_fair_index() const {
+	return fmt::format(
+	    "CREATE INDEX IF NOT EXISTS {} ON {} (concurrency_key NULLS FIRST, {}) WHERE state = 'ready'",
+	    name("fair"), table_, claim_order);
+}
+
+std::string QueueSql::drop_fair_index() const {
+	return fmt::format("DROP INDEX IF EXISTS concurrency.{}", name("fair"));
 }
 
 // A heartbeat that moves the deadline later writes lease_extended_to only (no

@@ -63,6 +63,11 @@ struct ShardPlacement {
 	std::string key_relname;
 };
 
+// Where a fair queue's claim starts in the rotation of its keys (fair.hpp):
+// at its beginning (the tasks without a key, then the keys in order), after
+// the tasks without a key, or after a given key.
+enum class FairFrom : std::uint8_t { start, after_null, after_key };
+
 class QueueSql {
   public:
 	// The statements on the queue's own table.
@@ -130,6 +135,19 @@ class QueueSql {
 	// leases wait for the wake-up step first is the caller's question
 	// (Queue::tasks_wait: two index probes without the executor).
 	std::string claim() const;
+	// The claim of a fair queue (fair.hpp): the first ready task, in claim
+	// order, of each of the next $2 keys of the rotation from `from` ($5 text:
+	// the key after which it starts, for after_key), skipping tasks other
+	// claims have locked. $1 to $4 as claim's -> task_id, lease_token,
+	// attempt, payload, enqueued_at, lease_expires_at, concurrency_key, how
+	// many keys it looked at (int8; fewer than $2: the rotation's end), the
+	// last of them (NULL: the tasks without a key).
+	std::string claim_fair(FairFrom from) const;
+	// CREATE INDEX IF NOT EXISTS of the index the fair claim walks (ready
+	// tasks by key, the tasks without a key first, then in claim order);
+	// DROP INDEX IF EXISTS of it.
+	std::string create_fair_index() const;
+	std::string drop_fair_index() const;
 	// $1 int8 task_id, $2 int8 lease_token, $3 timestamptz now, $4 interval extend -> new deadline
 	std::string heartbeat() const;
 	// $1 int8 task_id, $2 int8 lease_token (deletes the task: SPI_processed 1
@@ -211,6 +229,8 @@ class QueueSql {
 	// the expressions of a new task id (shards only) and a new lease token
 	std::string new_id() const;
 	std::string new_token() const;
+	// "UPDATE … SET <a new lease> WHERE", shared by both claims
+	std::string lease_tasks() const;
 };
 
 // The statements on the catalog concurrency.queue (one row per queue, its
@@ -258,17 +278,20 @@ inline constexpr const char *set_rate =
     "UPDATE concurrency.queue SET rate_limit = CASE WHEN $2 THEN $3 ELSE rate_limit END, "
     "rate_period = CASE WHEN $2 AND $3 IS NULL THEN NULL ELSE coalesce($4, rate_period) END "
     "WHERE name = $1";
+// $1 name, $2 fair. Run only where fair is given (the column is 0.3.0's).
+inline constexpr const char *set_fair = "UPDATE concurrency.queue SET fair = $2 WHERE name = $1";
 // $1 name
 inline constexpr const char *remove = "DELETE FROM concurrency.queue WHERE name = $1";
 // $1 name -> lease, max_attempts, retain, key_limit, max_leased, paused,
-// rate_limit, rate_period. Those of 0.3.0 are read from the row as jsonb: a
+// rate_limit, rate_period, fair. Those of 0.3.0 are read from the row as jsonb: a
 // 0.2.0 catalog (the package updated, ALTER EXTENSION … UPDATE not yet run)
 // has no such columns, and its queues run without them. Read when a backend
 // loads the settings, not per call.
 inline constexpr const char *settings =
     "SELECT q.lease, q.max_attempts, q.retain, q.key_limit, q.max_leased, "
     "COALESCE((pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'paused')::pg_catalog.bool, "
-    "false), " CATALOG_RATE ", " CATALOG_PERIOD " "
+    "false), " CATALOG_RATE ", " CATALOG_PERIOD ", "
+    "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'fair')::pg_catalog.bool "
     "FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) $1";
 // $1 name, $2 paused -> the name, when the flag changed (permission manage
 // is checked before)

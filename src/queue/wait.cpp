@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/names.hpp"
+#include "queue/shared_queues.hpp"
 #include "queue/wait.hpp"
 #include "pg/guard.hpp"
 #include "pg/shmem.hpp"
@@ -31,45 +32,21 @@ namespace {
 
 // Queues (of all databases) whose waiters commits can wake; a waiter on a
 // queue beyond these polls. An entry is never removed (about 100 bytes).
-constexpr long max_wait_queues = 1024;
-constexpr const char *wait_tranche = "concurrency_ext queue waits";
-
-struct WaitKey {
-	Oid database;
-	char queue[max_queue_name_bytes + 1];
-};
-
 struct WaitEntry {
-	WaitKey key; // hash key: must come first
+	SharedQueueKey key; // hash key: must come first
 	ConditionVariable cv;
 };
 
-HTAB *wait_queues = nullptr; // nullptr: not preloaded, waiters poll
-LWLock *wait_lock = nullptr; // guards the hash table (not the entries' condition variables)
+// no table (not preloaded): waiters poll. Its lock guards the table, not
+// the entries' condition variables.
+SharedQueues wait_queues("concurrency_ext queue waits", 1024, sizeof(WaitEntry));
 
 void request_shared_memory() {
-	RequestAddinShmemSpace(hash_estimate_size(max_wait_queues, sizeof(WaitEntry)));
-	RequestNamedLWLockTranche(wait_tranche, 1);
+	wait_queues.request();
 }
 
 void start_shared_memory() {
-	HASHCTL info;
-	std::memset(&info, 0, sizeof info);
-	info.keysize = sizeof(WaitKey);
-	info.entrysize = sizeof(WaitEntry);
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	wait_queues = ShmemInitHash("concurrency_ext queue waits", max_wait_queues, max_wait_queues, &info,
-	                            HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
-	wait_lock = &GetNamedLWLockTranche(wait_tranche)->lock;
-	LWLockRelease(AddinShmemInitLock);
-}
-
-WaitKey key_of(std::string_view queue) {
-	WaitKey key;
-	std::memset(&key, 0, sizeof key); // the hash reads every byte
-	key.database = MyDatabaseId;
-	std::memcpy(key.queue, queue.data(), std::min(queue.size(), max_queue_name_bytes));
-	return key;
+	wait_queues.start();
 }
 
 // This transaction's wake-ups, per queue; kept in static storage so that the
@@ -77,7 +54,7 @@ WaitKey key_of(std::string_view queue) {
 // transaction: every waiter of the database is woken at commit.
 constexpr int max_notes = 16;
 struct Note {
-	WaitKey key;
+	SharedQueueKey key;
 	uint64_t tasks;
 };
 Note notes[max_notes];
@@ -110,22 +87,22 @@ void signal_waiters(ConditionVariable *cv, uint64_t n) {
 // Called when this transaction has committed (its tasks are visible to every
 // new snapshot by then).
 void wake_noted() {
-	LWLockAcquire(wait_lock, LW_SHARED);
+	LWLockAcquire(wait_queues.lock(), LW_SHARED);
 	if (notes_overflowed) {
 		HASH_SEQ_STATUS scan;
-		hash_seq_init(&scan, wait_queues);
+		hash_seq_init(&scan, wait_queues.table());
 		while (auto *entry = static_cast<WaitEntry *>(hash_seq_search(&scan)))
 			if (entry->key.database == MyDatabaseId)
 				ConditionVariableBroadcast(&entry->cv);
 	} else {
 		for (int i = 0; i < note_count; ++i) {
 			auto *entry =
-			    static_cast<WaitEntry *>(hash_search(wait_queues, &notes[i].key, HASH_FIND, nullptr));
+			    static_cast<WaitEntry *>(hash_search(wait_queues.table(), &notes[i].key, HASH_FIND, nullptr));
 			if (entry)
 				signal_waiters(&entry->cv, notes[i].tasks);
 		}
 	}
-	LWLockRelease(wait_lock);
+	LWLockRelease(wait_queues.lock());
 }
 
 // The wake-ups of a committed transaction are sent once its invalidation
@@ -187,9 +164,9 @@ void wait_init() {
 }
 
 void note_claimable(std::string_view queue, uint64_t tasks) {
-	if (!wait_queues || tasks == 0 || notes_overflowed)
+	if (!wait_queues.exists() || tasks == 0 || notes_overflowed)
 		return;
-	WaitKey key = key_of(queue);
+	SharedQueueKey key = shared_queue_key(queue);
 	for (int i = 0; i < note_count; ++i)
 		if (std::memcmp(&notes[i].key, &key, sizeof key) == 0) {
 			notes[i].tasks += tasks;
@@ -203,21 +180,12 @@ void note_claimable(std::string_view queue, uint64_t tasks) {
 }
 
 QueueWait::QueueWait(std::string_view queue) {
-	if (!wait_queues)
+	if (!wait_queues.exists())
 		return;
-	WaitKey key = key_of(queue);
+	SharedQueueKey key = shared_queue_key(queue);
 	cv_ = pg::guard([&] {
-		LWLockAcquire(wait_lock, LW_SHARED);
-		auto *entry = static_cast<WaitEntry *>(hash_search(wait_queues, &key, HASH_FIND, nullptr));
-		LWLockRelease(wait_lock);
-		if (!entry) {
-			bool found = false;
-			LWLockAcquire(wait_lock, LW_EXCLUSIVE);
-			entry = static_cast<WaitEntry *>(hash_search(wait_queues, &key, HASH_ENTER_NULL, &found));
-			if (entry && !found)
-				ConditionVariableInit(&entry->cv);
-			LWLockRelease(wait_lock);
-		}
+		auto *entry = static_cast<WaitEntry *>(wait_queues.find_or_enter(
+		    key, [](void *made) { ConditionVariableInit(&static_cast<WaitEntry *>(made)->cv); }));
 		if (!entry)
 			return static_cast<ConditionVariable *>(nullptr); // every slot taken: poll
 		// on the list before the first look: a commit from now on wakes us

@@ -1,6 +1,6 @@
 -- ---------------------------------------------------------------------------
 -- Task queue: create_queue and alter_queue, with every setting of 0.3.0
--- (rate_limit, rate_period); the catalog they write and its trigger are in
+-- (rate_limit, rate_period, fair); the catalog they write and its trigger are in
 -- 20_queue.sql and 21_queue_settings.sql.
 -- ---------------------------------------------------------------------------
 
@@ -25,11 +25,11 @@ REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interva
 CREATE FUNCTION concurrency.alter_queue(queue text, lease interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
                                         retain interval DEFAULT NULL, key_limit integer DEFAULT NULL,
                                         max_leased integer DEFAULT NULL, rate_limit integer DEFAULT NULL,
-                                        rate_period interval DEFAULT NULL)
+                                        rate_period interval DEFAULT NULL, fair boolean DEFAULT NULL)
     RETURNS void
     LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'concurrency_alter_queue';
-COMMENT ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval) IS
-    'changes settings of a queue in place: NULL keeps a setting; retain => ''0'', key_limit => 0, max_leased => 0, rate_limit => 0 remove it';
-REVOKE ALL ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval) FROM PUBLIC;
+COMMENT ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean) IS
+    'changes settings of a queue in place: NULL keeps a setting; retain => ''0'', key_limit => 0, max_leased => 0, rate_limit => 0 remove it; fair => true rotates claims among concurrency keys';
+REVOKE ALL ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean) FROM PUBLIC;

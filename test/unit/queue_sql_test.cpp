@@ -9,6 +9,7 @@
 #include "queue/queue_sql.hpp"
 
 using concurrency::max_queue_name_bytes;
+using concurrency::queue::FairFrom;
 using concurrency::queue::queue_channel;
 using concurrency::queue::queue_index_name;
 using concurrency::queue::queue_table_name;
@@ -45,7 +46,10 @@ std::vector<std::string> every_statement(const QueueSql &sql) {
 	        sql.release_many(),
 	        sql.heartbeat_progress(),
 	        sql.heartbeat_many_progress(),
-	        sql.next_due()};
+	        sql.next_due(),
+	        sql.claim_fair(FairFrom::start),
+	        sql.claim_fair(FairFrom::after_null),
+	        sql.claim_fair(FairFrom::after_key)};
 }
 
 } // namespace
@@ -55,7 +59,7 @@ TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
 	EXPECT_LE(queue_table_name(longest).size(), 63u);
 	EXPECT_LE(queue_channel(longest).size(), 63u);
 	for (const char *suffix : {"pkey", "ready", "scheduled", "leased", "dedupe", "finished", "state_check",
-	                           "id_seq", "dedupe_new"})
+	                           "id_seq", "dedupe_new", "fair"})
 		EXPECT_LE(queue_index_name(longest, suffix).size(), 63u) << suffix;
 	EXPECT_EQ(queue_table_name("jobs"), "q_jobs");
 	EXPECT_EQ(queue_channel("jobs"), "concurrency_jobs");
@@ -107,6 +111,39 @@ TEST(QueueSql, ClaimUsesTheReadyIndexOrderAndSkipLocked) {
 	          std::string::npos)
 	    << sql.create_table();
 	EXPECT_NE(sql.wake().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
+}
+
+TEST(QueueSql, FairClaimWalksTheFairIndex) {
+	// every scan of the fair claim is in the order of the fair index (keys,
+	// the tasks without a key first, then claim order), so that each step of
+	// the rotation is one index probe; each key's task is locked SKIP LOCKED
+	QueueSql sql("jobs");
+	const std::string order = "(OPERATOR(pg_catalog.-) (priority::pg_catalog.int8)), run_at, id";
+	EXPECT_EQ(sql.create_fair_index(), "CREATE INDEX IF NOT EXISTS \"q_jobs_fair\" ON concurrency.\"q_jobs\" "
+	                                   "(concurrency_key NULLS FIRST, " +
+	                                       order + ") WHERE state = 'ready'");
+	EXPECT_EQ(sql.drop_fair_index(), "DROP INDEX IF EXISTS concurrency.\"q_jobs_fair\"");
+	for (FairFrom from : {FairFrom::start, FairFrom::after_null, FairFrom::after_key}) {
+		std::string claim = sql.claim_fair(from);
+		std::size_t scans = 0, ordered = 0, locked = 0;
+		for (std::size_t at = claim.find("FROM concurrency.\"q_jobs\"\n"); at != std::string::npos;
+		     at = claim.find("FROM concurrency.\"q_jobs\"\n", at + 1))
+			++scans;
+		for (std::size_t at = claim.find("ORDER BY concurrency_key NULLS FIRST"); at != std::string::npos;
+		     at = claim.find("ORDER BY concurrency_key NULLS FIRST", at + 1))
+			++ordered;
+		const std::string lock = "ORDER BY concurrency_key NULLS FIRST, " + order +
+		                         "\n                            LIMIT 1 FOR UPDATE SKIP LOCKED";
+		for (std::size_t at = claim.find(lock); at != std::string::npos; at = claim.find(lock, at + 1))
+			++locked;
+		EXPECT_EQ(scans, 5u) << claim;
+		EXPECT_EQ(ordered, 5u) << claim;
+		EXPECT_EQ(locked, 2u) << claim;
+		EXPECT_EQ(claim.find("$5") != std::string::npos, from == FairFrom::after_key) << claim;
+		EXPECT_EQ(claim.find("concurrency_key IS NOT NULL\n          ORDER BY") != std::string::npos,
+		          from == FairFrom::after_null)
+		    << claim;
+	}
 }
 
 TEST(QueueSql, StatementsQualifyEveryOperator) {

@@ -1,8 +1,8 @@
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0: rate limits (rate_limit claims in any
--- rate_period). The catalog gets the two settings, last, as a fresh install
--- has them (no queue of 0.2.0 has a limit); create_queue and alter_queue take
--- them: their 0.2.0 definitions step aside under other names for the new
+-- rate_period) and fair claims (fair). The catalog gets the three settings,
+-- last, as a fresh install has them (no queue of 0.2.0 has a limit or is
+-- fair); create_queue and alter_queue take them: their 0.2.0 definitions step aside under other names for the new
 -- ones of 21_queue_settings_api.sql, and 25_queue_wait_grants.sql gives
 -- their privileges to the new ones and drops them.
 -- ---------------------------------------------------------------------------
@@ -10,7 +10,8 @@
 ALTER TABLE concurrency.queue
     ADD COLUMN rate_limit integer CHECK (rate_limit >= 1),
     ADD COLUMN rate_period interval CHECK (rate_period > interval '0'),
-    ADD CONSTRAINT queue_rate_check CHECK ((rate_limit IS NULL) = (rate_period IS NULL));
+    ADD CONSTRAINT queue_rate_check CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
+    ADD COLUMN fair boolean NOT NULL DEFAULT false;
 
 ALTER FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean)
     RENAME TO create_queue_0_2_0;
