@@ -45,12 +45,18 @@
 #    'pending', so that claims stay flat behind leased tasks (benchmark 5),
 #    and (taken_at) WHERE status = 'running', so that expired leases are found
 #    without a scan — and the WAL each of the three sides writes per task.
+# 10. fair claims (alter_queue(…, fair => true)): dequeue + complete on a
+#    queue of 1,000 keys with 100 ready tasks each, fair against the same
+#    queue not fair, 8 clients.
+# 11. fair claims: how many claims it takes until a lone task enqueued
+#    behind another key's 100,000 ready tasks is claimed, fair and not fair
+#    (one session; claims counted from the tasks' states).
 set -euo pipefail
 cd "$(dirname "$0")"
 T=${BENCH_SECONDS:-3}
 PAIRS=${BENCH_PAIRS:-5}
 CLIENTS=${BENCH_CLIENTS:-"1 8 32"}
-ONLY=${BENCH_ONLY:-"1 2 3 4 5 6 7 8 9"}
+ONLY=${BENCH_ONLY:-"1 2 3 4 5 6 7 8 9 10 11"}
 export PGOPTIONS="${PGOPTIONS:-} -c synchronous_commit=${BENCH_SYNC:-on}"
 work=$(mktemp -d)
 bg_pids=()
@@ -74,6 +80,9 @@ SELECT concurrency.create_queue('bench_q');
 SELECT concurrency.create_queue('bench_ahead');
 SELECT concurrency.create_queue('bench_keys', key_limit => 1);
 SELECT concurrency.create_queue('bench_one');
+SELECT concurrency.create_queue('bench_fair');
+SELECT concurrency.alter_queue('bench_fair', fair => true);
+SELECT concurrency.create_queue('bench_unfair');
 -- the seed's job table: what teams write by hand
 CREATE TABLE bench_raw_jobs (
     id       bigserial PRIMARY KEY,
@@ -128,7 +137,7 @@ COMMIT;
 EOF2
 sed 's/bench_raw_jobs/bench_raw_indexed/g' "$work/raw.sql" >"$work/raw_indexed.sql"
 echo '\sleep 600 s' >"$work/idle.sql"
-for q in bench_keys bench_one; do
+for q in bench_keys bench_one bench_fair bench_unfair; do
 	printf 'BEGIN;\nSELECT task_id FROM concurrency.dequeue(%s);\nROLLBACK;\n' "'$q'" >"$work/peek_$q.sql"
 	printf 'SELECT task_id, lease_token FROM concurrency.dequeue(%s) \\gset\nSELECT concurrency.complete(%s, :task_id, :lease_token);\n' \
 		"'$q'" "'$q'" >"$work/work_$q.sql"
@@ -407,6 +416,53 @@ if wanted 9; then
 	line "WAL bytes per task: extension vs raw SQL" "$a" "$b" "$r" "$range" "-"
 	read -r a b r range <<<"$(pairs "wal_side ours $top" "wal_side raw_indexed $top")"
 	line "WAL bytes per task: extension vs raw+indexes" "$a" "$b" "$r" "$range" "-"
+fi
+
+# ---- 10. fair claims, 1,000 keys ----------------------------------------------------
+if wanted 10; then
+	header "10. dequeue + complete, 1,000 keys, fair vs not fair (tps, 8 clients)" "fair" "not fair"
+	fair_side() { # bench_fair|bench_unfair -> tps
+		local tps
+		# 100 tasks of each of the 1,000 keys, enqueued key after key
+		sql -c "TRUNCATE concurrency.\"q_$1\"" \
+			-c "INSERT INTO concurrency.\"q_$1\" (concurrency_key, payload)
+			    SELECT 'k' || (i / 100), jsonb_build_object('n', i) FROM generate_series(0, 99999) AS i" \
+			-c "VACUUM ANALYZE concurrency.\"q_$1\""
+		read -r tps _ <<<"$(run "work_$1.sql" 8)"
+		check_left "concurrency.\"q_$1\""
+		echo "$tps"
+	}
+	read -r a b r range <<<"$(pairs "fair_side bench_fair" "fair_side bench_unfair")"
+	line "two autocommit calls per task" "$a" "$b" "$r" "$range" ">= 0.8"
+fi
+
+# ---- 11. a lone task behind another key's 100,000 ---------------------------------
+if wanted 11; then
+	emit ""
+	emit "== 11. claims until a lone task behind another key's 100,000 ready tasks is claimed"
+	lone_claims() { # bench_fair|bench_unfair -> claims
+		sql -c "TRUNCATE concurrency.\"q_$1\"" \
+			-c "INSERT INTO concurrency.\"q_$1\" (concurrency_key, payload)
+			    SELECT 'busy', jsonb_build_object('n', i) FROM generate_series(1, 100000) AS i" \
+			-c "VACUUM ANALYZE concurrency.\"q_$1\"" \
+			-c "SELECT count(*) FROM concurrency.dequeue('$1', 10)" \
+			-c "SELECT concurrency.enqueue('$1', '{\"lone\": true}', concurrency_key => 'lone')"
+		# claim one task at a time, each in a transaction of its own (as
+		# workers do: claims in one transaction would walk each other's
+		# uncommitted entries), until the lone one is leased
+		PGOPTIONS="$PGOPTIONS -c synchronous_commit=off" psql -X -At -v ON_ERROR_STOP=1 -c "DO \$\$
+			BEGIN
+			    FOR n IN 1..200000 LOOP
+			        PERFORM concurrency.dequeue('$1');
+			        COMMIT;
+			        EXIT WHEN EXISTS (SELECT FROM concurrency.\"q_$1\" WHERE concurrency_key = 'lone' AND state = 'leased');
+			    END LOOP;
+			END \$\$" -c "SELECT count(*) - 10 FROM concurrency.\"q_$1\" WHERE state = 'leased'"
+	}
+	fair_n=$(lone_claims bench_fair | tail -1)
+	unfair_n=$(lone_claims bench_unfair | tail -1)
+	emit "$(printf '%-52s %10s   goal %s' "fair: claims until the lone task" "$fair_n" "<= 2")"
+	emit "$(printf '%-52s %10s   goal %s' "not fair: claims until the lone task" "$unfair_n" "-")"
 fi
 
 printf '\n==== summary (%s, load average at the end: %s)\n' "$(psql -X -At -c 'SELECT version()' | cut -d' ' -f1-2)" \

@@ -325,6 +325,24 @@ def test_rate_limit_refused_on_distributed_queues():
     c.execute("SELECT concurrency.drop_queue('nr'), concurrency.drop_queue('nr2')")
 
 
+def test_fair_refused_on_distributed_queues():
+    """Fair claims do not rotate keys across shards yet: refused (0A000) for a distributed queue, changing nothing."""
+    c = connect(COORDINATOR)
+    c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('nf', 'nf2')")
+    fresh_queue("nf")
+    e = error_of(lambda: c.execute("SELECT concurrency.alter_queue('nf', fair => true)"))
+    check("alter_queue(…, fair => true) of a distributed queue: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
+    check("and it is not fair", scalar(c, "SELECT fair FROM concurrency.queue WHERE name = 'nf'") is False)
+    c.execute("SELECT concurrency.alter_queue('nf', fair => false)")
+    c.execute("SELECT concurrency.create_queue('nf2')")
+    c.execute("SELECT concurrency.alter_queue('nf2', fair => true)")
+    e = error_of(lambda: c.execute("SELECT concurrency.distribute_queue('nf2')"))
+    check("distribute_queue of a fair queue: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
+    check("and it stays a local queue",
+          scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'nf2'") == 0)
+    c.execute("SELECT concurrency.drop_queue('nf'), concurrency.drop_queue('nf2')")
+
+
 def test_errors_on_a_worker_node():
     fresh_queue("ne")
     c = connect(COORDINATOR)
@@ -477,5 +495,5 @@ if __name__ == "__main__":
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
          test_a_node_with_every_shard_needs_no_routed_claim, test_release_progress_cancel_on_the_shards_node, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
          test_routed_queues_on_a_worker_node, test_routed_functions_internal_and_usable_by_the_owner,
-         test_rate_limit_refused_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
+         test_rate_limit_refused_on_distributed_queues, test_fair_refused_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])

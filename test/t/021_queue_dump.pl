@@ -50,6 +50,12 @@ $node->safe_psql('postgres', q{
   SELECT concurrency.create_queue('rated', rate_limit => 1, rate_period => '1 hour');
   SELECT concurrency.enqueue('rated', jsonb_build_object('n', n)) FROM generate_series(1, 3) n;
   SELECT count(*) FROM concurrency.dequeue('rated', 5);
+
+  -- a fair queue: two tasks of key a, one of b
+  SELECT concurrency.create_queue('turns');
+  SELECT concurrency.alter_queue('turns', fair => true);
+  SELECT concurrency.enqueue('turns', jsonb_build_object('k', k, 'n', n), concurrency_key => k)
+    FROM (VALUES ('a', 1), ('a', 2), ('b', 1)) AS t(k, n);
 });
 # one claimed and kept (its holder will complete it after the restore), one failed for good
 my ($held_id, $held_token) = split /\|/, $node->safe_psql('postgres',
@@ -134,6 +140,14 @@ for my $format ('custom', 'plain')
 	$node->safe_psql($db, q{SELECT concurrency.alter_queue('rated', rate_limit => 2)});
 	is($node->safe_psql($db, q{SELECT count(*) FROM concurrency.dequeue('rated', 5)}), '1',
 		"$format: and alter_queue changes it: one more claim");
+	is($node->safe_psql($db, q{SELECT fair FROM concurrency.queue WHERE name = 'turns'}), 't',
+		"$format: the fair queue is fair");
+	is($node->safe_psql($db, q{SELECT to_regclass('concurrency.q_turns_fair') IS NOT NULL}), 't',
+		"$format: with its index");
+	is($node->safe_psql($db,
+			q{SELECT string_agg(d.payload ->> 'k', ' ' ORDER BY g)
+			    FROM generate_series(1, 3) g, LATERAL concurrency.dequeue('turns', 1 + 0 * g) d}),
+		'a b a', "$format: and its claims take turns between keys");
 
 	# DROP EXTENSION still refuses while queues hold tasks
 	my ($ret, $out, $err) = $node->psql($db, 'DROP EXTENSION concurrency_ext');

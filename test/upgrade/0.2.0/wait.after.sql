@@ -72,6 +72,15 @@ SELECT pg_temp.check(concurrency.complete_batch('wlive', array_agg(task_id), arr
 SELECT pg_temp.check((SELECT array_agg(state || ':' || (payload ->> 'n') ORDER BY payload ->> 'n')
                         FROM concurrency."q_wlive") = '{done:2,scheduled:3,dead:4,ready:5}', 'done parent, scheduled, dead and the child left');
 
+-- a 0.2.0 queue made fair: its task without a key (5) and new ones of keys
+-- x and y are claimed in turn
+SELECT concurrency.alter_queue('wlive', fair => true);
+SELECT count(*) FROM concurrency.enqueue_batch('wlive', ARRAY['{"n": 6}', '{"n": 7}', '{"n": 8}']::jsonb[],
+                                                concurrency_keys => ARRAY['x', 'x', 'y']);
+SELECT pg_temp.check((SELECT string_agg(d.payload ->> 'n', ' ' ORDER BY g)
+                        FROM generate_series(1, 4) g, LATERAL concurrency.dequeue('wlive', 1 + 0 * g) d) = '5 6 8 7',
+                     'fair claims on an updated queue');
+
 -- the serial key: its released head is its next task again, then the second
 SELECT pg_temp.check(concurrency.release('wkeyed', task_id, lease_token), 'release the head')
   FROM wait_held WHERE queue = 'wkeyed';
