@@ -112,3 +112,36 @@ SET concurrency.direct_claim = off;
 RESET ROLE;
 DROP ROLE direct_claim_user;
 SELECT concurrency.drop_queue('switch');
+
+-- a fair queue (alter_queue(…, fair => true)) is claimed without the
+-- executor too: one scan of its fair index per task, where the statement
+-- makes two (the next key, then that key's first task); the same tasks in
+-- the same turns either way, and its indexes stay whole
+SELECT concurrency.create_queue('direct_fair');
+SELECT concurrency.alter_queue('direct_fair', fair => true);
+SELECT count(*) FROM concurrency.enqueue_batch('direct_fair',
+    (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, 8) AS i),
+    concurrency_keys => ARRAY['a', 'a', 'b', 'b', NULL, NULL, 'c', 'c']);
+CREATE FUNCTION pg_temp.fair_index_scans() RETURNS bigint LANGUAGE sql AS
+    $$ SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'q_direct_fair_fair' $$;
+CREATE TEMP TABLE fair_claims (seq serial, n int, direct boolean, scans_before bigint);
+SET concurrency.direct_claim = on;
+SELECT pg_stat_force_next_flush();
+INSERT INTO fair_claims (n, direct, scans_before) SELECT (payload ->> 'n')::int, true, pg_temp.fair_index_scans() FROM concurrency.dequeue('direct_fair');
+SELECT pg_stat_force_next_flush();
+SET concurrency.direct_claim = off;
+INSERT INTO fair_claims (n, direct, scans_before) SELECT (payload ->> 'n')::int, false, pg_temp.fair_index_scans() FROM concurrency.dequeue('direct_fair');
+SELECT pg_stat_force_next_flush();
+SET concurrency.direct_claim = on;
+INSERT INTO fair_claims (n, direct, scans_before) SELECT (payload ->> 'n')::int, true, pg_temp.fair_index_scans() FROM concurrency.dequeue('direct_fair');
+SELECT pg_stat_force_next_flush();
+SELECT n, direct, coalesce(lead(scans_before) OVER (ORDER BY seq), pg_temp.fair_index_scans()) - scans_before AS fair_index_scans
+  FROM fair_claims ORDER BY seq;
+SELECT array_agg((payload->>'n')::int ORDER BY (payload->>'n')::int) AS claimed FROM concurrency.dequeue('direct_fair', 4);
+SET concurrency.direct_claim = off;
+SELECT array_agg((payload->>'n')::int ORDER BY (payload->>'n')::int) AS claimed FROM concurrency.dequeue('direct_fair', 4);
+RESET concurrency.direct_claim;
+SELECT count(*) FILTER (WHERE NOT checked) AS broken_indexes
+  FROM (SELECT bt_index_check(i.indexrelid, true) IS NOT NULL AS checked
+          FROM pg_index i WHERE i.indrelid = 'concurrency."q_direct_fair"'::regclass) AS c;
+SELECT concurrency.drop_queue('direct_fair');

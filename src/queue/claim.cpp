@@ -141,6 +141,17 @@ void Claim::claim_fair(int32 wanted) {
 	static const Oid types[5] = {TIMESTAMPTZOID, INT4OID, INTERVALOID, TEXTOID, TEXTOID};
 	static const char *const ops[3] = {"claim_fair_start", "claim_fair_after_null", "claim_fair_after_key"};
 	FairPosition at = fair_position(q_.name());
+	// without the executor where it applies (claim_direct.hpp)
+	ClaimedTask *tasks = nullptr;
+	int direct = 0;
+	if (direct_claim &&
+	    claim_direct_fair(q_.info(), now_, wanted, lease_, worker_, worker_null_, at, &tasks, &direct)) {
+		for (int i = 0; i < direct; ++i)
+			emit(tasks[i].cols, tasks[i].isnull);
+		claimed_ += static_cast<std::size_t>(direct);
+		set_fair_position(q_.name(), at);
+		return;
+	}
 	// whether this call has looked from the rotation's beginning: a look
 	// from there that claims nothing ends it
 	bool from_start = at.from == FairFrom::start;

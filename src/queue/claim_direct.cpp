@@ -3,11 +3,14 @@
 // destructor lives in these functions.
 #include "queue/claim_direct.hpp"
 
+#include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "pg/guard.hpp"
 #include "pg/relation.hpp"
 #include "queue/queue.hpp"
+#include "pg/datum.hpp"
 #include "queue/queue_sql.hpp"
 
 extern "C" {
@@ -55,7 +58,7 @@ struct DirectIndex {
 // The columns a claim reads or writes.
 struct Columns {
 	AttrNumber id, lease_token, run_at, lease_expires_at, lease_extended_to, enqueued_at, priority, attempt,
-	    state, worker, payload;
+	    state, worker, payload, concurrency_key;
 };
 
 } // namespace
@@ -68,6 +71,10 @@ struct DirectClaim {
 	bool usable;
 	Columns col;
 	int ready; // position of the ready index in indexes
+	// position of the fair index q_<queue>_fair (alter_queue(…, fair => true))
+	// in indexes, -1 without one; the collation of its key column
+	int fair;
+	Oid fair_collation;
 	// its three columns' btree comparison functions (BTORDER_PROC), for the
 	// row-comparison scan key: (-(priority::int8), run_at, id)
 	RegProcedure order_procs[3];
@@ -98,7 +105,7 @@ bool written_by_claim(const Columns &c, AttrNumber a) {
 }
 
 // Whether the claim can be done here for this table, and what it needs.
-bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
+bool describe(DirectClaim *d, Relation heap, Oid ready_index, const char *fair_name) {
 	Form_pg_class rel = heap->rd_rel;
 	if (rel->relkind != RELKIND_RELATION || rel->relam != HEAP_TABLE_AM_OID || rel->relhastriggers ||
 	    rel->relhasrules || rel->relrowsecurity)
@@ -118,8 +125,10 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 	c.state = column_number(desc, "state", TEXTOID, false);
 	c.worker = column_number(desc, "worker", TEXTOID, true);
 	c.payload = column_number(desc, "payload", JSONBOID, false);
-	for (AttrNumber a : {c.id, c.lease_token, c.run_at, c.lease_expires_at, c.lease_extended_to,
-	                     c.enqueued_at, c.priority, c.attempt, c.state, c.worker, c.payload})
+	c.concurrency_key = column_number(desc, "concurrency_key", TEXTOID, false);
+	for (AttrNumber a :
+	     {c.id, c.lease_token, c.run_at, c.lease_expires_at, c.lease_extended_to, c.enqueued_at, c.priority,
+	      c.attempt, c.state, c.worker, c.payload, c.concurrency_key})
 		if (a == InvalidAttrNumber)
 			return false;
 
@@ -127,6 +136,7 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 	if (list_length(oids) > max_indexes)
 		return false;
 	d->ready = -1;
+	d->fair = -1;
 	ListCell *lc;
 	foreach (lc, oids) {
 		Oid oid = lfirst_oid(lc);
@@ -140,6 +150,14 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 		                 ii->ii_IndexAttrNumbers[1] != c.run_at || ii->ii_IndexAttrNumbers[2] != c.id ||
 		                 TupleDescAttr(RelationGetDescr(irel), 0)->atttypid != INT8OID))
 			plain_btree = false;
+		// the fair index: (concurrency_key NULLS FIRST, …), as alter_queue makes it
+		bool is_fair = std::strcmp(RelationGetRelationName(irel), fair_name) == 0;
+		if (is_fair && (ii->ii_NumIndexKeyAttrs < 1 || ii->ii_IndexAttrNumbers[0] != c.concurrency_key ||
+		                (irel->rd_indoption[0] & INDOPTION_NULLS_FIRST) == 0 ||
+		                (irel->rd_indoption[0] & INDOPTION_DESC) != 0))
+			is_fair = false;
+		if (is_fair)
+			d->fair_collation = irel->rd_indcollation[0];
 		if (plain_btree && is_ready) {
 			const Oid types[3] = {INT8OID, TIMESTAMPTZOID, INT8OID};
 			for (int k = 0; k < 3; ++k) {
@@ -153,6 +171,8 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index) {
 			return false;
 		if (is_ready)
 			d->ready = d->nindexes;
+		if (is_fair && plain_btree)
+			d->fair = d->nindexes;
 		if (ii->ii_Predicate != NIL)
 			ii->ii_PredicateState = ExecInitQual(
 			    reinterpret_cast<List *>(expression_planner(reinterpret_cast<Expr *>(ii->ii_Predicate))),
@@ -187,7 +207,10 @@ DirectClaim *direct_of(QueueInfo &info, Relation heap) {
 	d->cxt = cxt;
 	info.direct = d; // freed by forget_direct, also if describe fails half-way
 	MemoryContext caller = MemoryContextSwitchTo(cxt);
-	d->usable = describe(d, heap, info.ready_index);
+	char fair_name[NAMEDATALEN];
+	std::string_view queue(info.name);
+	snprintf(fair_name, sizeof fair_name, "q_%.*s_fair", static_cast<int>(queue.size()), queue.data());
+	d->usable = describe(d, heap, info.ready_index, fair_name);
 	MemoryContextSwitchTo(caller);
 	return d;
 }
@@ -242,43 +265,188 @@ void forget_direct(QueueInfo &info) {
 
 namespace {
 
-bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
-           bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count) {
-	*tasks = nullptr;
-	*count = 0;
+// One claim's relations, snapshot and output, between open_run and close_run.
+struct Run {
+	DirectClaim *d;
+	Relation heap;
+	Relation irels[max_indexes];
+	Snapshot snapshot;
+	CommandId cid;
+	TupleDesc desc;
+	TupleTableSlot *seen, *locked, *written;
+	Datum *values;
+	bool *nulls;
+	ClaimedTask *out;
+	int n, capacity, wanted;
+	TimestampTz expires;
+	Oid token_sequence;
+	bool shard;
+	int64 group;
+	Datum worker;
+	bool worker_null;
+	// the concurrency_key of the task take() leased last (null: none)
+	Datum last_key;
+	bool last_key_null;
+};
+
+// Opens the table and its indexes for a claim of up to `wanted` tasks; false,
+// having done nothing, where the statement must run instead.
+bool open_run(Run &r, QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
+              bool worker_null) {
 	// the statement raises what a read-only transaction or a standby says
 	// to a write (25006), and handles the snapshot of REPEATABLE READ and
 	// SERIALIZABLE (a serialization failure for a task changed since)
 	if (XactReadOnly || IsolationUsesXactSnapshot())
 		return false;
-	const Oid token_sequence = info.token_sequence;
-	const bool shard = info.shard_id != 0;
-	const int64 group = info.shard_group;
+	r.token_sequence = info.token_sequence;
+	r.shard = info.shard_id != 0;
+	r.group = info.shard_group;
 	// as a statement of the calling query would: see what this transaction
 	// did so far (the complete before it, in a worker's loop)
 	CommandCounterIncrement();
-	Relation heap = table_open(info.relid, RowExclusiveLock);
+	r.heap = table_open(info.relid, RowExclusiveLock);
 	// the lock let in the invalidations that came before it: an entry that is
 	// no longer valid may describe indexes that changed
 	if (!info.valid) {
-		table_close(heap, NoLock);
+		table_close(r.heap, NoLock);
 		return false;
 	}
-	DirectClaim *d = direct_of(info, heap);
-	if (!d->usable) {
-		table_close(heap, NoLock);
+	r.d = direct_of(info, r.heap);
+	if (!r.d->usable) {
+		table_close(r.heap, NoLock);
 		return false;
 	}
-	const Columns &c = d->col;
-	Relation irels[max_indexes];
-	for (int i = 0; i < d->nindexes; ++i)
-		irels[i] = index_open(d->indexes[i].oid, RowExclusiveLock);
+	for (int i = 0; i < r.d->nindexes; ++i)
+		r.irels[i] = index_open(r.d->indexes[i].oid, RowExclusiveLock);
 
 	PushActiveSnapshot(GetTransactionSnapshot());
-	Snapshot snapshot = GetActiveSnapshot();
-	CommandId cid = GetCurrentCommandId(true);
-	TupleDesc desc = RelationGetDescr(heap);
+	r.snapshot = GetActiveSnapshot();
+	r.cid = GetCurrentCommandId(true);
+	r.desc = RelationGetDescr(r.heap);
+	r.seen = table_slot_create(r.heap, nullptr);
+	r.locked = table_slot_create(r.heap, nullptr);
+	r.written = MakeSingleTupleTableSlot(r.desc, &TTSOpsHeapTuple);
+	r.values = static_cast<Datum *>(palloc(r.desc->natts * sizeof(Datum)));
+	r.nulls = static_cast<bool *>(palloc(r.desc->natts * sizeof(bool)));
+	r.wanted = wanted;
+	r.capacity = wanted < 16 ? wanted : 16;
+	r.out = static_cast<ClaimedTask *>(palloc(r.capacity * sizeof(ClaimedTask)));
+	r.n = 0;
+	r.expires = DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+	                                                    IntervalPGetDatum(const_cast<Interval *>(&lease))));
+	r.worker = worker;
+	r.worker_null = worker_null;
+	r.last_key = Datum(0);
+	r.last_key_null = true;
+	return true;
+}
 
+void close_run(Run &r, ClaimedTask **tasks, int *count) {
+	ExecDropSingleTupleTableSlot(r.written);
+	ExecDropSingleTupleTableSlot(r.locked);
+	ExecDropSingleTupleTableSlot(r.seen);
+	PopActiveSnapshot();
+	for (int i = 0; i < r.d->nindexes; ++i)
+		index_close(r.irels[i], NoLock);
+	table_close(r.heap, NoLock);
+	*tasks = r.out;
+	*count = r.n;
+}
+
+// Leases the task in r.seen (found by an index scan) if it is ready and no
+// other transaction holds it: locked in its newest version, which must still
+// be ready and pass `still_qualifies` when it changed since the snapshot
+// (the executor's EvalPlanQual recheck), then written as the claim
+// statement writes it, with its index entries. Whether it was leased.
+template <typename Recheck> bool take(Run &r, Recheck &&still_qualifies) {
+	const Columns &c = r.d->col;
+	if (!is_ready(r.seen, c))
+		return false;
+	TM_FailureData failure;
+	ItemPointerData tid = r.seen->tts_tid;
+	TM_Result result = table_tuple_lock(r.heap, &tid, r.snapshot, r.locked, r.cid, LockTupleExclusive,
+	                                    LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
+	// as the executor's SKIP LOCKED: a row another transaction holds, or
+	// one deleted or changed by this command or later, is passed over
+	if (result != TM_Ok)
+		return false;
+	// a row changed since the snapshot was locked in its newest version:
+	// claim it only if that version still qualifies; it stays locked either
+	// way, as there
+	if (failure.traversed && (!is_ready(r.locked, c) || !still_qualifies(r.locked)))
+		return false;
+
+	bool should_free = false;
+	HeapTuple old = ExecFetchSlotHeapTuple(r.locked, false, &should_free);
+	Datum *values = r.values;
+	bool *nulls = r.nulls;
+	heap_deform_tuple(old, r.desc, values, nulls);
+	int32 attempt;
+	if (pg_add_s32_overflow(DatumGetInt32(values[c.attempt - 1]), 1, &attempt))
+		ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("integer out of range")));
+	// on a shard of a distributed queue, the node's group in the low
+	// bits (QueueSql::new_token): no other node makes the same token
+	int64 token = nextval_internal(r.token_sequence, true);
+	if (r.shard)
+		token = token * 1024 + r.group;
+	values[c.state - 1] = r.d->leased;
+	values[c.attempt - 1] = Int32GetDatum(attempt);
+	values[c.lease_token - 1] = Int64GetDatum(token);
+	nulls[c.lease_token - 1] = false;
+	values[c.lease_expires_at - 1] = TimestampTzGetDatum(r.expires);
+	nulls[c.lease_expires_at - 1] = false;
+	values[c.lease_extended_to - 1] = Datum(0);
+	nulls[c.lease_extended_to - 1] = true;
+	values[c.worker - 1] = r.worker_null ? Datum(0) : r.worker;
+	nulls[c.worker - 1] = r.worker_null;
+	HeapTuple tuple = heap_form_tuple(r.desc, values, nulls);
+	ItemPointerData target = r.locked->tts_tid;
+	// (no summarizing index: describe refuses them)
+	bool new_entries = pg::update_heap_tuple(r.heap, &target, tuple);
+	if (should_free)
+		heap_freetuple(old);
+	ExecStoreHeapTuple(tuple, r.written, false);
+	if (new_entries) {
+		ExprContext *econtext = r.d->econtext;
+		econtext->ecxt_scantuple = r.written;
+		for (int i = 0; i < r.d->nindexes; ++i) {
+			IndexInfo *ii = r.d->indexes[i].info;
+			if (!ii->ii_ReadyForInserts)
+				continue; // being built concurrently: not yet
+			if (ii->ii_PredicateState && !ExecQual(ii->ii_PredicateState, econtext))
+				continue;
+			Datum key[INDEX_MAX_KEYS];
+			bool key_null[INDEX_MAX_KEYS];
+			index_datums(ii, r.written, econtext, key, key_null);
+			index_insert(r.irels[i], key, key_null, &tuple->t_self, r.heap,
+			             ii->ii_Unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, r.d->indexes[i].unchanged, ii);
+		}
+		ResetExprContext(econtext);
+	}
+
+	if (r.n == r.capacity) {
+		r.capacity = r.capacity * 2 < r.wanted ? r.capacity * 2 : r.wanted;
+		r.out = static_cast<ClaimedTask *>(repalloc(r.out, r.capacity * sizeof(ClaimedTask)));
+	}
+	ClaimedTask &task = r.out[r.n++];
+	const AttrNumber returned[6] = {c.id,      c.lease_token, c.attempt,
+	                                c.payload, c.enqueued_at, c.lease_expires_at};
+	for (int k = 0; k < 6; ++k)
+		task.cols[k] = slot_getattr(r.written, returned[k], &task.isnull[k]);
+	task.key = key_of(r.written, c);
+	r.last_key = slot_getattr(r.written, c.concurrency_key, &r.last_key_null);
+	ExecClearTuple(r.written); // the tuple itself stays: the returned values point into it
+	return true;
+}
+
+bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
+           bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count) {
+	*tasks = nullptr;
+	*count = 0;
+	Run r;
+	if (!open_run(r, info, now, wanted, lease, worker, worker_null))
+		return false;
+	const DirectClaim *d = r.d;
 	// (-(priority::int8), run_at, id) >= start, the claim statement's row
 	// comparison, as one btree row-comparison key: its members carry the
 	// columns' 3-way comparison functions, as the executor builds it
@@ -293,107 +461,70 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 	ScanKeyData row;
 	ScanKeyEntryInitialize(&row, SK_ROW_HEADER, 1, BTGreaterEqualStrategyNumber, InvalidOid, InvalidOid,
 	                       InvalidOid, PointerGetDatum(members));
-	IndexScanDesc scan = pg::begin_index_scan(heap, irels[d->ready], snapshot, 1);
+	IndexScanDesc scan = pg::begin_index_scan(r.heap, r.irels[d->ready], r.snapshot, 1);
 	index_rescan(scan, &row, 1, nullptr, 0);
-
-	TupleTableSlot *seen = table_slot_create(heap, nullptr);
-	TupleTableSlot *locked = table_slot_create(heap, nullptr);
-	TupleTableSlot *written = MakeSingleTupleTableSlot(desc, &TTSOpsHeapTuple);
-	auto *values = static_cast<Datum *>(palloc(desc->natts * sizeof(Datum)));
-	auto *nulls = static_cast<bool *>(palloc(desc->natts * sizeof(bool)));
-	int capacity = wanted < 16 ? wanted : 16;
-	auto *out = static_cast<ClaimedTask *>(palloc(capacity * sizeof(ClaimedTask)));
-	int n = 0;
-	TimestampTz expires =
-	    DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
-	                                            IntervalPGetDatum(const_cast<Interval *>(&lease))));
-
-	while (n < wanted && index_getnext_slot(scan, ForwardScanDirection, seen)) {
-		if (!is_ready(seen, c))
-			continue;
-		TM_FailureData failure;
-		ItemPointerData tid = seen->tts_tid;
-		TM_Result result = table_tuple_lock(heap, &tid, snapshot, locked, cid, LockTupleExclusive,
-		                                    LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
-		// as the executor's SKIP LOCKED: a row another transaction holds, or
-		// one deleted or changed by this command or later, is passed over
-		if (result != TM_Ok)
-			continue;
-		// a row changed since the snapshot was locked in its newest version:
-		// claim it only if that version still qualifies (the executor's
-		// EvalPlanQual recheck); it stays locked either way, as there
-		if (failure.traversed && (!is_ready(locked, c) || key_of(locked, c) < start))
-			continue;
-
-		bool should_free = false;
-		HeapTuple old = ExecFetchSlotHeapTuple(locked, false, &should_free);
-		heap_deform_tuple(old, desc, values, nulls);
-		int32 attempt;
-		if (pg_add_s32_overflow(DatumGetInt32(values[c.attempt - 1]), 1, &attempt))
-			ereport(ERROR, (errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE), errmsg("integer out of range")));
-		// on a shard of a distributed queue, the node's group in the low
-		// bits (QueueSql::new_token): no other node makes the same token
-		int64 token = nextval_internal(token_sequence, true);
-		if (shard)
-			token = token * 1024 + group;
-		values[c.state - 1] = d->leased;
-		values[c.attempt - 1] = Int32GetDatum(attempt);
-		values[c.lease_token - 1] = Int64GetDatum(token);
-		nulls[c.lease_token - 1] = false;
-		values[c.lease_expires_at - 1] = TimestampTzGetDatum(expires);
-		nulls[c.lease_expires_at - 1] = false;
-		values[c.lease_extended_to - 1] = Datum(0);
-		nulls[c.lease_extended_to - 1] = true;
-		values[c.worker - 1] = worker_null ? Datum(0) : worker;
-		nulls[c.worker - 1] = worker_null;
-		HeapTuple tuple = heap_form_tuple(desc, values, nulls);
-		ItemPointerData target = locked->tts_tid;
-		// (no summarizing index: describe refuses them)
-		bool new_entries = pg::update_heap_tuple(heap, &target, tuple);
-		if (should_free)
-			heap_freetuple(old);
-		ExecStoreHeapTuple(tuple, written, false);
-		if (new_entries) {
-			ExprContext *econtext = d->econtext;
-			econtext->ecxt_scantuple = written;
-			for (int i = 0; i < d->nindexes; ++i) {
-				IndexInfo *ii = d->indexes[i].info;
-				if (!ii->ii_ReadyForInserts)
-					continue; // being built concurrently: not yet
-				if (ii->ii_PredicateState && !ExecQual(ii->ii_PredicateState, econtext))
-					continue;
-				Datum key[INDEX_MAX_KEYS];
-				bool key_null[INDEX_MAX_KEYS];
-				index_datums(ii, written, econtext, key, key_null);
-				index_insert(irels[i], key, key_null, &tuple->t_self, heap,
-				             ii->ii_Unique ? UNIQUE_CHECK_YES : UNIQUE_CHECK_NO, d->indexes[i].unchanged, ii);
-			}
-			ResetExprContext(econtext);
-		}
-
-		if (n == capacity) {
-			capacity = capacity * 2 < wanted ? capacity * 2 : wanted;
-			out = static_cast<ClaimedTask *>(repalloc(out, capacity * sizeof(ClaimedTask)));
-		}
-		ClaimedTask &task = out[n++];
-		const AttrNumber returned[6] = {c.id,      c.lease_token, c.attempt,
-		                                c.payload, c.enqueued_at, c.lease_expires_at};
-		for (int k = 0; k < 6; ++k)
-			task.cols[k] = slot_getattr(written, returned[k], &task.isnull[k]);
-		task.key = key_of(written, c);
-		ExecClearTuple(written); // the tuple itself stays: the returned values point into it
-	}
-
-	ExecDropSingleTupleTableSlot(written);
-	ExecDropSingleTupleTableSlot(locked);
-	ExecDropSingleTupleTableSlot(seen);
+	const Columns &c = d->col;
+	while (r.n < wanted && index_getnext_slot(scan, ForwardScanDirection, r.seen))
+		take(r, [&](TupleTableSlot *locked) { return !(key_of(locked, c) < start); });
 	index_endscan(scan);
-	PopActiveSnapshot();
-	for (int i = 0; i < d->nindexes; ++i)
-		index_close(irels[i], NoLock);
-	table_close(heap, NoLock);
-	*tasks = out;
-	*count = n;
+	close_run(r, tasks, count);
+	return true;
+}
+
+// The fair claim (fair.hpp): each task is the first one, in the fair index's
+// order, after the rotation's position that take() leases — the first ready
+// task of the next key with one that no other claim holds — and the position
+// moves to its key; at the index's end the rotation starts again from its
+// beginning, and a look from there that leases nothing ends the claim.
+// `*from`, `*key` (a text datum, after_key): the position, moved.
+bool claim_fair(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
+                bool worker_null, FairFrom *from, Datum *key, ClaimedTask **tasks, int *count) {
+	*tasks = nullptr;
+	*count = 0;
+	Run r;
+	if (!open_run(r, info, now, wanted, lease, worker, worker_null))
+		return false;
+	if (r.d->fair < 0) { // the index is gone (fair turned off meanwhile)
+		close_run(r, tasks, count);
+		return false;
+	}
+	Relation index = r.irels[r.d->fair];
+	// from the beginning: no key; after the tasks without a key: IS NOT NULL;
+	// after a key: concurrency_key > key, in the index's collation
+	IndexScanDesc all = pg::begin_index_scan(r.heap, index, r.snapshot, 0);
+	IndexScanDesc after = pg::begin_index_scan(r.heap, index, r.snapshot, 1);
+	bool from_start = *from == FairFrom::start;
+	while (r.n < wanted) {
+		IndexScanDesc scan = all;
+		if (*from == FairFrom::start) {
+			index_rescan(all, nullptr, 0, nullptr, 0);
+		} else {
+			ScanKeyData bound;
+			if (*from == FairFrom::after_null)
+				ScanKeyEntryInitialize(&bound, SK_ISNULL | SK_SEARCHNOTNULL, 1, InvalidStrategy, InvalidOid,
+				                       InvalidOid, InvalidOid, Datum(0));
+			else
+				ScanKeyEntryInitialize(&bound, 0, 1, BTGreaterStrategyNumber, InvalidOid, r.d->fair_collation,
+				                       F_TEXT_GT, *key);
+			index_rescan(after, &bound, 1, nullptr, 0);
+			scan = after;
+		}
+		bool leased = false;
+		while (!leased && index_getnext_slot(scan, ForwardScanDirection, r.seen))
+			leased = take(r, [](TupleTableSlot *) { return true; });
+		if (!leased) {
+			if (from_start)
+				break;
+			*from = FairFrom::start;
+			from_start = true;
+			continue;
+		}
+		*from = r.last_key_null ? FairFrom::after_null : FairFrom::after_key;
+		*key = r.last_key; // the leased row stays in memory (take)
+	}
+	index_endscan(after);
+	index_endscan(all);
+	close_run(r, tasks, count);
 	return true;
 }
 
@@ -412,6 +543,24 @@ bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval
 		return false; // the statement says what is missing
 	return pg::guard(
 	    [&] { return claim(info, now, wanted, lease, worker, worker_null, start, tasks, count); });
+}
+
+bool claim_direct_fair(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
+                       bool worker_null, FairPosition &at, ClaimedTask **tasks, int *count) {
+	static const bool citus =
+	    pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; });
+	if (citus || !claim_relations(info))
+		return false;
+	FairFrom from = at.from;
+	Datum key = from == FairFrom::after_key ? pg::text_datum(at.key) : Datum(0);
+	bool claimed = pg::guard(
+	    [&] { return claim_fair(info, now, wanted, lease, worker, worker_null, &from, &key, tasks, count); });
+	if (!claimed)
+		return false;
+	at.from = from;
+	if (from == FairFrom::after_key)
+		at.key = pg::guard([&] { return TextDatumGetCString(key); });
+	return true;
 }
 
 } // namespace concurrency::queue

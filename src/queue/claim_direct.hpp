@@ -6,6 +6,7 @@
 
 #include "pg/postgres.hpp"
 #include "queue/claim_cursor.hpp"
+#include "queue/fair.hpp"
 
 extern "C" {
 #include "utils/timestamp.h"
@@ -37,6 +38,15 @@ struct ClaimedTask {
 // began. Runs as the caller's current role (the queue's owner).
 bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
                   bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count);
+
+// The fair claim without the executor (QueueSql::claim_fair's effects):
+// up to `wanted` tasks, each the first ready task, in the fair index's order,
+// after the rotation's position `at` that no other claim holds, the position
+// then moved to its key (at the index's end, on from its beginning). False,
+// having done nothing, where claim_direct would be, or where the queue has
+// no fair index.
+bool claim_direct_fair(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
+                       bool worker_null, FairPosition &at, ClaimedTask **tasks, int *count);
 
 // Frees what claim_direct keeps for the queue (its index descriptions): on
 // every revalidation of the queue's cache entry and when the queue is
