@@ -104,7 +104,34 @@ SELECT concurrency.create_queue('rq_empty', rate_limit => 2, rate_period => '1 h
 SELECT pg_temp.error_of($$SELECT concurrency.create_queue('rq_empty', rate_limit => 3, rate_period => '1 hour')$$);
 SELECT pg_temp.error_of($$SELECT concurrency.create_queue('rq_empty')$$);
 
+-- where dequeue claims without the executor (concurrency.direct_claim), it
+-- takes the rate slots so too: the slot table read in its order, no scan of
+-- its primary key, which the statement's UPDATE … WHERE slot = ANY (…) makes;
+-- the same slots taken and written either way
+SELECT concurrency.create_queue('rq_direct', rate_limit => 4, rate_period => '1 hour');
+SELECT count(*) AS enqueued FROM concurrency.enqueue_batch('rq_direct', array_fill('{}'::jsonb, ARRAY[5]));
+CREATE FUNCTION pg_temp.slot_key_scans() RETURNS bigint LANGUAGE sql AS
+    $$ SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'r_rq_direct_pkey' $$;
+CREATE TEMP TABLE rate_claims (seq serial, direct boolean, claimed bigint, scans_before bigint);
+SET concurrency.direct_claim = on;
+SELECT pg_stat_force_next_flush();
+INSERT INTO rate_claims (direct, claimed, scans_before)
+SELECT true, (SELECT count(*) FROM concurrency.dequeue('rq_direct', 2)), pg_temp.slot_key_scans();
+SELECT pg_stat_force_next_flush();
+SET concurrency.direct_claim = off;
+INSERT INTO rate_claims (direct, claimed, scans_before)
+SELECT false, (SELECT count(*) FROM concurrency.dequeue('rq_direct', 2)), pg_temp.slot_key_scans();
+SELECT pg_stat_force_next_flush();
+SET concurrency.direct_claim = on;
+INSERT INTO rate_claims (direct, claimed, scans_before)
+SELECT true, (SELECT count(*) FROM concurrency.dequeue('rq_direct', 2)), pg_temp.slot_key_scans();
+SELECT pg_stat_force_next_flush();
+RESET concurrency.direct_claim;
+SELECT direct, claimed, coalesce(lead(scans_before) OVER (ORDER BY seq), pg_temp.slot_key_scans()) - scans_before > 0 AS slot_key_scanned
+  FROM rate_claims ORDER BY seq;
+SELECT count(*) AS used FROM concurrency.r_rq_direct WHERE used_at > '-infinity';
+
 -- drop_queue takes the slot table along
-SELECT concurrency.drop_queue(q) FROM unnest(ARRAY['rq', 'rq_empty', 'rq_both', 'rq_wait', 'rq_role']) q;
+SELECT concurrency.drop_queue(q) FROM unnest(ARRAY['rq', 'rq_empty', 'rq_both', 'rq_wait', 'rq_role', 'rq_direct']) q;
 SELECT count(*) AS slot_tables_left FROM pg_class WHERE relnamespace = 'concurrency'::regnamespace AND relname LIKE 'r\_rq%';
 DROP ROLE regress_rate_worker;

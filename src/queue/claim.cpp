@@ -226,7 +226,7 @@ void Claim::run(int32 batch) {
 	const std::size_t claimed_before = claimed_;
 	rate_limited_ = false;
 	if (rated_ && batch > 0) {
-		rate_slots = take_rate_slots(q_, batch, now_);
+		rate_slots = take_rate_slots(q_, batch, now_, direct_claim);
 		if (rate_slots.size() == 0) {
 			rate_limited_ = true;
 			return;

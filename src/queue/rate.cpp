@@ -4,12 +4,24 @@
 
 #include "pg/datum.hpp"
 #include "pg/guard.hpp"
+#include "pg/relation.hpp"
 #include "pg/spi.hpp"
 #include "queue/rate_sql.hpp"
 
 extern "C" {
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_am.h"
 #include "catalog/pg_type.h"
+#include "executor/tuptable.h"
+#include "nodes/execnodes.h"
+#include "utils/guc.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/array.h"
 #include "utils/timestamp.h"
@@ -32,11 +44,104 @@ TimestampTz shifted(TimestampTz at, const Interval &period, bool forward) {
 	});
 }
 
+// The rate table's slots taken without the executor, as the statement
+// (RateSql::take) takes them: the table read in its physical order, each slot
+// last used at or before `free_before` locked FOR UPDATE SKIP LOCKED and
+// checked again in its newest version, its used_at set to `now` (a heap-only
+// update where the page has room: no index covers used_at). Up to `wanted`
+// slot numbers into `out`; -1, having done nothing, where the statement must
+// run (a transaction that keeps one snapshot or writes nothing, or a table
+// that is not as create_queue made it). Plain PostgreSQL C: inside pg::guard.
+int take_directly(Oid relid, TimestampTz free_before, int32 wanted, TimestampTz now, Datum *out) {
+	if (XactReadOnly || IsolationUsesXactSnapshot())
+		return -1;
+	CommandCounterIncrement();
+	Relation heap = table_open(relid, RowExclusiveLock);
+	Form_pg_class rel = heap->rd_rel;
+	TupleDesc desc = RelationGetDescr(heap);
+	List *indexes = RelationGetIndexList(heap);
+	if (rel->relkind != RELKIND_RELATION || rel->relam != HEAP_TABLE_AM_OID || rel->relhastriggers ||
+	    rel->relhasrules || rel->relrowsecurity || desc->natts != 2 ||
+	    (desc->constr && desc->constr->num_check > 0) || pg::has_generated_columns(desc) ||
+	    TupleDescAttr(desc, 0)->atttypid != INT4OID || TupleDescAttr(desc, 1)->atttypid != TIMESTAMPTZOID ||
+	    TupleDescAttr(desc, 0)->attisdropped || TupleDescAttr(desc, 1)->attisdropped ||
+	    list_length(indexes) != 1) {
+		table_close(heap, NoLock);
+		return -1;
+	}
+	Relation index = index_open(linitial_oid(indexes), RowExclusiveLock);
+	IndexInfo *ii = BuildIndexInfo(index);
+	// the primary key on slot, as create_queue makes it
+	if (index->rd_rel->relam != BTREE_AM_OID || ii->ii_NumIndexAttrs != 1 ||
+	    ii->ii_IndexAttrNumbers[0] != 1 || ii->ii_Predicate != NIL || ii->ii_Expressions != NIL ||
+	    !index->rd_index->indimmediate) {
+		index_close(index, NoLock);
+		table_close(heap, NoLock);
+		return -1;
+	}
+	PushActiveSnapshot(GetTransactionSnapshot());
+	Snapshot snapshot = GetActiveSnapshot();
+	CommandId cid = GetCurrentCommandId(true);
+	TableScanDesc scan = table_beginscan(heap, snapshot, 0, nullptr);
+	TupleTableSlot *seen = table_slot_create(heap, nullptr);
+	TupleTableSlot *locked = table_slot_create(heap, nullptr);
+	int n = 0;
+	while (n < wanted && table_scan_getnextslot(scan, ForwardScanDirection, seen)) {
+		bool isnull = false;
+		if (DatumGetTimestampTz(slot_getattr(seen, 2, &isnull)) > free_before || isnull)
+			continue;
+		TM_FailureData failure;
+		ItemPointerData tid = seen->tts_tid;
+		TM_Result result = table_tuple_lock(heap, &tid, snapshot, locked, cid, LockTupleExclusive,
+		                                    LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
+		if (result != TM_Ok)
+			continue; // held by another claim, or changed by this command
+		// used meanwhile by a claim that committed: skipped (it stays
+		// locked, as the statement leaves it)
+		if (failure.traversed &&
+		    (DatumGetTimestampTz(slot_getattr(locked, 2, &isnull)) > free_before || isnull))
+			continue;
+		Datum values[2] = {slot_getattr(locked, 1, &isnull), TimestampTzGetDatum(now)};
+		bool nulls[2] = {false, false};
+		HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+		ItemPointerData target = locked->tts_tid;
+		if (pg::update_heap_tuple(heap, &target, tuple)) {
+			Datum key[1] = {values[0]};
+			bool key_null[1] = {false};
+			index_insert(index, key, key_null, &tuple->t_self, heap, UNIQUE_CHECK_YES, true, ii);
+		}
+		out[n++] = values[0];
+		heap_freetuple(tuple);
+	}
+	ExecDropSingleTupleTableSlot(locked);
+	ExecDropSingleTupleTableSlot(seen);
+	table_endscan(scan);
+	PopActiveSnapshot();
+	index_close(index, NoLock);
+	table_close(heap, NoLock);
+	return n;
+}
+
 } // namespace
 
-std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now) {
+std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool directly) {
 	// cannot overflow: create_queue and alter_queue bound rate_period
 	TimestampTz free_before = shifted(now, q.info().rate_period, false);
+	// With Citus loaded a table may keep its rows in shards: the statement.
+	static const bool citus =
+	    pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; });
+	if (directly && !citus) {
+		std::string table = rate_table_name(q.name());
+		std::vector<Datum> taken(static_cast<std::size_t>(wanted));
+		int n = pg::guard([&] {
+			Oid relid = get_relname_relid(table.c_str(), get_namespace_oid("concurrency", false));
+			return OidIsValid(relid) ? take_directly(relid, free_before, wanted, now, taken.data()) : -1;
+		});
+		if (n >= 0) {
+			taken.resize(static_cast<std::size_t>(n));
+			return taken;
+		}
+	}
 	static const Oid types[3] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID};
 	Datum values[3] = {TimestampTzGetDatum(free_before), Int32GetDatum(wanted), TimestampTzGetDatum(now)};
 	uint64 n =

@@ -15,7 +15,8 @@ namespace concurrency::queue {
 // waiting), writes `now` into them and returns their numbers;
 // give_back_rate_slots frees those beyond the first `used` again (the claim
 // found fewer tasks than it took slots).
-std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now);
+// `directly`: without the executor where that applies (as dequeue's claim).
+std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool directly);
 void give_back_rate_slots(Queue &q, const std::vector<Datum> &taken, std::size_t used);
 
 // When a waiter held back by a queue's rate_limit looks again: when its next
