@@ -351,12 +351,6 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	std::optional<bool> fair;
 	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))
 		fair = PG_GETARG_BOOL(8);
-	if (distributed && fair.value_or(false))
-		throw Error(sqlstate::feature_not_supported,
-		            fmt::format("fair is not supported on distributed queue \"{}\"", name),
-		            "A distributed queue is claimed shard by shard on every node; its keys are not rotated "
-		            "across them yet.",
-		            "Use a queue on one server for fair claims.");
 	SettingsParams params(settings);
 	static const Oid types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID,
 	                             INT4OID, BOOLOID,     BOOLOID, BOOLOID};
@@ -384,7 +378,7 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		execute(catalog_sql::set_fair, 2, fair_types, fair_values);
 		// the index the fair claim walks, made by the table's owner (and
 		// dropped when fair is turned off: other queues' claims do not pay
-		// for it)
+		// for it); on a distributed queue Citus makes it on every shard
 		Oid owner_id = queue::relation_owner(relid);
 		AsRole as_owner(owner_id);
 		bool indexed = OidIsValid(queue::concurrency_relid(queue_index_name(name, "fair")));

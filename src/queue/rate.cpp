@@ -16,6 +16,7 @@ extern "C" {
 #include "catalog/index.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "nodes/execnodes.h"
@@ -70,11 +71,12 @@ int take_directly(Oid relid, TimestampTz free_before, int32 wanted, TimestampTz 
 		return -1;
 	}
 	Relation index = index_open(linitial_oid(indexes), RowExclusiveLock);
-	IndexInfo *ii = BuildIndexInfo(index);
-	// the primary key on slot, as create_queue makes it
-	if (index->rd_rel->relam != BTREE_AM_OID || ii->ii_NumIndexAttrs != 1 ||
-	    ii->ii_IndexAttrNumbers[0] != 1 || ii->ii_Predicate != NIL || ii->ii_Expressions != NIL ||
-	    !index->rd_index->indimmediate) {
+	// the primary key on slot, as create_queue makes it (its IndexInfo is
+	// built only for an update that is not heap-only)
+	Form_pg_index key = index->rd_index;
+	if (index->rd_rel->relam != BTREE_AM_OID || key->indnatts != 1 || key->indkey.values[0] != 1 ||
+	    !key->indimmediate || !heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, nullptr) ||
+	    !heap_attisnull(index->rd_indextuple, Anum_pg_index_indexprs, nullptr)) {
 		index_close(index, NoLock);
 		table_close(heap, NoLock);
 		return -1;
@@ -85,6 +87,7 @@ int take_directly(Oid relid, TimestampTz free_before, int32 wanted, TimestampTz 
 	TableScanDesc scan = table_beginscan(heap, snapshot, 0, nullptr);
 	TupleTableSlot *seen = table_slot_create(heap, nullptr);
 	TupleTableSlot *locked = table_slot_create(heap, nullptr);
+	IndexInfo *ii = nullptr;
 	int n = 0;
 	while (n < wanted && table_scan_getnextslot(scan, ForwardScanDirection, seen)) {
 		bool isnull = false;
@@ -106,9 +109,11 @@ int take_directly(Oid relid, TimestampTz free_before, int32 wanted, TimestampTz 
 		HeapTuple tuple = heap_form_tuple(desc, values, nulls);
 		ItemPointerData target = locked->tts_tid;
 		if (pg::update_heap_tuple(heap, &target, tuple)) {
-			Datum key[1] = {values[0]};
-			bool key_null[1] = {false};
-			index_insert(index, key, key_null, &tuple->t_self, heap, UNIQUE_CHECK_YES, true, ii);
+			if (!ii)
+				ii = BuildIndexInfo(index);
+			Datum entry[1] = {values[0]};
+			bool entry_null[1] = {false};
+			index_insert(index, entry, entry_null, &tuple->t_self, heap, UNIQUE_CHECK_YES, true, ii);
 		}
 		out[n++] = values[0];
 		heap_freetuple(tuple);

@@ -120,11 +120,6 @@ BEGIN
             DETAIL = 'A distributed queue is claimed on every node; its rate limit is not shared between them yet.',
             HINT = 'Remove it first with alter_queue(queue, rate_limit => 0), or keep the queue on one server.';
     END IF;
-    IF EXISTS (SELECT FROM concurrency.queue q WHERE q.name = distribute_queue.queue AND q.fair) THEN
-        RAISE EXCEPTION 'fair is not supported on distributed queue "%"', queue USING ERRCODE = '0A000',
-            DETAIL = 'A distributed queue is claimed shard by shard on every node; its keys are not rotated across them yet.',
-            HINT = 'Turn it off first with alter_queue(queue, fair => false), or keep the queue on one server.';
-    END IF;
     n := coalesce(shard_count, current_setting('citus.shard_count')::integer);
     IF n < 1 OR n > 1024 THEN
         RAISE EXCEPTION 'shard_count must be between 1 and 1024' USING ERRCODE = '22023';

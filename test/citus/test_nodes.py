@@ -325,21 +325,55 @@ def test_rate_limit_refused_on_distributed_queues():
     c.execute("SELECT concurrency.drop_queue('nr'), concurrency.drop_queue('nr2')")
 
 
-def test_fair_refused_on_distributed_queues():
-    """Fair claims do not rotate keys across shards yet: refused (0A000) for a distributed queue, changing nothing."""
+def fair_indexes(port, queue):
+    """How many shards of `queue` on node `port` have the fair index (Citus hides shards from catalog queries)."""
+    k = connect(port)
+    k.execute("SET citus.override_table_visibility TO off")
+    return scalar(k, "SELECT count(*) FROM pg_indexes WHERE indexname LIKE %s", (f"q\\_{queue}\\_fair\\_%",))
+
+
+def test_fair_on_distributed_queues():
+    """A fair queue distributed (its index on every shard), or a distributed queue made fair: claims on a node
+    take turns between the keys of its shards, and workers on every node drain it exactly once."""
     c = connect(COORDINATOR)
     c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('nf', 'nf2')")
-    fresh_queue("nf")
-    e = error_of(lambda: c.execute("SELECT concurrency.alter_queue('nf', fair => true)"))
-    check("alter_queue(…, fair => true) of a distributed queue: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
-    check("and it is not fair", scalar(c, "SELECT fair FROM concurrency.queue WHERE name = 'nf'") is False)
-    c.execute("SELECT concurrency.alter_queue('nf', fair => false)")
-    c.execute("SELECT concurrency.create_queue('nf2')")
+    c.execute("SELECT concurrency.create_queue('nf')")
+    c.execute("SELECT concurrency.alter_queue('nf', fair => true)")
+    c.execute("SELECT concurrency.distribute_queue('nf', 1)")
+    port = scalar(c, "SELECT nodeport FROM citus_shards WHERE table_name = 'concurrency.q_nf'::regclass")
+    k = connect(port)
+    check("distribute_queue of a fair queue: its shard has the fair index",
+          fair_indexes(port, "nf") == 1)
+    c.execute("SELECT concurrency.enqueue('nf', '{\"k\": \"heavy\"}', concurrency_key => 'heavy')"
+              " FROM generate_series(1, 20)")
+    c.execute("SELECT concurrency.enqueue('nf', '{\"k\": \"lone\"}', concurrency_key => 'lone')")
+    got = [scalar(k, "SELECT payload ->> 'k' FROM concurrency.dequeue('nf')") for _ in range(2)]
+    check("on the shard's node, a lone key behind another key's 20 tasks is claimed within 2 claims",
+          "lone" in got, repr(got))
+
+    fresh_queue("nf2")
     c.execute("SELECT concurrency.alter_queue('nf2', fair => true)")
-    e = error_of(lambda: c.execute("SELECT concurrency.distribute_queue('nf2')"))
-    check("distribute_queue of a fair queue: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
-    check("and it stays a local queue",
-          scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'nf2'") == 0)
+    shards = sum(fair_indexes(p, "nf2") for p in (WORKER1, WORKER2))
+    check("alter_queue(…, fair => true) of a distributed queue: the fair index on every shard", shards == SHARDS,
+          f"{shards} of {SHARDS}")
+    check("and every node knows the queue is fair",
+          all(scalar(connect(p), "SELECT fair FROM concurrency.queue WHERE name = 'nf2'") for p in NODES))
+    ids = {r[0] for r in c.execute("SELECT concurrency.enqueue('nf2', jsonb_build_object('n', i),"
+                                   " concurrency_key => 'key' || (i % 6)) FROM generate_series(1, 36) i").fetchall()}
+    claimed = []
+    for _ in range(40):
+        for p in (WORKER1, WORKER2):
+            w = connect(p)
+            for task_id, token in w.execute("SELECT task_id, lease_token FROM concurrency.dequeue('nf2', 3)").fetchall():
+                claimed.append(task_id)
+                w.execute("SELECT concurrency.complete('nf2', %s, %s)", (task_id, token))
+        if len(claimed) >= len(ids):
+            break
+    check("workers on both worker nodes drain the fair queue, every task once",
+          sorted(claimed) == sorted(ids), f"{len(claimed)} claims of {len(ids)} tasks")
+    c.execute("SELECT concurrency.alter_queue('nf2', fair => false)")
+    shards = sum(fair_indexes(p, "nf2") for p in (WORKER1, WORKER2))
+    check("fair => false drops the index from every shard", shards == 0, repr(shards))
     c.execute("SELECT concurrency.drop_queue('nf'), concurrency.drop_queue('nf2')")
 
 
@@ -495,5 +529,5 @@ if __name__ == "__main__":
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
          test_a_node_with_every_shard_needs_no_routed_claim, test_release_progress_cancel_on_the_shards_node, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
          test_routed_queues_on_a_worker_node, test_routed_functions_internal_and_usable_by_the_owner,
-         test_rate_limit_refused_on_distributed_queues, test_fair_refused_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
+         test_rate_limit_refused_on_distributed_queues, test_fair_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])
