@@ -55,6 +55,11 @@ SELECT count(*) AS enqueued FROM concurrency.enqueue_batch('rq', array_fill('{}'
 SELECT count(*) AS claimed FROM concurrency.dequeue('rq', batch => 5);
 SELECT count(*) AS claimed FROM concurrency.dequeue('rq', batch => 5);
 
+-- a batch of any size takes at most the queue's slots (nothing is made
+-- per slot it asks for)
+UPDATE concurrency.r_rq SET used_at = '-infinity';
+SELECT count(*) AS claimed FROM concurrency.dequeue('rq', batch => 2147483647);
+
 -- with max_leased too: both limits hold
 SELECT concurrency.create_queue('rq_both', rate_limit => 3, rate_period => '1 hour', max_leased => 2);
 SELECT count(*) AS enqueued FROM concurrency.enqueue_batch('rq_both', array_fill('{}'::jsonb, ARRAY[5]));

@@ -2,6 +2,8 @@
 // create_queue and alter_queue keep (see queue/rate_sql.hpp).
 #include "queue/rate.hpp"
 
+#include <algorithm>
+
 #include "pg/datum.hpp"
 #include "pg/guard.hpp"
 #include "pg/relation.hpp"
@@ -130,6 +132,8 @@ int take_directly(Oid relid, TimestampTz free_before, int32 wanted, TimestampTz 
 } // namespace
 
 std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool directly) {
+	// never more than the queue has slots (a batch may ask for 2^31 - 1)
+	wanted = std::min(wanted, q.info().rate_limit);
 	// cannot overflow: create_queue and alter_queue bound rate_period
 	TimestampTz free_before = shifted(now, q.info().rate_period, false);
 	// With Citus loaded a table may keep its rows in shards: the statement.
