@@ -14,6 +14,10 @@
 #   max_leased   a distributed queue with max_leased (1 000), its clients on
 #                the coordinator, which keeps its lease slots (every call
 #                routed, and a slot row written on the coordinator).
+#   rate_limit   a distributed queue with rate_limit (5 000 per second, more
+#                than any round claims: the cost of keeping the limit, not
+#                the limit), its clients on the coordinator, which keeps its
+#                rate slots (every claim made there, a slot row written).
 # Rounds run in turn (PAIRS times, the order rotated each time); each ratio
 # reported is the median of the per-turn ratios against the local round.
 #
@@ -65,8 +69,10 @@ c=${ports[0]} w1=${ports[1]} w2=${ports[2]}
 sql() { "$bin/psql" -X -q -At -v ON_ERROR_STOP=1 -h 127.0.0.1 -U postgres -p "$1" -d postgres -c "$2"; }
 sql "$c" "CREATE EXTENSION concurrency_ext"
 sql "$c" "SELECT concurrency.create_queue('bench_local'), concurrency.create_queue('bench_dist'),
-                 concurrency.create_queue('bench_slots', max_leased => 1000)" >/dev/null
-sql "$c" "SELECT concurrency.distribute_queue('bench_dist', $shards), concurrency.distribute_queue('bench_slots', $shards)" >/dev/null
+                 concurrency.create_queue('bench_slots', max_leased => 1000),
+                 concurrency.create_queue('bench_rate', rate_limit => 5000, rate_period => '1 second')" >/dev/null
+sql "$c" "SELECT concurrency.distribute_queue('bench_dist', $shards), concurrency.distribute_queue('bench_slots', $shards),
+                 concurrency.distribute_queue('bench_rate', $shards)" >/dev/null
 # tasks for one round (more than any round completes), enqueued where its
 # producers would be: the local queue's on the coordinator, the distributed
 # queue's on both worker nodes (each batch to the next of the node's shards;
@@ -78,13 +84,13 @@ batches() { # port queue tasks
   [ "$n" = "$3" ] || { echo "enqueued $n tasks into $2, not $3" >&2; exit 1; }
 }
 fill() { # queue tasks
-  if [ "$1" = bench_local ] || [ "$1" = bench_slots ]; then batches "$c" "$1" "$2"
+  if [ "$1" = bench_local ] || [ "$1" = bench_slots ] || [ "$1" = bench_rate ]; then batches "$c" "$1" "$2"
   else batches "$w1" bench_dist $(($2 / 2)); batches "$w2" bench_dist $(($2 / 2)); fi
   # statistics as autovacuum would have them for a queue that filled up
   # over time (without them the claims' plans sort the whole table)
   sql "$c" "ANALYZE concurrency.q_$1"
 }
-for q in bench_local bench_dist bench_slots; do
+for q in bench_local bench_dist bench_slots bench_rate; do
   printf "SELECT concurrency.complete('%s', t.task_id, t.lease_token) FROM concurrency.dequeue('%s') t;\n" "$q" "$q" >"$dir/$q.sql"
 done
 pgb() { # port script clients out
@@ -96,11 +102,12 @@ processed() { sed -n 's/^number of transactions actually processed: \([0-9]*\).*
 round() { # kind clients
   local before=() after=() n=0 f
   local q=bench_dist; [ "$1" = local ] && q=bench_local; [ "$1" = max_leased ] && q=bench_slots
+  [ "$1" = rate_limit ] && q=bench_rate
   fill "$q" 80000
   for i in 0 1 2; do before[$i]=$(usage "$i"); done
   case $1 in
     local) pgb "$c" "$q" "$2" "$dir/out0" ;;
-    coordinator | max_leased) pgb "$c" "$q" "$2" "$dir/out0" ;;
+    coordinator | max_leased | rate_limit) pgb "$c" "$q" "$2" "$dir/out0" ;;
     nodes) pgb "$w1" "$q" $(($2 / 2)) "$dir/out1" & a=$!
            pgb "$w2" "$q" $(($2 / 2)) "$dir/out2" & b=$!
            wait "$a"; wait "$b" ;;
@@ -119,7 +126,7 @@ col() { printf '%s\n' "$@" | median; }
 echo "Citus 14 on one machine ($(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start):"
 echo "coordinator + 2 worker nodes, $shards shards; claim + complete per transaction, ${pairs} turns of ${secs} s rounds"
 echo "server CPU per task in microseconds, per node (cpuacct cgroups): coordinator / worker 1 / worker 2"
-kinds=(local nodes coordinator max_leased)
+kinds=(local nodes coordinator max_leased rate_limit)
 for clients in 8 32; do
   declare -A tps=() cpu=() ratio=() cpur=()
   for ((i = 0; i < pairs; i++)); do

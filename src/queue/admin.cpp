@@ -171,16 +171,6 @@ void set_rate(const std::string &queue, bool given, int32 limit, const std::opti
 	pg::execute(catalog_sql::set_rate, 4, types, values, nulls);
 }
 
-// 0A000 for a rate limit on a distributed queue (not yet: its slots would
-// need one place of decision, as max_leased's have).
-void refuse_rate_on_distributed(const std::string &queue) {
-	throw Error(
-	    sqlstate::feature_not_supported,
-	    fmt::format("rate_limit is not supported on distributed queue \"{}\"", queue),
-	    "A distributed queue is claimed on every node; its rate limit is not shared between them yet.",
-	    "Use a queue on one server for rate-limited work, or max_leased to bound a distributed queue.");
-}
-
 // Parameters $2..$6 of the catalog statements: lease, max_attempts, retain,
 // key_limit, max_leased; a setting not given is NULL.
 struct SettingsParams {
@@ -226,8 +216,6 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	int32 rate_limit = rate_limit_after(settings, 0, false);
 	if (distributed)
 		queue::require_coordinator(name);
-	if (distributed && rate_limit > 0)
-		refuse_rate_on_distributed(name);
 
 	Oid caller = pg::guard([] { return GetOuterUserId(); });
 	std::string caller_name = pg::guard([&] { return GetUserNameFromId(caller, false); });
@@ -345,8 +333,6 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	bool distributed = queue::is_distributed(relid);
 	if (distributed)
 		queue::require_coordinator_for(name, "alter_queue");
-	if (distributed && rate_limit > 0)
-		refuse_rate_on_distributed(name);
 	// fair => true / false (a 0.2.0 declaration has no such argument)
 	std::optional<bool> fair;
 	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))

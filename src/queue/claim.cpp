@@ -58,7 +58,10 @@ void define_claim_settings() {
 Claim::Claim(Queue &q, TimestampTz now, const Interval &lease, Datum worker, bool worker_null,
              pg::ResultSet &out)
     : q_(q), cursor_(q.info().cursor), now_(now), lease_(lease), worker_(worker), worker_null_(worker_null),
-      out_(out), slotted_(q.info().max_leased > 0), rated_(q.info().rate_limit > 0) {
+      out_(out), slotted_(q.info().max_leased > 0),
+      // a distributed queue's rate slots are the coordinator's, taken by its
+      // routed claim (distributed_dequeue), never by a claim on a shard
+      rated_(q.info().rate_limit > 0 && !q.on_shard()) {
 	// the horizon matters to the cursor only to tell whether it is pinned:
 	// sampled at most every 100 ms, not read on every claim
 	cursor_.begin(now, q.info().horizon.lag(now, horizon_lag));
@@ -402,6 +405,10 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		if (q.info().paused) // on every node: the coordinator copies the flag to each
 			return std::size_t(0);
 		materialize_due(q, now); // schedules' due times (queue/schedule.hpp)
+		// rate_limit: one place of decision, the rate slots on the
+		// coordinator (require_slots_here sent other nodes' calls there)
+		if (q.info().rate_limit > 0)
+			return static_cast<std::size_t>(dequeue_routed(fcinfo, out));
 		bool visited = false, every_shard = false;
 		std::size_t claimed = claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease,
 		                                            worker, worker_null, out, visited, every_shard);
@@ -420,7 +427,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		AsRole as_owner = authorize(q, Permission::work, "dequeue");
 		distributed = is_distributed(q.info().relid);
 		if (distributed)
-			require_slots_here(q, "dequeue");
+			require_slots_here(q, "dequeue", true);
 	}
 	if (!wait) {
 		if (distributed)

@@ -255,9 +255,9 @@ const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n, bool slots) 
 	return position < shards.count ? shards.at(position) : nullptr;
 }
 
-void require_slots_here(Queue &q, const char *what) {
-	if (q.info().max_leased > 0 && citus::local_role().role == citus::Role::worker &&
-	    !citus::in_routed_call())
+void require_slots_here(Queue &q, const char *what, bool claim) {
+	if ((q.info().max_leased > 0 || (claim && q.info().rate_limit > 0)) &&
+	    citus::local_role().role == citus::Role::worker && !citus::in_routed_call())
 		require_coordinator_for(q.name(), what, false);
 }
 
@@ -716,8 +716,10 @@ void require_coordinator_for(std::string_view queue, const char *what, bool cata
 	throw Error(
 	    sqlstate::feature_not_supported,
 	    fmt::format("{} of distributed queue \"{}\" is not supported on a Citus worker node", what, queue),
-	    catalog ? "The coordinator keeps the catalog of distributed queues and copies it to every node."
-	            : "The lease slots of a queue with max_leased are a table on the coordinator.",
+	    catalog
+	        ? "The coordinator keeps the catalog of distributed queues and copies it to every node."
+	        : "The lease slots of a queue with max_leased and the rate slots of a queue with rate_limit are "
+	          "tables on the coordinator.",
 	    coordinator.empty() ? std::string("Call it on the coordinator.")
 	                        : fmt::format("Call it on the coordinator ({}).", coordinator));
 }

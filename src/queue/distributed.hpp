@@ -91,8 +91,9 @@ bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &sh
                  bool slots = true);
 
 // 0A000 for `what` on a worker node when the distributed queue has
-// max_leased: its lease slots are a table on the coordinator.
-void require_slots_here(Queue &q, const char *what);
+// max_leased, or for a `claim` (dequeue) rate_limit: its lease slots and its
+// rate slots are tables on the coordinator.
+void require_slots_here(Queue &q, const char *what, bool claim = false);
 
 // The shard position of a concurrency_key or dedupe_key among `count`
 // shards, as concurrency_internal.distributed_key_position computes it.

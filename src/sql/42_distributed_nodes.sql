@@ -115,11 +115,6 @@ BEGIN
     IF EXISTS (SELECT FROM concurrency.distributed_queue d WHERE d.queue = distribute_queue.queue) THEN
         RETURN; -- already distributed
     END IF;
-    IF EXISTS (SELECT FROM concurrency.queue q WHERE q.name = distribute_queue.queue AND q.rate_limit IS NOT NULL) THEN
-        RAISE EXCEPTION 'rate_limit is not supported on distributed queue "%"', queue USING ERRCODE = '0A000',
-            DETAIL = 'A distributed queue is claimed on every node; its rate limit is not shared between them yet.',
-            HINT = 'Remove it first with alter_queue(queue, rate_limit => 0), or keep the queue on one server.';
-    END IF;
     n := coalesce(shard_count, current_setting('citus.shard_count')::integer);
     IF n < 1 OR n > 1024 THEN
         RAISE EXCEPTION 'shard_count must be between 1 and 1024' USING ERRCODE = '22023';
@@ -158,6 +153,7 @@ BEGIN
     PERFORM create_distributed_table(krel, 'shard_key', colocate_with => rel);
     -- the lease slots (max_leased) stay a table on the coordinator, where
     -- every claim runs; a slot also keeps when the lease written in it ends
+    -- (the rate slots of rate_limit, r_<queue>, stay there as they are)
     EXECUTE format('ALTER TABLE concurrency.%I ADD COLUMN lease_expires_at timestamptz', 's_' || queue);
     -- one shard_key value per shard, in shard order: the smallest value
     -- that hashes into each shard
@@ -260,7 +256,7 @@ COMMENT ON FUNCTION concurrency_internal.distributed_enqueue(text, jsonb, timest
     'enqueue on a distributed queue (called by concurrency.enqueue)';
 
 -- A claim visits one shard at a time (a router query each), starting after
--- the shard this backend visited last, until it gets tasks or has visited
+-- the shard this backend visited last, until it has its batch or has visited
 -- every shard once. A visit wakes the shard's expired leases and due tasks
 -- first on every 16th call of the backend, and whenever the claim found
 -- fewer tasks than asked for.
@@ -283,7 +279,11 @@ DECLARE
     claim text;
     t record;
     slots integer[];
+    rate record;
+    rate_slots integer[];
+    rate_table text := format('concurrency.%I', 'r_' || queue);
     ids bigint[] := '{}';
+    tokens bigint[] := '{}';
     ends timestamptz[] := '{}';
 BEGIN
     IF batch IS NULL THEN
@@ -293,15 +293,38 @@ BEGIN
     ELSIF lease <= interval '0' THEN
         RAISE EXCEPTION 'lease must be positive' USING ERRCODE = '22023';
     END IF;
+    -- rate_limit: at most as many tasks as this claim takes free rate slots
+    -- (as a claim on one server takes them, src/queue/rate_sql.hpp: a slot
+    -- serves one claim in any window of rate_period), those it does not use
+    -- given back at the end; the coordinator is their one place of decision
+    SELECT q.rate_limit, q.rate_period INTO rate FROM concurrency.queue q WHERE q.name = distributed_dequeue.queue;
+    IF rate.rate_limit IS NOT NULL THEN
+        now := clock_timestamp();
+        EXECUTE format($q$WITH taken AS (
+                              UPDATE %1$s SET used_at = $3
+                               WHERE slot = ANY (ARRAY(SELECT slot FROM %1$s WHERE used_at <= $1
+                                                        LIMIT $2 FOR UPDATE SKIP LOCKED))
+                              RETURNING slot)
+                          SELECT coalesce(array_agg(slot), '{}') FROM taken$q$, rate_table)
+          INTO rate_slots USING now - rate.rate_period, least(batch, rate.rate_limit), now;
+        batch := cardinality(rate_slots);
+        IF batch = 0 THEN
+            RETURN;
+        END IF;
+    END IF;
     -- max_leased: at most as many tasks as this claim holds free slots (a
     -- claim never checks a key: tasks that key_limit holds back wait
     -- blocked, and a claim takes only ready ones)
     IF s.max_leased IS NOT NULL THEN
         slots := concurrency_internal.distributed_take_slots(queue, batch, clock_timestamp());
         batch := cardinality(slots);
-        IF batch = 0 THEN
-            RETURN;
+    END IF;
+    IF batch = 0 THEN
+        IF rate_slots IS NOT NULL THEN
+            EXECUTE format($q$UPDATE %s SET used_at = '-infinity' WHERE slot = ANY ($1)$q$, rate_table)
+              USING rate_slots;
         END IF;
+        RETURN;
     END IF;
     claim := format($q$UPDATE %1$s AS t
                           SET state = 'leased', attempt = t.attempt + 1, lease_token = $3,
@@ -334,16 +357,22 @@ BEGIN
                 RETURN NEXT;
                 got := got + 1;
                 ids := ids || t.id;
+                tokens := tokens || t.lease_token;
                 ends := ends || t.lease_expires_at;
             END LOOP;
         END LOOP;
-        EXIT WHEN got > 0;
+        EXIT WHEN got >= batch;
     END LOOP;
     IF s.max_leased IS NOT NULL AND got > 0 THEN
-        EXECUTE format($q$UPDATE %s AS sl SET task_id = u.id, lease_token = $4, lease_expires_at = u.ends
-                            FROM unnest($1, $2, $3) AS u(slot, id, ends)
+        -- (each shard's tasks have a lease token of their own)
+        EXECUTE format($q$UPDATE %s AS sl SET task_id = u.id, lease_token = u.token, lease_expires_at = u.ends
+                            FROM unnest($1, $2, $3, $4) AS u(slot, id, ends, token)
                            WHERE sl.slot = u.slot$q$, format('concurrency.%I', 's_' || queue))
-          USING slots[1:got], ids, ends, token;
+          USING slots[1:got], ids, ends, tokens;
+    END IF;
+    IF got < cardinality(rate_slots) THEN -- rate slots not used: free again
+        EXECUTE format($q$UPDATE %s SET used_at = '-infinity' WHERE slot = ANY ($1)$q$, rate_table)
+          USING rate_slots[got + 1:];
     END IF;
 END
 $fn$;

@@ -303,26 +303,77 @@ def test_routed_functions_internal_and_usable_by_the_owner():
     c.execute("DROP ROLE routed_owner")
 
 
-def test_rate_limit_refused_on_distributed_queues():
-    """A rate limit is not shared between nodes yet: refused (0A000) for a distributed queue, changing nothing."""
+def test_rate_limit_on_distributed_queues():
+    """A distributed queue's rate limit holds across nodes: its rate slots are a table on the coordinator, where
+    every claim of the queue takes them (dequeue on a worker node: 0A000 naming the coordinator; the tasks' other
+    calls stay on their nodes); alter_queue changes and removes it, distribute_queue takes a limited queue along."""
     c = connect(COORDINATOR)
     c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('nr', 'nr2')")
-    e = error_of(lambda: c.execute("SELECT concurrency.create_queue('nr', distributed => true, rate_limit => 5,"
-                                   " rate_period => '1 second')"))
-    check("create_queue(…, distributed => true, rate_limit): 0A000",
-          e is not None and e.sqlstate == "0A000", repr(e))
-    check("and no queue was created", scalar(c, "SELECT count(*) FROM concurrency.queue WHERE name = 'nr'") == 0)
-    fresh_queue("nr")
-    e = error_of(lambda: c.execute("SELECT concurrency.alter_queue('nr', rate_limit => 5, rate_period => '1 second')"))
-    check("alter_queue(…, rate_limit) of a distributed queue: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
-    check("and its settings are unchanged",
-          scalar(c, "SELECT rate_limit FROM concurrency.queue WHERE name = 'nr'") is None)
-    c.execute("SELECT concurrency.create_queue('nr2', rate_limit => 5, rate_period => '1 second')")
-    e = error_of(lambda: c.execute("SELECT concurrency.distribute_queue('nr2')"))
-    check("distribute_queue of a queue with a rate limit: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
-    check("and it stays a local queue",
-          scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'nr2'") == 0)
+    c.execute("SELECT concurrency.create_queue('nr', distributed => true, rate_limit => 5, rate_period => '1 hour')")
+    check("create_queue(…, distributed => true, rate_limit): a distributed queue with the limit on every node",
+          all(connect(p).execute("SELECT rate_limit, rate_period = '1 hour' FROM concurrency.queue"
+                                 " WHERE name = 'nr'").fetchone() == (5, True) for p in NODES)
+          and scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'nr'") == 1)
+    c.execute("SELECT concurrency.enqueue('nr', jsonb_build_object('n', g)) FROM generate_series(1, 12) g")
+    got = [len(c.execute("SELECT * FROM concurrency.dequeue('nr', %s)", (b,)).fetchall()) for b in (3, 10, 1)]
+    check("dequeue on the coordinator: 3, then 2 (5 in the window), then none", got == [3, 2, 0], repr(got))
+    w = connect(WORKER1)
+    e = error_of(lambda: w.execute("SELECT * FROM concurrency.dequeue('nr')"))
+    check("dequeue on a worker node: 0A000 naming the coordinator and the rate slots",
+          e is not None and e.sqlstate == "0A000" and "coordinator (" in (e.diag.message_hint or "")
+          and "rate slots" in (e.diag.message_detail or ""), repr(e))
+    leased = c.execute("SELECT id, lease_token FROM concurrency.q_nr WHERE state = 'leased' ORDER BY id").fetchall()
+    w.execute("SELECT concurrency.complete('nr', %s, %s)", leased[0])
+    check("complete of a leased task works on a worker node",
+          scalar(c, "SELECT state FROM concurrency.q_nr WHERE id = %s", (leased[0][0],)) in ("done", None))
+    c.execute("SELECT concurrency.alter_queue('nr', rate_limit => 7)")
+    check("rate_limit => 7: two more claims in the window",
+          len(c.execute("SELECT * FROM concurrency.dequeue('nr', 10)").fetchall()) == 2)
+    c.execute("SELECT concurrency.alter_queue('nr', rate_limit => 9)")
+    t1 = connect(COORDINATOR, autocommit=False)
+    first = t1.execute("SELECT task_id FROM concurrency.dequeue('nr', 1)").fetchall()
+    t2 = connect(COORDINATOR, autocommit=False)
+    second = t2.execute("SELECT task_id FROM concurrency.dequeue('nr', 5)").fetchall()
+    third = t2.execute("SELECT task_id FROM concurrency.dequeue('nr', 5)").fetchall()
+    t1.commit()
+    t2.commit()
+    check("two transactions at once share the two claims left (1 and 1, then none)",
+          (len(first), len(second), len(third)) == (1, 1, 0), repr((first, second, third)))
+    empty = len(c.execute("SELECT * FROM concurrency.dequeue('nr', 100)").fetchall())
+    c.execute("SELECT concurrency.alter_queue('nr', rate_limit => 0)")
+    # (without the limit a claim from the coordinator takes one node's tasks: the 3 in two calls at most)
+    rest = sum(len(c.execute("SELECT * FROM concurrency.dequeue('nr', 100)").fetchall()) for _ in range(2))
+    check("rate_limit => 0 removes it: the 3 tasks left are claimed", (empty, rest) == (0, 3),
+          repr((empty, rest)))
+    check("and its slot table is gone",
+          scalar(c, "SELECT to_regclass('concurrency.r_nr') IS NULL") is True)
+    check("12 claims in all, each task once (one of them completed)",
+          c.execute("SELECT count(*), count(*) FILTER (WHERE state = 'leased' AND attempt = 1)"
+                    " FROM concurrency.q_nr").fetchone() == (11, 11))
+    c.execute("SELECT concurrency.create_queue('nr2', rate_limit => 2, rate_period => '1 hour')")
+    c.execute("SELECT concurrency.distribute_queue('nr2', 4)")
+    check("distribute_queue of a queue with a rate limit: distributed, the limit kept",
+          scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'nr2'") == 1
+          and scalar(w, "SELECT rate_limit FROM concurrency.queue WHERE name = 'nr2'") == 2)
+    nothing = len(c.execute("SELECT * FROM concurrency.dequeue('nr2', 2)").fetchall())
+    c.execute("SELECT concurrency.enqueue('nr2', '{}') FROM generate_series(1, 4)")
+    got = len(c.execute("SELECT * FROM concurrency.dequeue('nr2', 4)").fetchall())
+    check("a claim that found no task used no slot: 2 of 4 then", (nothing, got) == (0, 2), repr((nothing, got)))
+    e = error_of(lambda: c.execute("SELECT concurrency.alter_queue('nr2', rate_limit => -1)"))
+    check("bad rate_limit on a distributed queue: 22023, the limit unchanged",
+          e is not None and e.sqlstate == "22023"
+          and scalar(c, "SELECT rate_limit FROM concurrency.queue WHERE name = 'nr2'") == 2, repr(e))
+    c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name = 'nr3'")
+    c.execute("SELECT concurrency.create_queue('nr3', distributed => true, rate_limit => 1,"
+              " rate_period => '1 second')")
+    c.execute("SELECT concurrency.enqueue('nr3', '{}') FROM generate_series(1, 3)")
+    first = len(c.execute("SELECT * FROM concurrency.dequeue('nr3', 5)").fetchall())
+    waited = len(c.execute("SELECT * FROM concurrency.dequeue('nr3', 5, wait => '20 seconds')").fetchall())
+    c.execute("SELECT concurrency.drop_queue('nr3')")
+    check("a waiting dequeue held back by the limit claims once the window opens (1, then 1 more)",
+          (first, waited) == (1, 1), repr((first, waited)))
     c.execute("SELECT concurrency.drop_queue('nr'), concurrency.drop_queue('nr2')")
+    check("drop_queue drops the rate slots", scalar(c, "SELECT to_regclass('concurrency.r_nr2') IS NULL") is True)
 
 
 def fair_indexes(port, queue):
@@ -529,5 +580,5 @@ if __name__ == "__main__":
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
          test_a_node_with_every_shard_needs_no_routed_claim, test_release_progress_cancel_on_the_shards_node, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
          test_routed_queues_on_a_worker_node, test_routed_functions_internal_and_usable_by_the_owner,
-         test_rate_limit_refused_on_distributed_queues, test_fair_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
+         test_rate_limit_on_distributed_queues, test_fair_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])
