@@ -3,10 +3,12 @@
 #include "queue/claim.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <string>
 #include <utility>
 
 #include "citus/node.hpp"
+#include "pg/horizon.hpp"
 #include "pg/relation.hpp"
 #include "queue/claim_direct.hpp"
 #include "queue/dependencies.hpp"
@@ -24,6 +26,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
+#include "utils/snapmgr.h"
 }
 
 namespace concurrency::queue {
@@ -355,6 +358,21 @@ void see_settings() {
 
 } // namespace
 
+// A fresh snapshot made the active one for a scope (a look of a waiter that
+// stopped holding its statement's snapshot's horizon: pg/horizon.hpp).
+struct FreshSnapshot {
+	FreshSnapshot() {
+		pg::guard([] { PushActiveSnapshot(GetTransactionSnapshot()); });
+	}
+	~FreshSnapshot() {
+		// (an error on the way: the transaction's abort clears the stack)
+		if (std::uncaught_exceptions() == 0)
+			PopActiveSnapshot();
+	}
+	FreshSnapshot(const FreshSnapshot &) = delete;
+	FreshSnapshot &operator=(const FreshSnapshot &) = delete;
+};
+
 // concurrency.dequeue(queue, batch, lease, worker, wait) -> claimed tasks.
 // With wait, a call that claims nothing sleeps until a commit makes tasks
 // of the queue claimable (queue/wait.hpp), a scheduled task comes due or a
@@ -444,9 +462,19 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	});
 	// on the wait list before the first look: no commit from now on is missed
 	QueueWait waiter(name.view());
+	// A sleeping waiter need not hold the xmin horizon back where nothing
+	// reads with its statement's snapshot (pg/horizon.hpp): every look
+	// after a sleep runs under a fresh snapshot of its own.
+	bool unpinned = !distributed && pg::only_call_holds_snapshot(fcinfo->flinfo->fn_oid);
+	bool slept = false;
 	for (;;) {
 		std::optional<TimestampTz> due;
-		if ((distributed ? look_distributed() : look(&due)) > 0)
+		std::optional<FreshSnapshot> fresh;
+		if (slept && unpinned)
+			fresh.emplace();
+		std::size_t claimed = distributed ? look_distributed() : look(&due);
+		fresh.reset();
+		if (claimed > 0)
 			break;
 		now = clock_now();
 		if (now >= deadline)
@@ -456,7 +484,10 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		// looks again, at least every distributed_wait_look_us
 		if (distributed)
 			due = now + distributed_wait_look_us;
+		if (unpinned)
+			pg::stop_holding_horizon();
 		waiter.sleep(now, due ? std::min(deadline, *due) : deadline);
+		slept = true;
 		now = clock_now();
 	}
 	pg::spi_finish();
