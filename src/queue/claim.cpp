@@ -463,14 +463,15 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	// on the wait list before the first look: no commit from now on is missed
 	QueueWait waiter(name.view());
 	// A sleeping waiter need not hold the xmin horizon back where nothing
-	// reads with its statement's snapshot (pg/horizon.hpp): every look
-	// after a sleep runs under a fresh snapshot of its own.
-	bool unpinned = !distributed && pg::only_call_holds_snapshot(fcinfo->flinfo->fn_oid);
+	// reads with its statement's snapshot (pg/horizon.hpp; found out before
+	// its first sleep, not by calls that claim at once): every look after a
+	// sleep runs under a fresh snapshot of its own.
+	std::optional<bool> unpinned;
 	bool slept = false;
 	for (;;) {
 		std::optional<TimestampTz> due;
 		std::optional<FreshSnapshot> fresh;
-		if (slept && unpinned)
+		if (slept && *unpinned)
 			fresh.emplace();
 		std::size_t claimed = distributed ? look_distributed() : look(&due);
 		fresh.reset();
@@ -484,7 +485,9 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		// looks again, at least every distributed_wait_look_us
 		if (distributed)
 			due = now + distributed_wait_look_us;
-		if (unpinned)
+		if (!unpinned)
+			unpinned = !distributed && pg::only_call_holds_snapshot(fcinfo->flinfo->fn_oid);
+		if (*unpinned)
 			pg::stop_holding_horizon();
 		waiter.sleep(now, due ? std::min(deadline, *due) : deadline);
 		slept = true;
