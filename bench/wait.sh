@@ -19,7 +19,8 @@
 #    a time (bench/wait_clients.py).
 # 2. pgbench (TPC-B-like, 4 clients) with and without BENCH_IDLE waiters on an
 #    empty queue beside it (each calls dequeue(…, wait => '5 seconds') again
-#    when its wait passes, as a worker loop does); TPS with / TPS without.
+#    when its wait passes, as a worker loop does; all of them one pgbench
+#    process, which uses no CPU while they sleep); TPS with / TPS without.
 # 3. Drain rate: one producer enqueues batches of 10 as fast as it can while
 #    8 or 32 workers claim and complete (one statement per task); tasks
 #    completed per second by workers that wait (dequeue(…, wait => '1 second'))
@@ -70,7 +71,12 @@ for round in $(seq 1 "$ROUNDS"); do
 	for side in without with; do
 		if [ $((round % 2)) = 0 ]; then side=$([ "$side" = with ] && echo without || echo with); fi
 		if [ "$side" = with ]; then
-			"$PY" wait_clients.py idle "$IDLE" '5 seconds' &
+			# one pgbench process runs the waiters: it sleeps in poll() while
+			# they wait (a client library that wakes to poll its connections,
+			# as psycopg does every 0.1 s, would spend the cores that the
+			# server shares with it: 500 such threads took 11 % of a core)
+			echo "SELECT task_id FROM concurrency.dequeue('benchwait_idle', wait => '5 seconds');" >"$work/idle.sql"
+			PGAPPNAME=bench_idle_waiter pgbench -n -c "$IDLE" -j 1 -f "$work/idle.sql" -T 86400 >/dev/null 2>&1 &
 			idle_pid=$!
 			until [ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bench_idle_waiter' AND wait_event_type = 'Extension'")" -ge "$IDLE" ]; do
 				sleep 0.5

@@ -4,8 +4,6 @@
                  N samples each, measured the same way: from just before the
                  producer's COMMIT (once the waiter is seen asleep, or idle
                  listening) to the waiter's return; prints one line per kind
-  idle N WAIT    N sessions that wait for tasks of an empty queue in a loop
-                 (dequeue(…, wait => WAIT), called again when it returns), until killed
 """
 import random
 import statistics
@@ -64,22 +62,6 @@ def latency(samples):
         observer.close()
 
 
-def idle(n, wait):
-    def loop():
-        conn = psycopg.connect(autocommit=True)
-        conn.execute("SET application_name = 'bench_idle_waiter'")
-        while True:
-            conn.execute(f"SELECT task_id FROM concurrency.dequeue('{QUEUE}_idle', wait => %s::interval)",
-                         (wait,)).fetchall()
-
-    for _ in range(n):
-        threading.Thread(target=loop, daemon=True).start()
-    while True:
-        time.sleep(3600)
-
-
 if __name__ == "__main__":
     if sys.argv[1] == "latency":
         latency(int(sys.argv[2]))
-    elif sys.argv[1] == "idle":
-        idle(int(sys.argv[2]), sys.argv[3])
