@@ -22,28 +22,25 @@ namespace concurrency::pg {
 
 namespace {
 
-// A function evaluated after the call: built-in and immutable (it reads no
-// table), or one of the clocks.
-bool harmless_function(Oid fn, void *) {
+// A function that may read with the statement's snapshot if evaluated after
+// the call: all but the built-in immutable ones (they read no table) and
+// the clocks (check_functions_in_node's checker).
+bool may_read_function(Oid fn, void *) {
 	if (fn >= FirstNormalObjectId)
-		return false;
+		return true;
 	switch (fn) {
 	case F_CLOCK_TIMESTAMP:
 	case F_NOW:
 	case F_STATEMENT_TIMESTAMP:
 	case F_TRANSACTION_TIMESTAMP:
-		return true;
+		return false;
 	default:
-		return func_volatile(fn) == PROVOLATILE_IMMUTABLE;
+		return func_volatile(fn) != PROVOLATILE_IMMUTABLE;
 	}
 }
 
-bool checker(Oid fn, void *context) {
-	return !harmless_function(fn, context);
-}
-
 // true where `node` may read with the statement's snapshot: a subquery, an
-// aggregate or window function, a function that is not harmless_function.
+// aggregate or window function, a function may_read_function names.
 bool may_read(Node *node, void *context) {
 	if (!node)
 		return false;
@@ -58,7 +55,7 @@ bool may_read(Node *node, void *context) {
 	default:
 		break;
 	}
-	if (check_functions_in_node(node, checker, context))
+	if (check_functions_in_node(node, may_read_function, context))
 		return true;
 #if PG_VERSION_NUM >= 160000
 	return expression_tree_walker(node, may_read, context);
