@@ -1,8 +1,10 @@
 'use strict';
 // Worker runtime and producer API for the concurrency_ext task queue, on
 // node-postgres. Every statement is one parameterised query (node-postgres's
-// unnamed statements), with no LISTEN and no session state, so that it works
-// through PgBouncer in transaction mode as well as on a direct connection.
+// unnamed statements), but for the message that ends a handler's
+// transaction (see Worker.finish), with no LISTEN and no session state, so
+// that it works through PgBouncer in transaction mode as well as on a
+// direct connection.
 
 const { EventEmitter } = require('node:events');
 
@@ -58,6 +60,17 @@ function interval(value, name) {
   }
   if (typeof value === 'string') return value;
   throw new TypeError(`${name} must be milliseconds (a number) or an interval (a string)`);
+}
+
+// A value written into a query text (for the one message that carries
+// several statements, which cannot have parameters): node-postgres's
+// escapeLiteral, NULL for null. A NUL character would end the message
+// early: refused.
+function literal(client, value, cast) {
+  if (value === null || value === undefined) return `NULL${cast}`;
+  const text = String(value);
+  if (text.includes('\0')) throw new TypeError('a value sent to the server cannot contain a NUL character');
+  return `${client.escapeLiteral(text)}${cast}`;
 }
 
 // A payload of any JSON type. node-postgres would send a JS array as a
@@ -213,8 +226,50 @@ async function serverFeatures(db) {
   };
 }
 
+// What a claim returns for each task (`left`: the seconds its lease has,
+// by the server's clock, for the heartbeats).
+const CLAIM_COLUMNS = `SELECT task_id::text AS id, lease_token::text AS token, attempt, payload, enqueued_at, lease_expires_at,
+                   extract(epoch FROM lease_expires_at - clock_timestamp())::float8 AS left`;
+
 const POLL_MIN = 50; // ms: the first sleep after an empty claim when polling
 const sleepFor = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// A claimed task, as the handler gets it.
+class Task {
+  #client;
+  #claim = null; // set by its Claim
+
+  constructor(queue, row, client) {
+    this.id = row.id;
+    this.queue = queue;
+    this.leaseToken = row.token;
+    this.attempt = row.attempt;
+    this.payload = row.payload;
+    this.enqueuedAt = row.enqueued_at;
+    this.leaseExpiresAt = row.lease_expires_at;
+    this.#client = client;
+  }
+
+  static attach(task, claim) {
+    task.#claim = claim;
+  }
+
+  // aborted when the lease is lost (the LeaseLostError) or the worker
+  // stopped past its deadline
+  get signal() {
+    return this.#claim.signal();
+  }
+
+  // extends the lease now (with progress, where the server keeps it)
+  heartbeat(progress) {
+    return this.#claim.heartbeat(progress);
+  }
+
+  // the results of the task's parents, read in the handler's transaction
+  parentResults() {
+    return parentResults(this.#client, this.queue, this.id);
+  }
+}
 
 // One claim: the tasks of one dequeue call that run together (one task, or
 // a batch), with the heartbeats that keep their lease.
@@ -226,11 +281,24 @@ class Claim {
     this.chain = Promise.resolve(); // heartbeats, one at a time, then complete
     this.timer = null;
     this.ended = false;
-    this.controller = new AbortController();
-    for (const task of tasks) {
-      task.signal = this.controller.signal;
-      task.heartbeat = (progress) => this.heartbeat(progress);
+    for (const task of tasks) Task.attach(task, this);
+    this.controller = null; // made when a handler reads task.signal
+    this.aborted = null; // the reason, once aborted
+  }
+
+  // The tasks' AbortSignal, made on first use (most handlers never read it).
+  signal() {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.aborted) this.controller.abort(this.aborted);
     }
+    return this.controller.signal;
+  }
+
+  abort(reason) {
+    if (this.aborted) return;
+    this.aborted = reason;
+    if (this.controller) this.controller.abort(reason);
   }
 
   // Heartbeats every third of the time the lease has left.
@@ -278,7 +346,7 @@ class Claim {
           // told now, so that a long handler can stop (task.signal)
           this.lost = err;
           for (const t of this.tasks) w.emit('leaseLost', t, err);
-          this.controller.abort(err);
+          this.abort(err);
           return;
         }
         w.report(err);
@@ -313,6 +381,8 @@ class Worker extends EventEmitter {
     const max = o.pool.options && o.pool.options.max;
     if (max && max < o.concurrency + 1)
       throw new RangeError(`the pool has max ${max} connections: a worker of concurrency ${o.concurrency} needs at least ${o.concurrency + 1}`);
+    // they are written into a query text (Worker.finish), where a NUL would end it
+    for (const k of ['queue', 'name', 'lease']) if (typeof o[k] === 'string' && o[k].includes('\0')) throw new TypeError(`${k} cannot contain a NUL character`);
     this.options = o;
     this.pool = o.pool;
     this.queue = o.queue;
@@ -323,6 +393,7 @@ class Worker extends EventEmitter {
     this.claims = new Set();
     this.sleepers = new Set();
     this.signalHandler = null;
+    this.chainSql = null;
   }
 
   // Reads what the server offers and starts claiming. Resolves once the
@@ -350,9 +421,7 @@ class Worker extends EventEmitter {
   buildClaim() {
     let args = 'queue => $1::text, batch => $2::integer, lease => $3::interval, worker => $4::text';
     if (this.waiting) args += ', wait => $5::interval';
-    return `SELECT task_id::text AS id, lease_token::text AS token, attempt, payload, enqueued_at, lease_expires_at,
-                   extract(epoch FROM lease_expires_at - clock_timestamp())::float8 AS left
-              FROM concurrency.dequeue(${args})`;
+    return `${CLAIM_COLUMNS} FROM concurrency.dequeue(${args})`;
   }
 
   async claim(client) {
@@ -377,44 +446,46 @@ class Worker extends EventEmitter {
 
   // One slot: a pool connection kept for its claims and handlers (as a
   // hand-written loop would), given back when it breaks and at the end.
+  // A handler's completion usually claims the slot's next tasks too (see
+  // finish): those arrive as `next`, their transaction already begun.
   async runSlot() {
     let idle = POLL_MIN;
     let client = null;
+    let next = null;
     const backOff = async () => {
       await this.pause(idle);
       idle = Math.min(idle * 2, this.options.pollInterval);
     };
-    while (!this.stopping) {
-      let rows;
-      try {
-        client = client || (await this.pool.connect());
-        rows = await this.claim(client);
-      } catch (err) {
-        this.report(err);
-        if (client && !(err instanceof QueueError)) {
-          client.release(true); // the connection broke: a new one next time
-          client = null;
+    for (;;) {
+      let rows = next;
+      const begun = rows !== null;
+      next = null;
+      if (!begun) {
+        if (this.stopping) break;
+        try {
+          client = client || (await this.pool.connect());
+          rows = await this.claim(client);
+        } catch (err) {
+          this.report(err);
+          if (client && !(err instanceof QueueError)) {
+            client.release(true); // the connection broke: a new one next time
+            client = null;
+          }
+          await backOff();
+          continue;
         }
-        await backOff();
-        continue;
-      }
-      if (rows.length === 0) {
-        if (!this.waiting) await backOff();
-        continue;
+        if (rows.length === 0) {
+          if (!this.waiting) await backOff();
+          continue;
+        }
       }
       idle = POLL_MIN;
-      const tasks = rows.map((r) => ({
-        id: r.id,
-        queue: this.queue,
-        leaseToken: r.token,
-        attempt: r.attempt,
-        payload: r.payload,
-        enqueuedAt: r.enqueued_at,
-        leaseExpiresAt: r.lease_expires_at,
-        // read when asked, in the handler's transaction
-        parentResults: () => parentResults(client, this.queue, r.id),
-      }));
+      const tasks = rows.map((r) => this.task(r, client));
       if (this.stopping) {
+        if (begun && !(await this.endTransaction(client, 'COMMIT'))) {
+          client.release(true);
+          client = null;
+        }
         await this.giveBack(tasks);
         break;
       }
@@ -422,10 +493,11 @@ class Worker extends EventEmitter {
       claim.schedule(rows[0].left);
       this.claims.add(claim);
       try {
-        if (!(await this.execute(claim, client))) {
+        const outcome = await this.execute(claim, client, begun);
+        if (outcome === false) {
           client.release(true);
           client = null;
-        }
+        } else if (outcome !== true) next = outcome;
       } finally {
         this.claims.delete(claim);
       }
@@ -433,39 +505,46 @@ class Worker extends EventEmitter {
     if (client) client.release();
   }
 
+  task(r, client) {
+    return new Task(this.queue, r, client);
+  }
+
+  // Ends the slot's open transaction; false when the connection broke.
+  async endTransaction(client, command) {
+    try {
+      await client.query(command);
+      return true;
+    } catch (err) {
+      this.report(err);
+      return false;
+    }
+  }
+
   // Runs the handler in a transaction whose last statement is complete (or
   // complete_batch); on a throw, rolls back and fails the tasks with the
-  // error's message. Returns false when the connection is broken.
-  async execute(claim, client) {
+  // error's message. `begun`: the transaction is open already (the
+  // previous completion began it). Returns false when the connection is
+  // broken, the next claimed tasks (their transaction begun) when the
+  // completion brought some, true otherwise.
+  async execute(claim, client, begun) {
     const { tasks } = claim;
     const batch = this.options.batch > 1;
     try {
-      await client.query('BEGIN');
+      if (!begun) await client.query('BEGIN');
       const result = await this.options.handler(batch ? tasks : tasks[0], client);
       await claim.end();
       if (claim.lost) throw claim.lost;
-      if (batch) {
-        await query(client, 'SELECT concurrency.complete_batch($1::text, $2::bigint[], $3::bigint[])', [
-          this.queue,
-          tasks.map((t) => t.id),
-          tasks.map((t) => t.leaseToken),
-        ]);
-      } else {
-        await query(client, 'SELECT concurrency.complete($1::text, $2::bigint, $3::bigint, $4::jsonb)', [
-          this.queue,
-          tasks[0].id,
-          tasks[0].leaseToken,
-          result === undefined ? null : json(result),
-        ]);
-      }
-      await query(client, 'COMMIT');
+      const next = await this.finish(client, tasks, result);
       for (const t of tasks) this.emit('completed', t, result);
-      return true;
+      if (next === null) return true;
+      if (next.length > 0) return next;
+      return await this.endTransaction(client, 'COMMIT');
     } catch (thrown) {
       await claim.end();
       let healthy = true;
       try {
-        await client.query('ROLLBACK');
+        // not where the failure was the COMMIT's: nothing is open then
+        if (client.getTransactionStatus?.() !== 'I') await client.query('ROLLBACK');
       } catch (rollbackError) {
         healthy = false; // the lease lapses; the task comes back
         this.report(rollbackError);
@@ -482,6 +561,49 @@ class Worker extends EventEmitter {
       }
       return healthy;
     }
+  }
+
+  // Completes the tasks and commits, in one message (a simple query of
+  // several statements: one round trip where a statement each would take
+  // two). Unless the worker is stopping, the same message claims the
+  // slot's next tasks inside the completing transaction and begins the
+  // next one:
+  //
+  //   SELECT concurrency.complete(…); SELECT … FROM concurrency.dequeue(…);
+  //   COMMIT; BEGIN
+  //
+  // so that a busy slot spends two round trips a task (this one and its
+  // handler's statements) instead of five. The claim commits with the
+  // completion, before the next handler starts, as a claim on its own
+  // would; if anything in the message fails, nothing of it holds (the
+  // completion, the claim), and the tasks are failed as a throw would
+  // fail them. The claim is made only under READ COMMITTED (a handler
+  // that raised its transaction's isolation level claims nothing there:
+  // its old snapshot would make the claim fail on rows claimed since),
+  // and never waits. Resolves with the claimed rows ([] when none: the
+  // begun transaction is then empty), or null when it claimed nothing
+  // and committed.
+  async finish(client, tasks, result) {
+    const q = literal(client, this.queue, '::text');
+    let sql;
+    if (this.options.batch > 1) {
+      const array = (values) => literal(client, `{${values.join(',')}}`, '::bigint[]');
+      sql = `SELECT concurrency.complete_batch(${q}, ${array(tasks.map((t) => t.id))}, ${array(tasks.map((t) => t.leaseToken))})`;
+    } else {
+      const t = tasks[0];
+      const r = result === undefined ? 'NULL::jsonb' : literal(client, json(result), '::jsonb');
+      sql = `SELECT concurrency.complete(${q}, ${literal(client, t.id, '::bigint')}, ${literal(client, t.leaseToken, '::bigint')}, ${r})`;
+    }
+    if (this.stopping) {
+      await query(client, `${sql}; COMMIT`);
+      return null;
+    }
+    if (!this.chainSql) {
+      const args = `queue => ${q}, batch => ${this.options.batch}::integer, lease => ${literal(client, this.lease, '::interval')}, worker => ${literal(client, this.options.name, '::text')}`;
+      this.chainSql = `${CLAIM_COLUMNS} FROM concurrency.dequeue(${args}) WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'`;
+    }
+    const results = await query(client, `${sql}; ${this.chainSql}; COMMIT; BEGIN`);
+    return results[1].rows;
   }
 
   async failTasks(tasks, err) {
@@ -552,7 +674,7 @@ class Worker extends EventEmitter {
       running += claim.tasks.length;
       claim.ended = true;
       if (claim.timer) clearTimeout(claim.timer);
-      claim.controller.abort(new Error('the worker stopped: the lease is left to lapse'));
+      claim.abort(new Error('the worker stopped: the lease is left to lapse'));
     }
     return running;
   }

@@ -360,3 +360,102 @@ test('stop(): a task that a waiting claim brings after it is released, its attem
   assert.deepEqual(rows[0], { state: 'ready', attempt: 0 });
   assert.equal(seen.completed.length, 1);
 });
+
+// A pool whose connections record each message with what it returned, to
+// see which completions claimed the next task in the same round trip.
+function recordingPool(messages) {
+  const own = pool({ max: 4 });
+  own.on('connect', (client) => {
+    const query = client.query.bind(client);
+    client.query = async (...args) => {
+      const result = await query(...args);
+      if (typeof args[0] === 'string' && args[1] === undefined && /concurrency\.complete/.test(args[0])) messages.push({ text: args[0], result });
+      return result;
+    };
+  });
+  return own;
+}
+
+test('a completion claims the next task in its own round trip, under READ COMMITTED only', async (t) => {
+  for (const isolation of ['read committed', 'repeatable read']) {
+    const queue = await freshQueue(db, 'worker');
+    await enqueueBatch(db, queue, Array.from({ length: 20 }, (_, i) => ({ i })));
+    const messages = [];
+    const own = recordingPool(messages);
+    t.after(() => own.end());
+    const worker = new Worker({
+      pool: own,
+      queue,
+      handler: async (task, client) => {
+        await client.query(`SET TRANSACTION ISOLATION LEVEL ${isolation.toUpperCase()}`);
+        await record(queue)(task, client);
+      },
+    });
+    const seen = collect(worker);
+    await worker.start();
+    await until(async () => seen.completed.length === 20, '20 completions');
+    await worker.stop();
+    assert.deepEqual(await results(queue), { n: 20, distinct: 20 });
+    assert.deepEqual(seen.errors, []);
+    assert.deepEqual(seen.failed, []);
+    // complete; dequeue; COMMIT; BEGIN: the dequeue's rows are the second result
+    const chained = messages.filter((m) => Array.isArray(m.result) && m.result.length === 4);
+    assert.equal(chained.length, 20, `every completion was one message (${isolation})`);
+    const claimed = chained.filter((m) => m.result[1].rows.length === 1).length;
+    if (isolation === 'read committed') assert.equal(claimed, 19, 'each completion but the last claimed the next task');
+    else assert.equal(claimed, 0, 'no claim under an old snapshot');
+  }
+});
+
+test('a failure at COMMIT fails the task and undoes the claim made with it', async () => {
+  // a deferred foreign key: the handler's insert passes, the COMMIT of the
+  // completing message fails; the next task, claimed in that message, must
+  // not be lost (its claim rolled back with it) nor counted as attempted
+  const queue = await freshQueue(db, 'worker', "lease => '30 seconds', max_attempts => 1, retain => '1 hour'");
+  await db.query(`CREATE TABLE "p_${queue}" (n int PRIMARY KEY)`);
+  await db.query(`CREATE TABLE "c_${queue}" (n int REFERENCES "p_${queue}" DEFERRABLE INITIALLY DEFERRED)`);
+  const [bad, good] = await enqueueBatch(db, queue, [{ bad: true }, { bad: false }]);
+  const worker = new Worker({
+    pool: db,
+    queue,
+    handler: async (task, client) => {
+      if (task.payload.bad) await client.query(`INSERT INTO "c_${queue}" VALUES (1)`);
+      await record(queue)(task, client);
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.failed.length === 1 && seen.completed.length === 1, 'one failure and one completion');
+  await worker.stop();
+  assert.equal(seen.failed[0][0].id, bad);
+  assert.equal(seen.failed[0][1].code, '23503');
+  assert.equal(seen.completed[0].id, good);
+  const state = async (id) => (await db.query('SELECT state, attempt FROM concurrency.task_status($1, $2)', [queue, id])).rows[0];
+  assert.deepEqual(await state(bad), { state: 'dead', attempt: 1 });
+  assert.deepEqual(await state(good), { state: 'done', attempt: 1 });
+  assert.deepEqual(await results(queue), { n: 1, distinct: 1 });
+  assert.deepEqual(seen.errors, []);
+});
+
+test('results written into the completing message keep every character', async () => {
+  const queue = await freshQueue(db, 'worker', "lease => '30 seconds', retain => '1 hour'");
+  const values = [
+    { s: "it's a \\ back'slash\\' E'x' \\x41 $$ $1 ; COMMIT; \u00e9 \u2603 \ud83d\ude00" },
+    ['\\', "'", '\\\'', ''],
+    'plain',
+    -0.5,
+    null,
+  ];
+  const ids = await enqueueBatch(db, queue, values.map((_, i) => ({ i })));
+  const worker = new Worker({ pool: db, queue, handler: async (task) => values[task.payload.i] });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === values.length, 'the completions');
+  await worker.stop();
+  for (const [i, id] of ids.entries()) {
+    const { rows } = await db.query('SELECT result FROM concurrency.task_status($1, $2)', [queue, id]);
+    assert.deepEqual(rows[0].result, values[i]);
+  }
+  assert.throws(() => new Worker({ pool: db, queue: 'a\0b', handler: async () => {} }), TypeError);
+  assert.throws(() => new Worker({ pool: db, queue, name: 'w\0', handler: async () => {} }), TypeError);
+});
