@@ -26,6 +26,22 @@ db.on('error', (e) => console.error('pool:', e.message));
 const CHUNK = 1000;
 const KEYS = 100;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Wall time, and CPU time of the whole machine (/proc/stat: user, nice,
+// system, irq, softirq of every core) and of this Node.js process (the
+// clients of every side run in it), over a run: what a job costs the
+// server is the difference.
+const fs = require('node:fs');
+function machineBusy() {
+  const [, ...ticks] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+  return ((ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]) * 1000) / 100; // ms, USER_HZ = 100
+}
+const clock = () => ({ t: performance.now(), busy: machineBusy(), own: process.cpuUsage() });
+function since(c) {
+  const own = process.cpuUsage(c.own);
+  const client = (own.user + own.system) / 1000;
+  return { seconds: (performance.now() - c.t) / 1000, cpu: { client, server: machineBusy() - c.busy - client } };
+}
 const chunks = (n) => Array.from({ length: Math.ceil(n / CHUNK) }, (_, c) => Array.from({ length: Math.min(CHUNK, n - c * CHUNK) }, (_, i) => c * CHUNK + i));
 
 // Every handler records its job here; a run passes when each of the JOBS
@@ -70,13 +86,13 @@ async function runtimeDrain({ concurrency = 1, batch = 1, keyed = false }) {
   const worker = new ours.Worker({ pool, queue: 'peers', concurrency, batch, handler });
   worker.on('completed', () => ++done === JOBS && finish());
   worker.on('error', (e) => console.error('runtime:', e.message));
-  const t0 = performance.now();
+  const t0 = clock();
   await worker.start();
   await finished;
-  const seconds = (performance.now() - t0) / 1000;
+  const { seconds, cpu } = since(t0);
   await worker.stop();
   await pool.end();
-  return { seconds, ok: await verify('runtime', oursLeft), features: worker.features };
+  return { seconds, cpu, ok: await verify('runtime', oursLeft), features: worker.features };
 }
 
 // The loop the runtime wraps, written by hand: a claim on its own when the
@@ -121,11 +137,11 @@ async function rawDrain({ concurrency = 1, batch = 1, keyed = false }) {
       c.release();
     }
   };
-  const t0 = performance.now();
+  const t0 = clock();
   await Promise.all(Array.from({ length: concurrency }, loop));
-  const seconds = (performance.now() - t0) / 1000;
+  const { seconds, cpu } = since(t0);
   await pool.end();
-  return { seconds, ok: await verify('raw SQL', oursLeft) };
+  return { seconds, cpu, ok: await verify('raw SQL', oursLeft) };
 }
 
 // --- graphile-worker ----------------------------------------------------------
@@ -144,7 +160,7 @@ async function graphileDrain({ concurrency = 1, batch = 1, keyed = false }) {
   let done = 0;
   let finish;
   const finished = new Promise((r) => (finish = r));
-  const t0 = performance.now();
+  const t0 = clock();
   const runner = await graphileRun({
     connectionString: connString(),
     concurrency,
@@ -162,9 +178,9 @@ async function graphileDrain({ concurrency = 1, batch = 1, keyed = false }) {
   await finished;
   // its completions are sent after job:complete: wait until they are all in
   while (Number((await db.query(graphileLeft)).rows[0].n) > 0) await sleep(1);
-  const seconds = (performance.now() - t0) / 1000;
+  const { seconds, cpu } = since(t0);
   await runner.stop();
-  return { seconds, ok: await verify('graphile-worker', graphileLeft) };
+  return { seconds, cpu, ok: await verify('graphile-worker', graphileLeft) };
 }
 
 // --- pg-boss -------------------------------------------------------------------
@@ -206,15 +222,15 @@ async function bossDrain({ concurrency = 1, batch = 1, keyed = false }) {
       done += jobs.length;
     }
   };
-  const t0 = performance.now();
+  const t0 = clock();
   await Promise.all(Array.from({ length: concurrency }, loop));
-  const seconds = (performance.now() - t0) / 1000;
-  return { seconds, ok: await verify('pg-boss', bossLeft), errors };
+  const { seconds, cpu } = since(t0);
+  return { seconds, cpu, ok: await verify('pg-boss', bossLeft), errors };
 }
 
 // --- enqueueing -----------------------------------------------------------------
 async function enqueueRow(side, bulk) {
-  const t0 = performance.now();
+  const t0 = clock();
   if (side === 'runtime') {
     await oursEmpty();
     if (bulk) for (const c of chunks(JOBS)) await ours.enqueueBatch(db, 'peers', c.map((i) => ({ i })));
@@ -235,7 +251,7 @@ async function enqueueRow(side, bulk) {
     if (bulk) for (const c of chunks(JOBS)) await boss.insert(c.map((i) => ({ name: 'peers', data: { i } })));
     else for (let i = 0; i < JOBS; i++) await boss.send('peers', { i });
   }
-  const seconds = (performance.now() - t0) / 1000;
+  const { seconds, cpu } = since(t0);
   const counts = {
     runtime: oursCount,
     'raw SQL': oursCount,
@@ -244,7 +260,7 @@ async function enqueueRow(side, bulk) {
   };
   const n = Number((await db.query(counts[side])).rows[0].n);
   if (n !== JOBS) console.error(`${side}: ${n} jobs enqueued, not ${JOBS}`);
-  return { seconds, ok: n === JOBS };
+  return { seconds, cpu, ok: n === JOBS };
 }
 const oursCount = "SELECT ready::int AS n FROM concurrency.queue_stats WHERE queue = 'peers'";
 async function oursEmpty() {
@@ -323,11 +339,11 @@ async function main() {
   const features = await ours.serverFeatures(db);
   console.log(`concurrency_ext ${rows[0].extversion}; runtime claims ${features.wait ? 'with the waiting dequeue' : 'by polling (no waiting dequeue on this server)'}; ${JOBS} jobs per run`);
   console.log('');
-  console.log('| row | side | seconds | jobs/s | exactly once | runtime ÷ side |');
-  console.log('|---|---|---:|---:|---|---:|');
+  console.log('| row | side | seconds | jobs/s | exactly once | runtime ÷ side | client CPU ms/job | rest of the machine ms/job |');
+  console.log('|---|---|---:|---:|---|---:|---:|---:|');
   let flip = false;
   const line = (row, side, r, base) =>
-    console.log(`| ${row} | ${side} | ${r.seconds.toFixed(2)} | ${Math.round(JOBS / r.seconds)} | ${r.ok ? 'yes' : 'NO'}${r.errors ? ` (${r.errors} fetch errors)` : ''} | ${side === 'runtime' ? '' : (r.seconds / base.seconds).toFixed(2) + '×'} |`);
+    console.log(`| ${row} | ${side} | ${r.seconds.toFixed(2)} | ${Math.round(JOBS / r.seconds)} | ${r.ok ? 'yes' : 'NO'}${r.errors ? ` (${r.errors} fetch errors)` : ''} | ${side === 'runtime' ? '' : (r.seconds / base.seconds).toFixed(2) + '×'} | ${(r.cpu.client / JOBS).toFixed(3)} | ${(r.cpu.server / JOBS).toFixed(3)} |`);
   for (const row of ROWS) {
     if (DRAINS[row]) {
       const [label, options] = DRAINS[row];

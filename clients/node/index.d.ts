@@ -148,6 +148,27 @@ export declare function enqueueBatch(db: Queryable, queue: string, payloads: Jso
  * and id, in the order of tasks */
 export declare function enqueueGraph(db: Queryable, queue: string, tasks: GraphTask[]): Promise<{ ref: string | null; taskId: string }[]>;
 /** the results of the task's parents that are done, ordered by queue and id (permission work on queue) */
+export interface ScheduleOptions<P = Json> {
+  /** five fields (minute hour day-of-month month day-of-week) or @hourly, @daily, @weekly, @monthly, @yearly; exactly one of cron and every */
+  cron?: string;
+  /** milliseconds (a number) or a PostgreSQL interval (a string), at least one second */
+  every?: number | string;
+  /** merged with {"scheduled_for": due time}; default {} */
+  payload?: P;
+  /** the zone cron is read in; default 'UTC' */
+  timeZone?: string;
+  priority?: number;
+  concurrencyKey?: string;
+  /** at most this many missed due times are enqueued after downtime; default 1 */
+  catchUp?: number;
+}
+
+/** Enqueues a task into the queue at each due time; the same settings again are a no-op, others replace the schedule. */
+export declare function schedule<P = Json>(db: Queryable, name: string, queue: string, options: ScheduleOptions<P>): Promise<void>;
+
+/** Removes the schedule (its tasks already enqueued stay); false if there was none. */
+export declare function unschedule(db: Queryable, name: string): Promise<boolean>;
+
 export declare function parentResults(db: Queryable, queue: string, taskId: string | number | bigint): Promise<ParentResult[]>;
 export declare function serverFeatures(db: Queryable): Promise<ServerFeatures>;
 

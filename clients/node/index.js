@@ -205,6 +205,35 @@ async function parentResults(db, queue, taskId) {
   return rows.map((r) => ({ taskId: r.task_id, parentQueue: r.parent_queue, result: r.result }));
 }
 
+// schedule's settings, as the server names them.
+const SCHEDULE_OPTIONS = {
+  cron: ['cron', '::text'],
+  every: ['every', '::interval', (v) => interval(v, 'every')],
+  payload: ['payload', '::jsonb', json],
+  timeZone: ['time_zone', '::text'],
+  priority: ['priority', '::integer'],
+  concurrencyKey: ['concurrency_key', '::text'],
+  catchUp: ['catch_up', '::integer'],
+};
+
+// Enqueues a task into `queue` at each due time of `cron` (five fields or
+// @hourly, @daily, …, in `timeZone`) or `every` (milliseconds or an
+// interval), whatever the number of workers; the task's payload is
+// `payload` with "scheduled_for". The same settings again change nothing;
+// others replace the schedule. Needs permission manage on the queue.
+async function schedule(db, name, queue, options = {}) {
+  for (const k of Object.keys(options)) if (!SCHEDULE_OPTIONS[k]) throw new TypeError(`schedule has no option ${k}`);
+  const values = [name, queue];
+  const args = namedArguments(values, SCHEDULE_OPTIONS, options);
+  await query(db, `SELECT concurrency.schedule(name => $1::text, queue => $2::text${args.map((a) => ', ' + a).join('')})`, values);
+}
+
+// Removes a schedule (its tasks already enqueued stay); false if there was none.
+async function unschedule(db, name) {
+  const { rows } = await query(db, 'SELECT concurrency.unschedule($1::text) AS removed', [name]);
+  return rows[0].removed;
+}
+
 // What the server offers beyond 0.2.0 (the waiting dequeue, release,
 // progress), read from pg_proc once per worker.
 async function serverFeatures(db) {
@@ -680,4 +709,4 @@ class Worker extends EventEmitter {
   }
 }
 
-module.exports = { Worker, enqueue, enqueueBatch, enqueueGraph, parentResults, serverFeatures, QueueError, LeaseLostError, LEASE_LOST };
+module.exports = { Worker, enqueue, enqueueBatch, enqueueGraph, schedule, unschedule, parentResults, serverFeatures, QueueError, LeaseLostError, LEASE_LOST };

@@ -2,7 +2,7 @@
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { enqueue, enqueueBatch, enqueueGraph, parentResults, QueueError, LeaseLostError } = require('..');
-const { pool, freshQueue } = require('./helpers');
+const { pool, freshQueue, until } = require('./helpers');
 
 const db = pool();
 after(() => db.end());
@@ -158,4 +158,29 @@ test('errors carry their SQLSTATE', async () => {
   const queue = await freshQueue(db, 'producer');
   await assert.rejects(enqueue(db, queue, {}, { priority: 'high' }), (err) => err instanceof QueueError && err.code === '22P02');
   await assert.rejects(enqueue(db, queue, () => 1), TypeError, 'a function is no JSON value');
+});
+
+test('schedule: a task at each due time for the queue\'s worker; the same again changes nothing; unschedule', async () => {
+  const { schedule, unschedule, Worker } = require('..');
+  const queue = await freshQueue(db, 'producer');
+  const name = `tick_${queue}`;
+  await schedule(db, name, queue, { every: 1000, payload: { kind: 'tick' }, priority: 3 });
+  const spec = async () => (await db.query('SELECT spec, time_zone, enabled FROM concurrency.schedules WHERE name = $1', [name])).rows;
+  const before = await spec();
+  await schedule(db, name, queue, { every: '1 second', payload: { kind: 'tick' }, priority: 3 });
+  assert.deepEqual(await spec(), before, 'the same settings again: no change');
+  assert.equal(before.length, 1);
+  const got = [];
+  const worker = new Worker({ pool: db, queue, wait: 500, handler: async (task) => void got.push(task.payload) });
+  await worker.start();
+  await until(async () => got.length >= 1, 'a scheduled task');
+  await worker.stop();
+  assert.equal(got[0].kind, 'tick');
+  assert.match(got[0].scheduled_for, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  await assert.rejects(schedule(db, `typo_${queue}`, queue, { cron: '30 7 * * mon-fry' }), (err) => err instanceof QueueError && err.code === '22023');
+  await assert.rejects(schedule(db, `x_${queue}`, queue, { every: 1000, cron: '@daily' }), (err) => err.code === '22023');
+  await assert.rejects(schedule(db, `y_${queue}`, queue, { evry: 1000 }), TypeError);
+  assert.equal(await unschedule(db, name), true);
+  assert.equal(await unschedule(db, name), false);
+  assert.deepEqual(await spec(), []);
 });

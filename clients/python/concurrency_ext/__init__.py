@@ -11,10 +11,11 @@ See README.md next to this package.
 """
 from ._core import Task
 from .errors import LeaseLostError, QueueError
-from .producer import enqueue, enqueue_batch, enqueue_graph, parent_results
+from .producer import enqueue, enqueue_batch, enqueue_graph, parent_results, schedule, unschedule
 from .worker import Worker
 
 __all__ = ["Worker", "Task", "QueueError", "LeaseLostError", "enqueue", "enqueue_batch", "enqueue_graph", "parent_results",
+           "schedule", "unschedule",
            "AsyncWorker"]
 __version__ = "0.3.0"
 

@@ -27,6 +27,11 @@ _CLAIM = """
       FROM concurrency.dequeue(%s, %s, lease => %s, worker => %s{wait})"""
 CLAIM_SQL = _CLAIM.format(wait="")
 CLAIM_WAIT_SQL = _CLAIM.format(wait=", wait => %s")
+# The next claim, made in the completing transaction: only under READ
+# COMMITTED (a handler that raised its transaction's isolation level claims
+# nothing there, where its old snapshot would make the claim fail on rows
+# claimed since); the slot then claims on its own.
+CLAIM_NEXT_SQL = CLAIM_SQL + "\n     WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"
 COMPLETE_SQL = "SELECT concurrency.complete(%s, %s, %s, %s)"
 
 
@@ -43,6 +48,8 @@ _ENQUEUE = "SELECT concurrency.enqueue(%s, %s, %s, %s, %s, %s{named})"
 ENQUEUE_SQL = _ENQUEUE.format(named="")
 ENQUEUE_BATCH_SQL = "SELECT id FROM concurrency.enqueue_batch(%s, %s, %s, %s, %s, %s) AS id"
 ENQUEUE_GRAPH_SQL = "SELECT ref, task_id FROM concurrency.enqueue_graph(%s, %s)"
+SCHEDULE_SQL = "SELECT concurrency.schedule(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+UNSCHEDULE_SQL = "SELECT concurrency.unschedule(%s)"
 PARENT_RESULTS_SQL = ("SELECT p.task_id, p.parent_queue, p.result FROM concurrency.parent_results(%s, %s) AS p"
                       " ORDER BY p.parent_queue, p.task_id")
 
@@ -134,6 +141,12 @@ def graph_params(queue, tasks):
             task = dict(task, run_at=task["run_at"].isoformat())
         graph.append(task)
     return (queue, Jsonb(graph))
+
+
+def schedule_params(name, queue, cron, every, payload, time_zone, priority, concurrency_key, catch_up):
+    """schedule's parameters: every in seconds or a timedelta, payload any JSON object (None: {})."""
+    return (name, queue, cron, interval(every), Jsonb({} if payload is None else payload), time_zone, priority,
+            concurrency_key, catch_up)
 
 
 def enqueue_batch_params(queue, payloads, run_at, priority, dedupe_keys, concurrency_keys):

@@ -40,6 +40,21 @@ async def enqueue_graph(conn, queue, tasks):
         return await cur.fetchall()
 
 
+async def schedule(conn, name, queue, *, cron=None, every=None, payload=None, time_zone="UTC", priority=0,
+                   concurrency_key=None, catch_up=1):
+    """Enqueues a task into queue at each due time (see concurrency_ext.schedule)."""
+    with translating:
+        await conn.execute(_core.SCHEDULE_SQL, _core.schedule_params(name, queue, cron, every, payload, time_zone,
+                                                                     priority, concurrency_key, catch_up))
+
+
+async def unschedule(conn, name):
+    """Removes the schedule; False if there was none."""
+    with translating:
+        cur = await conn.execute(_core.UNSCHEDULE_SQL, (name,))
+        return (await cur.fetchone())[0]
+
+
 async def parent_results(conn, queue, task_id):
     """The results of the task's parents that are done: (task_id, parent_queue, result) per parent."""
     with translating:
@@ -252,7 +267,7 @@ class AsyncWorker(_core.Settings):
     async def _claim_next(self, conn):
         if self._stopping.is_set():
             return [], None
-        cur = await conn.execute(_core.CLAIM_SQL, self.claim_params(False))
+        cur = await conn.execute(_core.CLAIM_NEXT_SQL, self.claim_params(False))
         return _core.tasks_from_rows(self.queue, await cur.fetchall())
 
     async def _work(self, slot, conn, tasks, lease_seconds):

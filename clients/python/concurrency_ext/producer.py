@@ -1,5 +1,5 @@
-"""Adding tasks: enqueue, enqueue_batch and enqueue_graph, on a psycopg connection (and
-parent_results, which a child's worker reads).
+"""Adding tasks: enqueue, enqueue_batch, enqueue_graph and schedule (unschedule), on a psycopg
+connection (and parent_results, which a child's worker reads).
 
 They run in the connection's current transaction (or their own, in
 autocommit): a task enqueued with the producer's writes exists exactly when
@@ -39,6 +39,23 @@ def enqueue_graph(conn, queue, tasks):
     {"queue": ..., "id": ...} for a task of another queue."""
     with translating:
         return conn.execute(_core.ENQUEUE_GRAPH_SQL, _core.graph_params(queue, tasks)).fetchall()
+
+
+def schedule(conn, name, queue, *, cron=None, every=None, payload=None, time_zone="UTC", priority=0,
+             concurrency_key=None, catch_up=1):
+    """Enqueues a task into queue at each due time of cron (five fields or @hourly, @daily, ..., read in
+    time_zone) or every (seconds or a timedelta), whatever the number of workers; the task's payload is payload
+    with "scheduled_for". The same settings again change nothing; others replace the schedule. Needs
+    permission manage on the queue."""
+    with translating:
+        conn.execute(_core.SCHEDULE_SQL, _core.schedule_params(name, queue, cron, every, payload, time_zone, priority,
+                                                               concurrency_key, catch_up))
+
+
+def unschedule(conn, name):
+    """Removes the schedule (its tasks already enqueued stay); False if there was none."""
+    with translating:
+        return conn.execute(_core.UNSCHEDULE_SQL, (name,)).fetchone()[0]
 
 
 def parent_results(conn, queue, task_id):

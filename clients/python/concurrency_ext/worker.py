@@ -273,7 +273,7 @@ class Worker(_core.Settings):
         """The cheapest loop: the next claim in the completing transaction (no wait)."""
         if self._stopping.is_set():
             return [], None
-        rows = conn.execute(_core.CLAIM_SQL, self.claim_params(False)).fetchall()
+        rows = conn.execute(_core.CLAIM_NEXT_SQL, self.claim_params(False)).fetchall()
         return _core.tasks_from_rows(self.queue, rows)
 
     def _work(self, slot, conn, tasks, lease_seconds):

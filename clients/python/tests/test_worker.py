@@ -206,3 +206,23 @@ def test_task_enqueued_while_waiting_is_claimed(admin, dsn, queue):
     assert worker.stop(timeout=30)
     thread.join(30)
     assert admin.execute(f"SELECT task_id FROM {results_table(queue)}").fetchall() == [(task_id,)]
+
+
+def test_a_handler_under_repeatable_read_claims_nothing_in_its_transaction(admin, dsn, queue):
+    """The next claim rides on the completing transaction only under READ
+    COMMITTED: under the handler's older snapshot it would fail (40001) on a
+    task claimed since, and take the task it completed down with it."""
+    enqueue_batch(admin, queue, [{"n": i} for i in range(3)])
+    errors = []
+
+    def handler(task, conn):
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        record(task, conn)  # the transaction's snapshot is taken here
+        if task.payload["n"] == 0:  # another worker claims and completes a task after it
+            other = admin.execute("SELECT task_id, lease_token FROM concurrency.dequeue(%s)", (queue,)).fetchone()
+            admin.execute("SELECT concurrency.complete(%s, %s, %s)", (queue, other[0], other[1]))
+
+    Worker(dsn, queue, handler, on_error=lambda e, t: errors.append(e)).run(drain=True)
+    assert errors == []
+    assert counts(admin, queue) == (2, 2)
+    assert states(admin, queue) == {}
