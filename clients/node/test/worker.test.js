@@ -459,3 +459,35 @@ test('results written into the completing message keep every character', async (
   assert.throws(() => new Worker({ pool: db, queue: 'a\0b', handler: async () => {} }), TypeError);
   assert.throws(() => new Worker({ pool: db, queue, name: 'w\0', handler: async () => {} }), TypeError);
 });
+
+test('tasks claimed with a completion keep their leases by heartbeats too', async (t) => {
+  // a claim in the completing message does not return the lease's time
+  // left; the worker reckons it from the lease's end and the clocks
+  const queue = await freshQueue(db, 'worker', "lease => '300 milliseconds'");
+  await enqueueBatch(db, queue, Array.from({ length: 3 }, (_, i) => ({ i })));
+  const messages = [];
+  const own = recordingPool(messages);
+  t.after(() => own.end());
+  const worker = new Worker({
+    pool: own,
+    queue,
+    handler: async (task, client) => {
+      await until(async () => Date.now() - task.leaseExpiresAt.getTime() > 600, 'the leases to pass');
+      // the lease was extended: the claim's end is long past, the task's is not
+      const { rows } = await db.query(`SELECT greatest(lease_expires_at, lease_extended_to) > clock_timestamp() AS held FROM concurrency."q_${queue}" WHERE id = $1`, [task.id]);
+      held.push(rows[0].held);
+      await record(queue)(task, client);
+    },
+  });
+  const held = [];
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === 3, '3 completions');
+  await worker.stop();
+  assert.deepEqual(held, [true, true, true], 'every lease was extended');
+  assert.equal(messages.filter((m) => Array.isArray(m.result) && m.result[1].rows.length === 1).length, 2, 'two tasks came with a completion');
+  assert.deepEqual(seen.leaseLost, []);
+  assert.deepEqual(seen.errors, []);
+  const { rows } = await db.query(`SELECT attempt FROM "r_${queue}" ORDER BY task_id`);
+  assert.deepEqual(rows, [{ attempt: 1 }, { attempt: 1 }, { attempt: 1 }], 'each done once, at its first attempt');
+});
