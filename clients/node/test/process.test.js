@@ -20,7 +20,8 @@ const count = async (sql, values) => (await db.query(sql, values)).rows[0].n;
 
 test('a worker SIGKILLed mid-task and started again: every task done exactly once', async () => {
   const queue = await freshQueue(db, 'crash', "lease => '1 second'");
-  await enqueueBatch(db, queue, Array.from({ length: 60 }, (_, i) => ({ i, sleep: 30 })));
+  // 60 tasks of 150 ms on 3 slots take 3 s: the kill comes with most left
+  await enqueueBatch(db, queue, Array.from({ length: 60 }, (_, i) => ({ i, sleep: 150 })));
   const first = child(queue, 3);
   await until(async () => (await count(`SELECT count(*)::int AS n FROM "r_${queue}"`)) >= 10, 'ten tasks done');
   await until(
@@ -29,6 +30,10 @@ test('a worker SIGKILLed mid-task and started again: every task done exactly onc
   );
   first.kill('SIGKILL');
   assert.equal((await first.exited).signal, 'SIGKILL');
+  assert.ok(
+    (await count('SELECT (ready + leased + expired)::int AS n FROM concurrency.queue_stats WHERE queue = $1', [queue])) > 0,
+    'tasks were left for the second worker',
+  );
   const second = child(queue, 3);
   await until(
     async () => (await count('SELECT (ready + scheduled + leased + expired)::int AS n FROM concurrency.queue_stats WHERE queue = $1', [queue])) === 0,
