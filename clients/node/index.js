@@ -582,16 +582,14 @@ class Worker extends EventEmitter {
   async execute(claim, client, begun) {
     const { tasks } = claim;
     const batch = this.options.batch > 1;
+    let result;
+    let next;
     try {
       if (!begun) await client.query('BEGIN');
-      const result = await this.options.handler(batch ? tasks : tasks[0], client);
+      result = await this.options.handler(batch ? tasks : tasks[0], client);
       await claim.end();
       if (claim.lost) throw claim.lost;
-      const next = await this.finish(client, tasks, result);
-      for (const t of tasks) this.emit('completed', t, result);
-      if (next === null) return true;
-      if (next.length > 0) return next;
-      return await this.endTransaction(client, 'COMMIT');
+      next = await this.finish(client, tasks, result);
     } catch (thrown) {
       await claim.end();
       let healthy = true;
@@ -614,6 +612,15 @@ class Worker extends EventEmitter {
       }
       return healthy;
     }
+    // done: a listener's throw is reported, not taken for the task's failure
+    try {
+      for (const t of tasks) this.emit('completed', t, result);
+    } catch (err) {
+      this.report(err);
+    }
+    if (next === null) return true;
+    if (next.length > 0) return next;
+    return await this.endTransaction(client, 'COMMIT');
   }
 
   // Completes the tasks and commits, in one message (a simple query of

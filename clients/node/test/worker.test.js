@@ -491,3 +491,24 @@ test('tasks claimed with a completion keep their leases by heartbeats too', asyn
   const { rows } = await db.query(`SELECT attempt FROM "r_${queue}" ORDER BY task_id`);
   assert.deepEqual(rows, [{ attempt: 1 }, { attempt: 1 }, { attempt: 1 }], 'each done once, at its first attempt');
 });
+
+test('a completed listener that throws is reported; the task stays done and the slot goes on', async () => {
+  const queue = await freshQueue(db, 'worker', "lease => '30 seconds', retain => '1 hour'");
+  const ids = await enqueueBatch(db, queue, Array.from({ length: 5 }, (_, i) => ({ i })));
+  const worker = new Worker({ pool: db, queue, handler: record(queue) });
+  const seen = collect(worker);
+  worker.on('completed', () => {
+    throw new Error('a listener\'s bug');
+  });
+  await worker.start();
+  await until(async () => seen.completed.length === 5, '5 completions');
+  await worker.stop();
+  assert.equal(seen.errors.length, 5);
+  assert.match(seen.errors[0].message, /listener's bug/);
+  assert.deepEqual(seen.failed, []);
+  assert.deepEqual(seen.leaseLost, []);
+  for (const id of ids) {
+    const { rows } = await db.query('SELECT state, attempt FROM concurrency.task_status($1, $2)', [queue, id]);
+    assert.deepEqual(rows[0], { state: 'done', attempt: 1 });
+  }
+});
