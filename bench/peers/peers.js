@@ -270,6 +270,8 @@ async function oursEmpty() {
 
 // --- enqueue-to-start latency with an idle worker ---------------------------------
 const SAMPLES = Number(process.env.PEERS_LATENCY_SAMPLES || 200);
+// PEERS_ROUNDS: each row this many times (the table shows the round of median time)
+const ROUNDS = Math.max(1, Number(process.env.PEERS_ROUNDS || 1));
 const percentile = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
 async function latency(side) {
   let started;
@@ -337,29 +339,51 @@ async function main() {
   await gw.migrate();
   await gw.release();
   const features = await ours.serverFeatures(db);
-  console.log(`concurrency_ext ${rows[0].extversion}; runtime claims ${features.wait ? 'with the waiting dequeue' : 'by polling (no waiting dequeue on this server)'}; ${JOBS} jobs per run`);
+  console.log(
+    `concurrency_ext ${rows[0].extversion}; runtime claims ${features.wait ? 'with the waiting dequeue' : 'by polling (no waiting dequeue on this server)'}; ${JOBS} jobs per run; ${ROUNDS} round(s) per row`,
+  );
   console.log('');
   console.log('| row | side | seconds | jobs/s | exactly once | runtime ÷ side | client CPU ms/job | rest of the machine ms/job |');
   console.log('|---|---|---:|---:|---|---:|---:|---:|');
   let flip = false;
-  const line = (row, side, r, base) =>
-    console.log(`| ${row} | ${side} | ${r.seconds.toFixed(2)} | ${Math.round(JOBS / r.seconds)} | ${r.ok ? 'yes' : 'NO'}${r.errors ? ` (${r.errors} fetch errors)` : ''} | ${side === 'runtime' ? '' : (r.seconds / base.seconds).toFixed(2) + '×'} | ${(r.cpu.client / JOBS).toFixed(3)} | ${(r.cpu.server / JOBS).toFixed(3)} |`);
+  const f2 = (x) => x.toFixed(2);
+  // one side of a row over the rounds: the round of median time, the
+  // jobs/s range, and runtime ÷ side as the median of each round's ratio
+  // (the rounds pair the sides in time, so the ratio moves less than
+  // either side with the machine's speed)
+  const line = (row, side, runs, base) => {
+    const sorted = [...runs].sort((x, y) => x.seconds - y.seconds);
+    const r = sorted[Math.floor((sorted.length - 1) / 2)];
+    const ratios = runs.map((x, i) => x.seconds / base[i].seconds).sort((x, y) => x - y);
+    const ratio = ratios[Math.floor((ratios.length - 1) / 2)];
+    const range = runs.length > 1 ? ` (${Math.round(JOBS / sorted[sorted.length - 1].seconds)}–${Math.round(JOBS / sorted[0].seconds)})` : '';
+    const ratioRange = runs.length > 1 && side !== 'runtime' ? ` (${f2(ratios[0])}–${f2(ratios[ratios.length - 1])})` : '';
+    const ok = runs.every((x) => x.ok);
+    const errors = runs.reduce((n, x) => n + (x.errors || 0), 0);
+    console.log(
+      `| ${row} | ${side} | ${f2(r.seconds)} | ${Math.round(JOBS / r.seconds)}${range} | ${ok ? 'yes' : 'NO'}${errors ? ` (${errors} fetch errors)` : ''} | ${
+        side === 'runtime' ? '' : f2(ratio) + '×' + ratioRange
+      } | ${(r.cpu.client / JOBS).toFixed(3)} | ${(r.cpu.server / JOBS).toFixed(3)} |`,
+    );
+  };
+  // every side of a row, ROUNDS times, the order alternating
+  const rounds = async (label, run) => {
+    const got = Object.fromEntries(Object.keys(SIDES).map((side) => [side, []]));
+    for (let i = 0; i < ROUNDS; i++) {
+      const order = flip ? Object.keys(SIDES).reverse() : Object.keys(SIDES);
+      flip = !flip;
+      for (const side of order) got[side].push(await run(side));
+    }
+    for (const side of Object.keys(SIDES)) line(label, side, got[side], got.runtime);
+  };
   for (const row of ROWS) {
     if (DRAINS[row]) {
       const [label, options] = DRAINS[row];
-      const order = flip ? Object.keys(SIDES).reverse() : Object.keys(SIDES);
-      flip = !flip;
-      const got = {};
-      for (const side of order) got[side] = await SIDES[side](options);
-      for (const side of Object.keys(SIDES)) line(label, side, got[side], got.runtime);
+      await rounds(label, (side) => SIDES[side](options));
     } else if (row === 'd') {
       for (const bulk of [false, true]) {
         const label = bulk ? `(d) enqueue in bulk, ${CHUNK} per call` : '(d) enqueue one by one';
-        const order = flip ? Object.keys(SIDES).reverse() : Object.keys(SIDES);
-        flip = !flip;
-        const got = {};
-        for (const side of order) got[side] = await enqueueRow(side, bulk);
-        for (const side of Object.keys(SIDES)) line(label, side, got[side], got.runtime);
+        await rounds(label, (side) => enqueueRow(side, bulk));
       }
     } else if (row === 'latency') {
       console.log('');

@@ -11,6 +11,10 @@
 #   PEERS_JOBS   jobs per run (default 20000)
 #   PEERS_ROWS   rows to run (default "a b c d e latency")
 #   PEERS_LATENCY_SAMPLES  enqueue-to-start samples per side (default 200)
+#   PEERS_ROUNDS  each row this many times, the order alternating; the table
+#                 shows the round of median time and the range (default 1)
+#   PEERS_SIDES   only the sides whose names start with these words
+#                 (e.g. "runtime raw graphile")
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
