@@ -63,3 +63,26 @@ def test_async_stop_while_waiting(admin, dsn, queue):
         return await worker.stop(timeout=30)
 
     assert run(main()) is True
+
+
+def test_async_handler_under_repeatable_read_claims_nothing_in_its_transaction(admin, dsn, queue):
+    """As the synchronous runtime: no claim in the completing transaction
+    under REPEATABLE READ (it would fail with 40001 on a task claimed since)."""
+    errors = []
+
+    async def handler(task, conn):
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        await arecord(task, conn)  # the snapshot is taken here
+        if task.payload["n"] == 0:  # another worker claims and completes a task after it
+            other = admin.execute("SELECT task_id, lease_token FROM concurrency.dequeue(%s)", (queue,)).fetchone()
+            admin.execute("SELECT concurrency.complete(%s, %s, %s)", (queue, other[0], other[1]))
+
+    async def main():
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            await enqueue_batch(conn, queue, [{"n": i} for i in range(3)])
+        await AsyncWorker(dsn, queue, handler, on_error=lambda e, t: errors.append(e)).run(drain=True)
+
+    run(main())
+    assert errors == []
+    assert admin.execute(f"SELECT count(*), count(DISTINCT task_id) FROM {results_table(queue)}").fetchone() == (2, 2)
+    assert states(admin, queue) == {}
