@@ -376,13 +376,19 @@ function recordingPool(messages) {
   return own;
 }
 
+// A queue of n tasks, and a recording pool for a worker of it.
+async function recordedQueue(t, n, settings) {
+  const queue = await freshQueue(db, 'worker', settings);
+  await enqueueBatch(db, queue, Array.from({ length: n }, (_, i) => ({ i })));
+  const messages = [];
+  const own = recordingPool(messages);
+  t.after(() => own.end());
+  return { queue, messages, own };
+}
+
 test('a completion claims the next task in its own round trip, under READ COMMITTED only', async (t) => {
   for (const isolation of ['read committed', 'repeatable read']) {
-    const queue = await freshQueue(db, 'worker');
-    await enqueueBatch(db, queue, Array.from({ length: 20 }, (_, i) => ({ i })));
-    const messages = [];
-    const own = recordingPool(messages);
-    t.after(() => own.end());
+    const { queue, messages, own } = await recordedQueue(t, 20);
     const worker = new Worker({
       pool: own,
       queue,
@@ -463,11 +469,7 @@ test('results written into the completing message keep every character', async (
 test('tasks claimed with a completion keep their leases by heartbeats too', async (t) => {
   // a claim in the completing message does not return the lease's time
   // left; the worker reckons it from the lease's end and the clocks
-  const queue = await freshQueue(db, 'worker', "lease => '300 milliseconds'");
-  await enqueueBatch(db, queue, Array.from({ length: 3 }, (_, i) => ({ i })));
-  const messages = [];
-  const own = recordingPool(messages);
-  t.after(() => own.end());
+  const { queue, messages, own } = await recordedQueue(t, 3, "lease => '300 milliseconds'");
   const worker = new Worker({
     pool: own,
     queue,
