@@ -430,7 +430,6 @@ class Worker extends EventEmitter {
     this.signalHandler = null;
     this.chainSql = null;
     this.clockOffset = 0; // ms the server's clock is ahead of this one's
-    this.lastLeft = null;
   }
 
   // Seconds the claim's lease has by the server's clock: the claim on its
@@ -442,11 +441,10 @@ class Worker extends EventEmitter {
     const end = row.lease_expires_at instanceof Date ? row.lease_expires_at.getTime() : Date.parse(row.lease_expires_at);
     if (typeof row.left === 'number') {
       if (Number.isFinite(end)) this.clockOffset = end - row.left * 1000 - now;
-      this.lastLeft = row.left;
       return row.left;
     }
     const left = (end - (now + this.clockOffset)) / 1000;
-    return Number.isFinite(left) ? left : this.lastLeft ?? 1;
+    return Number.isFinite(left) ? left : 1; // an end it cannot read: heartbeat soon
   }
 
   // Reads what the server offers and starts claiming. Resolves once the
@@ -533,9 +531,9 @@ class Worker extends EventEmitter {
         }
       }
       idle = POLL_MIN;
-      const tasks = rows.map((r) => this.task(r, client));
+      const tasks = rows.map((r) => new Task(this.queue, r, client));
       if (this.stopping) {
-        if (begun && !(await this.endTransaction(client, 'COMMIT'))) {
+        if (begun && !(await this.commit(client))) {
           client.release(true);
           client = null;
         }
@@ -558,14 +556,10 @@ class Worker extends EventEmitter {
     if (client) client.release();
   }
 
-  task(r, client) {
-    return new Task(this.queue, r, client);
-  }
-
-  // Ends the slot's open transaction; false when the connection broke.
-  async endTransaction(client, command) {
+  // Commits the slot's open transaction; false when the connection broke.
+  async commit(client) {
     try {
-      await client.query(command);
+      await client.query('COMMIT');
       return true;
     } catch (err) {
       this.report(err);
@@ -620,7 +614,7 @@ class Worker extends EventEmitter {
     }
     if (next === null) return true;
     if (next.length > 0) return next;
-    return await this.endTransaction(client, 'COMMIT');
+    return await this.commit(client);
   }
 
   // Completes the tasks and commits, in one message (a simple query of

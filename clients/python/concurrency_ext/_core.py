@@ -145,8 +145,8 @@ def graph_params(queue, tasks):
 
 def schedule_params(name, queue, cron, every, payload, time_zone, priority, concurrency_key, catch_up):
     """schedule's parameters: every in seconds or a timedelta, payload any JSON object (None: {})."""
-    return (name, queue, cron, interval(every), Jsonb({} if payload is None else payload), time_zone, priority,
-            concurrency_key, catch_up)
+    return (name, queue, cron, interval(every), payload_param({} if payload is None else payload), time_zone,
+            priority, concurrency_key, catch_up)
 
 
 def enqueue_batch_params(queue, payloads, run_at, priority, dedupe_keys, concurrency_keys):
