@@ -27,7 +27,8 @@ COMMENT ON VIEW concurrency.queue_stats IS
     'per queue: tasks ready, scheduled (run_at in the future), leased, expired (lease passed, not yet reclaimed), dead, done and cancelled (retained), blocked (held back by key_limit or max_leased now), the age of the oldest ready task, and whether the queue is paused (pause_queue); counts are NULL for queues on which you lack permission read';
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0: rate limits (rate_limit claims in any
--- rate_period) and fair claims (fair). The catalog gets the three settings,
+-- rate_period; key_rate_limit per concurrency key in any key_rate_period) and
+-- fair claims (fair). The catalog gets the five settings,
 -- last, as a fresh install has them (no queue of 0.2.0 has a limit or is
 -- fair); create_queue and alter_queue take them: their 0.2.0 definitions step aside under other names for the new
 -- ones of 21_queue_settings_api.sql, and 25_queue_wait_grants.sql gives
@@ -38,7 +39,10 @@ ALTER TABLE concurrency.queue
     ADD COLUMN rate_limit integer CHECK (rate_limit >= 1),
     ADD COLUMN rate_period interval CHECK (rate_period > interval '0'),
     ADD CONSTRAINT queue_rate_check CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
-    ADD COLUMN fair boolean NOT NULL DEFAULT false;
+    ADD COLUMN fair boolean NOT NULL DEFAULT false,
+    ADD COLUMN key_rate_limit integer CHECK (key_rate_limit >= 1),
+    ADD COLUMN key_rate_period interval CHECK (key_rate_period > interval '0'),
+    ADD CONSTRAINT queue_key_rate_check CHECK ((key_rate_limit IS NULL) = (key_rate_period IS NULL));
 
 ALTER FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean)
     RENAME TO create_queue_0_2_0;
@@ -46,7 +50,7 @@ ALTER FUNCTION concurrency.alter_queue(text, interval, integer, interval, intege
     RENAME TO alter_queue_0_2_0;
 -- ---------------------------------------------------------------------------
 -- Task queue: create_queue and alter_queue, with every setting of 0.3.0
--- (rate_limit, rate_period, fair); the catalog they write and its trigger are in
+-- (rate_limit, rate_period, fair, key_rate_limit, key_rate_period); the catalog they write and its trigger are in
 -- 20_queue.sql and 21_queue_settings.sql.
 -- ---------------------------------------------------------------------------
 
@@ -58,27 +62,29 @@ CREATE FUNCTION concurrency.create_queue(queue text, lease interval DEFAULT '30 
                                          max_attempts integer DEFAULT 5, retain interval DEFAULT NULL,
                                          key_limit integer DEFAULT NULL, max_leased integer DEFAULT NULL,
                                          distributed boolean DEFAULT false, rate_limit integer DEFAULT NULL,
-                                         rate_period interval DEFAULT NULL)
+                                         rate_period interval DEFAULT NULL, key_rate_limit integer DEFAULT NULL,
+                                         key_rate_period interval DEFAULT NULL)
     RETURNS void
     LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'concurrency_create_queue';
-COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval) IS
-    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op, other settings are an error (see alter_queue); distributed => true also makes it a Citus distributed queue (on a coordinator; see distribute_queue); rate_limit claims at most in any rate_period';
-REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval) FROM PUBLIC;
+COMMENT ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval, integer, interval) IS
+    'creates the task queue with its table concurrency."q_<queue>"; the same settings again is a no-op, other settings are an error (see alter_queue); distributed => true also makes it a Citus distributed queue (on a coordinator; see distribute_queue); rate_limit claims at most in any rate_period, key_rate_limit claims of each concurrency key in any key_rate_period';
+REVOKE ALL ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval, integer, interval) FROM PUBLIC;
 
 -- Only the owner of a queue's table (or a superuser) may change its settings.
 CREATE FUNCTION concurrency.alter_queue(queue text, lease interval DEFAULT NULL, max_attempts integer DEFAULT NULL,
                                         retain interval DEFAULT NULL, key_limit integer DEFAULT NULL,
                                         max_leased integer DEFAULT NULL, rate_limit integer DEFAULT NULL,
-                                        rate_period interval DEFAULT NULL, fair boolean DEFAULT NULL)
+                                        rate_period interval DEFAULT NULL, fair boolean DEFAULT NULL,
+                                        key_rate_limit integer DEFAULT NULL, key_rate_period interval DEFAULT NULL)
     RETURNS void
     LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'concurrency_alter_queue';
-COMMENT ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean) IS
-    'changes settings of a queue in place: NULL keeps a setting; retain => ''0'', key_limit => 0, max_leased => 0, rate_limit => 0 remove it; fair => true rotates claims among concurrency keys';
-REVOKE ALL ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean) FROM PUBLIC;
+COMMENT ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean, integer, interval) IS
+    'changes settings of a queue in place: NULL keeps a setting; retain => ''0'', key_limit => 0, max_leased => 0, rate_limit => 0, key_rate_limit => 0 remove it; fair => true rotates claims among concurrency keys';
+REVOKE ALL ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean, integer, interval) FROM PUBLIC;
 -- ---------------------------------------------------------------------------
 -- Task queue 0.2.0 -> 0.3.0, before 24_queue_wait.sql defines dequeue,
 -- heartbeat, heartbeat_batch and task_status anew (with wait and progress),
@@ -260,9 +266,9 @@ BEGIN
             ('concurrency.enqueue_batch_0_2_0(text,jsonb[],timestamptz,integer,text[],text[])'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.enqueue_batch(text,jsonb[],timestamptz,integer,text[],text[],bigint[])'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.create_queue_0_2_0(text,interval,integer,interval,integer,integer,boolean)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.create_queue(text,interval,integer,interval,integer,integer,boolean,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid),
+             'concurrency.create_queue(text,interval,integer,interval,integer,integer,boolean,integer,interval,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.alter_queue_0_2_0(text,interval,integer,interval,integer,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.alter_queue(text,interval,integer,interval,integer,integer,integer,interval,boolean)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
+             'concurrency.alter_queue(text,interval,integer,interval,integer,integer,integer,interval,boolean,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
         FOR g IN
@@ -1832,6 +1838,13 @@ BEGIN
     END IF;
     IF EXISTS (SELECT FROM concurrency.distributed_queue d WHERE d.queue = distribute_queue.queue) THEN
         RETURN; -- already distributed
+    END IF;
+    IF EXISTS (SELECT FROM concurrency.queue q
+                WHERE q.name = distribute_queue.queue AND q.key_rate_limit IS NOT NULL) THEN
+        RAISE EXCEPTION 'key_rate_limit is not supported on distributed queue "%"', queue
+            USING ERRCODE = '0A000',
+                  DETAIL = 'The claim times of each concurrency key are kept on one server.',
+                  HINT = 'Remove it first (alter_queue(queue, key_rate_limit => 0)), or keep the queue on one server.';
     END IF;
     n := coalesce(shard_count, current_setting('citus.shard_count')::integer);
     IF n < 1 OR n > 1024 THEN

@@ -167,7 +167,7 @@ RESET ROLE;
 
 -- unless granted: the queue's table then belongs to the role that created it,
 -- and only its owner may drop it
-GRANT EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval) TO regress_queue_admin;
+GRANT EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval, integer, interval) TO regress_queue_admin;
 GRANT EXECUTE ON FUNCTION concurrency.drop_queue(text) TO regress_queue_admin;
 SET ROLE regress_queue_admin;
 SELECT concurrency.create_queue('mine');
@@ -180,7 +180,7 @@ SELECT tableowner FROM pg_tables WHERE schemaname = 'concurrency' AND tablename 
 SET ROLE regress_queue_admin;
 SELECT concurrency.drop_queue('mine');
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval) FROM regress_queue_admin;
+REVOKE EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval, integer, interval) FROM regress_queue_admin;
 REVOKE EXECUTE ON FUNCTION concurrency.drop_queue(text) FROM regress_queue_admin;
 
 -- the privileges on the functions themselves

@@ -44,6 +44,17 @@ std::string interval_text(const Interval &value) {
 	});
 }
 
+// A rate limit given to create_queue or alter_queue: rate_limit and
+// rate_period, or key_rate_limit and key_rate_period.
+struct RateArgs {
+	const char *limit_name;
+	const char *period_name;
+	// the limit given (its nullopt inside: 0, remove the limit)
+	std::optional<std::optional<int32>> limit;
+	std::optional<Interval> period;
+	bool given() const { return limit || period; }
+};
+
 // The settings of create_queue and alter_queue, from arguments 1..5.
 // Missing arguments (a 0.1.0 declaration calling this module) count as NULL.
 struct QueueSettings {
@@ -53,9 +64,8 @@ struct QueueSettings {
 	std::optional<std::optional<Interval>> retain;
 	std::optional<std::optional<int32>> key_limit;
 	std::optional<std::optional<int32>> max_leased;
-	// rate_limit given (its nullopt inside: 0, remove the limit), rate_period given
-	std::optional<std::optional<int32>> rate_limit;
-	std::optional<Interval> rate_period;
+	RateArgs rate{"rate_limit", "rate_period", {}, {}};
+	RateArgs key_rate{"key_rate_limit", "key_rate_period", {}, {}};
 };
 
 // A limit: 0 removes it (nullopt), negative is refused.
@@ -90,8 +100,32 @@ void check_at_most_years(const Interval &value, int years, const char *argname) 
 		            fmt::format("It is {}; at most {} years are allowed.", interval_text(value), years));
 }
 
-// `rate_arg`: the argument number of rate_limit (rate_period follows it).
-QueueSettings settings_args(FunctionCallInfo fcinfo, int rate_arg) {
+// A rate limit from argument n (the limit) and n + 1 (its period).
+void rate_args(FunctionCallInfo fcinfo, int n, RateArgs &r) {
+	if (PG_NARGS() <= n)
+		return; // an older declaration without it
+	r.limit = limit_arg(fcinfo, n, r.limit_name);
+	if (r.limit && *r.limit && **r.limit > rate_limit_limit)
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} is too large", r.limit_name),
+		            fmt::format("It is {}; at most {} claims per {} are allowed.", **r.limit,
+		                        rate_limit_limit, r.period_name),
+		            fmt::format("Use a shorter {} (100 per second rather than 360000 per hour), or {} => 0 "
+		                        "for no limit.",
+		                        r.period_name, r.limit_name));
+	if (!arg_null(fcinfo, n + 1)) {
+		r.period = queue::positive_interval_arg(fcinfo, n + 1, r.period_name);
+		// a claim computes now - period (as purge does with retain)
+		check_at_most_years(*r.period, max_retain_years, r.period_name);
+	}
+	if (r.period && r.limit && !*r.limit)
+		throw Error(sqlstate::invalid_parameter_value,
+		            fmt::format("{} cannot be given with {} => 0", r.period_name, r.limit_name),
+		            fmt::format("{} => 0 removes the queue's limit, and its period with it.", r.limit_name));
+}
+
+// `rate_arg`: the argument number of rate_limit (rate_period follows it);
+// `key_rate_arg` that of key_rate_limit (key_rate_period follows it).
+QueueSettings settings_args(FunctionCallInfo fcinfo, int rate_arg, int key_rate_arg) {
 	QueueSettings s;
 	if (!arg_null(fcinfo, 1))
 		s.lease = queue::positive_interval_arg(fcinfo, 1, "lease");
@@ -123,52 +157,40 @@ QueueSettings settings_args(FunctionCallInfo fcinfo, int rate_arg) {
 		            fmt::format("It is {}; at most {} tasks of a queue can be leased at once under a limit.",
 		                        **s.max_leased, max_leased_limit),
 		            "Use max_leased => 0 for no limit.");
-	s.rate_limit = limit_arg(fcinfo, rate_arg, "rate_limit");
-	if (s.rate_limit && *s.rate_limit && **s.rate_limit > rate_limit_limit)
-		throw Error(
-		    sqlstate::invalid_parameter_value, "rate_limit is too large",
-		    fmt::format("It is {}; at most {} claims per rate_period are allowed.", **s.rate_limit,
-		                rate_limit_limit),
-		    "Use a shorter rate_period (100 per second rather than 360000 per hour), or rate_limit => 0 "
-		    "for no limit.");
-	if (!arg_null(fcinfo, rate_arg + 1)) {
-		s.rate_period = queue::positive_interval_arg(fcinfo, rate_arg + 1, "rate_period");
-		// a claim computes now - rate_period (as purge does with retain)
-		check_at_most_years(*s.rate_period, max_retain_years, "rate_period");
-	}
-	if (s.rate_period && s.rate_limit && !*s.rate_limit)
-		throw Error(sqlstate::invalid_parameter_value, "rate_period cannot be given with rate_limit => 0",
-		            "rate_limit => 0 removes the queue's rate limit, and its period with it.");
+	rate_args(fcinfo, rate_arg, s.rate);
+	rate_args(fcinfo, key_rate_arg, s.key_rate);
 	return s;
 }
 
 // The rate limit that a queue has after create_queue or alter_queue (with the
-// queue's present limit and period `had_limit`, `had_period`): 22023 for a
-// limit without a period or a period without a limit. Returns the limit (0:
-// none).
-int32 rate_limit_after(const QueueSettings &s, int32 had_limit, bool had_period) {
-	int32 limit = s.rate_limit ? s.rate_limit->value_or(0) : had_limit;
-	if (limit > 0 && !s.rate_period && !had_period)
-		throw Error(
-		    sqlstate::invalid_parameter_value, "rate_limit needs rate_period",
-		    fmt::format("rate_limit => {} counts claims in a period of time, and none is given.", limit),
-		    "Give both, e.g. rate_limit => 100, rate_period => '1 minute'.");
-	if (limit == 0 && s.rate_period)
-		throw Error(sqlstate::invalid_parameter_value, "rate_period needs rate_limit",
-		            "The queue has no rate limit for rate_period to apply to.",
-		            "Give both, e.g. rate_limit => 100, rate_period => '1 minute'.");
+// queue's present limit `had_limit`, 0: none): 22023 for a limit without a
+// period or a period without a limit. Returns the limit (0: none).
+int32 rate_limit_after(const RateArgs &r, int32 had_limit) {
+	int32 limit = r.limit ? r.limit->value_or(0) : had_limit;
+	if (limit > 0 && !r.period && had_limit == 0)
+		throw Error(sqlstate::invalid_parameter_value,
+		            fmt::format("{} needs {}", r.limit_name, r.period_name),
+		            fmt::format("{} => {} counts claims in a period of time, and none is given.",
+		                        r.limit_name, limit),
+		            fmt::format("Give both, e.g. {} => 100, {} => '1 minute'.", r.limit_name, r.period_name));
+	if (limit == 0 && r.period)
+		throw Error(sqlstate::invalid_parameter_value,
+		            fmt::format("{} needs {}", r.period_name, r.limit_name),
+		            fmt::format("The queue has no {} for {} to apply to.", r.limit_name, r.period_name),
+		            fmt::format("Give both, e.g. {} => 100, {} => '1 minute'.", r.limit_name, r.period_name));
 	return limit;
 }
 
-// Writes a queue's rate limit into the catalog: `limit` when `given` (0:
-// none, and no period), the period when given (else the queue's).
-void set_rate(const std::string &queue, bool given, int32 limit, const std::optional<Interval> &period) {
-	Interval p = period.value_or(Interval{});
+// Writes a queue's rate limit into the catalog (`statement`:
+// catalog_sql::set_rate or set_key_rate): `limit` when given (0: none, and
+// no period), the period when given (else the queue's).
+void set_rate(const char *statement, const std::string &queue, const RateArgs &r, int32 limit) {
+	Interval p = r.period.value_or(Interval{});
 	static const Oid types[4] = {TEXTOID, BOOLOID, INT4OID, INTERVALOID};
-	Datum values[4] = {pg::text_datum(queue), BoolGetDatum(given), Int32GetDatum(limit),
+	Datum values[4] = {pg::text_datum(queue), BoolGetDatum(r.limit.has_value()), Int32GetDatum(limit),
 	                   IntervalPGetDatum(&p)};
-	char nulls[4] = {' ', ' ', limit > 0 ? ' ' : 'n', period ? ' ' : 'n'};
-	pg::execute(catalog_sql::set_rate, 4, types, values, nulls);
+	char nulls[4] = {' ', ' ', limit > 0 ? ' ' : 'n', r.period ? ' ' : 'n'};
+	pg::execute(statement, 4, types, values, nulls);
 }
 
 // Parameters $2..$6 of the catalog statements: lease, max_attempts, retain,
@@ -207,13 +229,16 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "lease");
 	pg::require_arg(fcinfo, 2, "max_attempts");
-	QueueSettings settings = settings_args(fcinfo, 7);
+	QueueSettings settings = settings_args(fcinfo, 7, 9);
 	bool distributed = false; // a 0.1.0 declaration has no such argument
 	if (PG_NARGS() > 6) {
 		pg::require_arg(fcinfo, 6, "distributed");
 		distributed = PG_GETARG_BOOL(6);
 	}
-	int32 rate_limit = rate_limit_after(settings, 0, false);
+	int32 rate_limit = rate_limit_after(settings.rate, 0);
+	int32 key_rate_limit = rate_limit_after(settings.key_rate, 0);
+	if (distributed && key_rate_limit > 0)
+		queue::refuse_key_rate_distributed(name);
 	if (distributed)
 		queue::require_coordinator(name);
 
@@ -223,34 +248,41 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 
 	pg::spi_connect();
 	SettingsParams params(settings);
-	Interval rate_period = settings.rate_period.value_or(Interval{});
-	static const Oid insert_types[9] = {TEXTOID, INTERVALOID, INT4OID, INTERVALOID, INT4OID,
-	                                    INT4OID, TEXTOID,     INT4OID, INTERVALOID};
-	Datum insert_values[9] = {pg::text_datum(name),
-	                          params.values[0],
-	                          params.values[1],
-	                          params.values[2],
-	                          params.values[3],
-	                          params.values[4],
-	                          pg::text_datum(caller_name),
-	                          Int32GetDatum(rate_limit),
-	                          IntervalPGetDatum(&rate_period)};
-	char insert_nulls[9] = {' ',
-	                        ' ',
-	                        ' ',
-	                        params.nulls[2],
-	                        params.nulls[3],
-	                        params.nulls[4],
-	                        ' ',
-	                        rate_limit > 0 ? ' ' : 'n',
-	                        rate_limit > 0 ? ' ' : 'n'};
+	Interval rate_period = settings.rate.period.value_or(Interval{});
+	Interval key_rate_period = settings.key_rate.period.value_or(Interval{});
+	static const Oid insert_types[11] = {TEXTOID, INTERVALOID, INT4OID,     INTERVALOID, INT4OID,    INT4OID,
+	                                     TEXTOID, INT4OID,     INTERVALOID, INT4OID,     INTERVALOID};
+	Datum insert_values[11] = {pg::text_datum(name),
+	                           params.values[0],
+	                           params.values[1],
+	                           params.values[2],
+	                           params.values[3],
+	                           params.values[4],
+	                           pg::text_datum(caller_name),
+	                           Int32GetDatum(rate_limit),
+	                           IntervalPGetDatum(&rate_period),
+	                           Int32GetDatum(key_rate_limit),
+	                           IntervalPGetDatum(&key_rate_period)};
+	char insert_nulls[11] = {' ',
+	                         ' ',
+	                         ' ',
+	                         params.nulls[2],
+	                         params.nulls[3],
+	                         params.nulls[4],
+	                         ' ',
+	                         rate_limit > 0 ? ' ' : 'n',
+	                         rate_limit > 0 ? ' ' : 'n',
+	                         key_rate_limit > 0 ? ' ' : 'n',
+	                         key_rate_limit > 0 ? ' ' : 'n'};
 	uint64 inserted = execute(catalog_sql::insert, 7, insert_types, insert_values, insert_nulls);
 	if (inserted == 1 && rate_limit > 0)
-		set_rate(name, true, rate_limit, settings.rate_period);
+		set_rate(catalog_sql::set_rate, name, settings.rate, rate_limit);
+	if (inserted == 1 && key_rate_limit > 0)
+		set_rate(catalog_sql::set_key_rate, name, settings.key_rate, key_rate_limit);
 	if (inserted == 0) {
 		// It exists (or another session has just created it: ON CONFLICT waited
 		// for that one to commit). Same settings: nothing to do.
-		uint64 same = execute(catalog_sql::compare_settings, 9, insert_types, insert_values, insert_nulls);
+		uint64 same = execute(catalog_sql::compare_settings, 11, insert_types, insert_values, insert_nulls);
 		bool isnull = false;
 		if (same == 1 && !DatumGetBool(queue::column(0, 1, &isnull))) {
 			std::string existing =
@@ -281,6 +313,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	if (leftovers) {
 		execute(keys.drop_tables());
 		queue::apply_rate_limit(name, 0, ""); // its rate slots
+		queue::apply_key_rate_limit(name, 0, "");
 	}
 	execute(keys.create_tables());
 	clear_permissions(name);
@@ -295,6 +328,10 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	}
 	if (rate_limit > 0)
 		queue::apply_rate_limit(name, rate_limit, caller_name);
+	if (key_rate_limit > 0) { // its slot table, and the index its claims walk
+		queue::apply_key_rate_limit(name, key_rate_limit, caller_name);
+		execute(sql.create_fair_index());
+	}
 	queue::forget_queue(name);
 	if (distributed)
 		queue::distribute(name);
@@ -310,7 +347,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 // when the update commits).
 CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	std::string name = queue::queue_name_arg(fcinfo);
-	QueueSettings settings = settings_args(fcinfo, 6);
+	QueueSettings settings = settings_args(fcinfo, 6, 9);
 	Oid caller = pg::guard([] { return GetOuterUserId(); });
 	QueueSql sql(name);
 
@@ -319,18 +356,23 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	if (!OidIsValid(relid))
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name), "",
 		            "Create it with concurrency.create_queue().");
-	int32 rate_limit = 0;
+	int32 rate_limit = 0, key_rate_limit = 0;
+	bool was_fair = false;
 	std::string owner;
 	{
 		Queue q(name);
 		queue::require(q, caller, Permission::manage, "alter_queue");
-		rate_limit = rate_limit_after(settings, q.info().rate_limit, q.info().rate_limit > 0);
+		rate_limit = rate_limit_after(settings.rate, q.info().rate_limit);
+		key_rate_limit = rate_limit_after(settings.key_rate, q.info().key_rate_limit);
+		was_fair = q.info().fair;
 		Oid owner_id = q.info().owner;
 		owner = pg::guard([&] { return GetUserNameFromId(owner_id, false); });
 	}
 	// a distributed queue keeps its limits with functions of its own
 	// (src/sql/41_distributed_queue.sql)
 	bool distributed = queue::is_distributed(relid);
+	if (distributed && key_rate_limit > 0)
+		queue::refuse_key_rate_distributed(name);
 	if (distributed)
 		queue::require_coordinator_for(name, "alter_queue");
 	// fair => true / false (a 0.2.0 declaration has no such argument)
@@ -353,8 +395,10 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	    ' ', params.nulls[0], params.nulls[1], params.nulls[2], params.nulls[3], params.nulls[4], ' ', ' ',
 	    ' '};
 	uint64 updated = execute(catalog_sql::update, 9, types, values, nulls);
-	if (updated == 1 && (settings.rate_limit || settings.rate_period))
-		set_rate(name, settings.rate_limit.has_value(), rate_limit, settings.rate_period);
+	if (updated == 1 && settings.rate.given())
+		set_rate(catalog_sql::set_rate, name, settings.rate, rate_limit);
+	if (updated == 1 && settings.key_rate.given())
+		set_rate(catalog_sql::set_key_rate, name, settings.key_rate, key_rate_limit);
 	if (updated == 0)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name),
 		            fmt::format("Table {} exists, but the queue is not in concurrency.queue.", sql.table()));
@@ -362,14 +406,18 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		static const Oid fair_types[2] = {TEXTOID, BOOLOID};
 		Datum fair_values[2] = {pg::text_datum(name), BoolGetDatum(*fair)};
 		execute(catalog_sql::set_fair, 2, fair_types, fair_values);
-		// the index the fair claim walks, made by the table's owner (and
-		// dropped when fair is turned off: other queues' claims do not pay
-		// for it); on a distributed queue Citus makes it on every shard
+	}
+	if (fair || settings.key_rate.given()) {
+		// the index the fair claim and the claim under key_rate_limit walk,
+		// made by the table's owner (and dropped when neither applies any
+		// more: other queues' claims do not pay for it); on a distributed
+		// queue Citus makes it on every shard
+		bool walks_keys = fair.value_or(was_fair) || key_rate_limit > 0;
 		Oid owner_id = queue::relation_owner(relid);
 		AsRole as_owner(owner_id);
 		bool indexed = OidIsValid(queue::concurrency_relid(queue_index_name(name, "fair")));
-		if (*fair != indexed)
-			execute(*fair ? sql.create_fair_index() : sql.drop_fair_index());
+		if (walks_keys != indexed)
+			execute(walks_keys ? sql.create_fair_index() : sql.drop_fair_index());
 		// the rotation begins again, from the first key
 		queue::set_fair_position(name, queue::FairPosition{});
 	}
@@ -384,8 +432,10 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		else
 			queue::apply_limits(q, clock_now(), settings.key_limit.has_value(), slots);
 	}
-	if (settings.rate_limit) // the slot table for the new limit (none: dropped)
+	if (settings.rate.limit) // the slot table for the new limit (none: dropped)
 		queue::apply_rate_limit(name, rate_limit, owner);
+	if (settings.key_rate.limit)
+		queue::apply_key_rate_limit(name, key_rate_limit, owner);
 	if (distributed) // every node serves it: the new settings on every node
 		queue::sync_catalog(name);
 	pg::spi_finish();
@@ -456,6 +506,7 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 		execute(sql.drop_table());
 		execute(KeySql(name).drop_tables());
 		queue::apply_rate_limit(name, 0, ""); // its rate slots
+		queue::apply_key_rate_limit(name, 0, "");
 	}
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {pg::text_datum(name)};

@@ -15,7 +15,9 @@
 #include "queue/distributed.hpp"
 #include "queue/fair.hpp"
 #include "queue/keys.hpp"
+#include "common/sql_text.hpp"
 #include "queue/rate.hpp"
+#include "queue/rate_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/schedule.hpp"
 #include "queue/wait.hpp"
@@ -27,6 +29,7 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 }
 
 namespace concurrency::queue {
@@ -84,6 +87,10 @@ void Claim::saw(const ClaimKey &greatest) {
 }
 
 void Claim::claim_from(ClaimKey start, int32 wanted) {
+	if (q_.info().key_rate_limit > 0) {
+		claim_key_rated(wanted);
+		return;
+	}
 	if (q_.info().fair) {
 		claim_fair(wanted);
 		return;
@@ -201,6 +208,83 @@ void Claim::claim_fair(int32 wanted) {
 	claimed_ += static_cast<std::size_t>(claimed);
 }
 
+void Claim::passed_over(TimestampTz opens) {
+	key_window_opens_ = key_window_opens_ ? std::min(*key_window_opens_, opens) : opens;
+}
+
+void Claim::claim_key_rated(int32 wanted) {
+	static const Oid key_types[3] = {TEXTOID, TIMESTAMPTZOID, INT4OID};
+	static const Oid claim_types[5] = {TIMESTAMPTZOID, INT4OID, INTERVALOID, TEXTOID, TEXTOID};
+	static const char *const ops[3] = {"open_key_start", "open_key_after_null", "open_key_after_key"};
+	const std::string rk = "concurrency." + quote_ident(key_rate_table_name(q_.name()));
+	const Interval period = q_.info().key_rate_period;
+	const TimestampTz free_before = pg::guard([&] {
+		return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval, TimestampTzGetDatum(now_),
+		                                               IntervalPGetDatum(&period)));
+	});
+	FairPosition at = fair_position(q_.name());
+	// a pass of the rotation from its beginning that claims nothing ends it
+	bool from_start = at.from == FairFrom::start;
+	int32 claimed = 0, claimed_in_pass = 0;
+	while (claimed < wanted) {
+		int variant = static_cast<int>(at.from);
+		Datum values[3] = {at.from == FairFrom::after_key ? pg::text_datum(at.key) : Datum(0),
+		                   TimestampTzGetDatum(free_before), Int32GetDatum(q_.info().key_rate_limit)};
+		char nulls[3] = {at.from == FairFrom::after_key ? ' ' : 'n', ' ', ' '};
+		uint64 found = q_.run(ops[variant], q_.sql().next_open_key(at.from, rk), 3, key_types, values, nulls);
+		bool isnull = false, full = false;
+		if (found == 1) {
+			full = DatumGetBool(column(0, 2, &isnull));
+			Datum oldest = column(0, 3, &isnull);
+			if (!isnull)
+				passed_over(pg::guard([&] {
+					return DatumGetTimestampTz(DirectFunctionCall2(
+					    timestamptz_pl_interval, oldest, IntervalPGetDatum(const_cast<Interval *>(&period))));
+				}));
+		}
+		if (found == 0 || full) { // the rotation's end
+			if (from_start && claimed_in_pass == 0)
+				break;
+			at = FairPosition{};
+			from_start = true;
+			claimed_in_pass = 0;
+			continue;
+		}
+		Datum k = column(0, 1, &isnull);
+		std::optional<std::string> key;
+		if (!isnull)
+			key = std::string(pg::guard([&] { return TextDatumGetCString(k); }));
+		at = key ? FairPosition{FairFrom::after_key, *key} : FairPosition{FairFrom::after_null, {}};
+		std::optional<int32> slot;
+		if (key) {
+			slot = take_key_rate_slot(q_, *key, now_);
+			if (!slot) { // its slots are held by claims in flight, or it filled up meanwhile
+				passed_over(key_rate_window_opens(q_, *key, now_));
+				continue;
+			}
+		}
+		Datum claim_values[5] = {TimestampTzGetDatum(now_), Int32GetDatum(1), IntervalPGetDatum(&lease_),
+		                         worker_, key ? pg::text_datum(*key) : Datum(0)};
+		char claim_nulls[5] = {' ', ' ', ' ', worker_null_ ? 'n' : ' ', key ? ' ' : 'n'};
+		uint64 n = q_.run(key ? "claim_of_key" : "claim_of_null_key", q_.sql().claim_of_key(!key), 5,
+		                  claim_types, claim_values, claim_nulls);
+		if (n == 0) { // every ready task of the key is being claimed by others
+			if (slot)
+				give_back_key_rate_slot(q_, *key, *slot);
+			continue;
+		}
+		Datum cols[6];
+		bool col_null[6];
+		for (int c = 0; c < 6; ++c)
+			cols[c] = column(0, c + 1, &col_null[c]);
+		emit(cols, col_null);
+		++claimed;
+		++claimed_in_pass;
+	}
+	set_fair_position(q_.name(), at);
+	claimed_ += static_cast<std::size_t>(claimed);
+}
+
 void Claim::wake(int32 batch) {
 	static const Oid types[4] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT4OID};
 	Datum values[4] = {TimestampTzGetDatum(now_), Int32GetDatum(std::max(batch, 32)),
@@ -231,6 +315,7 @@ void Claim::run(int32 batch) {
 	std::vector<Datum> rate_slots;
 	const std::size_t claimed_before = claimed_;
 	rate_limited_ = false;
+	key_window_opens_.reset();
 	if (rated_ && batch > 0) {
 		rate_slots = take_rate_slots(q_, batch, now_, direct_claim);
 		if (rate_slots.size() == 0) {
@@ -411,6 +496,9 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 			if (claim.rate_limited())
 				if (auto opens = rate_window_opens(q, clock_now()))
 					*due = *due ? std::min(**due, *opens) : *opens;
+			// ready tasks of keys held back by key_rate_limit: likewise
+			if (auto opens = claim.key_window_opens())
+				*due = *due ? std::min(**due, *opens) : *opens;
 		}
 		return claim.claimed();
 	};

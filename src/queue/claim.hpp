@@ -38,6 +38,9 @@ class Claim {
 	// Whether the last run claimed nothing because the queue's rate limit
 	// allowed no claim at its time.
 	bool rate_limited() const { return rate_limited_; }
+	// Under key_rate_limit, where the last run passed keys with ready tasks
+	// over for want of a free slot: when the first of their windows opens.
+	std::optional<TimestampTz> key_window_opens() const { return key_window_opens_; }
 
   private:
 	Queue &q_;
@@ -60,6 +63,7 @@ class Claim {
 	const bool rated_;
 	// a run claimed nothing because every rate slot was in use
 	bool rate_limited_ = false;
+	std::optional<TimestampTz> key_window_opens_;
 
 	// Claims up to `wanted` tasks at or after `start` in claim order; on a
 	// fair queue, the next tasks of the rotation of its keys instead.
@@ -67,6 +71,11 @@ class Claim {
 	// The fair claim (fair.hpp): up to `wanted` tasks, a key's first ready
 	// task each, the keys in turn from where the queue's last claim ended.
 	void claim_fair(int32 wanted);
+	// The claim under key_rate_limit (rate_sql.hpp, KeyRateSql): up to
+	// `wanted` tasks, a key's first ready task each, the keys in turn as a
+	// fair queue's, each key only with a rate slot of its own taken.
+	void claim_key_rated(int32 wanted);
+	void passed_over(TimestampTz opens);
 	// The same by the claim statement.
 	void claim_by_statement(ClaimKey start, int32 wanted);
 	// Due scheduled tasks become ready, expired leases are reclaimed (ready

@@ -685,6 +685,13 @@ void refuse_on_distributed(std::string_view queue, const char *what) {
 	    "them), or use fail(…, retry_in => '0') to give a task back.");
 }
 
+void refuse_key_rate_distributed(std::string_view queue) {
+	throw Error(sqlstate::feature_not_supported,
+	            fmt::format("key_rate_limit is not supported on distributed queue \"{}\"", queue),
+	            "The claim times of each concurrency key are kept on one server.",
+	            "Keep the queue on one server, or use rate_limit (queue-wide) on the distributed queue.");
+}
+
 void require_coordinator(const std::string &queue) {
 	citus::Role role = citus::local_role().role;
 	if (role == citus::Role::coordinator)

@@ -204,6 +204,9 @@ uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
 // shard (`what`: release, progress), naming the queue.
 [[noreturn]] void refuse_on_distributed(std::string_view queue, const char *what);
 
+// 0A000 for key_rate_limit on a distributed queue, naming the queue.
+[[noreturn]] void refuse_key_rate_distributed(std::string_view queue);
+
 // For create_queue(…, distributed => true), before it changes anything:
 // 0A000 unless this server is a Citus coordinator.
 void require_coordinator(const std::string &queue);

@@ -15,6 +15,7 @@
 #include "queue/queue.hpp"
 #include "queue/claim_direct.hpp"
 #include "queue/distributed.hpp"
+#include "queue/rate.hpp"
 #include "queue/wait.hpp"
 
 extern "C" {
@@ -147,6 +148,11 @@ void load_settings(QueueInfo &info) {
 	info.rate_period = isnull || info.rate_limit == 0 ? Interval{} : *DatumGetIntervalP(rate_period);
 	Datum fair = column(0, 9, &isnull);
 	info.fair = !isnull && DatumGetBool(fair);
+	Datum key_rate_limit = column(0, 10, &isnull);
+	info.key_rate_limit = isnull ? 0 : DatumGetInt32(key_rate_limit);
+	Datum key_rate_period = column(0, 11, &isnull);
+	info.key_rate_period =
+	    isnull || info.key_rate_limit == 0 ? Interval{} : *DatumGetIntervalP(key_rate_period);
 }
 
 // The OID of index q_<queue>_<suffix> (42704 when it is missing: the queue
@@ -611,6 +617,10 @@ void Queue::maybe_purge(TimestampTz now) {
 	                    ? distributed_purge_chunk(std::string(name()), purge_chunk)
 	                    : purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
+	// key_rate_limit: the slots of keys not claimed within the period say
+	// no more than missing ones (rate_sql.hpp)
+	if (info_->key_rate_limit > 0)
+		forget_old_key_rate_slots(*this, now, purge_chunk);
 }
 
 void Queue::notify(uint64 tasks) {

@@ -74,6 +74,11 @@ struct QueueInfo {
 	Interval rate_period;
 	// alter_queue(…, fair => true): claims rotate among keys (fair.hpp)
 	bool fair;
+	// at most key_rate_limit claims of each concurrency key in any
+	// key_rate_period (0: no limit; rate.hpp); such a queue's claims walk
+	// its keys in turn, as a fair queue's do
+	int32 key_rate_limit;
+	Interval key_rate_period;
 	// the table has the columns of dependencies and task_dependency exists
 	// (QueueSql::set_links): not before the update from 0.2.0
 	bool links;

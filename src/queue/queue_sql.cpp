@@ -316,6 +316,45 @@ RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expi
 	    fmt::arg("k", k_), fmt::arg("tk", tk_), fmt::arg("first", first));
 }
 
+std::string QueueSql::next_open_key(FairFrom from, std::string_view key_rate_table) const {
+	const char *after = from == FairFrom::start        ? ""
+	                    : from == FairFrom::after_null ? " AND concurrency_key IS NOT NULL"
+	                                                   : " AND concurrency_key " GT " $1";
+	return fmt::format(
+	    R"(WITH RECURSIVE keys (k, n, used, oldest) AS (
+        SELECT f.k, 1::pg_catalog.int8, u.used, u.oldest
+          FROM (SELECT concurrency_key AS k FROM {t}
+                 WHERE {k}state )" EQ R"( 'ready'{after}
+                 ORDER BY concurrency_key NULLS FIRST LIMIT 1) AS f
+          CROSS JOIN LATERAL (SELECT pg_catalog.count(*) AS used, pg_catalog.min(used_at) AS oldest
+                                FROM {r} WHERE concurrency_key )" EQ R"( f.k AND used_at )" GT R"( $2) AS u
+    UNION ALL
+        SELECT nx.k, keys.n )" PLUS R"( 1, u.used, u.oldest
+          FROM keys CROSS JOIN LATERAL (
+                  SELECT concurrency_key AS k FROM {t}
+                   WHERE {k}state )" EQ R"( 'ready' AND concurrency_key )" GT R"( keys.k
+                   ORDER BY concurrency_key NULLS FIRST LIMIT 1) AS nx
+          CROSS JOIN LATERAL (SELECT pg_catalog.count(*) AS used, pg_catalog.min(used_at) AS oldest
+                                FROM {r} WHERE concurrency_key )" EQ R"( nx.k AND used_at )" GT R"( $2) AS u
+         WHERE keys.used )" GE R"( $3)
+SELECT k, k IS NOT NULL AND used )" GE R"( $3,
+       (SELECT pg_catalog.min(oldest) FROM keys WHERE k IS NOT NULL AND used )" GE R"( $3)
+  FROM keys ORDER BY n DESC LIMIT 1)",
+	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("after", after), fmt::arg("r", key_rate_table));
+}
+
+std::string QueueSql::claim_of_key(bool null_key) const {
+	return fmt::format(R"({lease} {tk}t.id )" EQ R"( (
+         SELECT id FROM {t}
+          WHERE {k}state )" EQ R"( 'ready' AND concurrency_key {is_key}
+          ORDER BY concurrency_key NULLS FIRST, {order}
+          LIMIT 1 FOR UPDATE SKIP LOCKED)
+RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expires_at, t.concurrency_key)",
+	                   fmt::arg("t", table_), fmt::arg("order", claim_order),
+	                   fmt::arg("lease", lease_tasks()), fmt::arg("k", k_), fmt::arg("tk", tk_),
+	                   fmt::arg("is_key", null_key ? "IS NULL" : EQ " $5"));
+}
+
 std::string QueueSql::create_fair_index() const {
 	return fmt::format(
 	    "CREATE INDEX IF NOT EXISTS {} ON {} (concurrency_key NULLS FIRST, {}) WHERE state = 'ready'",

@@ -143,6 +143,23 @@ class QueueSql {
 	// many keys it looked at (int8; fewer than $2: the rotation's end), the
 	// last of them (NULL: the tasks without a key).
 	std::string claim_fair(FairFrom from) const;
+	// The claim under key_rate_limit (rate_sql.hpp, KeyRateSql) walks the
+	// keys one at a time. next_open_key: the next key of the rotation after
+	// `from` ($1 text: the key after which it looks, for after_key) that has
+	// ready tasks and whose window, by the slots of `key_rate_table` (the
+	// quoted name) used after $2 timestamptz (now - key_rate_period), has
+	// fewer than $3 int4 (key_rate_limit) claims; the tasks without a key
+	// count as a key that is never full -> no row when no key after `from`
+	// has ready tasks, else key (NULL: the tasks without a key), whether it
+	// is full (true: every key from `from` to the rotation's end is), the
+	// oldest use within the window of the full keys passed over (NULL:
+	// none).
+	// claim_of_key: the first ready task of key $5 (text; `null_key`: of the
+	// tasks without a key, $5 unused) in claim order that no other claim
+	// has locked, leased; $1 to $4 as claim's ($2 unused) -> the columns of
+	// claim_fair up to concurrency_key.
+	std::string next_open_key(FairFrom from, std::string_view key_rate_table) const;
+	std::string claim_of_key(bool null_key) const;
 	// CREATE INDEX IF NOT EXISTS of the index the fair claim walks (ready
 	// tasks by key, the tasks without a key first, then in claim order);
 	// DROP INDEX IF EXISTS of it.
@@ -244,24 +261,30 @@ inline constexpr const char *insert =
     "INSERT INTO concurrency.queue (name, lease, max_attempts, retain, key_limit, max_leased, created_by) "
     "VALUES ($1, $2, $3, $4, $5, $6, $7::pg_catalog.name) ON CONFLICT (name) DO NOTHING";
 // $1 name, $2..$6 the settings asked for ($7 unused), $8 rate_limit, $9
-// rate_period -> whether the queue has them, its settings and those asked
-// for in words. The rate limit is read from the row as jsonb: a 0.2.0
-// catalog (the package updated, ALTER EXTENSION … UPDATE not yet run) has
-// no such columns, and its queues have none.
+// rate_period, $10 key_rate_limit, $11 key_rate_period -> whether the queue has them, its settings and those
+// asked for in words. The rate limit is read from the row as jsonb: a 0.2.0 catalog (the package updated,
+// ALTER EXTENSION … UPDATE not yet run) has no such columns, and its queues have none.
 #define CATALOG_RATE "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'rate_limit')::pg_catalog.int4"
 #define CATALOG_PERIOD "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'rate_period')::pg_catalog.interval"
+#define CATALOG_KEY_RATE "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'key_rate_limit')::pg_catalog.int4"
+#define CATALOG_KEY_PERIOD                                                                                   \
+	"(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'key_rate_period')::pg_catalog.interval"
 inline constexpr const char *compare_settings =
     "SELECT lease = $2 AND max_attempts = $3 AND retain IS NOT DISTINCT FROM $4 "
     "AND key_limit IS NOT DISTINCT FROM $5 AND max_leased IS NOT DISTINCT FROM $6 "
-    "AND " CATALOG_RATE " IS NOT DISTINCT FROM $8 AND " CATALOG_PERIOD " IS NOT DISTINCT FROM $9, "
-    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s, rate_limit %s', "
+    "AND " CATALOG_RATE " IS NOT DISTINCT FROM $8 AND " CATALOG_PERIOD " IS NOT DISTINCT FROM $9 "
+    "AND " CATALOG_KEY_RATE " IS NOT DISTINCT FROM $10 AND " CATALOG_KEY_PERIOD " IS NOT DISTINCT FROM $11, "
+    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s, rate_limit %s, "
+    "key_rate_limit %s', "
     "       lease, max_attempts, coalesce(retain::text, 'none'), "
     "       coalesce(key_limit::text, 'none'), coalesce(max_leased::text, 'none'), "
-    "       coalesce(" CATALOG_RATE " || ' per ' || " CATALOG_PERIOD ", 'none')), "
-    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s, rate_limit %s', "
+    "       coalesce(" CATALOG_RATE " || ' per ' || " CATALOG_PERIOD ", 'none'), "
+    "       coalesce(" CATALOG_KEY_RATE " || ' per ' || " CATALOG_KEY_PERIOD ", 'none')), "
+    "format('lease %s, max_attempts %s, retain %s, key_limit %s, max_leased %s, rate_limit %s, "
+    "key_rate_limit %s', "
     "       $2, $3, coalesce($4::text, 'none'), "
     "       coalesce($5::text, 'none'), coalesce($6::text, 'none'), "
-    "       coalesce($8 || ' per ' || $9, 'none')) "
+    "       coalesce($8 || ' per ' || $9, 'none'), coalesce($10 || ' per ' || $11, 'none')) "
     "FROM concurrency.queue q WHERE name = $1";
 // $1 name, $2..$6 the settings (NULL keeps lease and max_attempts), $7..$9
 // whether retain, key_limit, max_leased are given (their NULL removes them)
@@ -278,20 +301,25 @@ inline constexpr const char *set_rate =
     "UPDATE concurrency.queue SET rate_limit = CASE WHEN $2 THEN $3 ELSE rate_limit END, "
     "rate_period = CASE WHEN $2 AND $3 IS NULL THEN NULL ELSE coalesce($4, rate_period) END "
     "WHERE name = $1";
+// The same for the key rate limit (key_rate_limit, key_rate_period).
+inline constexpr const char *set_key_rate =
+    "UPDATE concurrency.queue SET key_rate_limit = CASE WHEN $2 THEN $3 ELSE key_rate_limit END, "
+    "key_rate_period = CASE WHEN $2 AND $3 IS NULL THEN NULL ELSE coalesce($4, key_rate_period) END "
+    "WHERE name = $1";
 // $1 name, $2 fair. Run only where fair is given (the column is 0.3.0's).
 inline constexpr const char *set_fair = "UPDATE concurrency.queue SET fair = $2 WHERE name = $1";
 // $1 name
 inline constexpr const char *remove = "DELETE FROM concurrency.queue WHERE name = $1";
 // $1 name -> lease, max_attempts, retain, key_limit, max_leased, paused,
-// rate_limit, rate_period, fair. Those of 0.3.0 are read from the row as jsonb: a
-// 0.2.0 catalog (the package updated, ALTER EXTENSION … UPDATE not yet run)
-// has no such columns, and its queues run without them. Read when a backend
-// loads the settings, not per call.
+// rate_limit, rate_period, fair, key_rate_limit, key_rate_period. Those of 0.3.0 are read from the row as
+// jsonb: a 0.2.0 catalog (the package updated, ALTER EXTENSION … UPDATE not yet run) has no such columns, and
+// its queues run without them. Read when a backend loads the settings, not per call.
 inline constexpr const char *settings =
     "SELECT q.lease, q.max_attempts, q.retain, q.key_limit, q.max_leased, "
     "COALESCE((pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'paused')::pg_catalog.bool, "
     "false), " CATALOG_RATE ", " CATALOG_PERIOD ", "
-    "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'fair')::pg_catalog.bool "
+    "(pg_catalog.to_jsonb(q) OPERATOR(pg_catalog.->>) 'fair')::pg_catalog.bool, " CATALOG_KEY_RATE
+    ", " CATALOG_KEY_PERIOD " "
     "FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) $1";
 // $1 name, $2 paused -> the name, when the flag changed (permission manage
 // is checked before)

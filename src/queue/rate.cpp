@@ -192,13 +192,61 @@ std::optional<TimestampTz> rate_window_opens(Queue &q, TimestampTz now) {
 	return opens;
 }
 
-void apply_rate_limit(std::string_view queue, int32 rate_limit, std::string_view owner) {
-	RateSql sql(queue);
+std::optional<int32> take_key_rate_slot(Queue &q, const std::string &key, TimestampTz now) {
+	TimestampTz free_before = shifted(now, q.info().key_rate_period, false);
+	static const Oid types[4] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID};
+	Datum values[4] = {pg::text_datum(key), TimestampTzGetDatum(free_before), TimestampTzGetDatum(now),
+	                   Int32GetDatum(q.info().key_rate_limit)};
+	uint64 n = q.run_internal("key_rate_take", KeyRateSql(q.name()).take(), 4, types, values, nullptr,
+	                          Access::owner);
+	if (n == 0)
+		return std::nullopt;
+	bool isnull = false;
+	return DatumGetInt32(pg::column(0, 1, &isnull));
+}
+
+void give_back_key_rate_slot(Queue &q, const std::string &key, int32 slot) {
+	static const Oid types[2] = {TEXTOID, INT4OID};
+	Datum values[2] = {pg::text_datum(key), Int32GetDatum(slot)};
+	q.run_internal("key_rate_give_back", KeyRateSql(q.name()).give_back(), 2, types, values, nullptr,
+	               Access::owner);
+}
+
+TimestampTz key_rate_window_opens(Queue &q, const std::string &key, TimestampTz now) {
+	static const Oid types[1] = {TEXTOID};
+	Datum values[1] = {pg::text_datum(key)};
+	q.run_internal("key_rate_oldest", KeyRateSql(q.name()).oldest_use(), 1, types, values, nullptr,
+	               Access::owner_latest);
+	bool isnull = true;
+	Datum oldest = pg::column(0, 1, &isnull);
+	bool count_null = true;
+	int64 slots = DatumGetInt64(pg::column(0, 2, &count_null));
+	// fewer slots than the limit, or the oldest free by its time: held by
+	// claims in flight (which may give it back at their commit)
+	if (isnull || slots < q.info().key_rate_limit)
+		return now + rate_relook_us;
+	TimestampTz opens = shifted(DatumGetTimestampTz(oldest), q.info().key_rate_period, true);
+	return opens <= now ? now + rate_relook_us : opens;
+}
+
+void forget_old_key_rate_slots(Queue &q, TimestampTz now, int32 chunk) {
+	TimestampTz free_before = shifted(now, q.info().key_rate_period, false);
+	static const Oid types[2] = {TIMESTAMPTZOID, INT4OID};
+	Datum values[2] = {TimestampTzGetDatum(free_before), Int32GetDatum(chunk)};
+	q.run_internal("key_rate_forget", KeyRateSql(q.name()).forget_old(), 2, types, values, nullptr,
+	               Access::owner);
+}
+
+namespace {
+
+// A slot table after its limit was set (0: none): dropped, or created for
+// `owner` where missing, then resized to `limit` slots.
+template <class Sql>
+void apply_slot_limit(const Sql &sql, const std::string &table, int32 limit, std::string_view owner) {
 	bool exists = pg::guard([&] {
-		return OidIsValid(
-		    get_relname_relid(rate_table_name(queue).c_str(), get_namespace_oid("concurrency", false)));
+		return OidIsValid(get_relname_relid(table.c_str(), get_namespace_oid("concurrency", false)));
 	});
-	if (rate_limit <= 0) {
+	if (limit <= 0) {
 		if (exists)
 			pg::execute(sql.drop_table());
 		return;
@@ -208,8 +256,18 @@ void apply_rate_limit(std::string_view queue, int32 rate_limit, std::string_view
 		pg::execute(sql.alter_owner(owner));
 	}
 	static const Oid types[1] = {INT4OID};
-	Datum values[1] = {Int32GetDatum(rate_limit)};
+	Datum values[1] = {Int32GetDatum(limit)};
 	pg::execute(sql.resize(), 1, types, values);
+}
+
+} // namespace
+
+void apply_rate_limit(std::string_view queue, int32 rate_limit, std::string_view owner) {
+	apply_slot_limit(RateSql(queue), rate_table_name(queue), rate_limit, owner);
+}
+
+void apply_key_rate_limit(std::string_view queue, int32 key_rate_limit, std::string_view owner) {
+	apply_slot_limit(KeyRateSql(queue), key_rate_table_name(queue), key_rate_limit, owner);
 }
 
 } // namespace concurrency::queue

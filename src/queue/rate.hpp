@@ -31,4 +31,22 @@ std::optional<TimestampTz> rate_window_opens(Queue &q, TimestampTz now);
 // drop_queue, and create_queue where a dropped queue's table left it).
 void apply_rate_limit(std::string_view queue, int32 rate_limit, std::string_view owner);
 
+// key_rate_limit (rate_sql.hpp, KeyRateSql): a slot of `key` free at `now`,
+// taken (locked and used at `now`), or nothing where the key's window is full
+// or its free slots are held by claims in flight.
+std::optional<int32> take_key_rate_slot(Queue &q, const std::string &key, TimestampTz now);
+// Gives back a slot taken for a claim that found no task of the key.
+void give_back_key_rate_slot(Queue &q, const std::string &key, int32 slot);
+// When a claim passed `key` over for want of a slot, the time its window
+// opens (rate_period after the oldest use of its slots), or 10 ms from now
+// where a slot is free by its time but held by a claim in flight.
+TimestampTz key_rate_window_opens(Queue &q, const std::string &key, TimestampTz now);
+// Deletes up to `chunk` slot rows of keys whose use is older than the
+// period (part of the queue calls' piggy-backed purge).
+void forget_old_key_rate_slots(Queue &q, TimestampTz now, int32 chunk);
+// After create_queue or alter_queue set the queue's key_rate_limit (0:
+// none), as apply_rate_limit does for rate_limit: the table rk_<queue>,
+// created for `owner`, slots beyond the limit dropped.
+void apply_key_rate_limit(std::string_view queue, int32 key_rate_limit, std::string_view owner);
+
 } // namespace concurrency::queue

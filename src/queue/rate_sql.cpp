@@ -12,8 +12,18 @@ std::string rate_table_name(std::string_view queue) {
 	return fmt::format("r_{}", queue);
 }
 
-RateSql::RateSql(std::string_view queue)
-    : queue_(queue), table_("concurrency." + quote_ident(rate_table_name(queue))) {}
+SlotTableSql::SlotTableSql(std::string_view queue, std::string_view table)
+    : queue_(queue), table_("concurrency." + quote_ident(table)) {}
+
+std::string SlotTableSql::drop_table() const {
+	return fmt::format("DROP TABLE IF EXISTS {}", table_);
+}
+
+std::string SlotTableSql::alter_owner(std::string_view role) const {
+	return fmt::format("ALTER TABLE {} OWNER TO {}", table_, quote_ident(role));
+}
+
+RateSql::RateSql(std::string_view queue) : SlotTableSql(queue, rate_table_name(queue)) {}
 
 std::string RateSql::create_table() const {
 	return fmt::format(
@@ -27,14 +37,6 @@ COMMENT ON TABLE {r} IS {comment};)",
 	    fmt::arg("comment",
 	             quote_literal(fmt::format(
 	                 "rate slots of the concurrency_ext queue {} (internal: one per rate_limit)", queue_))));
-}
-
-std::string RateSql::drop_table() const {
-	return fmt::format("DROP TABLE IF EXISTS {}", table_);
-}
-
-std::string RateSql::alter_owner(std::string_view role) const {
-	return fmt::format("ALTER TABLE {} OWNER TO {}", table_, quote_ident(role));
 }
 
 std::string RateSql::resize() const {
@@ -59,6 +61,74 @@ std::string RateSql::give_back() const {
 
 std::string RateSql::oldest_use() const {
 	return fmt::format("SELECT pg_catalog.min(used_at) FROM {}", table_);
+}
+
+std::string key_rate_table_name(std::string_view queue) {
+	return fmt::format("rk_{}", queue);
+}
+
+KeyRateSql::KeyRateSql(std::string_view queue) : SlotTableSql(queue, key_rate_table_name(queue)) {}
+
+std::string KeyRateSql::create_table() const {
+	return fmt::format(
+	    R"(CREATE TABLE {r} (
+    concurrency_key text        NOT NULL,
+    slot            integer     NOT NULL,
+    used_at         timestamptz NOT NULL DEFAULT '-infinity',
+    CONSTRAINT {pkey} PRIMARY KEY (concurrency_key, slot)
+) WITH (fillfactor = 50);
+COMMENT ON TABLE {r} IS {comment};)",
+	    fmt::arg("r", table_), fmt::arg("pkey", quote_ident(key_rate_table_name(queue_) + "_pkey")),
+	    fmt::arg("comment",
+	             quote_literal(fmt::format("rate slots of each concurrency key of the concurrency_ext "
+	                                       "queue {} (internal: up to key_rate_limit per key)",
+	                                       queue_))));
+}
+
+std::string KeyRateSql::resize() const {
+	return fmt::format("DELETE FROM {} WHERE slot " GT " $1", table_);
+}
+
+std::string KeyRateSql::take() const {
+	return fmt::format(R"(WITH free AS (
+    SELECT slot FROM {r}
+     WHERE concurrency_key )" EQ R"( $1 AND used_at )" LE R"( $2
+     ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED),
+used AS (
+    UPDATE {r} AS s SET used_at = $3 FROM free
+     WHERE s.concurrency_key )" EQ R"( $1 AND s.slot )" EQ R"( free.slot
+    RETURNING s.slot),
+added AS (
+    INSERT INTO {r} (concurrency_key, slot, used_at)
+    SELECT $1, last.slot )" PLUS R"( 1, $3
+      FROM (SELECT COALESCE(pg_catalog.max(slot), 0) AS slot FROM {r}
+             WHERE concurrency_key )" EQ R"( $1) AS last
+     WHERE last.slot )" LT R"( $4 AND NOT EXISTS (SELECT FROM free)
+       AND pg_catalog.pg_try_advisory_xact_lock({oid}::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int4,
+                                                pg_catalog.hashtext($1) )" XOR R"( (last.slot )" PLUS R"( 1))
+    ON CONFLICT DO NOTHING
+    RETURNING slot)
+SELECT slot FROM used UNION ALL SELECT slot FROM added)",
+	                   fmt::arg("r", table_), fmt::arg("oid", quote_literal(table_)));
+}
+
+std::string KeyRateSql::give_back() const {
+	return fmt::format(
+	    "UPDATE {} SET used_at = '-infinity' WHERE concurrency_key " EQ " $1 AND slot " EQ " $2", table_);
+}
+
+std::string KeyRateSql::oldest_use() const {
+	return fmt::format("SELECT pg_catalog.min(used_at), pg_catalog.count(*) FROM {} WHERE concurrency_key " EQ
+	                   " $1",
+	                   table_);
+}
+
+std::string KeyRateSql::forget_old() const {
+	return fmt::format(R"(DELETE FROM {r} AS s
+ WHERE s.used_at )" LE R"( $1 AND s.ctid )" EQ R"( ANY (ARRAY(
+        SELECT ctid FROM {r} WHERE used_at )" LE R"( $1
+         LIMIT $2 FOR UPDATE SKIP LOCKED)))",
+	                   fmt::arg("r", table_));
 }
 
 } // namespace concurrency::queue

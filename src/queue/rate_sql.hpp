@@ -25,15 +25,26 @@ namespace concurrency::queue {
 // The side table's name (unquoted): r_<queue>.
 std::string rate_table_name(std::string_view queue);
 
-class RateSql {
+// What the two slot tables' statements share: the table's name and the
+// statements that are the same for both.
+class SlotTableSql {
+  public:
+	std::string drop_table() const;
+	std::string alter_owner(std::string_view role) const;
+
+  protected:
+	SlotTableSql(std::string_view queue, std::string_view table);
+	std::string queue_;
+	std::string table_; // quoted, with its schema
+};
+
+class RateSql : public SlotTableSql {
   public:
 	explicit RateSql(std::string_view queue);
 
-	// CREATE TABLE of the slot table and its index; its DROP;
-	// ALTER … OWNER TO.
+	// CREATE TABLE of the slot table and its index (drop_table, alter_owner:
+	// SlotTableSql's)
 	std::string create_table() const;
-	std::string drop_table() const;
-	std::string alter_owner(std::string_view role) const;
 	// $1 int4 rate_limit: makes the table hold slots 1..rate_limit (new ones
 	// never used)
 	std::string resize() const;
@@ -48,10 +59,45 @@ class RateSql {
 	// -> the time of the oldest use of a slot (the window opens rate_period
 	// after it)
 	std::string oldest_use() const;
+};
 
-  private:
-	std::string queue_;
-	std::string table_;
+// The side table of key_rate_limit's slots (unquoted): rk_<queue>.
+std::string key_rate_table_name(std::string_view queue);
+
+// key_rate_limit: at most key_rate_limit claims of each concurrency key in
+// any window of key_rate_period. The same slots as the queue's, kept per
+// key in rk_<queue> (concurrency_key, slot, used_at): a key has up to
+// key_rate_limit slot rows, made when its claims need them (slot n + 1 only
+// where slots 1..n are all in use), so a key that is claimed rarely has one
+// row, and a row whose use is older than the period says no more than a
+// missing one (it may be deleted at any time). The claim of such a queue
+// walks its keys one at a time (QueueSql::next_ready_key) and takes a slot
+// of a key before it claims the key's first ready task (claim_of_key); a key
+// without a free slot is passed over.
+class KeyRateSql : public SlotTableSql {
+  public:
+	explicit KeyRateSql(std::string_view queue);
+
+	std::string create_table() const;
+	// $1 int4 key_rate_limit: drops the slots beyond it
+	std::string resize() const;
+	// $1 text key, $2 timestamptz free_before (now - key_rate_period), $3
+	// timestamptz the claim's time, $4 int4 key_rate_limit -> the slot taken
+	// (locked, now used at $3): a slot of the key last used at or before $2
+	// (SKIP LOCKED, checked again on its latest version), else a new slot
+	// after the key's last one while it has fewer than $4; no row when
+	// neither is there (or another claim makes the same new slot: each new
+	// slot is made under a transaction advisory lock on the table's OID and
+	// a hash of key and slot, tried, never waited for, so that no claim
+	// waits for another's uncommitted slot)
+	std::string take() const;
+	// $1 text key, $2 int4 slot: gives back a slot taken and not used
+	std::string give_back() const;
+	// $1 text key -> the oldest use of its slots, and how many it has
+	std::string oldest_use() const;
+	// $1 timestamptz free_before, $2 int4 at most: deletes up to $2 slot
+	// rows whose use is older than the period (none that a claim holds)
+	std::string forget_old() const;
 };
 
 } // namespace concurrency::queue

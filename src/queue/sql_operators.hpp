@@ -12,3 +12,4 @@
 #define PLUS "OPERATOR(pg_catalog.+)"
 #define MINUS "OPERATOR(pg_catalog.-)"
 #define TIMES "OPERATOR(pg_catalog.*)"
+#define XOR "OPERATOR(pg_catalog.#)"

@@ -12,7 +12,7 @@
 
 -- One row per queue, with its settings (changed with alter_queue). NULL in
 -- retain, key_limit or max_leased: no such setting. The settings added in
--- 0.2.0, then 0.3.0's paused (pause_queue), rate limit and fair, come last, as ALTER TABLE ADD
+-- 0.2.0, then 0.3.0's paused (pause_queue), rate limit, fair and key rate limit, come last, as ALTER TABLE ADD
 -- COLUMN puts them in an upgraded one.
 CREATE TABLE concurrency.queue (
     name         text        PRIMARY KEY CHECK (octet_length(name) BETWEEN 1 AND 48),
@@ -27,7 +27,10 @@ CREATE TABLE concurrency.queue (
     rate_limit   integer     CHECK (rate_limit >= 1),
     rate_period  interval    CHECK (rate_period > interval '0'),
     fair         boolean     NOT NULL DEFAULT false,
-    CONSTRAINT queue_rate_check CHECK ((rate_limit IS NULL) = (rate_period IS NULL))
+    CONSTRAINT queue_rate_check CHECK ((rate_limit IS NULL) = (rate_period IS NULL)),
+    key_rate_limit  integer  CHECK (key_rate_limit >= 1),
+    key_rate_period interval CHECK (key_rate_period > interval '0'),
+    CONSTRAINT queue_key_rate_check CHECK ((key_rate_limit IS NULL) = (key_rate_period IS NULL))
 );
 COMMENT ON TABLE concurrency.queue IS
     'catalog of concurrency_ext task queues; each has its tasks in table concurrency."q_<name>"';

@@ -50,7 +50,7 @@ COMMENT ON FUNCTION concurrency.grant_queue(text, name, text[]) IS
 
 -- alter_queue is for the holders of manage (its owner included): it checks
 -- that itself (SECURITY DEFINER, search_path pinned), so everyone may call it.
-GRANT EXECUTE ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean) TO PUBLIC;
+GRANT EXECUTE ON FUNCTION concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean, integer, interval) TO PUBLIC;
 
 CREATE FUNCTION concurrency.revoke_queue(queue text, role name, permissions text[])
     RETURNS void

@@ -115,6 +115,13 @@ BEGIN
     IF EXISTS (SELECT FROM concurrency.distributed_queue d WHERE d.queue = distribute_queue.queue) THEN
         RETURN; -- already distributed
     END IF;
+    IF EXISTS (SELECT FROM concurrency.queue q
+                WHERE q.name = distribute_queue.queue AND q.key_rate_limit IS NOT NULL) THEN
+        RAISE EXCEPTION 'key_rate_limit is not supported on distributed queue "%"', queue
+            USING ERRCODE = '0A000',
+                  DETAIL = 'The claim times of each concurrency key are kept on one server.',
+                  HINT = 'Remove it first (alter_queue(queue, key_rate_limit => 0)), or keep the queue on one server.';
+    END IF;
     n := coalesce(shard_count, current_setting('citus.shard_count')::integer);
     IF n < 1 OR n > 1024 THEN
         RAISE EXCEPTION 'shard_count must be between 1 and 1024' USING ERRCODE = '22023';

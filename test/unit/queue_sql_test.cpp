@@ -49,7 +49,11 @@ std::vector<std::string> every_statement(const QueueSql &sql) {
 	        sql.next_due(),
 	        sql.claim_fair(FairFrom::start),
 	        sql.claim_fair(FairFrom::after_null),
-	        sql.claim_fair(FairFrom::after_key)};
+	        sql.claim_fair(FairFrom::after_key),
+	        sql.next_open_key(FairFrom::start, "concurrency.\"rk_jobs\""),
+	        sql.next_open_key(FairFrom::after_key, "concurrency.\"rk_jobs\""),
+	        sql.claim_of_key(true),
+	        sql.claim_of_key(false)};
 }
 
 } // namespace
@@ -220,4 +224,27 @@ TEST(QueueSql, PurgeWalksTheFinishedIndex) {
 	    << sql.create_table();
 	EXPECT_NE(sql.purge().find("WHERE " + states), std::string::npos) << sql.purge();
 	EXPECT_NE(sql.purge().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
+}
+
+TEST(QueueSql, KeyRatedClaimWalksKeysInTheFairIndexOrder) {
+	QueueSql sql("jobs");
+	for (FairFrom from : {FairFrom::start, FairFrom::after_null, FairFrom::after_key}) {
+		std::string next = sql.next_open_key(from, "concurrency.\"rk_jobs\"");
+		// each step one key in the fair index's order, and the window of the
+		// key counted from its slots used after now - key_rate_period ($2)
+		EXPECT_NE(next.find("ORDER BY concurrency_key NULLS FIRST LIMIT 1"), std::string::npos) << next;
+		EXPECT_NE(
+		    next.find("FROM concurrency.\"rk_jobs\" WHERE concurrency_key OPERATOR(pg_catalog.=) nx.k AND "
+		              "used_at OPERATOR(pg_catalog.>) $2"),
+		    std::string::npos)
+		    << next;
+		// the walk goes on only past keys whose window is full
+		EXPECT_NE(next.find("WHERE keys.used OPERATOR(pg_catalog.>=) $3"), std::string::npos) << next;
+		EXPECT_EQ(next.find("$1") != std::string::npos, from == FairFrom::after_key) << next;
+	}
+	EXPECT_NE(sql.claim_of_key(false).find("concurrency_key OPERATOR(pg_catalog.=) $5"), std::string::npos);
+	EXPECT_NE(sql.claim_of_key(true).find("concurrency_key IS NULL"), std::string::npos);
+	EXPECT_EQ(sql.claim_of_key(true).find("$5"), std::string::npos);
+	for (bool null_key : {true, false})
+		EXPECT_NE(sql.claim_of_key(null_key).find("LIMIT 1 FOR UPDATE SKIP LOCKED"), std::string::npos);
 }

@@ -55,3 +55,42 @@ TEST(RateSql, StatementsQualifyEveryOperator) {
 	for (const std::string &statement : statements(sql))
 		expect_every_operator_qualified(statement);
 }
+
+using concurrency::queue::key_rate_table_name;
+using concurrency::queue::KeyRateSql;
+
+TEST(KeyRateSql, SideTableFitsANameAndHostileNamesStayQuoted) {
+	std::string longest(max_queue_name_bytes, 'x');
+	EXPECT_LE((key_rate_table_name(longest) + "_pkey").size(), 63u);
+	EXPECT_EQ(key_rate_table_name("jobs"), "rk_jobs");
+	const std::string hostile = "x\";DROP/**/TABLE/**/t;--";
+	KeyRateSql sql(hostile);
+	EXPECT_NE(sql.create_table().find("CREATE TABLE concurrency.\"rk_x\"\";DROP/**/TABLE/**/t;--\""),
+	          std::string::npos)
+	    << sql.create_table();
+	EXPECT_EQ(KeyRateSql("a").drop_table(), "DROP TABLE IF EXISTS concurrency.\"rk_a\"");
+	for (const std::string &statement :
+	     {sql.resize(), sql.take(), sql.give_back(), sql.oldest_use(), sql.forget_old()}) {
+		std::size_t quotes = 0;
+		for (char c : statement)
+			quotes += c == '"';
+		EXPECT_EQ(quotes % 2, 0u) << statement;
+		expect_every_operator_qualified(statement);
+	}
+}
+
+TEST(KeyRateSql, ASlotIsTakenWithoutWaitingOrMadeUpToTheLimit) {
+	std::string take = KeyRateSql("jobs").take();
+	// a free slot of the key: locked without waiting, checked again on its
+	// latest version by the lock
+	EXPECT_NE(take.find("FOR UPDATE SKIP LOCKED"), std::string::npos) << take;
+	EXPECT_NE(take.find("used_at OPERATOR(pg_catalog.<=) $2"), std::string::npos) << take;
+	// a new one only while the key has fewer than the limit, and only when
+	// no slot was free (the primary key makes two claims' same new slot one)
+	EXPECT_NE(take.find("last.slot OPERATOR(pg_catalog.<) $4 AND NOT EXISTS (SELECT FROM free)"),
+	          std::string::npos)
+	    << take;
+	EXPECT_NE(take.find("ON CONFLICT DO NOTHING"), std::string::npos) << take;
+	// forgetting old slots never touches one a claim holds
+	EXPECT_NE(KeyRateSql("jobs").forget_old().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
+}

@@ -28,9 +28,9 @@ BEGIN
             ('concurrency.enqueue_batch_0_2_0(text,jsonb[],timestamptz,integer,text[],text[])'::pg_catalog.regprocedure::pg_catalog.oid,
              'concurrency.enqueue_batch(text,jsonb[],timestamptz,integer,text[],text[],bigint[])'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.create_queue_0_2_0(text,interval,integer,interval,integer,integer,boolean)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.create_queue(text,interval,integer,interval,integer,integer,boolean,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid),
+             'concurrency.create_queue(text,interval,integer,interval,integer,integer,boolean,integer,interval,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid),
             ('concurrency.alter_queue_0_2_0(text,interval,integer,interval,integer,integer)'::pg_catalog.regprocedure::pg_catalog.oid,
-             'concurrency.alter_queue(text,interval,integer,interval,integer,integer,integer,interval,boolean)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
+             'concurrency.alter_queue(text,interval,integer,interval,integer,integer,integer,interval,boolean,integer,interval)'::pg_catalog.regprocedure::pg_catalog.oid)) AS p(old, new)
     LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', pair.new::pg_catalog.regprocedure);
         FOR g IN

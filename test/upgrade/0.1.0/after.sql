@@ -87,10 +87,10 @@ SELECT pg_temp.check((SELECT count(*) = 7 FROM concurrency."q_Mixed""Q"), 'tasks
 
 -- privileges of the replaced functions carried over
 SELECT pg_temp.check(has_function_privilege('concurrency_upgrade_check',
-                     'concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval)', 'EXECUTE'),
+                     'concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval, integer, interval)', 'EXECUTE'),
                      'a GRANT on create_queue');
 SELECT pg_temp.check(NOT has_function_privilege('public',
-                     'concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval)', 'EXECUTE'),
+                     'concurrency.create_queue(text, interval, integer, interval, integer, integer, boolean, integer, interval, integer, interval)', 'EXECUTE'),
                      'create_queue stays revoked from PUBLIC');
 SELECT pg_temp.check(has_function_privilege('concurrency_upgrade_check',
                      'concurrency.enqueue(text, jsonb, timestamptz, integer, text, text, text, bigint[])', 'EXECUTE')

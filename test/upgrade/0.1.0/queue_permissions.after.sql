@@ -11,7 +11,7 @@ SELECT c.relname, a.grantee::regrole, string_agg(a.privilege_type, ',' ORDER BY 
  WHERE c.relnamespace = 'concurrency'::regnamespace AND c.relname LIKE 'q\_%' AND a.grantee <> c.relowner
  GROUP BY 1, 2 ORDER BY 1, 2::text;
 SELECT has_function_privilege('upgrade_outsider',
-         'concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean)', 'EXECUTE') AS anyone_may_call_alter_queue;
+         'concurrency.alter_queue(text, interval, integer, interval, integer, integer, integer, interval, boolean, integer, interval)', 'EXECUTE') AS anyone_may_call_alter_queue;
 SET ROLE upgrade_producer;
 SELECT concurrency.enqueue('live', '{"by": "producer"}') > 0 AS producer_enqueues;
 SELECT count(*) FROM concurrency.dequeue('live');
