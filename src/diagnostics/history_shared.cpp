@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/error.hpp"
+#include "diagnostics/history_exits.hpp"
 #include "diagnostics/history_shared.hpp"
 #include "pg/shmem.hpp"
 
@@ -140,6 +141,7 @@ void history_init() {
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	pg::add_shared_memory(request_shared_memory, start_shared_memory);
+	history_exits_init();
 	register_sampler();
 }
 

@@ -85,7 +85,8 @@ void history_write(HistoryShared &shared, uint32 i, const HistoryEpisode &episod
 // for too long, which only a sampler that died mid-write could cause.
 bool history_read(const HistoryShared &shared, uint32 i, HistoryEpisode *out);
 
-// Registers the GUCs, and when preloading the shared memory and the sampler.
+// Registers the GUCs, and when preloading the shared memory, the exit marks
+// (history_exits.hpp) and the sampler.
 void history_init();
 
 } // namespace concurrency::diagnostics

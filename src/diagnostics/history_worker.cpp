@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "diagnostics/history_episodes.hpp"
+#include "diagnostics/history_exits.hpp"
 #include "diagnostics/history_shared.hpp"
 #include "diagnostics/lock_snapshot.hpp"
 #include "queue/schedule_runner.hpp"
@@ -301,8 +302,10 @@ class Sampler {
 				return true; // a prepared transaction ends by COMMIT or ROLLBACK PREPARED
 			if (!backends_.loaded_at(now))
 				backends_.load(now);
+			// still listed but on its way out: its locks went before its status entry
 			const PgBackendStatus *b = backends_.find(root.pid);
-			return b != nullptr && (root.identity == 0 || b->st_proc_start_timestamp == root.identity);
+			return b != nullptr && (root.identity == 0 || b->st_proc_start_timestamp == root.identity) &&
+			       !history_exiting(root.pid, b->st_proc_start_timestamp);
 		};
 		EpisodeTracker::Changes changes = tracker_.observe(sample, alive);
 		pg_atomic_write_u64(&ring_.next_id, tracker_.next_id());

@@ -1,6 +1,7 @@
 # Lock-wait history with the module preloaded: episodes of an idle-in-
 # transaction root with a DDL and readers queued behind it (released, and
-# root_exited), a deadlock cycle, the ring wrapping, masking for roles
+# root_exited, also with the terminated root still listed after its locks
+# went), a deadlock cycle, the ring wrapping, masking for roles
 # without pg_read_all_stats, the LOG line, reload of the interval, the
 # sampler terminated (it takes up the open episode) and killed (the server
 # restarts everything and the sampler comes back), and the server-start
@@ -144,6 +145,33 @@ $node->poll_query_until('postgres', "SELECT ended_at IS NOT NULL FROM concurrenc
   or die 'the episode did not end';
 is($node->safe_psql('postgres', "SELECT ended_by FROM concurrency.lock_history WHERE episode_id = $left"),
 	'root_exited', 'a root that committed and disconnected between two samples: ended_by root_exited');
+
+# --- the root terminated, and still in pg_stat_activity when its episode
+# ends: a backend lets go of its transaction's locks early on its way out and
+# leaves the backend status array last. A session with a temporary table
+# drops it in between; a lock held on that table keeps it there, so every
+# sample sees the ALTER through and the root still listed.
+my $slow = session('slow');
+$slow->query_safe('CREATE TEMP TABLE scratch (id int)');
+my ($slow_pid, $slow_exit) = share_root_with_alter($slow, 'slow', 'ALTER TABLE accounts DROP COLUMN note;');
+my $pin = session('pin');
+$pin->query_safe('BEGIN');
+$pin->query_safe('LOCK TABLE '
+	  . $node->safe_psql('postgres', "SELECT oid::regclass FROM pg_class WHERE relname = 'scratch' AND relpersistence = 't'")
+	  . ' IN ACCESS SHARE MODE');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($slow_pid)");
+$node->poll_query_until('postgres', "SELECT ended_at IS NOT NULL FROM concurrency.lock_history WHERE episode_id = $slow_exit")
+  or die 'the episode did not end';
+is( $node->safe_psql(
+		'postgres', qq(
+SELECT h.ended_by, a.wait_event_type
+  FROM concurrency.lock_history h, pg_stat_activity a WHERE h.episode_id = $slow_exit AND a.pid = $slow_pid)),
+	'root_exited|Lock',
+	'a terminated root still listed while it drops its temporary table: ended_by root_exited');
+$pin->query_safe('COMMIT');
+$node->poll_query_until('postgres', "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $slow_pid")
+  or die 'the root did not leave';
+$pin->quit;
 
 # --- masking: other roles' query text and details, as in pg_stat_activity
 my $masked = q(
