@@ -3,6 +3,7 @@
 #include "queue/rate.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "pg/datum.hpp"
 #include "pg/guard.hpp"
@@ -22,6 +23,8 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "executor/tuptable.h"
 #include "nodes/execnodes.h"
+#include "miscadmin.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -48,14 +51,17 @@ TimestampTz shifted(TimestampTz at, const Interval &period, bool forward) {
 }
 
 // The rate table's slots taken without the executor, as the statement
-// (RateSql::take) takes them: the table read in its physical order, each slot
-// last used at or before `free_before` locked FOR UPDATE SKIP LOCKED and
+// (RateSql::take) takes them: the slots after the one this backend took last
+// looked up by their key while they are free, then the table read in its
+// physical order; each slot last used at or before `free_before` (of the
+// `limit` slots) locked FOR UPDATE SKIP LOCKED and
 // checked again in its newest version, its used_at set to `now` (a heap-only
 // update where the page has room: no index covers used_at). Up to `wanted`
 // slot numbers into `out`; -1, having done nothing, where the statement must
 // run (a transaction that keeps one snapshot or writes nothing, or a table
 // that is not as create_queue made it). Plain PostgreSQL C: inside pg::guard.
-int take_directly(Oid relid, TimestampTz free_before, int32 wanted, TimestampTz now, Datum *out) {
+int take_directly(Oid relid, TimestampTz free_before, int32 wanted, int32 limit, TimestampTz now,
+                  Datum *out) {
 	if (XactReadOnly || IsolationUsesXactSnapshot())
 		return -1;
 	CommandCounterIncrement();
@@ -86,26 +92,27 @@ int take_directly(Oid relid, TimestampTz free_before, int32 wanted, TimestampTz 
 	PushActiveSnapshot(GetTransactionSnapshot());
 	Snapshot snapshot = GetActiveSnapshot();
 	CommandId cid = GetCurrentCommandId(true);
-	TableScanDesc scan = table_beginscan(heap, snapshot, 0, nullptr);
 	TupleTableSlot *seen = table_slot_create(heap, nullptr);
 	TupleTableSlot *locked = table_slot_create(heap, nullptr);
 	IndexInfo *ii = nullptr;
 	int n = 0;
-	while (n < wanted && table_scan_getnextslot(scan, ForwardScanDirection, seen)) {
+	// Takes the slot whose version `seen` holds if it is free: false where
+	// it is in use, held by another claim, or changed by this command.
+	auto take = [&]() {
 		bool isnull = false;
 		if (DatumGetTimestampTz(slot_getattr(seen, 2, &isnull)) > free_before || isnull)
-			continue;
+			return false;
 		TM_FailureData failure;
 		ItemPointerData tid = seen->tts_tid;
 		TM_Result result = table_tuple_lock(heap, &tid, snapshot, locked, cid, LockTupleExclusive,
 		                                    LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
 		if (result != TM_Ok)
-			continue; // held by another claim, or changed by this command
+			return false;
 		// used meanwhile by a claim that committed: skipped (it stays
 		// locked, as the statement leaves it)
 		if (failure.traversed &&
 		    (DatumGetTimestampTz(slot_getattr(locked, 2, &isnull)) > free_before || isnull))
-			continue;
+			return false;
 		Datum values[2] = {slot_getattr(locked, 1, &isnull), TimestampTzGetDatum(now)};
 		bool nulls[2] = {false, false};
 		HeapTuple tuple = heap_form_tuple(desc, values, nulls);
@@ -119,10 +126,34 @@ int take_directly(Oid relid, TimestampTz free_before, int32 wanted, TimestampTz 
 		}
 		out[n++] = values[0];
 		heap_freetuple(tuple);
+		return true;
+	};
+	// First the slots after the one this backend took last, one probe of
+	// the key each, while they are free: the slots are used in turn, so the
+	// next one is the likeliest to be free, and a probe costs a fraction of
+	// a scan of the table, whose page holds the versions that the slots'
+	// updates leave until they are pruned.
+	static uint32 turn = static_cast<uint32>(MyProcPid);
+	IndexScanDesc probe = pg::begin_index_scan(heap, index, snapshot, 1);
+	for (bool free = true; free && n < wanted;) {
+		int32 slot = static_cast<int32>(turn++ % static_cast<uint32>(limit)) + 1;
+		ScanKeyData entry;
+		ScanKeyInit(&entry, 1, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(slot));
+		index_rescan(probe, &entry, 1, nullptr, 0);
+		free = index_getnext_slot(probe, ForwardScanDirection, seen) && take();
+	}
+	index_endscan(probe);
+	// Then the table in its order (not page at a time: a page-mode scan
+	// checks the visibility of every version on the page when it reads it).
+	if (n < wanted) {
+		TableScanDesc scan = heap->rd_tableam->scan_begin(heap, snapshot, 0, nullptr, nullptr,
+		                                                  static_cast<uint32>(SO_TYPE_SEQSCAN));
+		while (n < wanted && table_scan_getnextslot(scan, ForwardScanDirection, seen))
+			take();
+		table_endscan(scan);
 	}
 	ExecDropSingleTupleTableSlot(locked);
 	ExecDropSingleTupleTableSlot(seen);
-	table_endscan(scan);
 	PopActiveSnapshot();
 	index_close(index, NoLock);
 	table_close(heap, NoLock);
@@ -144,7 +175,9 @@ std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool
 		std::vector<Datum> taken(static_cast<std::size_t>(wanted));
 		int n = pg::guard([&] {
 			Oid relid = get_relname_relid(table.c_str(), get_namespace_oid("concurrency", false));
-			return OidIsValid(relid) ? take_directly(relid, free_before, wanted, now, taken.data()) : -1;
+			return OidIsValid(relid)
+			           ? take_directly(relid, free_before, wanted, q.info().rate_limit, now, taken.data())
+			           : -1;
 		});
 		if (n >= 0) {
 			taken.resize(static_cast<std::size_t>(n));
@@ -257,7 +290,11 @@ void apply_slot_limit(const Sql &sql, const std::string &table, int32 limit, std
 	}
 	static const Oid types[1] = {INT4OID};
 	Datum values[1] = {Int32GetDatum(limit)};
+	if constexpr (std::is_same_v<Sql, RateSql>)
+		pg::execute(sql.layout(true));
 	pg::execute(sql.resize(), 1, types, values);
+	if constexpr (std::is_same_v<Sql, RateSql>)
+		pg::execute(sql.layout(false));
 }
 
 } // namespace

@@ -47,6 +47,10 @@ ON CONFLICT (slot) DO NOTHING)",
 	                   fmt::arg("r", table_));
 }
 
+std::string RateSql::layout(bool adding) const {
+	return fmt::format("ALTER TABLE {} SET (fillfactor = {})", table_, adding ? 50 : 100);
+}
+
 std::string RateSql::take() const {
 	return fmt::format(R"(UPDATE {r} SET used_at = $3
  WHERE slot )" EQ R"( ANY (ARRAY(

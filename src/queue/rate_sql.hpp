@@ -14,7 +14,8 @@
 // (marked free: their previous use was at least rate_period ago, so "free"
 // is all it said). So one slot serves at most one claim in any window of
 // rate_period, and rate_limit slots at most rate_limit claims. The slots' row
-// locks end with the claiming transaction.
+// locks end with the claiming transaction. (dequeue takes them without the
+// executor where it can, the same way: rate.cpp, take_directly.)
 #pragma once
 
 #include <string>
@@ -48,6 +49,12 @@ class RateSql : public SlotTableSql {
 	// $1 int4 rate_limit: makes the table hold slots 1..rate_limit (new ones
 	// never used)
 	std::string resize() const;
+	// ALTER TABLE … SET (fillfactor): 50 while resize() adds slots, so that
+	// they fill half of each page, then 100, so that a page is pruned of the
+	// versions that the slots' (heap-only) updates leave only when it is
+	// nearly full, not at each claim's look at it (with any fillfactor under
+	// 100, a page half full is due for pruning at every access)
+	std::string layout(bool adding) const;
 	// $1 timestamptz free_before (now - rate_period), $2 int4 wanted, $3
 	// timestamptz the claim's time -> the slots taken (any free ones: the
 	// window holds whichever slots serve it; locked with SKIP LOCKED, now

@@ -50,6 +50,11 @@ TEST(RateSql, SlotsAreTakenWithoutWaitingOldestFirst) {
 	EXPECT_NE(take.find("RETURNING slot"), std::string::npos) << take;
 }
 
+TEST(RateSql, SlotsFillHalfAPageThenPagesArePrunedWhenNearlyFull) {
+	EXPECT_EQ(RateSql("a").layout(true), "ALTER TABLE concurrency.\"r_a\" SET (fillfactor = 50)");
+	EXPECT_EQ(RateSql("a").layout(false), "ALTER TABLE concurrency.\"r_a\" SET (fillfactor = 100)");
+}
+
 TEST(RateSql, StatementsQualifyEveryOperator) {
 	RateSql sql("jobs");
 	for (const std::string &statement : statements(sql))
