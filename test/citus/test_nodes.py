@@ -268,7 +268,7 @@ def test_routed_functions_internal_and_usable_by_the_owner():
     c.execute("CREATE ROLE routed_owner LOGIN")
     c.execute("CREATE ROLE routed_worker LOGIN")
     c.execute("GRANT EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer,"
-              " boolean, integer, interval) TO routed_owner")
+              " boolean, integer, interval, integer, interval) TO routed_owner")
     check("before: the owner has no USAGE on concurrency_internal",
           scalar(c, "SELECT has_schema_privilege('routed_owner', 'concurrency_internal', 'USAGE')") is False)
     o = connect(COORDINATOR, user="routed_owner")
@@ -298,7 +298,7 @@ def test_routed_functions_internal_and_usable_by_the_owner():
     c.execute("SELECT concurrency.drop_queue('ro')")
     c.execute("REVOKE USAGE ON SCHEMA concurrency_internal FROM routed_owner")
     c.execute("REVOKE EXECUTE ON FUNCTION concurrency.create_queue(text, interval, integer, interval, integer, integer,"
-              " boolean, integer, interval) FROM routed_owner")
+              " boolean, integer, interval, integer, interval) FROM routed_owner")
     c.execute("DROP ROLE routed_worker")
     c.execute("DROP ROLE routed_owner")
 
@@ -426,6 +426,29 @@ def test_fair_on_distributed_queues():
     shards = sum(fair_indexes(p, "nf2") for p in (WORKER1, WORKER2))
     check("fair => false drops the index from every shard", shards == 0, repr(shards))
     c.execute("SELECT concurrency.drop_queue('nf'), concurrency.drop_queue('nf2')")
+
+
+def test_key_rate_limit_refused_on_distributed_queues():
+    """key_rate_limit keeps each key's claim times on one server: a distributed queue refuses it with 0A000,
+    from create_queue, alter_queue and distribute_queue, and nothing changes."""
+    c = connect(COORDINATOR)
+    c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('nk', 'nk2', 'nk3')")
+    e = sqlstate_of(lambda: c.execute("SELECT concurrency.create_queue('nk', distributed => true,"
+                                      " key_rate_limit => 5, key_rate_period => '1 second')"))
+    check("create_queue(…, distributed => true, key_rate_limit): 0A000, no queue",
+          e == "0A000" and scalar(c, "SELECT count(*) FROM concurrency.queue WHERE name = 'nk'") == 0, repr(e))
+    fresh_queue("nk2")
+    e = sqlstate_of(lambda: c.execute("SELECT concurrency.alter_queue('nk2', key_rate_limit => 5,"
+                                      " key_rate_period => '1 second')"))
+    check("alter_queue(…, key_rate_limit) of a distributed queue: 0A000, the setting unchanged",
+          e == "0A000" and scalar(c, "SELECT key_rate_limit FROM concurrency.queue WHERE name = 'nk2'") is None,
+          repr(e))
+    c.execute("SELECT concurrency.create_queue('nk3', key_rate_limit => 5, key_rate_period => '1 second')")
+    e = sqlstate_of(lambda: c.execute("SELECT concurrency.distribute_queue('nk3')"))
+    check("distribute_queue of a queue with key_rate_limit: 0A000, the queue stays on the coordinator",
+          e == "0A000" and scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'nk3'") == 0,
+          repr(e))
+    c.execute("SELECT concurrency.drop_queue('nk2'), concurrency.drop_queue('nk3')")
 
 
 def test_errors_on_a_worker_node():
@@ -580,5 +603,6 @@ if __name__ == "__main__":
     run([test_catalog_on_every_node, test_worker_node_serves_its_shards,
          test_a_node_with_every_shard_needs_no_routed_claim, test_release_progress_cancel_on_the_shards_node, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
          test_routed_queues_on_a_worker_node, test_routed_functions_internal_and_usable_by_the_owner,
-         test_rate_limit_on_distributed_queues, test_fair_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
+         test_rate_limit_on_distributed_queues, test_fair_on_distributed_queues,
+         test_key_rate_limit_refused_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])
