@@ -1823,6 +1823,7 @@ DECLARE
     v integer := 0;
     idx integer;
     krel text;
+    rkrel text;
 BEGIN
     IF queue IS NULL THEN
         RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
@@ -1840,11 +1841,12 @@ BEGIN
         RETURN; -- already distributed
     END IF;
     IF EXISTS (SELECT FROM concurrency.queue q
-                WHERE q.name = distribute_queue.queue AND q.key_rate_limit IS NOT NULL) THEN
-        RAISE EXCEPTION 'key_rate_limit is not supported on distributed queue "%"', queue
+                WHERE q.name = distribute_queue.queue AND q.key_rate_limit IS NOT NULL
+                  AND q.rate_limit IS NOT NULL) THEN
+        RAISE EXCEPTION 'key_rate_limit with rate_limit is not supported on distributed queue "%"', queue
             USING ERRCODE = '0A000',
-                  DETAIL = 'The claim times of each concurrency key are kept on one server.',
-                  HINT = 'Remove it first (alter_queue(queue, key_rate_limit => 0)), or keep the queue on one server.';
+                  DETAIL = 'The claims of a distributed queue with rate_limit are made on the coordinator, those under key_rate_limit on each key''s shard.',
+                  HINT = 'Remove one of them first (alter_queue(queue, rate_limit => 0) or key_rate_limit => 0).';
     END IF;
     n := coalesce(shard_count, current_setting('citus.shard_count')::integer);
     IF n < 1 OR n > 1024 THEN
@@ -1882,6 +1884,18 @@ BEGIN
                         ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, concurrency_key)',
                    krel, 'k_' || queue || '_pkey');
     PERFORM create_distributed_table(krel, 'shard_key', colocate_with => rel);
+    -- the slots of key_rate_limit (rk_<queue>, where the queue has the limit)
+    -- beside them too: a key's slots on the shard of its tasks, where the
+    -- claims of that shard take them
+    rkrel := format('concurrency.%I', 'rk_' || queue);
+    IF to_regclass(rkrel) IS NOT NULL THEN
+        EXECUTE format('DELETE FROM %s', rkrel);
+        EXECUTE format('ALTER TABLE %1$s ADD COLUMN shard_key integer NOT NULL DEFAULT 0,
+                            DROP CONSTRAINT %2$I,
+                            ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, concurrency_key, slot)',
+                       rkrel, 'rk_' || queue || '_pkey');
+        PERFORM create_distributed_table(rkrel, 'shard_key', colocate_with => rel);
+    END IF;
     -- the lease slots (max_leased) stay a table on the coordinator, where
     -- every claim runs; a slot also keeps when the lease written in it ends
     -- (the rate slots of rate_limit, r_<queue>, stay there as they are)

@@ -237,8 +237,8 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	}
 	int32 rate_limit = rate_limit_after(settings.rate, 0);
 	int32 key_rate_limit = rate_limit_after(settings.key_rate, 0);
-	if (distributed && key_rate_limit > 0)
-		queue::refuse_key_rate_distributed(name);
+	if (distributed && key_rate_limit > 0 && rate_limit > 0)
+		queue::refuse_key_rate_distributed(name, true);
 	if (distributed)
 		queue::require_coordinator(name);
 
@@ -356,14 +356,15 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	if (!OidIsValid(relid))
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name), "",
 		            "Create it with concurrency.create_queue().");
-	int32 rate_limit = 0, key_rate_limit = 0;
+	int32 rate_limit = 0, key_rate_limit = 0, had_key_rate_limit = 0;
 	bool was_fair = false;
 	std::string owner;
 	{
 		Queue q(name);
 		queue::require(q, caller, Permission::manage, "alter_queue");
 		rate_limit = rate_limit_after(settings.rate, q.info().rate_limit);
-		key_rate_limit = rate_limit_after(settings.key_rate, q.info().key_rate_limit);
+		had_key_rate_limit = q.info().key_rate_limit;
+		key_rate_limit = rate_limit_after(settings.key_rate, had_key_rate_limit);
 		was_fair = q.info().fair;
 		Oid owner_id = q.info().owner;
 		owner = pg::guard([&] { return GetUserNameFromId(owner_id, false); });
@@ -371,8 +372,11 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	// a distributed queue keeps its limits with functions of its own
 	// (src/sql/41_distributed_queue.sql)
 	bool distributed = queue::is_distributed(relid);
-	if (distributed && key_rate_limit > 0)
-		queue::refuse_key_rate_distributed(name);
+	// key_rate_limit on a distributed queue: its slots' table is distributed
+	// with the queue (distribute_queue), not added to it later, and not
+	// beside rate_limit (whose claims the coordinator makes)
+	if (distributed && key_rate_limit > 0 && (had_key_rate_limit == 0 || rate_limit > 0))
+		queue::refuse_key_rate_distributed(name, rate_limit > 0);
 	if (distributed)
 		queue::require_coordinator_for(name, "alter_queue");
 	// fair => true / false (a 0.2.0 declaration has no such argument)

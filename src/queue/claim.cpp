@@ -15,9 +15,7 @@
 #include "queue/distributed.hpp"
 #include "queue/fair.hpp"
 #include "queue/keys.hpp"
-#include "common/sql_text.hpp"
 #include "queue/rate.hpp"
-#include "queue/rate_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/schedule.hpp"
 #include "queue/wait.hpp"
@@ -29,7 +27,6 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/snapmgr.h"
-#include "utils/timestamp.h"
 }
 
 namespace concurrency::queue {
@@ -216,12 +213,9 @@ void Claim::claim_key_rated(int32 wanted) {
 	static const Oid key_types[3] = {TEXTOID, TIMESTAMPTZOID, INT4OID};
 	static const Oid claim_types[5] = {TIMESTAMPTZOID, INT4OID, INTERVALOID, TEXTOID, TEXTOID};
 	static const char *const ops[3] = {"open_key_start", "open_key_after_null", "open_key_after_key"};
-	const std::string rk = "concurrency." + quote_ident(key_rate_table_name(q_.name()));
+	const std::string &rk = q_.key_rates().table();
 	const Interval period = q_.info().key_rate_period;
-	const TimestampTz free_before = pg::guard([&] {
-		return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_mi_interval, TimestampTzGetDatum(now_),
-		                                               IntervalPGetDatum(&period)));
-	});
+	const TimestampTz free_before = shifted(now_, period, false);
 	FairPosition at = fair_position(q_.name());
 	// a pass of the rotation from its beginning that claims nothing ends it
 	bool from_start = at.from == FairFrom::start;
@@ -237,10 +231,7 @@ void Claim::claim_key_rated(int32 wanted) {
 			full = DatumGetBool(column(0, 2, &isnull));
 			Datum oldest = column(0, 3, &isnull);
 			if (!isnull)
-				passed_over(pg::guard([&] {
-					return DatumGetTimestampTz(DirectFunctionCall2(
-					    timestamptz_pl_interval, oldest, IntervalPGetDatum(const_cast<Interval *>(&period))));
-				}));
+				passed_over(shifted(DatumGetTimestampTz(oldest), period, true));
 		}
 		if (found == 0 || full) { // the rotation's end
 			if (from_start && claimed_in_pass == 0)

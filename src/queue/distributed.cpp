@@ -15,6 +15,7 @@
 #include "pg/datum.hpp"
 #include "pg/invalidation.hpp"
 #include "queue/keys_sql.hpp"
+#include "queue/rate_sql.hpp"
 #include "queue/queue.hpp"
 
 extern "C" {
@@ -120,9 +121,11 @@ const Shards &distributed_shards(Queue &q) {
 		    sqlstate::undefined_object,
 		    fmt::format("the indexes of distributed queue \"{}\" are missing on this node", q.name()));
 	Oid keys = concurrency_relid(key_table_name(q.name()));
-	static const Oid types[6] = {OIDOID, TEXTOID, OIDOID, OIDOID, OIDOID, OIDOID};
-	Datum values[6] = {ObjectIdGetDatum(relid),     pg::text_datum(q.name()), ObjectIdGetDatum(ready),
-	                   ObjectIdGetDatum(scheduled), ObjectIdGetDatum(leased), ObjectIdGetDatum(keys)};
+	Oid key_rates = concurrency_relid(key_rate_table_name(q.name()));
+	static const Oid types[7] = {OIDOID, TEXTOID, OIDOID, OIDOID, OIDOID, OIDOID, OIDOID};
+	Datum values[7] = {ObjectIdGetDatum(relid),     pg::text_datum(q.name()), ObjectIdGetDatum(ready),
+	                   ObjectIdGetDatum(scheduled), ObjectIdGetDatum(leased), ObjectIdGetDatum(keys),
+	                   ObjectIdGetDatum(key_rates)};
 	SPIPlanPtr plan = pg::prepared_plan(
 	    "distributed:shards",
 	    "WITH s AS (SELECT shardid, (pg_catalog.row_number() OVER (ORDER BY shardid))::pg_catalog.int4"
@@ -130,7 +133,10 @@ const Shards &distributed_shards(Queue &q) {
 	    "             FROM pg_catalog.pg_dist_shard WHERE logicalrelid OPERATOR(pg_catalog.=) $1),"
 	    "      ks AS (SELECT shardid, (pg_catalog.row_number() OVER (ORDER BY shardid))::pg_catalog.int4"
 	    "                             OPERATOR(pg_catalog.-) 1 AS pos"
-	    "               FROM pg_catalog.pg_dist_shard WHERE logicalrelid OPERATOR(pg_catalog.=) $6)"
+	    "               FROM pg_catalog.pg_dist_shard WHERE logicalrelid OPERATOR(pg_catalog.=) $6),"
+	    "      rs AS (SELECT shardid, (pg_catalog.row_number() OVER (ORDER BY shardid))::pg_catalog.int4"
+	    "                             OPERATOR(pg_catalog.-) 1 AS pos"
+	    "               FROM pg_catalog.pg_dist_shard WHERE logicalrelid OPERATOR(pg_catalog.=) $7)"
 	    " SELECT s.shardid, s.pos, d.shard_keys[s.pos OPERATOR(pg_catalog.+) 1],"
 	    "        pg_catalog.cardinality(d.shard_keys),"
 	    "        pg_catalog.shard_name($1::pg_catalog.regclass, "
@@ -143,7 +149,9 @@ const Shards &distributed_shards(Queue &q) {
 	    "s.shardid)::pg_catalog.regclass::pg_catalog.oid,"
 	    "        (SELECT groupid FROM pg_catalog.pg_dist_local_group),"
 	    "        (SELECT pg_catalog.to_regclass(pg_catalog.shard_name($6::pg_catalog.regclass, ks.shardid))"
-	    "                ::pg_catalog.oid FROM ks WHERE ks.pos OPERATOR(pg_catalog.=) s.pos)"
+	    "                ::pg_catalog.oid FROM ks WHERE ks.pos OPERATOR(pg_catalog.=) s.pos),"
+	    "        (SELECT pg_catalog.to_regclass(pg_catalog.shard_name($7::pg_catalog.regclass, rs.shardid))"
+	    "                ::pg_catalog.oid FROM rs WHERE rs.pos OPERATOR(pg_catalog.=) s.pos)"
 	    "   FROM s"
 	    "   JOIN concurrency.distributed_queue d ON d.queue OPERATOR(pg_catalog.=) $2"
 	    "  WHERE EXISTS (SELECT FROM pg_catalog.pg_dist_placement p"
@@ -151,7 +159,7 @@ const Shards &distributed_shards(Queue &q) {
 	    "                   AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM "
 	    "pg_catalog.pg_dist_local_group))"
 	    "  ORDER BY s.pos",
-	    6, types);
+	    7, types);
 	Shards shards;
 	uint64 n = pg::execute(plan, values, nullptr, true);
 	if (n == 0) {
@@ -164,6 +172,13 @@ const Shards &distributed_shards(Queue &q) {
 		if (pg::execute(count, &values[1], nullptr, true) == 1)
 			shards.count = pg::column_as<int32>(0, 1).value_or(0);
 	}
+	// a relation's name, "" where there is none
+	auto relation_name = [](Oid relid) {
+		const char *name = OidIsValid(relid)
+		                       ? pg::guard([&] { return static_cast<const char *>(get_rel_name(relid)); })
+		                       : nullptr;
+		return std::string(name ? name : "");
+	};
 	auto oid_column = [](int r, int c) {
 		bool isnull = false;
 		Datum d = pg::column(r, c, &isnull);
@@ -181,14 +196,9 @@ const Shards &distributed_shards(Queue &q) {
 		shard.scheduled_index = oid_column(r, 7);
 		shard.leased_index = oid_column(r, 8);
 		shard.group = pg::column_as<int32>(r, 9).value_or(-1);
-		const char *relname = pg::guard([&] { return static_cast<const char *>(get_rel_name(table)); });
-		shard.relname = relname ? relname : "";
-		Oid key_table = oid_column(r, 10);
-		const char *key_relname =
-		    OidIsValid(key_table)
-		        ? pg::guard([&] { return static_cast<const char *>(get_rel_name(key_table)); })
-		        : nullptr;
-		shard.key_relname = key_relname ? key_relname : "";
+		shard.relname = relation_name(table);
+		shard.key_relname = relation_name(oid_column(r, 10));
+		shard.key_rate_relname = relation_name(oid_column(r, 11));
 		if (shard.key_relname.empty())
 			shards.keys_everywhere = false;
 		if (shard.relname.empty() || shard.group < 0 || shard.group > 1023 || shard.shard_key < 0 ||
@@ -685,11 +695,20 @@ void refuse_on_distributed(std::string_view queue, const char *what) {
 	    "them), or use fail(…, retry_in => '0') to give a task back.");
 }
 
-void refuse_key_rate_distributed(std::string_view queue) {
+void refuse_key_rate_distributed(std::string_view queue, bool with_rate_limit) {
+	if (with_rate_limit)
+		throw Error(
+		    sqlstate::feature_not_supported,
+		    fmt::format("key_rate_limit with rate_limit is not supported on distributed queue \"{}\"", queue),
+		    "The claims of a distributed queue with rate_limit are made on the coordinator, those under "
+		    "key_rate_limit on each key's shard.",
+		    "Keep one of the two limits.");
 	throw Error(sqlstate::feature_not_supported,
-	            fmt::format("key_rate_limit is not supported on distributed queue \"{}\"", queue),
-	            "The claim times of each concurrency key are kept on one server.",
-	            "Keep the queue on one server, or use rate_limit (queue-wide) on the distributed queue.");
+	            fmt::format("key_rate_limit cannot be added to distributed queue \"{}\"", queue),
+	            "The slots of key_rate_limit are distributed with the queue, beside its tasks' shards.",
+	            "Set key_rate_limit before the queue is distributed: create_queue(…, distributed => true, "
+	            "key_rate_limit => …, key_rate_period => …) or alter_queue then distribute_queue, on a queue "
+	            "without tasks.");
 }
 
 void require_coordinator(const std::string &queue) {

@@ -34,6 +34,9 @@ struct LocalShard {
 	Oid ready_index, scheduled_index, leased_index;
 	std::string relname;     // the shard's table (unquoted)
 	std::string key_relname; // the key table's shard beside it (unquoted; "" if missing)
+	// the shard of the slots of key_rate_limit beside it (unquoted; "" if
+	// the queue has no such limit)
+	std::string key_rate_relname;
 };
 
 // The shards of a distributed queue as this node sees them.
@@ -204,8 +207,9 @@ uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
 // shard (`what`: release, progress), naming the queue.
 [[noreturn]] void refuse_on_distributed(std::string_view queue, const char *what);
 
-// 0A000 for key_rate_limit on a distributed queue, naming the queue.
-[[noreturn]] void refuse_key_rate_distributed(std::string_view queue);
+// 0A000 for key_rate_limit on distributed queue `queue`: beside rate_limit
+// (`with_rate_limit`), or added after the queue was distributed.
+[[noreturn]] void refuse_key_rate_distributed(std::string_view queue, bool with_rate_limit);
 
 // For create_queue(…, distributed => true), before it changes anything:
 // 0A000 unless this server is a Citus coordinator.

@@ -362,6 +362,7 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		info->shard_id = 0;
 		info->shard_relname[0] = '\0';
 		info->key_relname[0] = '\0';
+		info->key_rate_relname[0] = '\0';
 		info->shard_key = info->shard_position = info->shard_group = 0;
 		new (&info->cursor) ClaimCursor();
 		new (&info->horizon) HorizonSampler();
@@ -392,6 +393,8 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		info->shard_relname[NAMEDATALEN - 1] = '\0';
 		std::strncpy(info->key_relname, shard->key_relname.c_str(), NAMEDATALEN - 1);
 		info->key_relname[NAMEDATALEN - 1] = '\0';
+		std::strncpy(info->key_rate_relname, shard->key_rate_relname.c_str(), NAMEDATALEN - 1);
+		info->key_rate_relname[NAMEDATALEN - 1] = '\0';
 		info->shard_key = shard->shard_key;
 		info->shard_position = shard->position;
 		info->shard_group = shard->group;
@@ -416,8 +419,8 @@ const QueueSql &Queue::sql() const {
 }
 
 ShardPlacement Queue::placement() const {
-	return ShardPlacement{info_->shard_relname, info_->shard_key, info_->shard_position, info_->shard_group,
-	                      info_->key_relname};
+	return ShardPlacement{info_->shard_relname, info_->shard_key,   info_->shard_position,
+	                      info_->shard_group,   info_->key_relname, info_->key_rate_relname};
 }
 
 const KeySql &Queue::keys() const {
@@ -432,6 +435,20 @@ const KeySql &Queue::keys() const {
 			keys_.emplace(name());
 	}
 	return *keys_;
+}
+
+const KeyRateSql &Queue::key_rates() const {
+	if (!key_rates_) {
+		if (on_shard()) {
+			if (info_->key_rate_relname[0] == '\0')
+				throw Error(sqlstate::undefined_object,
+				            fmt::format("the key rate slots of shard {} of queue \"{}\" are not on this node",
+				                        info_->shard_id, name()));
+			key_rates_.emplace(name(), placement());
+		} else
+			key_rates_.emplace(name());
+	}
+	return *key_rates_;
 }
 
 uint64 Queue::execute(SPIPlanPtr plan, const Datum *values, const char *nulls) {
@@ -618,8 +635,9 @@ void Queue::maybe_purge(TimestampTz now) {
 	                    : purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 	// key_rate_limit: the slots of keys not claimed within the period say
-	// no more than missing ones (rate_sql.hpp)
-	if (info_->key_rate_limit > 0)
+	// no more than missing ones (rate_sql.hpp); a distributed queue keeps
+	// them (at most key_rate_limit per key)
+	if (info_->key_rate_limit > 0 && (on_shard() || !is_distributed(info_->relid)))
 		forget_old_key_rate_slots(*this, now, purge_chunk);
 }
 

@@ -12,6 +12,7 @@
 #include "queue/claim_cursor.hpp"
 #include "queue/keys_sql.hpp"
 #include "queue/queue_sql.hpp"
+#include "queue/rate_sql.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
 
@@ -46,7 +47,8 @@ struct QueueInfo {
 	Oid relid;
 	int64 shard_id;
 	char shard_relname[NAMEDATALEN];
-	char key_relname[NAMEDATALEN]; // the key table's shard beside it ("" if none)
+	char key_relname[NAMEDATALEN];      // the key table's shard beside it ("" if none)
+	char key_rate_relname[NAMEDATALEN]; // the shard of key_rate_limit's slots beside it ("" if none)
 	int32 shard_key, shard_position, shard_group;
 	Oid owner; // of the queue's table
 	// its partial indexes of scheduled tasks and of leases, probed by
@@ -119,6 +121,9 @@ class Queue {
 	// The SQL of its keys (key_limit) and lease slots (max_leased), on the
 	// queue's own side tables or on the key table's shard beside a shard.
 	const KeySql &keys() const;
+	// The statements of key_rate_limit's slots (rate_sql.hpp), on the
+	// queue's table of them or, on a shard, on that table's shard beside it.
+	const KeyRateSql &key_rates() const;
 
 	// Runs hot statement `s` of this queue, prepared on first use in this
 	// backend and kept. Returns SPI_processed; rows are in SPI_tuptable.
@@ -165,6 +170,7 @@ class Queue {
 	// where this Queue's shard is (on_shard)
 	ShardPlacement placement() const;
 	mutable std::optional<KeySql> keys_;
+	mutable std::optional<KeyRateSql> key_rates_;
 	uint64 execute(SPIPlanPtr plan, const Datum *values, const char *nulls);
 };
 

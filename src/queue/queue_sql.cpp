@@ -327,7 +327,7 @@ std::string QueueSql::next_open_key(FairFrom from, std::string_view key_rate_tab
                  WHERE {k}state )" EQ R"( 'ready'{after}
                  ORDER BY concurrency_key NULLS FIRST LIMIT 1) AS f
           CROSS JOIN LATERAL (SELECT pg_catalog.count(*) AS used, pg_catalog.min(used_at) AS oldest
-                                FROM {r} WHERE concurrency_key )" EQ R"( f.k AND used_at )" GT R"( $2) AS u
+                                FROM {r} WHERE {k}concurrency_key )" EQ R"( f.k AND used_at )" GT R"( $2) AS u
     UNION ALL
         SELECT nx.k, keys.n )" PLUS R"( 1, u.used, u.oldest
           FROM keys CROSS JOIN LATERAL (
@@ -335,7 +335,8 @@ std::string QueueSql::next_open_key(FairFrom from, std::string_view key_rate_tab
                    WHERE {k}state )" EQ R"( 'ready' AND concurrency_key )" GT R"( keys.k
                    ORDER BY concurrency_key NULLS FIRST LIMIT 1) AS nx
           CROSS JOIN LATERAL (SELECT pg_catalog.count(*) AS used, pg_catalog.min(used_at) AS oldest
-                                FROM {r} WHERE concurrency_key )" EQ R"( nx.k AND used_at )" GT R"( $2) AS u
+                                FROM {r} WHERE {k}concurrency_key )" EQ R"( nx.k AND used_at )" GT
+	    R"( $2) AS u
          WHERE keys.used )" GE R"( $3)
 SELECT k, k IS NOT NULL AND used )" GE R"( $3,
        (SELECT pg_catalog.min(oldest) FROM keys WHERE k IS NOT NULL AND used )" GE R"( $3)

@@ -61,6 +61,9 @@ struct ShardPlacement {
 	// the shard of the queue's key table k_<queue> beside it (key_limit),
 	// e.g. k_<queue>_102040 (unquoted); empty where it is not on this node
 	std::string key_relname;
+	// the shard of the slots of key_rate_limit rk_<queue> beside it
+	// (unquoted); empty where the queue has no such limit
+	std::string key_rate_relname;
 };
 
 // Where a fair queue's claim starts in the rotation of its keys (fair.hpp):
@@ -147,17 +150,13 @@ class QueueSql {
 	// keys one at a time. next_open_key: the next key of the rotation after
 	// `from` ($1 text: the key after which it looks, for after_key) that has
 	// ready tasks and whose window, by the slots of `key_rate_table` (the
-	// quoted name) used after $2 timestamptz (now - key_rate_period), has
-	// fewer than $3 int4 (key_rate_limit) claims; the tasks without a key
-	// count as a key that is never full -> no row when no key after `from`
-	// has ready tasks, else key (NULL: the tasks without a key), whether it
-	// is full (true: every key from `from` to the rotation's end is), the
-	// oldest use within the window of the full keys passed over (NULL:
-	// none).
-	// claim_of_key: the first ready task of key $5 (text; `null_key`: of the
-	// tasks without a key, $5 unused) in claim order that no other claim
-	// has locked, leased; $1 to $4 as claim's ($2 unused) -> the columns of
-	// claim_fair up to concurrency_key.
+	// quoted name; on a shard, the slots' shard beside it) used after $2 timestamptz (now - key_rate_period),
+	// has fewer than $3 int4 (key_rate_limit) claims; the tasks without a key count as a key that is never
+	// full -> no row when no key after `from` has ready tasks, else key (NULL: the tasks without a key),
+	// whether it is full (true: every key from `from` to the rotation's end is), the oldest use within the
+	// window of the full keys passed over (NULL: none). claim_of_key: the first ready task of key $5 (text;
+	// `null_key`: of the tasks without a key, $5 unused) in claim order that no other claim has locked,
+	// leased; $1 to $4 as claim's ($2 unused) -> the columns of claim_fair up to concurrency_key.
 	std::string next_open_key(FairFrom from, std::string_view key_rate_table) const;
 	std::string claim_of_key(bool null_key) const;
 	// CREATE INDEX IF NOT EXISTS of the index the fair claim walks (ready

@@ -41,15 +41,6 @@ namespace {
 // looks again (rate_window_opens).
 constexpr int64 rate_relook_us = 10'000;
 
-TimestampTz shifted(TimestampTz at, const Interval &period, bool forward) {
-	Interval p = period;
-	return pg::guard([&] {
-		return DatumGetTimestampTz(
-		    DirectFunctionCall2(forward ? timestamptz_pl_interval : timestamptz_mi_interval,
-		                        TimestampTzGetDatum(at), IntervalPGetDatum(&p)));
-	});
-}
-
 // The rate table's slots taken without the executor, as the statement
 // (RateSql::take) takes them: the slots after the one this backend took last
 // looked up by their key while they are free, then the table read in its
@@ -162,6 +153,15 @@ int take_directly(Oid relid, TimestampTz free_before, int32 wanted, int32 limit,
 
 } // namespace
 
+TimestampTz shifted(TimestampTz at, const Interval &period, bool forward) {
+	Interval p = period;
+	return pg::guard([&] {
+		return DatumGetTimestampTz(
+		    DirectFunctionCall2(forward ? timestamptz_pl_interval : timestamptz_mi_interval,
+		                        TimestampTzGetDatum(at), IntervalPGetDatum(&p)));
+	});
+}
+
 std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool directly) {
 	// never more than the queue has slots (a batch may ask for 2^31 - 1)
 	wanted = std::min(wanted, q.info().rate_limit);
@@ -230,8 +230,8 @@ std::optional<int32> take_key_rate_slot(Queue &q, const std::string &key, Timest
 	static const Oid types[4] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID};
 	Datum values[4] = {pg::text_datum(key), TimestampTzGetDatum(free_before), TimestampTzGetDatum(now),
 	                   Int32GetDatum(q.info().key_rate_limit)};
-	uint64 n = q.run_internal("key_rate_take", KeyRateSql(q.name()).take(), 4, types, values, nullptr,
-	                          Access::owner);
+	uint64 n =
+	    q.run_internal("key_rate_take", q.key_rates().take(), 4, types, values, nullptr, Access::owner);
 	if (n == 0)
 		return std::nullopt;
 	bool isnull = false;
@@ -241,14 +241,13 @@ std::optional<int32> take_key_rate_slot(Queue &q, const std::string &key, Timest
 void give_back_key_rate_slot(Queue &q, const std::string &key, int32 slot) {
 	static const Oid types[2] = {TEXTOID, INT4OID};
 	Datum values[2] = {pg::text_datum(key), Int32GetDatum(slot)};
-	q.run_internal("key_rate_give_back", KeyRateSql(q.name()).give_back(), 2, types, values, nullptr,
-	               Access::owner);
+	q.run_internal("key_rate_give_back", q.key_rates().give_back(), 2, types, values, nullptr, Access::owner);
 }
 
 TimestampTz key_rate_window_opens(Queue &q, const std::string &key, TimestampTz now) {
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {pg::text_datum(key)};
-	q.run_internal("key_rate_oldest", KeyRateSql(q.name()).oldest_use(), 1, types, values, nullptr,
+	q.run_internal("key_rate_oldest", q.key_rates().oldest_use(), 1, types, values, nullptr,
 	               Access::owner_latest);
 	bool isnull = true;
 	Datum oldest = pg::column(0, 1, &isnull);
@@ -266,8 +265,7 @@ void forget_old_key_rate_slots(Queue &q, TimestampTz now, int32 chunk) {
 	TimestampTz free_before = shifted(now, q.info().key_rate_period, false);
 	static const Oid types[2] = {TIMESTAMPTZOID, INT4OID};
 	Datum values[2] = {TimestampTzGetDatum(free_before), Int32GetDatum(chunk)};
-	q.run_internal("key_rate_forget", KeyRateSql(q.name()).forget_old(), 2, types, values, nullptr,
-	               Access::owner);
+	q.run_internal("key_rate_forget", q.key_rates().forget_old(), 2, types, values, nullptr, Access::owner);
 }
 
 namespace {

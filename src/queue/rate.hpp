@@ -11,6 +11,9 @@
 
 namespace concurrency::queue {
 
+// `at` plus `period` (`forward`) or minus it.
+TimestampTz shifted(TimestampTz at, const Interval &period, bool forward);
+
 // A queue with rate_limit: takes up to `wanted` slots free at `now` (never
 // waiting), writes `now` into them and returns their numbers;
 // give_back_rate_slots frees those beyond the first `used` again (the claim

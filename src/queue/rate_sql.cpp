@@ -73,6 +73,12 @@ std::string key_rate_table_name(std::string_view queue) {
 
 KeyRateSql::KeyRateSql(std::string_view queue) : SlotTableSql(queue, key_rate_table_name(queue)) {}
 
+KeyRateSql::KeyRateSql(std::string_view queue, const ShardPlacement &shard)
+    : SlotTableSql(queue, shard.key_rate_relname),
+      filter_(fmt::format("shard_key " EQ " {} AND ", shard.shard_key)),
+      s_filter_(fmt::format("s.shard_key " EQ " {} AND ", shard.shard_key)), column_(", shard_key"),
+      value_(fmt::format(", {}", shard.shard_key)) {}
+
 std::string KeyRateSql::create_table() const {
 	return fmt::format(
 	    R"(CREATE TABLE {r} (
@@ -96,43 +102,45 @@ std::string KeyRateSql::resize() const {
 std::string KeyRateSql::take() const {
 	return fmt::format(R"(WITH free AS (
     SELECT slot FROM {r}
-     WHERE concurrency_key )" EQ R"( $1 AND used_at )" LE R"( $2
+     WHERE {f}concurrency_key )" EQ R"( $1 AND used_at )" LE R"( $2
      ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED),
 used AS (
     UPDATE {r} AS s SET used_at = $3 FROM free
-     WHERE s.concurrency_key )" EQ R"( $1 AND s.slot )" EQ R"( free.slot
+     WHERE {sf}s.concurrency_key )" EQ R"( $1 AND s.slot )" EQ R"( free.slot
     RETURNING s.slot),
 added AS (
-    INSERT INTO {r} (concurrency_key, slot, used_at)
-    SELECT $1, last.slot )" PLUS R"( 1, $3
+    INSERT INTO {r} (concurrency_key, slot, used_at{column})
+    SELECT $1, last.slot )" PLUS R"( 1, $3{value}
       FROM (SELECT COALESCE(pg_catalog.max(slot), 0) AS slot FROM {r}
-             WHERE concurrency_key )" EQ R"( $1) AS last
+             WHERE {f}concurrency_key )" EQ R"( $1) AS last
      WHERE last.slot )" LT R"( $4 AND NOT EXISTS (SELECT FROM free)
        AND pg_catalog.pg_try_advisory_xact_lock({oid}::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int4,
                                                 pg_catalog.hashtext($1) )" XOR R"( (last.slot )" PLUS R"( 1))
     ON CONFLICT DO NOTHING
     RETURNING slot)
 SELECT slot FROM used UNION ALL SELECT slot FROM added)",
-	                   fmt::arg("r", table_), fmt::arg("oid", quote_literal(table_)));
+	                   fmt::arg("r", table_), fmt::arg("oid", quote_literal(table_)), fmt::arg("f", filter_),
+	                   fmt::arg("sf", s_filter_), fmt::arg("column", column_), fmt::arg("value", value_));
 }
 
 std::string KeyRateSql::give_back() const {
-	return fmt::format(
-	    "UPDATE {} SET used_at = '-infinity' WHERE concurrency_key " EQ " $1 AND slot " EQ " $2", table_);
+	return fmt::format("UPDATE {} SET used_at = '-infinity' WHERE {}concurrency_key " EQ " $1 AND slot " EQ
+	                   " $2",
+	                   table_, filter_);
 }
 
 std::string KeyRateSql::oldest_use() const {
-	return fmt::format("SELECT pg_catalog.min(used_at), pg_catalog.count(*) FROM {} WHERE concurrency_key " EQ
-	                   " $1",
-	                   table_);
+	return fmt::format(
+	    "SELECT pg_catalog.min(used_at), pg_catalog.count(*) FROM {} WHERE {}concurrency_key " EQ " $1",
+	    table_, filter_);
 }
 
 std::string KeyRateSql::forget_old() const {
 	return fmt::format(R"(DELETE FROM {r} AS s
  WHERE s.used_at )" LE R"( $1 AND s.ctid )" EQ R"( ANY (ARRAY(
-        SELECT ctid FROM {r} WHERE used_at )" LE R"( $1
+        SELECT ctid FROM {r} WHERE {f}used_at )" LE R"( $1
          LIMIT $2 FOR UPDATE SKIP LOCKED)))",
-	                   fmt::arg("r", table_));
+	                   fmt::arg("r", table_), fmt::arg("f", filter_));
 }
 
 } // namespace concurrency::queue

@@ -21,6 +21,8 @@
 #include <string>
 #include <string_view>
 
+#include "queue/queue_sql.hpp"
+
 namespace concurrency::queue {
 
 // The side table's name (unquoted): r_<queue>.
@@ -84,6 +86,14 @@ std::string key_rate_table_name(std::string_view queue);
 class KeyRateSql : public SlotTableSql {
   public:
 	explicit KeyRateSql(std::string_view queue);
+	// The same statements on one shard of a distributed queue (Citus): the
+	// slots of its keys in the slot table's shard beside it
+	// (`shard.key_rate_relname`), whose rows carry the shard's shard_key.
+	KeyRateSql(std::string_view queue, const ShardPlacement &shard);
+	// The table (quoted, with its schema) and, on a shard, the condition on
+	// its shard_key ("shard_key = <k> AND "; "" otherwise).
+	const std::string &table() const { return table_; }
+	const std::string &shard_filter() const { return filter_; }
 
 	std::string create_table() const;
 	// $1 int4 key_rate_limit: drops the slots beyond it
@@ -105,6 +115,10 @@ class KeyRateSql : public SlotTableSql {
 	// $1 timestamptz free_before, $2 int4 at most: deletes up to $2 slot
 	// rows whose use is older than the period (none that a claim holds)
 	std::string forget_old() const;
+
+  private:
+	std::string filter_, s_filter_; // "shard_key = <k> AND ", the same on alias s
+	std::string column_, value_;    // ", shard_key" and ", <k>" of a new slot
 };
 
 } // namespace concurrency::queue

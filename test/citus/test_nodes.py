@@ -428,27 +428,66 @@ def test_fair_on_distributed_queues():
     c.execute("SELECT concurrency.drop_queue('nf'), concurrency.drop_queue('nf2')")
 
 
-def test_key_rate_limit_refused_on_distributed_queues():
-    """key_rate_limit keeps each key's claim times on one server: a distributed queue refuses it with 0A000,
-    from create_queue, alter_queue and distribute_queue, and nothing changes."""
+def test_key_rate_limit_on_distributed_queues():
+    """key_rate_limit on a distributed queue: each key's slots on the shard of its tasks, taken by the claims of
+    the node that holds it; workers on both worker nodes never claim a key more often than its limit, and the
+    tasks without a key are not held back. It cannot be added to a distributed queue, nor be beside rate_limit:
+    0A000, nothing changed."""
     c = connect(COORDINATOR)
-    c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('nk', 'nk2', 'nk3')")
-    e = sqlstate_of(lambda: c.execute("SELECT concurrency.create_queue('nk', distributed => true,"
-                                      " key_rate_limit => 5, key_rate_period => '1 second')"))
-    check("create_queue(…, distributed => true, key_rate_limit): 0A000, no queue",
-          e == "0A000" and scalar(c, "SELECT count(*) FROM concurrency.queue WHERE name = 'nk'") == 0, repr(e))
-    fresh_queue("nk2")
-    e = sqlstate_of(lambda: c.execute("SELECT concurrency.alter_queue('nk2', key_rate_limit => 5,"
+    c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('nk', 'nk2', 'nk3', 'nk4')")
+    fresh_queue("nk", key_rate_limit=2, key_rate_period="1 hour")
+    shards = scalar(c, "SELECT count(*) FROM citus_shards WHERE table_name = 'concurrency.rk_nk'::regclass")
+    check("distribute_queue of a queue with key_rate_limit: its slots' table distributed beside the tasks",
+          shards == SHARDS, repr(shards))
+    ids = {r[0] for r in c.execute("SELECT concurrency.enqueue('nk', jsonb_build_object('n', i),"
+                                   " concurrency_key => 'key' || (i % 6)) FROM generate_series(1, 36) i").fetchall()}
+    free = {r[0] for r in c.execute("SELECT concurrency.enqueue('nk', jsonb_build_object('free', i))"
+                                    " FROM generate_series(1, 4) i").fetchall()}
+    claimed = []
+    for _ in range(6):
+        for p in (WORKER1, WORKER2):
+            w = connect(p)
+            claimed += [r[0] for r in w.execute("SELECT task_id FROM concurrency.dequeue('nk', 5)").fetchall()]
+    per_key = dict(c.execute("SELECT concurrency_key, count(*) FROM concurrency.q_nk WHERE state = 'leased'"
+                             " AND concurrency_key IS NOT NULL GROUP BY 1").fetchall())
+    check("claims on both worker nodes: every key claimed exactly its limit of 2 in the hour, no more",
+          per_key == {f"key{k}": 2 for k in range(6)}, repr(per_key))
+    check("the tasks without a key are all claimed", free <= set(claimed), f"{len(claimed)} claims")
+    check("each task once", len(claimed) == len(set(claimed)) == 16, repr(len(claimed)))
+    used = scalar(c, "SELECT count(*) FROM concurrency.rk_nk WHERE used_at > '-infinity'")
+    check("12 slots used, on the keys' shards", used == 12, repr(used))
+    c.execute("SELECT concurrency.alter_queue('nk', key_rate_limit => 3)")
+    more = []
+    for p in (WORKER1, WORKER2):
+        more += [r[0] for r in connect(p).execute("SELECT task_id FROM concurrency.dequeue('nk', 20)").fetchall()]
+    check("key_rate_limit => 3 on the distributed queue: one more claim of each key", len(more) == 6, repr(len(more)))
+    c.execute("SELECT concurrency.alter_queue('nk', key_rate_limit => 0)")
+    check("key_rate_limit => 0 drops the distributed slots' table",
+          scalar(c, "SELECT to_regclass('concurrency.rk_nk') IS NULL") is True)
+
+    e = sqlstate_of(lambda: c.execute("SELECT concurrency.alter_queue('nk', key_rate_limit => 5,"
                                       " key_rate_period => '1 second')"))
-    check("alter_queue(…, key_rate_limit) of a distributed queue: 0A000, the setting unchanged",
-          e == "0A000" and scalar(c, "SELECT key_rate_limit FROM concurrency.queue WHERE name = 'nk2'") is None,
+    check("alter_queue adding key_rate_limit to a distributed queue: 0A000, the setting unchanged",
+          e == "0A000" and scalar(c, "SELECT key_rate_limit FROM concurrency.queue WHERE name = 'nk'") is None,
           repr(e))
-    c.execute("SELECT concurrency.create_queue('nk3', key_rate_limit => 5, key_rate_period => '1 second')")
+    e = sqlstate_of(lambda: c.execute("SELECT concurrency.create_queue('nk2', distributed => true, rate_limit => 5,"
+                                      " rate_period => '1 second', key_rate_limit => 5, key_rate_period => '1 second')"))
+    check("create_queue(…, distributed => true) with rate_limit and key_rate_limit: 0A000, no queue",
+          e == "0A000" and scalar(c, "SELECT count(*) FROM concurrency.queue WHERE name = 'nk2'") == 0, repr(e))
+    c.execute("SELECT concurrency.create_queue('nk3', rate_limit => 5, rate_period => '1 second',"
+              " key_rate_limit => 5, key_rate_period => '1 second')")
     e = sqlstate_of(lambda: c.execute("SELECT concurrency.distribute_queue('nk3')"))
-    check("distribute_queue of a queue with key_rate_limit: 0A000, the queue stays on the coordinator",
+    check("distribute_queue of a queue with both limits: 0A000, the queue stays on the coordinator",
           e == "0A000" and scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'nk3'") == 0,
           repr(e))
-    c.execute("SELECT concurrency.drop_queue('nk2'), concurrency.drop_queue('nk3')")
+    fresh_queue("nk4", key_rate_limit=5, key_rate_period="1 second")
+    e = sqlstate_of(lambda: c.execute("SELECT concurrency.alter_queue('nk4', rate_limit => 5,"
+                                      " rate_period => '1 second')"))
+    check("alter_queue adding rate_limit beside key_rate_limit on a distributed queue: 0A000",
+          e == "0A000" and scalar(c, "SELECT rate_limit FROM concurrency.queue WHERE name = 'nk4'") is None, repr(e))
+    c.execute("SELECT concurrency.drop_queue(q) FROM unnest(ARRAY['nk', 'nk3', 'nk4']) q")
+    check("drop_queue drops the distributed slots' table",
+          scalar(c, "SELECT to_regclass('concurrency.rk_nk4') IS NULL") is True)
 
 
 def test_errors_on_a_worker_node():
@@ -604,5 +643,5 @@ if __name__ == "__main__":
          test_a_node_with_every_shard_needs_no_routed_claim, test_release_progress_cancel_on_the_shards_node, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
          test_routed_queues_on_a_worker_node, test_routed_functions_internal_and_usable_by_the_owner,
          test_rate_limit_on_distributed_queues, test_fair_on_distributed_queues,
-         test_key_rate_limit_refused_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
+         test_key_rate_limit_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])

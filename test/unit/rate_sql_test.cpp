@@ -99,3 +99,20 @@ TEST(KeyRateSql, ASlotIsTakenWithoutWaitingOrMadeUpToTheLimit) {
 	// forgetting old slots never touches one a claim holds
 	EXPECT_NE(KeyRateSql("jobs").forget_old().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
 }
+
+TEST(KeyRateSql, OnAShardEveryStatementKeepsToItsShardKey) {
+	concurrency::queue::ShardPlacement shard{"q_jobs_102008", 7, 0, 1, "k_jobs_102040", "rk_jobs_102072"};
+	KeyRateSql sql("jobs", shard);
+	EXPECT_EQ(sql.table(), "concurrency.\"rk_jobs_102072\"");
+	const std::string take = sql.take();
+	EXPECT_NE(
+	    take.find("INSERT INTO concurrency.\"rk_jobs_102072\" (concurrency_key, slot, used_at, shard_key)"),
+	    std::string::npos)
+	    << take;
+	EXPECT_NE(take.find("$3, 7\n"), std::string::npos) << take;
+	for (const std::string &statement : {take, sql.give_back(), sql.oldest_use(), sql.forget_old()}) {
+		EXPECT_NE(statement.find("shard_key OPERATOR(pg_catalog.=) 7 AND "), std::string::npos) << statement;
+		expect_every_operator_qualified(statement);
+	}
+	EXPECT_EQ(KeyRateSql("jobs").shard_filter(), "");
+}
