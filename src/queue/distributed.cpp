@@ -173,9 +173,9 @@ const Shards &distributed_shards(Queue &q) {
 			shards.count = pg::column_as<int32>(0, 1).value_or(0);
 	}
 	// a relation's name, "" where there is none
-	auto relation_name = [](Oid relid) {
-		const char *name = OidIsValid(relid)
-		                       ? pg::guard([&] { return static_cast<const char *>(get_rel_name(relid)); })
+	auto relation_name = [](Oid rel) {
+		const char *name = OidIsValid(rel)
+		                       ? pg::guard([&] { return static_cast<const char *>(get_rel_name(rel)); })
 		                       : nullptr;
 		return std::string(name ? name : "");
 	};
