@@ -246,7 +246,7 @@ void Claim::claim_key_rated(int32 wanted) {
 		if (!isnull)
 			key = std::string(pg::guard([&] { return TextDatumGetCString(k); }));
 		at = key ? FairPosition{FairFrom::after_key, *key} : FairPosition{FairFrom::after_null, {}};
-		std::optional<int32> slot;
+		std::optional<KeyRateSlot> slot;
 		if (key) {
 			slot = take_key_rate_slot(q_, *key, now_);
 			if (!slot) { // its slots are held by claims in flight, or it filled up meanwhile

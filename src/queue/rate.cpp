@@ -40,6 +40,8 @@ namespace {
 // How soon a waiter held back by slots that claims in flight have locked
 // looks again (rate_window_opens).
 constexpr int64 rate_relook_us = 10'000;
+// How much older than the period the slots that the purge forgets are.
+constexpr int64 forget_margin_us = 3'600'000'000;
 
 // The rate table's slots taken without the executor, as the statement
 // (RateSql::take) takes them: the slots after the one this backend took last
@@ -225,7 +227,7 @@ std::optional<TimestampTz> rate_window_opens(Queue &q, TimestampTz now) {
 	return opens;
 }
 
-std::optional<int32> take_key_rate_slot(Queue &q, const std::string &key, TimestampTz now) {
+std::optional<KeyRateSlot> take_key_rate_slot(Queue &q, const std::string &key, TimestampTz now) {
 	TimestampTz free_before = shifted(now, q.info().key_rate_period, false);
 	static const Oid types[4] = {TEXTOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID};
 	Datum values[4] = {pg::text_datum(key), TimestampTzGetDatum(free_before), TimestampTzGetDatum(now),
@@ -235,13 +237,14 @@ std::optional<int32> take_key_rate_slot(Queue &q, const std::string &key, Timest
 	if (n == 0)
 		return std::nullopt;
 	bool isnull = false;
-	return DatumGetInt32(pg::column(0, 1, &isnull));
+	int32 slot = DatumGetInt32(pg::column(0, 1, &isnull));
+	return KeyRateSlot{slot, DatumGetTimestampTz(pg::column(0, 2, &isnull))};
 }
 
-void give_back_key_rate_slot(Queue &q, const std::string &key, int32 slot) {
-	static const Oid types[2] = {TEXTOID, INT4OID};
-	Datum values[2] = {pg::text_datum(key), Int32GetDatum(slot)};
-	q.run_internal("key_rate_give_back", q.key_rates().give_back(), 2, types, values, nullptr, Access::owner);
+void give_back_key_rate_slot(Queue &q, const std::string &key, const KeyRateSlot &slot) {
+	static const Oid types[3] = {TEXTOID, INT4OID, TIMESTAMPTZOID};
+	Datum values[3] = {pg::text_datum(key), Int32GetDatum(slot.slot), TimestampTzGetDatum(slot.before)};
+	q.run_internal("key_rate_give_back", q.key_rates().give_back(), 3, types, values, nullptr, Access::owner);
 }
 
 TimestampTz key_rate_window_opens(Queue &q, const std::string &key, TimestampTz now) {
@@ -262,7 +265,11 @@ TimestampTz key_rate_window_opens(Queue &q, const std::string &key, TimestampTz 
 }
 
 void forget_old_key_rate_slots(Queue &q, TimestampTz now, int32 chunk) {
-	TimestampTz free_before = shifted(now, q.info().key_rate_period, false);
+	// an hour more than the period: a claim judges a slot by the time its
+	// call began, which may be behind this one's clock; a slot forgotten
+	// within its window would let such a claim make it again and use it
+	// twice in one window
+	TimestampTz free_before = shifted(now, q.info().key_rate_period, false) - forget_margin_us;
 	static const Oid types[2] = {TIMESTAMPTZOID, INT4OID};
 	Datum values[2] = {TimestampTzGetDatum(free_before), Int32GetDatum(chunk)};
 	q.run_internal("key_rate_forget", q.key_rates().forget_old(), 2, types, values, nullptr, Access::owner);

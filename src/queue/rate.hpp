@@ -37,9 +37,13 @@ void apply_rate_limit(std::string_view queue, int32 rate_limit, std::string_view
 // key_rate_limit (rate_sql.hpp, KeyRateSql): a slot of `key` free at `now`,
 // taken (locked and used at `now`), or nothing where the key's window is full
 // or its free slots are held by claims in flight.
-std::optional<int32> take_key_rate_slot(Queue &q, const std::string &key, TimestampTz now);
+struct KeyRateSlot {
+	int32 slot;
+	TimestampTz before; // its use before this claim's
+};
+std::optional<KeyRateSlot> take_key_rate_slot(Queue &q, const std::string &key, TimestampTz now);
 // Gives back a slot taken for a claim that found no task of the key.
-void give_back_key_rate_slot(Queue &q, const std::string &key, int32 slot);
+void give_back_key_rate_slot(Queue &q, const std::string &key, const KeyRateSlot &slot);
 // When a claim passed `key` over for want of a slot, the time its window
 // opens (rate_period after the oldest use of its slots), or 10 ms from now
 // where a slot is free by its time but held by a claim in flight.

@@ -101,13 +101,13 @@ std::string KeyRateSql::resize() const {
 
 std::string KeyRateSql::take() const {
 	return fmt::format(R"(WITH free AS (
-    SELECT slot FROM {r}
+    SELECT slot, used_at FROM {r}
      WHERE {f}concurrency_key )" EQ R"( $1 AND used_at )" LE R"( $2
      ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED),
 used AS (
     UPDATE {r} AS s SET used_at = $3 FROM free
      WHERE {sf}s.concurrency_key )" EQ R"( $1 AND s.slot )" EQ R"( free.slot
-    RETURNING s.slot),
+    RETURNING s.slot, free.used_at AS before),
 added AS (
     INSERT INTO {r} (concurrency_key, slot, used_at{column})
     SELECT $1, last.slot )" PLUS R"( 1, $3{value}
@@ -117,15 +117,14 @@ added AS (
        AND pg_catalog.pg_try_advisory_xact_lock({oid}::pg_catalog.regclass::pg_catalog.oid::pg_catalog.int4,
                                                 pg_catalog.hashtext($1) )" XOR R"( (last.slot )" PLUS R"( 1))
     ON CONFLICT DO NOTHING
-    RETURNING slot)
-SELECT slot FROM used UNION ALL SELECT slot FROM added)",
+    RETURNING slot, '-infinity'::pg_catalog.timestamptz AS before)
+SELECT slot, before FROM used UNION ALL SELECT slot, before FROM added)",
 	                   fmt::arg("r", table_), fmt::arg("oid", quote_literal(table_)), fmt::arg("f", filter_),
 	                   fmt::arg("sf", s_filter_), fmt::arg("column", column_), fmt::arg("value", value_));
 }
 
 std::string KeyRateSql::give_back() const {
-	return fmt::format("UPDATE {} SET used_at = '-infinity' WHERE {}concurrency_key " EQ " $1 AND slot " EQ
-	                   " $2",
+	return fmt::format("UPDATE {} SET used_at = $3 WHERE {}concurrency_key " EQ " $1 AND slot " EQ " $2",
 	                   table_, filter_);
 }
 

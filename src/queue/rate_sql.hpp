@@ -100,6 +100,7 @@ class KeyRateSql : public SlotTableSql {
 	std::string resize() const;
 	// $1 text key, $2 timestamptz free_before (now - key_rate_period), $3
 	// timestamptz the claim's time, $4 int4 key_rate_limit -> the slot taken
+	// and the time of its use before (-infinity for a new one)
 	// (locked, now used at $3): a slot of the key last used at or before $2
 	// (SKIP LOCKED, checked again on its latest version), else a new slot
 	// after the key's last one while it has fewer than $4; no row when
@@ -108,7 +109,9 @@ class KeyRateSql : public SlotTableSql {
 	// a hash of key and slot, tried, never waited for, so that no claim
 	// waits for another's uncommitted slot)
 	std::string take() const;
-	// $1 text key, $2 int4 slot: gives back a slot taken and not used
+	// $1 text key, $2 int4 slot, $3 timestamptz: gives back a slot taken and
+	// not used, with the time of its use before (never "free": a claim whose
+	// clock ran behind this one's could then use it twice in one window)
 	std::string give_back() const;
 	// $1 text key -> the oldest use of its slots, and how many it has
 	std::string oldest_use() const;
