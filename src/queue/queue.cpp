@@ -634,9 +634,9 @@ void Queue::maybe_purge(TimestampTz now) {
 	                    ? distributed_purge_chunk(std::string(name()), purge_chunk)
 	                    : purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
-	// key_rate_limit: the slots of keys not claimed within the period say
-	// no more than missing ones (rate_sql.hpp); a distributed queue keeps
-	// them (at most key_rate_limit per key)
+	// key_rate_limit: the slots of keys not claimed for long (rate.cpp,
+	// forget_old_key_rate_slots); a distributed queue keeps them (at most
+	// key_rate_limit per key)
 	if (info_->key_rate_limit > 0 && (on_shard() || !is_distributed(info_->relid)))
 		forget_old_key_rate_slots(*this, now, purge_chunk);
 }

@@ -78,9 +78,10 @@ std::string key_rate_table_name(std::string_view queue);
 // key in rk_<queue> (concurrency_key, slot, used_at): a key has up to
 // key_rate_limit slot rows, made when its claims need them (slot n + 1 only
 // where slots 1..n are all in use), so a key that is claimed rarely has one
-// row, and a row whose use is older than the period says no more than a
-// missing one (it may be deleted at any time). The claim of such a queue
-// walks its keys one at a time (QueueSql::next_ready_key) and takes a slot
+// row; the purge deletes rows unused for an hour more than the period (a
+// claim judges slots by the time its call began, which may lag another
+// backend's clock). The claim of such a queue walks its keys one at a time
+// (QueueSql::next_open_key) and takes a slot
 // of a key before it claims the key's first ready task (claim_of_key); a key
 // without a free slot is passed over.
 class KeyRateSql : public SlotTableSql {
