@@ -37,6 +37,16 @@ SELECT count(*) AS used FROM concurrency.r_rq_empty WHERE used_at > '-infinity';
 SELECT concurrency.enqueue('rq_empty', '{}') > 0 AS enqueued;
 SELECT count(*) AS claimed FROM concurrency.dequeue('rq_empty', batch => 5);
 SELECT count(*) AS used FROM concurrency.r_rq_empty WHERE used_at > '-infinity';
+-- a slot taken by a claim and given back keeps the time of its use before,
+-- by either claim path (not "free": a claim whose clock is behind may still
+-- see that use inside its window, and must)
+UPDATE concurrency.r_rq_empty SET used_at = timestamptz '2000-01-01 00:00 UTC' + slot * interval '1 minute';
+SELECT count(*) AS claimed FROM concurrency.dequeue('rq_empty', batch => 5);
+SET concurrency.direct_claim = off;
+SELECT count(*) AS claimed FROM concurrency.dequeue('rq_empty', batch => 5);
+RESET concurrency.direct_claim;
+SELECT slot, used_at = timestamptz '2000-01-01 00:00 UTC' + slot * interval '1 minute' AS kept
+  FROM concurrency.r_rq_empty ORDER BY slot;
 
 -- alter_queue: a new limit resizes the slots (the used ones stay used), a
 -- new period keeps them, rate_limit => 0 removes the limit and its slots

@@ -303,7 +303,7 @@ void Claim::wake(int32 batch) {
 }
 
 void Claim::run(int32 batch) {
-	std::vector<Datum> rate_slots;
+	RateSlots rate_slots;
 	const std::size_t claimed_before = claimed_;
 	rate_limited_ = false;
 	key_window_opens_.reset();

@@ -274,14 +274,29 @@ RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expi
 	                   fmt::arg("lease", lease_tasks()), fmt::arg("k", k_), fmt::arg("tk", tk_));
 }
 
+namespace {
+
+// Where a rotation over the keys starts: the condition on concurrency_key
+// that keeps the keys after `from` (the key after which is parameter `key`).
+std::string keys_after(FairFrom from, std::string_view key) {
+	switch (from) {
+	case FairFrom::start:
+		return "";
+	case FairFrom::after_null:
+		return " AND concurrency_key IS NOT NULL";
+	case FairFrom::after_key:
+		break;
+	}
+	return fmt::format(" AND concurrency_key " GT " {}", key);
+}
+
+} // namespace
+
 // The fair claim's rotation: each step finds the next key with ready tasks
 // (one index probe, as a skip scan does), and each key's first ready task not
 // locked by another claim (another probe). Keys come in their sort order, the
 // tasks without a key (NULL, first in the index) before them.
 std::string QueueSql::claim_fair(FairFrom from) const {
-	const char *first = from == FairFrom::start        ? ""
-	                    : from == FairFrom::after_null ? " AND concurrency_key IS NOT NULL"
-	                                                   : " AND concurrency_key " GT " $5";
 	return fmt::format(
 	    R"(WITH RECURSIVE keys (k, n) AS (
         (SELECT concurrency_key, 1::pg_catalog.int4 FROM {t}
@@ -313,13 +328,10 @@ RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expi
           (SELECT pg_catalog.count(*) FROM keys),
           (SELECT keys.k FROM keys ORDER BY keys.n DESC LIMIT 1))",
 	    fmt::arg("t", table_), fmt::arg("order", claim_order), fmt::arg("lease", lease_tasks()),
-	    fmt::arg("k", k_), fmt::arg("tk", tk_), fmt::arg("first", first));
+	    fmt::arg("k", k_), fmt::arg("tk", tk_), fmt::arg("first", keys_after(from, "$5")));
 }
 
 std::string QueueSql::next_open_key(FairFrom from, std::string_view key_rate_table) const {
-	const char *after = from == FairFrom::start        ? ""
-	                    : from == FairFrom::after_null ? " AND concurrency_key IS NOT NULL"
-	                                                   : " AND concurrency_key " GT " $1";
 	return fmt::format(
 	    R"(WITH RECURSIVE keys (k, n, used, oldest) AS (
         SELECT f.k, 1::pg_catalog.int8, u.used, u.oldest
@@ -341,7 +353,8 @@ std::string QueueSql::next_open_key(FairFrom from, std::string_view key_rate_tab
 SELECT k, k IS NOT NULL AND used )" GE R"( $3,
        (SELECT pg_catalog.min(oldest) FROM keys WHERE k IS NOT NULL AND used )" GE R"( $3)
   FROM keys ORDER BY n DESC LIMIT 1)",
-	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("after", after), fmt::arg("r", key_rate_table));
+	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("after", keys_after(from, "$1")),
+	    fmt::arg("r", key_rate_table));
 }
 
 std::string QueueSql::claim_of_key(bool null_key) const {

@@ -50,11 +50,12 @@ constexpr int64 forget_margin_us = 3'600'000'000;
 // `limit` slots) locked FOR UPDATE SKIP LOCKED and
 // checked again in its newest version, its used_at set to `now` (a heap-only
 // update where the page has room: no index covers used_at). Up to `wanted`
-// slot numbers into `out`; -1, having done nothing, where the statement must
+// slot numbers into `out` and their used_at before into `before`; -1,
+// having done nothing, where the statement must
 // run (a transaction that keeps one snapshot or writes nothing, or a table
 // that is not as create_queue made it). Plain PostgreSQL C: inside pg::guard.
-int take_directly(Oid relid, TimestampTz free_before, int32 wanted, int32 limit, TimestampTz now,
-                  Datum *out) {
+int take_directly(Oid relid, TimestampTz free_before, int32 wanted, int32 limit, TimestampTz now, Datum *out,
+                  Datum *before) {
 	if (XactReadOnly || IsolationUsesXactSnapshot())
 		return -1;
 	CommandCounterIncrement();
@@ -103,8 +104,8 @@ int take_directly(Oid relid, TimestampTz free_before, int32 wanted, int32 limit,
 			return false;
 		// used meanwhile by a claim that committed: skipped (it stays
 		// locked, as the statement leaves it)
-		if (failure.traversed &&
-		    (DatumGetTimestampTz(slot_getattr(locked, 2, &isnull)) > free_before || isnull))
+		Datum used_at = slot_getattr(locked, 2, &isnull);
+		if (failure.traversed && (DatumGetTimestampTz(used_at) > free_before || isnull))
 			return false;
 		Datum values[2] = {slot_getattr(locked, 1, &isnull), TimestampTzGetDatum(now)};
 		bool nulls[2] = {false, false};
@@ -117,7 +118,8 @@ int take_directly(Oid relid, TimestampTz free_before, int32 wanted, int32 limit,
 			bool entry_null[1] = {false};
 			index_insert(index, entry, entry_null, &tuple->t_self, heap, UNIQUE_CHECK_YES, true, ii);
 		}
-		out[n++] = values[0];
+		out[n] = values[0];
+		before[n++] = used_at;
 		heap_freetuple(tuple);
 		return true;
 	};
@@ -164,7 +166,7 @@ TimestampTz shifted(TimestampTz at, const Interval &period, bool forward) {
 	});
 }
 
-std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool directly) {
+RateSlots take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool directly) {
 	// never more than the queue has slots (a batch may ask for 2^31 - 1)
 	wanted = std::min(wanted, q.info().rate_limit);
 	// cannot overflow: create_queue and alter_queue bound rate_period
@@ -174,15 +176,17 @@ std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool
 	    pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; });
 	if (directly && !citus) {
 		std::string table = rate_table_name(q.name());
-		std::vector<Datum> taken(static_cast<std::size_t>(wanted));
+		RateSlots taken{std::vector<Datum>(static_cast<std::size_t>(wanted)),
+		                std::vector<Datum>(static_cast<std::size_t>(wanted))};
 		int n = pg::guard([&] {
 			Oid relid = get_relname_relid(table.c_str(), get_namespace_oid("concurrency", false));
-			return OidIsValid(relid)
-			           ? take_directly(relid, free_before, wanted, q.info().rate_limit, now, taken.data())
-			           : -1;
+			return OidIsValid(relid) ? take_directly(relid, free_before, wanted, q.info().rate_limit, now,
+			                                         taken.slots.data(), taken.before.data())
+			                         : -1;
 		});
 		if (n >= 0) {
-			taken.resize(static_cast<std::size_t>(n));
+			taken.slots.resize(static_cast<std::size_t>(n));
+			taken.before.resize(static_cast<std::size_t>(n));
 			return taken;
 		}
 	}
@@ -190,24 +194,28 @@ std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool
 	Datum values[3] = {TimestampTzGetDatum(free_before), Int32GetDatum(wanted), TimestampTzGetDatum(now)};
 	uint64 n =
 	    q.run_internal("rate_take", RateSql(q.name()).take(), 3, types, values, nullptr, Access::owner);
-	std::vector<Datum> taken;
+	RateSlots taken;
 	for (uint64 i = 0; i < n; ++i) {
 		bool isnull = false;
-		taken.push_back(pg::column(static_cast<int>(i), 1, &isnull));
+		taken.slots.push_back(pg::column(static_cast<int>(i), 1, &isnull));
+		taken.before.push_back(pg::column(static_cast<int>(i), 2, &isnull));
 	}
 	return taken;
 }
 
-void give_back_rate_slots(Queue &q, const std::vector<Datum> &taken, std::size_t used) {
+void give_back_rate_slots(Queue &q, const RateSlots &taken, std::size_t used) {
 	if (used >= taken.size())
 		return;
 	int n = static_cast<int>(taken.size() - used);
-	Datum slots = pg::guard([&] {
-		return PointerGetDatum(
-		    construct_array(const_cast<Datum *>(taken.data()) + used, n, INT4OID, 4, true, TYPALIGN_INT));
+	Datum values[2];
+	pg::guard([&] {
+		values[0] = PointerGetDatum(construct_array(const_cast<Datum *>(taken.slots.data()) + used, n,
+		                                            INT4OID, 4, true, TYPALIGN_INT));
+		values[1] = PointerGetDatum(construct_array(const_cast<Datum *>(taken.before.data()) + used, n,
+		                                            TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	});
-	static const Oid types[1] = {INT4ARRAYOID};
-	q.run_internal("rate_give_back", RateSql(q.name()).give_back(), 1, types, &slots, nullptr, Access::owner);
+	static const Oid types[2] = {INT4ARRAYOID, TIMESTAMPTZARRAYOID};
+	q.run_internal("rate_give_back", RateSql(q.name()).give_back(), 2, types, values, nullptr, Access::owner);
 }
 
 std::optional<TimestampTz> rate_window_opens(Queue &q, TimestampTz now) {

@@ -14,13 +14,21 @@ namespace concurrency::queue {
 // `at` plus `period` (`forward`) or minus it.
 TimestampTz shifted(TimestampTz at, const Interval &period, bool forward);
 
+// The slots of a queue's rate_limit that a claim took: their numbers (int4
+// Datums) and the time of each one's use before this claim's.
+struct RateSlots {
+	std::vector<Datum> slots;
+	std::vector<Datum> before;
+	std::size_t size() const { return slots.size(); }
+};
+
 // A queue with rate_limit: takes up to `wanted` slots free at `now` (never
-// waiting), writes `now` into them and returns their numbers;
-// give_back_rate_slots frees those beyond the first `used` again (the claim
-// found fewer tasks than it took slots).
+// waiting), writes `now` into them and returns them; give_back_rate_slots
+// gives those beyond the first `used` back (the claim found fewer tasks than
+// it took slots) with the time of their use before.
 // `directly`: without the executor where that applies (as dequeue's claim).
-std::vector<Datum> take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool directly);
-void give_back_rate_slots(Queue &q, const std::vector<Datum> &taken, std::size_t used);
+RateSlots take_rate_slots(Queue &q, int32 wanted, TimestampTz now, bool directly);
+void give_back_rate_slots(Queue &q, const RateSlots &taken, std::size_t used);
 
 // When a waiter held back by a queue's rate_limit looks again: when its next
 // slot becomes free (rate_period after its oldest use), or in 10 ms where a

@@ -52,15 +52,19 @@ std::string RateSql::layout(bool adding) const {
 }
 
 std::string RateSql::take() const {
-	return fmt::format(R"(UPDATE {r} SET used_at = $3
- WHERE slot )" EQ R"( ANY (ARRAY(
-           SELECT slot FROM {r} WHERE used_at )" LE R"( $1 LIMIT $2 FOR UPDATE SKIP LOCKED))
-RETURNING slot)",
+	return fmt::format(R"(WITH free AS (
+    SELECT slot, used_at FROM {r} WHERE used_at )" LE R"( $1 LIMIT $2 FOR UPDATE SKIP LOCKED)
+UPDATE {r} AS s SET used_at = $3 FROM free
+ WHERE s.slot )" EQ R"( free.slot
+RETURNING s.slot, free.used_at AS before)",
 	                   fmt::arg("r", table_));
 }
 
 std::string RateSql::give_back() const {
-	return fmt::format("UPDATE {} SET used_at = '-infinity' WHERE slot " EQ " ANY ($1)", table_);
+	return fmt::format(R"(UPDATE {r} AS s SET used_at = b.before
+  FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2)) AS b(slot, before)
+ WHERE s.slot )" EQ R"( b.slot)",
+	                   fmt::arg("r", table_));
 }
 
 std::string RateSql::oldest_use() const {

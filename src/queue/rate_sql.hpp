@@ -60,10 +60,14 @@ class RateSql : public SlotTableSql {
 	// $1 timestamptz free_before (now - rate_period), $2 int4 wanted, $3
 	// timestamptz the claim's time -> the slots taken (any free ones: the
 	// window holds whichever slots serve it; locked with SKIP LOCKED, now
-	// used at $3). used_at is in no index, so that writing it is a HOT
-	// update and the small table stays small.
+	// used at $3) and the time of each one's use before. used_at is in no
+	// index, so that writing it is a HOT update and the small table stays
+	// small.
 	std::string take() const;
-	// $1 int4[] slots: gives back slots taken and not used
+	// $1 int4[] slots, $2 timestamptz[] the time of each one's use before:
+	// gives back slots taken and not used. A slot given back keeps that
+	// time, never "free": a claim whose clock is behind this one's may see
+	// it still in use, and must (the slot served a claim inside its window).
 	std::string give_back() const;
 	// -> the time of the oldest use of a slot (the window opens rate_period
 	// after it)

@@ -302,6 +302,7 @@ DECLARE
     slots integer[];
     rate record;
     rate_slots integer[];
+    rate_before timestamptz[];
     rate_table text := format('concurrency.%I', 'r_' || queue);
     ids bigint[] := '{}';
     tokens bigint[] := '{}';
@@ -317,17 +318,21 @@ BEGIN
     -- rate_limit: at most as many tasks as this claim takes free rate slots
     -- (as a claim on one server takes them, src/queue/rate_sql.hpp: a slot
     -- serves one claim in any window of rate_period), those it does not use
-    -- given back at the end; the coordinator is their one place of decision
+    -- given back at the end with the time of their use before (never "free":
+    -- a claim whose clock is behind may see them still in use, and must); the
+    -- coordinator is their one place of decision
     SELECT q.rate_limit, q.rate_period INTO rate FROM concurrency.queue q WHERE q.name = distributed_dequeue.queue;
     IF rate.rate_limit IS NOT NULL THEN
         now := clock_timestamp();
-        EXECUTE format($q$WITH taken AS (
-                              UPDATE %1$s SET used_at = $3
-                               WHERE slot = ANY (ARRAY(SELECT slot FROM %1$s WHERE used_at <= $1
-                                                        LIMIT $2 FOR UPDATE SKIP LOCKED))
-                              RETURNING slot)
-                          SELECT coalesce(array_agg(slot), '{}') FROM taken$q$, rate_table)
-          INTO rate_slots USING now - rate.rate_period, least(batch, rate.rate_limit), now;
+        EXECUTE format($q$WITH free AS (
+                              SELECT slot, used_at FROM %1$s WHERE used_at <= $1
+                               LIMIT $2 FOR UPDATE SKIP LOCKED),
+                          taken AS (
+                              UPDATE %1$s AS r SET used_at = $3 FROM free WHERE r.slot = free.slot
+                              RETURNING r.slot, free.used_at AS before)
+                          SELECT coalesce(array_agg(slot), '{}'), coalesce(array_agg(before), '{}')
+                            FROM taken$q$, rate_table)
+          INTO rate_slots, rate_before USING now - rate.rate_period, least(batch, rate.rate_limit), now;
         batch := cardinality(rate_slots);
         IF batch = 0 THEN
             RETURN;
@@ -342,8 +347,9 @@ BEGIN
     END IF;
     IF batch = 0 THEN
         IF rate_slots IS NOT NULL THEN
-            EXECUTE format($q$UPDATE %s SET used_at = '-infinity' WHERE slot = ANY ($1)$q$, rate_table)
-              USING rate_slots;
+            EXECUTE format($q$UPDATE %s AS r SET used_at = b.before FROM unnest($1, $2) AS b(slot, before)
+                               WHERE r.slot = b.slot$q$, rate_table)
+              USING rate_slots, rate_before;
         END IF;
         RETURN;
     END IF;
@@ -391,9 +397,10 @@ BEGIN
                            WHERE sl.slot = u.slot$q$, format('concurrency.%I', 's_' || queue))
           USING slots[1:got], ids, ends, tokens;
     END IF;
-    IF got < cardinality(rate_slots) THEN -- rate slots not used: free again
-        EXECUTE format($q$UPDATE %s SET used_at = '-infinity' WHERE slot = ANY ($1)$q$, rate_table)
-          USING rate_slots[got + 1:];
+    IF got < cardinality(rate_slots) THEN -- rate slots not used: given back
+        EXECUTE format($q$UPDATE %s AS r SET used_at = b.before FROM unnest($1, $2) AS b(slot, before)
+                           WHERE r.slot = b.slot$q$, rate_table)
+          USING rate_slots[got + 1:], rate_before[got + 1:];
     END IF;
 END
 $fn$;

@@ -355,7 +355,11 @@ def test_rate_limit_on_distributed_queues():
     check("distribute_queue of a queue with a rate limit: distributed, the limit kept",
           scalar(c, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'nr2'") == 1
           and scalar(w, "SELECT rate_limit FROM concurrency.queue WHERE name = 'nr2'") == 2)
+    c.execute("UPDATE concurrency.r_nr2 SET used_at = timestamptz '2000-01-01 UTC' + slot * interval '1 minute'")
     nothing = len(c.execute("SELECT * FROM concurrency.dequeue('nr2', 2)").fetchall())
+    check("a claim that found no task gave its slots back with the time of their use before (not as free)",
+          scalar(c, "SELECT bool_and(used_at = timestamptz '2000-01-01 UTC' + slot * interval '1 minute')"
+                    " FROM concurrency.r_nr2") is True)
     c.execute("SELECT concurrency.enqueue('nr2', '{}') FROM generate_series(1, 4)")
     got = len(c.execute("SELECT * FROM concurrency.dequeue('nr2', 4)").fetchall())
     check("a claim that found no task used no slot: 2 of 4 then", (nothing, got) == (0, 2), repr((nothing, got)))

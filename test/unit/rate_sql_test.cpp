@@ -47,7 +47,11 @@ TEST(RateSql, SlotsAreTakenWithoutWaitingOldestFirst) {
 	// free: last used at or before now - rate_period ($1); the previous time
 	// comes back for give_back
 	EXPECT_NE(take.find("used_at OPERATOR(pg_catalog.<=) $1"), std::string::npos) << take;
-	EXPECT_NE(take.find("RETURNING slot"), std::string::npos) << take;
+	EXPECT_NE(take.find("RETURNING s.slot, free.used_at AS before"), std::string::npos) << take;
+	// given back with that time, never as "free" ('-infinity')
+	std::string give_back = sql.give_back();
+	EXPECT_NE(give_back.find("SET used_at = b.before"), std::string::npos) << give_back;
+	EXPECT_EQ(give_back.find("infinity"), std::string::npos) << give_back;
 }
 
 TEST(RateSql, SlotsFillHalfAPageThenPagesArePrunedWhenNearlyFull) {
