@@ -1805,6 +1805,33 @@ COMMENT ON FUNCTION concurrency_internal.distributed_sync_catalog(text) IS
     'copies a distributed queue''s settings, shard keys and permissions to every other Citus node, in this transaction (internal)';
 REVOKE ALL ON FUNCTION concurrency_internal.distributed_sync_catalog(text) FROM PUBLIC;
 
+-- The slots of key_rate_limit of distributed queue `queue` (rk_<queue>,
+-- which must exist) distributed beside its tasks: a key's slots on the shard
+-- of its tasks, where the claims of that shard take them. By distribute_queue,
+-- and by alter_queue where it adds the limit to a distributed queue (as the
+-- owner of the queue's table). Slots still there are forgotten: a key's
+-- first claims make them again.
+CREATE FUNCTION concurrency_internal.distribute_key_rate_slots(queue text) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    rkrel text := format('concurrency.%I', 'rk_' || queue);
+BEGIN
+    IF queue IS NULL THEN
+        RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
+    END IF;
+    EXECUTE format('DELETE FROM %s', rkrel);
+    EXECUTE format('ALTER TABLE %1$s ADD COLUMN shard_key integer NOT NULL DEFAULT 0,
+                        DROP CONSTRAINT %2$I,
+                        ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, concurrency_key, slot)',
+                   rkrel, 'rk_' || queue || '_pkey');
+    PERFORM create_distributed_table(rkrel, 'shard_key', colocate_with => format('concurrency.%I', 'q_' || queue));
+END
+$fn$;
+COMMENT ON FUNCTION concurrency_internal.distribute_key_rate_slots(text) IS
+    'distributes the slot table of key_rate_limit of a distributed queue beside its tasks'' shards (internal)';
+
 -- Makes an empty queue distributed. The caller must own the queue's table
 -- (ALTER TABLE) and run it on the coordinator.
 CREATE OR REPLACE FUNCTION concurrency.distribute_queue(queue text, shard_count integer DEFAULT NULL)
@@ -1823,7 +1850,6 @@ DECLARE
     v integer := 0;
     idx integer;
     krel text;
-    rkrel text;
 BEGIN
     IF queue IS NULL THEN
         RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
@@ -1884,17 +1910,9 @@ BEGIN
                         ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, concurrency_key)',
                    krel, 'k_' || queue || '_pkey');
     PERFORM create_distributed_table(krel, 'shard_key', colocate_with => rel);
-    -- the slots of key_rate_limit (rk_<queue>, where the queue has the limit)
-    -- beside them too: a key's slots on the shard of its tasks, where the
-    -- claims of that shard take them
-    rkrel := format('concurrency.%I', 'rk_' || queue);
-    IF to_regclass(rkrel) IS NOT NULL THEN
-        EXECUTE format('DELETE FROM %s', rkrel);
-        EXECUTE format('ALTER TABLE %1$s ADD COLUMN shard_key integer NOT NULL DEFAULT 0,
-                            DROP CONSTRAINT %2$I,
-                            ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, concurrency_key, slot)',
-                       rkrel, 'rk_' || queue || '_pkey');
-        PERFORM create_distributed_table(rkrel, 'shard_key', colocate_with => rel);
+    -- the slots of key_rate_limit (where the queue has the limit) beside them too
+    IF to_regclass(format('concurrency.%I', 'rk_' || queue)) IS NOT NULL THEN
+        PERFORM concurrency_internal.distribute_key_rate_slots(queue);
     END IF;
     -- the lease slots (max_leased) stay a table on the coordinator, where
     -- every claim runs; a slot also keeps when the lease written in it ends

@@ -238,7 +238,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	int32 rate_limit = rate_limit_after(settings.rate, 0);
 	int32 key_rate_limit = rate_limit_after(settings.key_rate, 0);
 	if (distributed && key_rate_limit > 0 && rate_limit > 0)
-		queue::refuse_key_rate_distributed(name, true);
+		queue::refuse_key_rate_distributed(name);
 	if (distributed)
 		queue::require_coordinator(name);
 
@@ -372,11 +372,10 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	// a distributed queue keeps its limits with functions of its own
 	// (src/sql/41_distributed_queue.sql)
 	bool distributed = queue::is_distributed(relid);
-	// key_rate_limit on a distributed queue: its slots' table is distributed
-	// with the queue (distribute_queue), not added to it later, and not
-	// beside rate_limit (whose claims the coordinator makes)
-	if (distributed && key_rate_limit > 0 && (had_key_rate_limit == 0 || rate_limit > 0))
-		queue::refuse_key_rate_distributed(name, rate_limit > 0);
+	// key_rate_limit on a distributed queue: not beside rate_limit (whose
+	// claims the coordinator makes)
+	if (distributed && key_rate_limit > 0 && rate_limit > 0)
+		queue::refuse_key_rate_distributed(name);
 	if (distributed)
 		queue::require_coordinator_for(name, "alter_queue");
 	// fair => true / false (a 0.2.0 declaration has no such argument)
@@ -440,6 +439,11 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		queue::apply_rate_limit(name, rate_limit, owner);
 	if (settings.key_rate.limit)
 		queue::apply_key_rate_limit(name, key_rate_limit, owner);
+	if (distributed && key_rate_limit > 0 && had_key_rate_limit == 0) {
+		// its new slot table beside the tasks' shards
+		AsRole as_owner(queue::relation_owner(relid));
+		queue::distribute_key_rate_slots(name);
+	}
 	if (distributed) // every node serves it: the new settings on every node
 		queue::sync_catalog(name);
 	pg::spi_finish();

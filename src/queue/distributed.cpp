@@ -695,20 +695,19 @@ void refuse_on_distributed(std::string_view queue, const char *what) {
 	    "them), or use fail(…, retry_in => '0') to give a task back.");
 }
 
-void refuse_key_rate_distributed(std::string_view queue, bool with_rate_limit) {
-	if (with_rate_limit)
-		throw Error(
-		    sqlstate::feature_not_supported,
-		    fmt::format("key_rate_limit with rate_limit is not supported on distributed queue \"{}\"", queue),
-		    "The claims of a distributed queue with rate_limit are made on the coordinator, those under "
-		    "key_rate_limit on each key's shard.",
-		    "Keep one of the two limits.");
-	throw Error(sqlstate::feature_not_supported,
-	            fmt::format("key_rate_limit cannot be added to distributed queue \"{}\"", queue),
-	            "The slots of key_rate_limit are distributed with the queue, beside its tasks' shards.",
-	            "Set key_rate_limit before the queue is distributed: create_queue(…, distributed => true, "
-	            "key_rate_limit => …, key_rate_period => …) or alter_queue then distribute_queue, on a queue "
-	            "without tasks.");
+void refuse_key_rate_distributed(std::string_view queue) {
+	throw Error(
+	    sqlstate::feature_not_supported,
+	    fmt::format("key_rate_limit with rate_limit is not supported on distributed queue \"{}\"", queue),
+	    "The claims of a distributed queue with rate_limit are made on the coordinator, those under "
+	    "key_rate_limit on each key's shard.",
+	    "Keep one of the two limits.");
+}
+
+void distribute_key_rate_slots(const std::string &queue) {
+	static const Oid types[1] = {TEXTOID};
+	Datum values[1] = {pg::text_datum(queue)};
+	run_routed("distribute_key_rate_slots", "SELECT {}($1)", 1, types, values);
 }
 
 void require_coordinator(const std::string &queue) {

@@ -207,9 +207,14 @@ uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
 // shard (`what`: release, progress), naming the queue.
 [[noreturn]] void refuse_on_distributed(std::string_view queue, const char *what);
 
-// 0A000 for key_rate_limit on distributed queue `queue`: beside rate_limit
-// (`with_rate_limit`), or added after the queue was distributed.
-[[noreturn]] void refuse_key_rate_distributed(std::string_view queue, bool with_rate_limit);
+// 0A000 for key_rate_limit beside rate_limit on distributed queue `queue`.
+[[noreturn]] void refuse_key_rate_distributed(std::string_view queue);
+
+// After alter_queue made the slot table of key_rate_limit of distributed
+// queue `queue` (rk_<queue>): distributes it beside the queue's shards
+// (concurrency_internal.distribute_key_rate_slots). Call while SPI is
+// connected, as the owner of the queue's table, on the coordinator.
+void distribute_key_rate_slots(const std::string &queue);
 
 // For create_queue(…, distributed => true), before it changes anything:
 // 0A000 unless this server is a Citus coordinator.

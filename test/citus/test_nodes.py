@@ -435,8 +435,8 @@ def test_fair_on_distributed_queues():
 def test_key_rate_limit_on_distributed_queues():
     """key_rate_limit on a distributed queue: each key's slots on the shard of its tasks, taken by the claims of
     the node that holds it; workers on both worker nodes never claim a key more often than its limit, and the
-    tasks without a key are not held back. It cannot be added to a distributed queue, nor be beside rate_limit:
-    0A000, nothing changed."""
+    tasks without a key are not held back; alter_queue may add it to a distributed queue with tasks. It cannot be
+    beside rate_limit: 0A000, nothing changed."""
     c = connect(COORDINATOR)
     c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('nk', 'nk2', 'nk3', 'nk4')")
     fresh_queue("nk", key_rate_limit=2, key_rate_period="1 hour")
@@ -469,11 +469,20 @@ def test_key_rate_limit_on_distributed_queues():
     check("key_rate_limit => 0 drops the distributed slots' table",
           scalar(c, "SELECT to_regclass('concurrency.rk_nk') IS NULL") is True)
 
-    e = sqlstate_of(lambda: c.execute("SELECT concurrency.alter_queue('nk', key_rate_limit => 5,"
-                                      " key_rate_period => '1 second')"))
-    check("alter_queue adding key_rate_limit to a distributed queue: 0A000, the setting unchanged",
-          e == "0A000" and scalar(c, "SELECT key_rate_limit FROM concurrency.queue WHERE name = 'nk'") is None,
-          repr(e))
+    # added again to the queue, which has 3 ready tasks of each key: its slots' table made and distributed
+    c.execute("SELECT concurrency.alter_queue('nk', key_rate_limit => 1, key_rate_period => '1 hour')")
+    shards = scalar(c, "SELECT count(*) FROM citus_shards WHERE table_name = 'concurrency.rk_nk'::regclass")
+    check("alter_queue adding key_rate_limit to a distributed queue with tasks: its slots' table distributed",
+          shards == SHARDS, repr(shards))
+    again = []
+    for _ in range(2):
+        for p in (WORKER1, WORKER2):
+            again += [r[0] for r in connect(p).execute("SELECT task_id FROM concurrency.dequeue('nk', 20)")
+                      .fetchall()]
+    keys = sorted(r[0] for r in c.execute("SELECT concurrency_key FROM concurrency.q_nk WHERE id = ANY (%s)",
+                                          (again,)).fetchall())
+    check("then claims on both worker nodes take one task of each key, no more",
+          keys == [f"key{k}" for k in range(6)], repr(keys))
     e = sqlstate_of(lambda: c.execute("SELECT concurrency.create_queue('nk2', distributed => true, rate_limit => 5,"
                                       " rate_period => '1 second', key_rate_limit => 5, key_rate_period => '1 second')"))
     check("create_queue(…, distributed => true) with rate_limit and key_rate_limit: 0A000, no queue",
