@@ -70,18 +70,29 @@ void drop_child_edges(std::string_view queue, const std::vector<int64> &children
 	run_edges("dependencies:drop-child", drop_child_sql, 2, types, values, nullptr, false);
 }
 
-// The children of done tasks: one parent less each; those left with none
-// become ready, scheduled, or (on a queue with a key_limit) blocked until
-// their key admits them.
-void release_children(std::string_view queue, const std::vector<int64> &parents,
-                      const std::map<int64, int32> &in_row, TimestampTz now) {
+// Queue `name` to act on its tasks: `own` where that is its name (the queue,
+// or the shard of a distributed queue, whose tasks ended: children in the
+// parents' rows are in the same table), else opened into `opened`.
+Queue &queue_of(const std::string &name, Queue *own, std::optional<Queue> &opened) {
+	if (own && own->name() == name)
+		return *own;
+	return opened.emplace(name);
+}
+
+// The children of done tasks `parents` of `q`: one parent less each; those
+// left with none become ready, scheduled, or (on a queue with a key_limit)
+// blocked until their key admits them.
+void release_children(Queue &q, const std::vector<int64> &parents, const std::map<int64, int32> &in_row,
+                      TimestampTz now) {
+	std::string queue(q.name());
 	std::map<std::string, std::map<int64, int32>> children = children_of(queue, parents);
 	for (const auto &[id, count] : in_row)
-		children[std::string(queue)][id] += count;
+		children[queue][id] += count;
 	for (const auto &[child_queue, counts] : children) {
 		if (!OidIsValid(queue_relid(child_queue))) // dropped since
 			continue;
-		Queue child(child_queue);
+		std::optional<Queue> opened;
+		Queue &child = queue_of(child_queue, &q, opened);
 		std::map<int32, std::vector<int64>> by_count; // mostly one entry: one parent each
 		for (const auto &[id, count] : counts)
 			by_count[count].push_back(id);
@@ -95,9 +106,9 @@ void release_children(std::string_view queue, const std::vector<int64> &parents,
        state = CASE WHEN t.parents_open )" GT R"( $2 THEN 'waiting'
                     WHEN $4 AND t.concurrency_key IS NOT NULL THEN 'blocked'
                     WHEN t.run_at )" GT R"( $3 THEN 'scheduled' ELSE 'ready' END
- WHERE t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
+ WHERE {tk}t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
 RETURNING t.state, t.concurrency_key)",
-			    fmt::arg("t", child.sql().table()));
+			    fmt::arg("t", child.sql().table()), fmt::arg("tk", child.sql().shard_filter(true)));
 			static const Oid types[4] = {INT8ARRAYOID, INT4OID, TIMESTAMPTZOID, BOOLOID};
 			Datum values[4] = {int8_array(ids), Int32GetDatum(count), TimestampTzGetDatum(now),
 			                   BoolGetDatum(limited)};
@@ -121,9 +132,10 @@ RETURNING t.state, t.concurrency_key)",
 
 // The waiting descendants of task `root` of `queue` (`in_row`: its children
 // named in its row), which ended dead or cancelled: cancelled, generation by
-// generation, their last_error naming it.
+// generation, their last_error naming it. `own`: the queue (or shard) whose
+// task it is, where the caller has it.
 void cancel_descendants(std::string_view queue, int64 root, const std::vector<int64> &in_row, Ending how,
-                        TimestampTz now) {
+                        TimestampTz now, Queue *own) {
 	std::string error =
 	    how == Ending::dropped
 	        ? fmt::format("parent task {} of queue \"{}\" was dropped with its queue", root, queue)
@@ -144,14 +156,15 @@ void cancel_descendants(std::string_view queue, int64 root, const std::vector<in
 		for (const auto &[child_queue, set] : children) {
 			if (set.empty() || !OidIsValid(queue_relid(child_queue)))
 				continue;
-			Queue child(child_queue);
+			std::optional<Queue> opened;
+			Queue &child = queue_of(child_queue, own, opened);
 			std::vector<int64> ids(set.begin(), set.end());
 			std::string sql = fmt::format(
 			    R"(UPDATE {t} AS t
    SET state = 'cancelled', finished_at = $2, last_error = $3
- WHERE t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
+ WHERE {tk}t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
 RETURNING t.id, t.has_children, t.children)",
-			    fmt::arg("t", child.sql().table()));
+			    fmt::arg("t", child.sql().table()), fmt::arg("tk", child.sql().shard_filter(true)));
 			static const Oid types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID};
 			Datum values[3] = {int8_array(ids), TimestampTzGetDatum(now), pg::text_datum(error)};
 			uint64 n = child.run_internal("dependencies:cancel", sql, 3, types, values, nullptr,
@@ -235,21 +248,24 @@ void insert_edges(const std::vector<TaskRef> &parents, const std::vector<TaskRef
 	          4, types, values, nullptr, false);
 }
 
-std::map<int64, std::string> mark_parents(Queue &q, std::vector<int64> ids) {
+std::map<int64, std::string> mark_parents(Queue &q, std::vector<int64> ids,
+                                          const std::vector<int64> &children) {
 	std::sort(ids.begin(), ids.end());
 	ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
 	// on the latest committed state (whatever the isolation level): a parent
 	// that a concurrent complete holds is waited for, and then seen done (or
 	// gone); through the primary key, in id order
 	std::string sql = fmt::format(
-	    R"(UPDATE {t} AS t SET has_children = true
- WHERE t.id )" EQ R"( ANY ($1)
+	    R"(UPDATE {t} AS t SET has_children = true{children}
+ WHERE {tk}t.id )" EQ R"( ANY ($1)
 RETURNING t.id, t.state)",
-	    fmt::arg("t", q.sql().table()));
-	static const Oid types[1] = {INT8ARRAYOID};
-	Datum values[1] = {int8_array(ids)};
+	    fmt::arg("t", q.sql().table()), fmt::arg("tk", q.sql().shard_filter(true)),
+	    fmt::arg("children", children.empty() ? "" : ", children = pg_catalog.array_cat(t.children, $2)"));
+	static const Oid types[2] = {INT8ARRAYOID, INT8ARRAYOID};
+	Datum values[2] = {int8_array(ids), children.empty() ? Datum(0) : int8_array(children)};
 	uint64 n =
-	    q.run_internal("dependencies:mark-parents", sql, 1, types, values, nullptr, Access::owner_latest);
+	    q.run_internal(children.empty() ? "dependencies:mark-parents" : "dependencies:mark-parents-in-row",
+	                   sql, children.empty() ? 1 : 2, types, values, nullptr, Access::owner_latest);
 	std::map<int64, std::string> states;
 	for (uint64 i = 0; i < n; ++i)
 		states[pg::int64_column(i, 1)] = pg::text_column(i, 2).value_or("");
@@ -262,6 +278,15 @@ RETURNING t.id, t.state)",
 			    "a task when it completes): enqueue the child before the parent completes, or both "
 			    "with enqueue_graph.");
 	return states;
+}
+
+void add_row_child(Queue &q, int64 parent, int64 child) {
+	std::string sql = fmt::format(
+	    "UPDATE {} AS t SET children = pg_catalog.array_append(t.children, $2) WHERE {}t.id " EQ " $1",
+	    q.sql().table(), q.sql().shard_filter(true));
+	static const Oid types[2] = {INT8OID, INT8OID};
+	Datum values[2] = {Int64GetDatum(parent), Int64GetDatum(child)};
+	q.run_internal("dependencies:row-child", sql, 2, types, values, nullptr, Access::owner);
 }
 
 std::optional<std::string> doom_of(int64 parent, std::string_view queue, const std::string &state) {
@@ -319,11 +344,11 @@ void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how
 		for (const FinishedTask &t : tasks)
 			for (int64 c : t.children)
 				in_row[c] += 1;
-		release_children(queue, parents, in_row, now);
+		release_children(q, parents, in_row, now);
 	} else {
 		for (const FinishedTask &t : tasks)
 			if (t.has_children)
-				cancel_descendants(queue, t.id, t.children, how, now);
+				cancel_descendants(queue, t.id, t.children, how, now, &q);
 	}
 }
 
@@ -331,7 +356,12 @@ uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<
                       TimestampTz now) {
 	if (children.empty())
 		return 0;
-	std::map<int64, std::string> states = mark_parents(q, std::move(parents));
+	// on a shard of a distributed queue the edges are in the rows (parent
+	// and children on one shard: they move with it), elsewhere rows of
+	// concurrency.task_dependency
+	const bool in_rows = q.on_shard();
+	std::map<int64, std::string> states =
+	    mark_parents(q, std::move(parents), in_rows ? children : std::vector<int64>{});
 	int32 open = 0;
 	std::optional<std::string> doomed;
 	for (const auto &[id, state] : states) {
@@ -340,7 +370,10 @@ uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<
 		if (state != "done" && state != "dead" && state != "cancelled")
 			++open;
 	}
-	if (!doomed) {
+	std::vector<int64> parent_ids;
+	for (const auto &entry : states)
+		parent_ids.push_back(entry.first);
+	if (!doomed && !in_rows) {
 		std::vector<TaskRef> from, to;
 		for (int64 child : children)
 			for (const auto &entry : states) {
@@ -355,15 +388,17 @@ uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<
        state = CASE WHEN $3::pg_catalog.text IS NOT NULL THEN 'cancelled'
                     WHEN $2 )" GT R"( 0 THEN 'waiting' ELSE t.state END,
        finished_at = CASE WHEN $3::pg_catalog.text IS NOT NULL THEN $4 END,
-       last_error = $3
- WHERE t.id )" EQ R"( ANY ($1)
+       last_error = $3,
+       parents = COALESCE($5, t.parents)
+ WHERE {tk}t.id )" EQ R"( ANY ($1)
 RETURNING t.state, t.concurrency_key)",
-	    fmt::arg("t", q.sql().table()));
-	static const Oid types[4] = {INT8ARRAYOID, INT4OID, TEXTOID, TIMESTAMPTZOID};
-	Datum values[4] = {int8_array(children), Int32GetDatum(doomed ? 0 : open),
-	                   doomed ? pg::text_datum(*doomed) : Datum(0), TimestampTzGetDatum(now)};
-	char nulls[4] = {' ', ' ', doomed ? ' ' : 'n', ' '};
-	uint64 n = q.run_internal("dependencies:attach", sql, 4, types, values, nulls, Access::owner);
+	    fmt::arg("t", q.sql().table()), fmt::arg("tk", q.sql().shard_filter(true)));
+	static const Oid types[5] = {INT8ARRAYOID, INT4OID, TEXTOID, TIMESTAMPTZOID, INT8ARRAYOID};
+	Datum values[5] = {int8_array(children), Int32GetDatum(doomed ? 0 : open),
+	                   doomed ? pg::text_datum(*doomed) : Datum(0), TimestampTzGetDatum(now),
+	                   in_rows ? int8_array(parent_ids) : Datum(0)};
+	char nulls[5] = {' ', ' ', doomed ? ' ' : 'n', ' ', in_rows ? ' ' : 'n'};
+	uint64 n = q.run_internal("dependencies:attach", sql, 5, types, values, nulls, Access::owner);
 	uint64 claimable = 0;
 	std::vector<std::string> keys;
 	for (uint64 i = 0; i < n; ++i) {
@@ -392,7 +427,7 @@ void forget_dependencies(std::string_view queue, TimestampTz now) {
 	for (uint64 i = 0; i < n; ++i)
 		parents.push_back(pg::int64_column(i, 1));
 	for (int64 parent : parents) // edges in its tasks' rows are within the queue: dropped with it
-		cancel_descendants(queue, parent, {}, Ending::dropped, now);
+		cancel_descendants(queue, parent, {}, Ending::dropped, now, nullptr);
 	run_edges("dependencies:forget-queue",
 	          "DELETE FROM concurrency.task_dependency WHERE parent_queue " EQ " $1 OR child_queue " EQ " $1",
 	          1, types, values, nullptr, false);

@@ -54,7 +54,8 @@ void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how
 
 // enqueue(…, after), enqueue_batch(…, after): the tasks `children` of `q`,
 // just inserted by this call, wait for the tasks `parents` of the same queue
-// (22023 naming one that does not exist). A parent done already counts as
+// (22023 naming one that does not exist); on a shard of a distributed queue,
+// of the same shard, the edges written into their rows. A parent done already counts as
 // done; a dead or cancelled one cancels the children at once. Returns how
 // many of the children are claimable (ready or scheduled) after that.
 uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<int64> parents,
@@ -77,7 +78,14 @@ struct TaskRef {
 
 // Marks tasks `ids` of `q` as parents (has_children), on the latest committed
 // state, and returns the state of each; 22023 naming one that does not exist.
-std::map<int64, std::string> mark_parents(Queue &q, std::vector<int64> ids);
+// `children` (tasks of `q`): added to each one's row (the edges of a shard
+// of a distributed queue are in its rows).
+std::map<int64, std::string> mark_parents(Queue &q, std::vector<int64> ids,
+                                          const std::vector<int64> &children = {});
+// Adds task `child` to the children named in the row of task `parent` of `q`
+// (enqueue_graph on a shard of a distributed queue, for a parent enqueued
+// before).
+void add_row_child(Queue &q, int64 parent, int64 child);
 // The last_error of a child whose parent `parent` of `queue` is in `state`,
 // if that state cancels it (dead, cancelled).
 std::optional<std::string> doom_of(int64 parent, std::string_view queue, const std::string &state);

@@ -695,6 +695,67 @@ void refuse_on_distributed(std::string_view queue, const char *what) {
 	    "them), or use fail(…, retry_in => '0') to give a task back.");
 }
 
+void refuse_not_served_here(std::string_view queue, const char *what) {
+	throw Error(sqlstate::feature_not_supported,
+	            fmt::format("{} is not supported on distributed queue \"{}\" here", what, queue),
+	            "The queue was distributed in this transaction, or the extension's objects are older "
+	            "than its module (ALTER EXTENSION concurrency_ext UPDATE).",
+	            "Call it after the transaction that distributed the queue has committed.");
+}
+
+int32 parents_position(Queue &q, const std::vector<int64> &after, const std::vector<int32> &key_positions) {
+	const Shards &shards = distributed_shards(q);
+	std::optional<int32> position;
+	for (int64 id : after) {
+		int32 p = task_position(id);
+		if (id <= 0 || p >= shards.count)
+			throw Error(
+			    sqlstate::invalid_parameter_value,
+			    fmt::format("parent task {} of queue \"{}\" does not exist", id, q.name()),
+			    fmt::format("Its id names no shard of the distributed queue ({} shards).", shards.count));
+		if (position && *position != p)
+			throw Error(sqlstate::feature_not_supported,
+			            fmt::format("the parents of a task of distributed queue \"{}\" must be in one shard",
+			                        q.name()),
+			            fmt::format("Parent tasks {} and {} are in shards {} and {}.", after.front(), id,
+			                        *position, p),
+			            "A task goes to the shard of its parents: enqueue tasks that depend on each other "
+			            "after the same first task, or in one enqueue_graph.");
+		position = p;
+	}
+	for (int32 k : key_positions)
+		if (k >= 0 && position && k != *position)
+			throw Error(
+			    sqlstate::feature_not_supported,
+			    fmt::format("a task of distributed queue \"{}\" with parents cannot have a key of "
+			                "another shard",
+			                q.name()),
+			    fmt::format("Its parents are in shard {}, its concurrency_key or dedupe_key places it "
+			                "in shard {}.",
+			                *position, k),
+			    "A key's tasks are all in the key's shard: give the task no key, or parents of its "
+			    "key.");
+	return position.value_or(0);
+}
+
+void refuse_graph_distributed(std::string_view queue) {
+	throw Error(sqlstate::feature_not_supported,
+	            fmt::format("a graph with tasks in distributed queue \"{}\" must have all its tasks and "
+	                        "parents in that queue",
+	                        queue),
+	            "The tasks of a distributed queue that depend on each other are kept in one shard, their "
+	            "edges in its rows; an edge to another queue would be a row of another node.",
+	            "Enqueue the tasks of each queue with a graph of their own.");
+}
+
+void refuse_graph_shards(std::string_view queue) {
+	throw Error(sqlstate::feature_not_supported,
+	            fmt::format("the tasks of a graph on distributed queue \"{}\" must be in one shard", queue),
+	            "A graph's tasks go to one shard (that of their parents enqueued before), and a key's tasks "
+	            "are all in the key's shard: the graph's concurrency keys are in several shards.",
+	            "Give the graph's tasks keys of one shard, or enqueue it as several graphs.");
+}
+
 void refuse_key_rate_distributed(std::string_view queue) {
 	throw Error(
 	    sqlstate::feature_not_supported,

@@ -207,6 +207,28 @@ uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
 // shard (`what`: release, progress), naming the queue.
 [[noreturn]] void refuse_on_distributed(std::string_view queue, const char *what);
 
+// 0A000 for `what` (a function, with the argument that needs it) on
+// distributed queue `queue` where this node's C++ does not serve it yet: the
+// queue was distributed in this transaction, or the extension's objects are
+// older than its module.
+[[noreturn]] void refuse_not_served_here(std::string_view queue, const char *what);
+
+// enqueue(…, after) and enqueue_batch(…, after) on distributed queue `q`:
+// the position of the one shard that holds every parent `after`, where the
+// new tasks go (a task's edges are in its shard's rows). 22023 for an id that
+// names no shard of the queue (no such task); 0A000 for parents on several
+// shards, or for a task whose key (`key_positions`: the shard each task's
+// concurrency_key or dedupe_key places it on, -1 for none) places it on
+// another shard.
+int32 parents_position(Queue &q, const std::vector<int64> &after, const std::vector<int32> &key_positions);
+
+// 0A000 for enqueue_graph with tasks in distributed queue `queue` and in
+// another queue, or a parent in another queue (`queue`: a distributed one).
+[[noreturn]] void refuse_graph_distributed(std::string_view queue);
+// 0A000 for enqueue_graph whose tasks' keys are in several shards of
+// distributed queue `queue`.
+[[noreturn]] void refuse_graph_shards(std::string_view queue);
+
 // 0A000 for key_rate_limit beside rate_limit on distributed queue `queue`.
 [[noreturn]] void refuse_key_rate_distributed(std::string_view queue);
 

@@ -271,21 +271,28 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
 	std::optional<Queue> shard;
 	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
-		if (!after.empty())
-			queue::refuse_on_distributed(name, "enqueue with after");
+		if (!after.empty()) {                    // beside its parents, on their node
+			if (!queue::shards_served_here(q, false))
+				queue::refuse_not_served_here(name, "enqueue with after");
+			bool keyed = nulls[5] != 'n' || nulls[4] != 'n';
+			int32 position =
+			    queue::parents_position(q, after, {keyed ? routed_task_position(q, values, nulls) : -1});
+			const queue::LocalShard *at = queue::distributed_shards(q).at(position);
+			if (!at) {
+				queue::notify_listeners(name);
+				return queue::route_call(fcinfo, q, position);
+			}
+			shard.emplace(name, *at);
+		}
+	}
+	if (!shard && queue::is_distributed(q.info().relid)) {
 		std::optional<queue::LocalShard> here = shard_for_task(q, values, nulls);
 		if (!here && queue::shards_served_here(q, false)) { // to its shard's node; listeners here are told
 			queue::notify_listeners(name);
 			return queue::route_call(fcinfo, q, routed_task_position(q, values, nulls));
 		}
 		if (!here && replace)
-			throw Error(
-			    sqlstate::feature_not_supported,
-			    fmt::format("on_conflict => 'replace' is not supported on distributed queue \"{}\" here",
-			                name),
-			    "The queue was distributed in this transaction, or the extension's objects are older "
-			    "than its module (ALTER EXTENSION concurrency_ext UPDATE).",
-			    "Enqueue it after the transaction that distributed the queue has committed.");
+			queue::refuse_not_served_here(name, "on_conflict => 'replace'");
 		if (!here)
 			return queue::forward_distributed(fcinfo, "distributed_enqueue", nullptr, 6);
 		shard.emplace(name, *here);
@@ -367,13 +374,14 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
 	std::optional<Queue> shard;
 	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
-		if (!after.empty())
-			queue::refuse_on_distributed(name, "enqueue_batch with after");
 		// a batch whose tasks all go to one shard of this node is served
 		// there; otherwise each shard's tasks are enqueued on its node, and
 		// the ids put back in payload order
-		if (!queue::shards_served_here(q, false))
+		if (!queue::shards_served_here(q, false)) {
+			if (!after.empty())
+				queue::refuse_not_served_here(name, "enqueue_batch with after");
 			return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out, 6);
+		}
 		const queue::Shards &shards = queue::distributed_shards(q);
 		std::vector<int32> position(static_cast<std::size_t>(payloads.n), -1);
 		for (int i = 0; i < payloads.n && shards.count > 0; ++i)
@@ -381,6 +389,15 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 				position[i] = queue::key_position(concurrency_keys.elems[i], shards.count);
 			else if (has_dedupe && !dedupe_keys.nulls[i])
 				position[i] = queue::key_position(dedupe_keys.elems[i], shards.count);
+		if (!after.empty()) { // the whole batch beside its parents, on their node
+			int32 parents = queue::parents_position(q, after, position);
+			const queue::LocalShard *at = shards.at(parents);
+			if (!at) {
+				queue::notify_listeners(name);
+				return queue::route_call(fcinfo, q, parents, &out);
+			}
+			std::fill(position.begin(), position.end(), parents);
+		}
 		std::map<int32, std::vector<int>> groups;
 		std::optional<queue::LocalShard> here = place_batch(q, position, groups);
 		if (!here) {

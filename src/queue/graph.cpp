@@ -362,12 +362,58 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 	for (std::size_t i = 0; i < graph.size(); ++i)
 		members[graph[i].queue].push_back(i);
 	members.try_emplace(name);
+	std::string distributed; // the distributed queue that tasks go to
 	for (const auto &entry : members) {
 		Queue q(entry.first);
 		require(q, caller, Permission::enqueue, "enqueue_graph");
-		if (is_distributed(q.info().relid))
-			refuse_on_distributed(entry.first, "enqueue_graph");
+		if (!entry.second.empty() && is_distributed(q.info().relid))
+			distributed = entry.first;
 	}
+	// Citus: a graph's tasks in a distributed queue go to one shard, that of
+	// their parents enqueued before (or of their keys), on its node, their
+	// edges in its rows; no task of the graph in another queue
+	std::optional<Queue> shard;
+	if (!distributed.empty()) {
+		for (const auto &entry : members)
+			if (!entry.second.empty() && entry.first != distributed)
+				refuse_graph_distributed(distributed);
+		Queue whole(distributed);
+		if (!shards_served_here(whole, false))
+			refuse_not_served_here(distributed, "enqueue_graph");
+		const Shards &shards = distributed_shards(whole);
+		std::vector<int64> outer;
+		std::vector<int32> keys;
+		for (const GraphTask &t : graph) {
+			for (const TaskRef &p : t.outer) {
+				if (p.queue != distributed)
+					refuse_graph_distributed(distributed);
+				outer.push_back(p.id);
+			}
+			if (t.key && shards.count > 0)
+				keys.push_back(key_position(pg::text_datum(*t.key), shards.count));
+		}
+		std::optional<int32> position;
+		if (!outer.empty())
+			position = parents_position(whole, outer, keys);
+		for (int32 k : keys)
+			if (!position)
+				position = k;
+			else if (*position != k)
+				refuse_graph_shards(distributed);
+		if (!position) {
+			const LocalShard *mine = next_local_shard(shards);
+			position = mine ? mine->position : next_position(shards);
+		}
+		const LocalShard *at = shards.at(*position);
+		if (!at)
+			return route_call(fcinfo, whole, *position, &out);
+		shard.emplace(distributed, *at);
+	}
+	// queue `queue_name`: the shard where the graph's tasks go, or the queue
+	// opened into `opened`
+	auto open = [&](const std::string &queue_name, std::optional<Queue> &opened) -> Queue & {
+		return shard && queue_name == distributed ? *shard : opened.emplace(queue_name);
+	};
 
 	// parents enqueued before: the caller may read their queues; each is
 	// marked as a parent (waiting for a complete that holds it) and its
@@ -378,12 +424,13 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 			outer_ids[p.queue].push_back(p.id);
 	std::map<std::string, std::map<int64, std::string>> outer_states;
 	for (auto &[queue_name, ids] : outer_ids) {
-		Queue q(queue_name);
-		if (!holds(q, caller, Permission::enqueue))
-			require(q, caller, Permission::read, "enqueue_graph");
-		if (is_distributed(q.info().relid))
-			refuse_on_distributed(queue_name, "enqueue_graph");
-		outer_states[queue_name] = mark_parents(q, ids);
+		Queue whole(queue_name);
+		if (!holds(whole, caller, Permission::enqueue))
+			require(whole, caller, Permission::read, "enqueue_graph");
+		if (queue_name != distributed && is_distributed(whole.info().relid))
+			refuse_graph_distributed(queue_name);
+		std::optional<Queue> opened;
+		outer_states[queue_name] = mark_parents(open(queue_name, opened), ids);
 	}
 
 	for (std::size_t i : order) {
@@ -414,7 +461,18 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 	for (const auto &[queue_name, positions] : members) {
 		if (positions.empty())
 			continue;
-		Queue q(queue_name);
+		std::optional<Queue> opened;
+		Queue &q = open(queue_name, opened);
+		if (q.on_shard()) { // ids that name the shard
+			static const Oid count_type[1] = {INT4OID};
+			Datum count = Int32GetDatum(static_cast<int32>(positions.size()));
+			q.run_internal("graph:shard-ids", q.sql().draw_shard_ids(), 1, count_type, &count, nullptr,
+			               Access::owner);
+			std::vector<int64> drawn = int8_column(0, 1);
+			for (std::size_t k = 0; k < drawn.size() && k < positions.size(); ++k)
+				graph[positions[k]].id = drawn[k];
+			continue;
+		}
 		// the identity sequence of the queue's table, looked up once (an
 		// expression of the draw would be evaluated for every id)
 		static const Oid table_type[1] = {TEXTOID};
@@ -442,7 +500,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 	for (const auto &[queue_name, positions] : members) {
 		if (positions.empty())
 			continue;
-		Queue q(queue_name);
+		std::optional<Queue> opened;
+		Queue &q = open(queue_name, opened);
 		// the rows' children and parents: slices of one flat array each,
 		// from the row's start, of its count (0: NULL)
 		std::vector<Datum> flat_children, flat_parents, children_at, children_count, parents_at,
@@ -461,6 +520,11 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 			ids.push_back(Int64GetDatum(t.id));
 			add_slice(t.row_children, flat_children, children_at, children_count);
 			add_slice(t.row_parents, flat_parents, parents_at, parents_count);
+			if (q.on_shard() && !t.doom) // and those enqueued before, in the rows too
+				for (const TaskRef &p : t.outer) {
+					flat_parents.push_back(Int64GetDatum(p.id));
+					parents_count.back() = Int32GetDatum(DatumGetInt32(parents_count.back()) + 1);
+				}
 			payloads.push_back(t.payload);
 			run_ats.push_back(t.run_at ? TimestampTzGetDatum(*t.run_at) : Datum(0));
 			run_at_nulls.push_back(t.run_at ? ' ' : 'n');
@@ -475,11 +539,12 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 			error_nulls.push_back(t.doom ? ' ' : 'n');
 		}
 		std::vector<char> none(positions.size(), ' ');
+		std::optional<int32> shard_key = q.sql().shard_key();
 		std::string sql = fmt::format(
-		    R"(INSERT INTO {t} (id, state, priority, run_at, payload, concurrency_key, enqueued_at, parents_open,
+		    R"(INSERT INTO {t} ({sk}id, state, priority, run_at, payload, concurrency_key, enqueued_at, parents_open,
                   has_children, finished_at, last_error, children, parents)
 OVERRIDING SYSTEM VALUE
-SELECT u.id,
+SELECT {skv}u.id,
        CASE WHEN u.error IS NOT NULL THEN 'cancelled'
             WHEN u.open )" GT R"( 0 THEN 'waiting'
             WHEN $3 AND u.key IS NOT NULL THEN 'blocked'
@@ -493,7 +558,8 @@ SELECT u.id,
                   pg_catalog.unnest($12), pg_catalog.unnest($13), pg_catalog.unnest($15), pg_catalog.unnest($16))
        AS u(payload, run_at, priority, key, open, children, error, id, cs, cn, ps, pn)
 RETURNING state, concurrency_key)",
-		    fmt::arg("t", q.sql().table()));
+		    fmt::arg("t", q.sql().table()), fmt::arg("sk", shard_key ? "shard_key, " : ""),
+		    fmt::arg("skv", shard_key ? fmt::format("{}, ", *shard_key) : std::string()));
 		static const Oid types[16] = {TIMESTAMPTZOID, JSONBARRAYOID, BOOLOID,      TIMESTAMPTZARRAYOID,
 		                              INT4ARRAYOID,   TEXTARRAYOID,  INT4ARRAYOID, BOOLARRAYOID,
 		                              TEXTARRAYOID,   INT8ARRAYOID,  INT8ARRAYOID, INT4ARRAYOID,
@@ -515,7 +581,8 @@ RETURNING state, concurrency_key)",
 		                    array_datum(flat_parents, flat_none, INT8OID),
 		                    array_datum(parents_at, none, INT4OID),
 		                    array_datum(parents_count, none, INT4OID)};
-		uint64 n = q.run_internal("graph:insert", sql, 16, types, values, nullptr, Access::owner);
+		uint64 n = q.run_internal(shard_key ? "graph:shard-insert" : "graph:insert", sql, 16, types, values,
+		                          nullptr, Access::owner);
 		uint64 claimable = 0;
 		std::vector<std::string> blocked_keys;
 		for (uint64 row = 0; row < n; ++row) {
@@ -541,6 +608,11 @@ RETURNING state, concurrency_key)",
 				from.push_back(TaskRef{graph[p].queue, graph[p].id});
 				to.push_back(TaskRef{t.queue, t.id});
 			}
+		if (shard && t.queue == distributed) { // in the parents' rows (the child's: inserted so)
+			for (const TaskRef &p : t.outer)
+				add_row_child(*shard, p.id, t.id);
+			continue;
+		}
 		for (const TaskRef &p : t.outer) {
 			from.push_back(p);
 			to.push_back(TaskRef{t.queue, t.id});
@@ -561,8 +633,19 @@ CONCURRENCY_FUNCTION(concurrency_parent_results) {
 	int64 id = int64_arg(fcinfo, 1, "task_id");
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
-	Queue q(name);
-	AsRole as_owner = authorize(q, Permission::work, "parent_results");
+	Queue whole(name);
+	AsRole as_owner = authorize(whole, Permission::work, "parent_results");
+	// Citus: on the node of the task's shard, where its parents are too
+	std::optional<Queue> shard;
+	if (queue::route_tasks(whole, &id, 1, shard, nullptr, false)) {
+		if (auto position = queue::routed_position(whole, &id, 1, false))
+			return queue::route_call(fcinfo, whole, *position, &out, -1, false);
+		if (!queue::shards_served_here(whole, false))
+			queue::refuse_not_served_here(name, "parent_results");
+		pg::spi_finish(); // its id names no shard of the queue: no such task
+		return Datum(0);
+	}
+	Queue &q = shard ? *shard : whole;
 	static const Oid types[2] = {TEXTOID, INT8OID};
 	Datum values[2] = {pg::text_datum(name), Int64GetDatum(id)};
 	uint64 n =
@@ -577,8 +660,9 @@ CONCURRENCY_FUNCTION(concurrency_parent_results) {
 	static const Oid id_type[1] = {INT8OID};
 	Datum child_id = Int64GetDatum(id);
 	if (q.run_internal("dependencies:row-parents",
-	                   fmt::format("SELECT parents FROM {} WHERE id " EQ " $1", q.sql().table()), 1, id_type,
-	                   &child_id, nullptr, Access::owner) == 1)
+	                   fmt::format("SELECT parents FROM {} WHERE {}id " EQ " $1", q.sql().table(),
+	                               q.sql().shard_filter(false)),
+	                   1, id_type, &child_id, nullptr, Access::owner) == 1)
 		for (int64 parent : int8_column(0, 1))
 			parents.push_back(TaskRef{name, parent});
 	std::sort(parents.begin(), parents.end(), [](const TaskRef &a, const TaskRef &b) {
@@ -587,9 +671,10 @@ CONCURRENCY_FUNCTION(concurrency_parent_results) {
 	for (const TaskRef &p : parents) {
 		if (!OidIsValid(queue_relid(p.queue))) // dropped since
 			continue;
-		Queue parent(p.queue);
-		std::string sql = fmt::format("SELECT result FROM {} WHERE id " EQ " $1 AND state " EQ " 'done'",
-		                              parent.sql().table());
+		std::optional<Queue> opened;
+		Queue &parent = p.queue == name ? q : opened.emplace(p.queue);
+		std::string sql = fmt::format("SELECT result FROM {} WHERE {}id " EQ " $1 AND state " EQ " 'done'",
+		                              parent.sql().table(), parent.sql().shard_filter(false));
 		Datum parent_id = Int64GetDatum(p.id);
 		if (parent.run_internal("dependencies:result", sql, 1, id_type, &parent_id, nullptr, Access::owner) ==
 		    1) {

@@ -50,6 +50,11 @@ std::string QueueSql::new_id() const {
 	                   static_cast<long long>(shard_->group) * 1024 + shard_->position);
 }
 
+std::string QueueSql::draw_shard_ids() const {
+	return fmt::format(
+	    "SELECT pg_catalog.array_agg({} ORDER BY n.n) FROM pg_catalog.generate_series(1, $1) AS n", new_id());
+}
+
 std::string QueueSql::shard_columns() const {
 	return shard_ ? "id, shard_key, " : "";
 }

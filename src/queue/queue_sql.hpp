@@ -92,6 +92,10 @@ class QueueSql {
 
 	// concurrency."q_<queue>", quoted.
 	const std::string &table() const { return table_; }
+	// On a shard, "shard_key = <its key> AND " (with "t." before the column
+	// for the alias t: the shard's primary key is (shard_key, id)); empty on
+	// a queue's own table.
+	const std::string &shard_filter(bool aliased) const { return aliased ? tk_ : k_; }
 
 	// CREATE TABLE with its indexes, storage and autovacuum settings, and the
 	// comment; one string of several statements.
@@ -230,6 +234,13 @@ class QueueSql {
 	std::string shard_values() const;
 	// the target of ON CONFLICT that infers the dedupe index
 	std::string dedupe_target() const;
+	// Shards only: $1 int4 n -> an int8[] of n new task ids (enqueue_graph
+	// draws its tasks' ids before it inserts them); and the shard's
+	// shard_key, which an INSERT of a new task writes.
+	std::string draw_shard_ids() const;
+	std::optional<std::int32_t> shard_key() const {
+		return shard_ ? std::optional<std::int32_t>(shard_->shard_key) : std::nullopt;
+	}
 
   private:
 	std::string queue_;

@@ -12,6 +12,7 @@ tokens are unique across nodes; a pause (on the coordinator) stops claims on
 every node and a resume lets a waiting worker on another node go on; and workers on every node drain a queue with
 each task's effect committed exactly once.
 """
+import json
 import threading
 import time
 
@@ -503,6 +504,158 @@ def test_key_rate_limit_on_distributed_queues():
           scalar(c, "SELECT to_regclass('concurrency.rk_nk4') IS NULL") is True)
 
 
+def test_dependencies_on_distributed_queues():
+    """enqueue(…, after) on a distributed queue: the child goes to its parents' shard (routed to their node from any
+    other), its edges in the shard's rows; completing the parent on any node makes the children ready, the last of
+    two parents the fan-in child; parent_results from any node; a cancelled parent cancels its waiting descendants;
+    a done parent is kept for its children. Parents on two shards, a key of another shard, an id of no shard and
+    enqueue_graph are refused, nothing enqueued."""
+    c = fresh_queue("nd")
+    w1, w2 = connect(WORKER1), connect(WORKER2)
+    root = scalar(w1, "SELECT concurrency.enqueue('nd', '{\"step\": \"root\"}')")
+    kids = [scalar(n, "SELECT concurrency.enqueue('nd', '{}', after => ARRAY[%s]::bigint[])", (root,)) for n in (w2, c)]
+    fan_in = scalar(w2, "SELECT concurrency.enqueue('nd', '{}', after => %s::bigint[])", (kids,))
+    batch = [r[0] for r in c.execute("SELECT concurrency.enqueue_batch('nd', ARRAY['{}', '{}']::jsonb[],"
+                                     " after => ARRAY[%s]::bigint[])", (root,)).fetchall()]
+    tasks = kids + [fan_in] + batch
+    check("children enqueued on other nodes go to their parent's shard",
+          {t & 1023 for t in tasks} == {root & 1023}, repr((root, tasks)))
+    states = c.execute("SELECT state, parents_open FROM concurrency.task_status('nd', %s)", (fan_in,)).fetchone()
+    check("task_status on the coordinator: the fan-in child waits for 2 parents", states == ("waiting", 2),
+          repr(states))
+    claimed = [r[0] for n in (w1, w2) for r in n.execute("SELECT task_id FROM concurrency.dequeue('nd', 10)")]
+    check("only the root is claimable", claimed == [root], repr(claimed))
+    token = scalar(c, "SELECT lease_token FROM concurrency.q_nd WHERE id = %s", (root,))
+    w2.execute("SELECT concurrency.complete('nd', %s, %s, '{\"rows\": 7}')", (root, token))
+    ready = sorted(r[0] for r in c.execute("SELECT id FROM concurrency.q_nd WHERE state = 'ready'"))
+    check("completing the root from another node makes its 4 children ready", ready == sorted(kids + batch),
+          repr(ready))
+    results = w2.execute("SELECT task_id, parent_queue, result FROM concurrency.parent_results('nd', %s)",
+                         (kids[0],)).fetchall()
+    check("parent_results from another node: the root's result", results == [(root, "nd", {"rows": 7})],
+          repr(results))
+    check("the done root is kept for its children (the queue retains nothing)",
+          scalar(c, "SELECT state FROM concurrency.task_status('nd', %s)", (root,)) == "done")
+    leases = {}
+    for _ in range(3):
+        for n in (w1, w2):
+            leases.update(dict(n.execute("SELECT task_id, lease_token FROM concurrency.dequeue('nd', 10)")))
+    check("workers on both worker nodes claim the 4 children", sorted(leases) == sorted(kids + batch),
+          repr(sorted(leases)))
+    _, commands = remote_shards(w1, "nd", "SELECT concurrency.complete('nd', %s, %s)", (kids[0], leases[kids[0]]))
+    check("completing a parent on the node of its shard: its child's row written there, no remote command",
+          commands == [], repr(commands))
+    check("one parent of two done: the fan-in child still waits for one",
+          c.execute("SELECT state, parents_open FROM concurrency.task_status('nd', %s)", (fan_in,)).fetchone()
+          == ("waiting", 1))
+    w2.execute("SELECT concurrency.complete('nd', %s, %s, '{\"n\": 2}')", (kids[1], leases[kids[1]]))
+    check("the second makes it ready", scalar(c, "SELECT state FROM concurrency.task_status('nd', %s)", (fan_in,))
+          == "ready")
+    results = c.execute("SELECT task_id, result FROM concurrency.parent_results('nd', %s)", (fan_in,)).fetchall()
+    check("parent_results of the fan-in child: both parents", results == [(kids[0], None), (kids[1], {"n": 2})],
+          repr(results))
+
+    doomed = scalar(w2, "SELECT concurrency.enqueue('nd', '{}')")
+    line = [doomed]
+    for n in (w1, c):
+        line.append(scalar(n, "SELECT concurrency.enqueue('nd', '{}', after => ARRAY[%s]::bigint[])", (line[-1],)))
+    w1.execute("SELECT concurrency.cancel('nd', ARRAY[%s]::bigint[])", (doomed,))
+    ended = c.execute("SELECT state, last_error FROM concurrency.q_nd WHERE id = ANY (%s) ORDER BY id",
+                      (line[1:],)).fetchall()
+    check("a cancelled parent cancels its waiting descendants, through generations",
+          ended == [("cancelled", f'parent task {doomed} of queue "nd" ended cancelled')] * 2, repr(ended))
+
+    before = scalar(c, "SELECT count(*) FROM concurrency.q_nd")
+    other = scalar(w2, "SELECT concurrency.enqueue('nd', '{}')")  # a shard of worker node 2, not the root's
+    e = error_of(lambda: w1.execute("SELECT concurrency.enqueue('nd', '{}', after => ARRAY[%s, %s]::bigint[])",
+                                    (fan_in, other)))
+    check("parents on two shards: 0A000", e is not None and e.sqlstate == "0A000", repr(e))
+    key = next(k for k in (f"k{i}" for i in range(100))
+               if scalar(c, "SELECT concurrency_internal.distributed_key_position(%s, %s)", (SHARDS, k))
+               != root & 1023)
+    e = error_of(lambda: w2.execute("SELECT concurrency.enqueue('nd', '{}', concurrency_key => %s,"
+                                    " after => ARRAY[%s]::bigint[])", (key, fan_in)))
+    check("a concurrency_key of another shard than the parents': 0A000", e is not None and e.sqlstate == "0A000",
+          repr(e))
+    e = error_of(lambda: c.execute("SELECT concurrency.enqueue('nd', '{}', after => ARRAY[%s]::bigint[])",
+                                   ((fan_in & ~1023) | 1000,)))
+    check("a parent id of no shard: 22023", e is not None and e.sqlstate == "22023", repr(e))
+    check("nothing enqueued by the refused calls", scalar(c, "SELECT count(*) FROM concurrency.q_nd") == before + 1)
+    c.execute("SELECT concurrency.drop_queue('nd')")
+
+
+def test_graphs_on_distributed_queues():
+    """enqueue_graph on a distributed queue, on any node: the graph's tasks go to one shard, that of their parents
+    enqueued before (else any), their edges in its rows, the parents' included; they run in order as on one
+    server, parent_results and cancellation follow the edges. Keys of two shards and tasks or parents in another
+    queue are refused, nothing enqueued."""
+    c = fresh_queue("ng")
+    w1, w2 = connect(WORKER1), connect(WORKER2)
+    c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name = 'ng_local'")
+    c.execute("SELECT concurrency.create_queue('ng_local')")
+    first = scalar(w1, "SELECT concurrency.enqueue('ng', '{\"step\": 0}')")
+    graph = json.dumps([{"ref": "x", "after": [first]}, {"ref": "y", "after": ["x"]},
+                        {"ref": "z", "after": ["x", "y"], "priority": 5}])
+    rows = dict(w2.execute("SELECT ref, task_id FROM concurrency.enqueue_graph('ng', %s)", (graph,)).fetchall())
+    check("enqueue_graph on another node: every task in the shard of the parent enqueued before",
+          sorted(rows) == ["x", "y", "z"] and {t & 1023 for t in rows.values()} == {first & 1023}, repr(rows))
+    waits = [c.execute("SELECT state, parents_open FROM concurrency.task_status('ng', %s)", (rows[r],)).fetchone()
+             for r in "xyz"]
+    check("x waits for the first task, y for x, z for x and y", waits == [("waiting", 1)] * 2 + [("waiting", 2)],
+          repr(waits))
+    order, results = [], {}
+    for _ in range(5):
+        got = [r for n in (w2, w1) for r in n.execute("SELECT task_id, lease_token FROM concurrency.dequeue('ng', 5)")]
+        for task_id, token in got:
+            order.append(task_id)
+            # what its worker reads, from a node that does not hold the shard
+            results[task_id] = w2.execute("SELECT task_id, result FROM concurrency.parent_results('ng', %s)",
+                                          (task_id,)).fetchall()
+            c.execute("SELECT concurrency.complete('ng', %s, %s, jsonb_build_object('id', %s::bigint))",
+                      (task_id, token, task_id))
+    check("claimed and completed from every node, one at a time in the graph's order",
+          order == [first, rows["x"], rows["y"], rows["z"]], repr(order))
+    check("parent_results of x: the task enqueued before the graph, with its result",
+          results.get(rows["x"]) == [(first, {"id": first})], repr(results.get(rows["x"])))
+    check("parent_results of z: x and y",
+          results.get(rows["z"]) == [(rows["x"], {"id": rows["x"]}), (rows["y"], {"id": rows["y"]})],
+          repr(results.get(rows["z"])))
+
+    loose = dict(c.execute("SELECT ref, task_id FROM concurrency.enqueue_graph('ng',"
+                           " '[{\"ref\": \"p\"}, {\"ref\": \"q\", \"after\": [\"p\"]}]')").fetchall())
+    check("a graph without parents or keys, from the coordinator: its tasks in one shard",
+          len({t & 1023 for t in loose.values()}) == 1, repr(loose))
+    doomed = scalar(w2, "SELECT concurrency.enqueue('ng', '{}')")
+    under = dict(w1.execute("SELECT ref, task_id FROM concurrency.enqueue_graph('ng', %s)",
+                            (json.dumps([{"ref": "u", "after": [doomed]}, {"ref": "v", "after": ["u"]}]),)).fetchall())
+    w1.execute("SELECT concurrency.cancel('ng', ARRAY[%s]::bigint[])", (doomed,))
+    ended = c.execute("SELECT state FROM concurrency.q_ng WHERE id = ANY (%s)", (list(under.values()),)).fetchall()
+    check("cancelling a parent enqueued before a graph cancels the graph's tasks after it",
+          ended == [("cancelled",)] * 2 and {t & 1023 for t in under.values()} == {doomed & 1023}, repr(ended))
+
+    before = scalar(c, "SELECT count(*) FROM concurrency.q_ng")
+    keys = {}
+    for k in (f"k{i}" for i in range(100)):
+        keys.setdefault(scalar(c, "SELECT concurrency_internal.distributed_key_position(%s, %s)", (SHARDS, k)), k)
+    two = list(keys.values())[:2]
+    refused = [
+        ("keys of two shards", json.dumps([{"ref": "a", "concurrency_key": two[0]},
+                                           {"ref": "b", "concurrency_key": two[1]}])),
+        ("a task in another queue", json.dumps([{"ref": "a"}, {"ref": "b", "after": ["a"], "queue": "ng_local"}])),
+    ]
+    for what, tasks in refused:
+        e = error_of(lambda: c.execute("SELECT * FROM concurrency.enqueue_graph('ng', %s)", (tasks,)))
+        check(f"enqueue_graph on a distributed queue with {what}: 0A000", e is not None and e.sqlstate == "0A000",
+              repr(e))
+    local = scalar(c, "SELECT concurrency.enqueue('ng_local', '{}')")
+    e = error_of(lambda: c.execute("SELECT * FROM concurrency.enqueue_graph('ng', %s)",
+                                   (json.dumps([{"ref": "a", "after": [{"queue": "ng_local", "id": local}]}]),)))
+    check("enqueue_graph on a distributed queue with a parent in another queue: 0A000",
+          e is not None and e.sqlstate == "0A000", repr(e))
+    check("nothing enqueued by the refused graphs", scalar(c, "SELECT count(*) FROM concurrency.q_ng") == before)
+    c.execute("SELECT concurrency.drop_queue('ng'), concurrency.drop_queue('ng_local')")
+
+
 def test_errors_on_a_worker_node():
     fresh_queue("ne")
     c = connect(COORDINATOR)
@@ -656,5 +809,5 @@ if __name__ == "__main__":
          test_a_node_with_every_shard_needs_no_routed_claim, test_release_progress_cancel_on_the_shards_node, test_keys_place_tasks_alike_on_every_node, test_calls_about_other_nodes_tasks_are_routed, test_idle_node_takes_other_nodes_work,
          test_routed_queues_on_a_worker_node, test_routed_functions_internal_and_usable_by_the_owner,
          test_rate_limit_on_distributed_queues, test_fair_on_distributed_queues,
-         test_key_rate_limit_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
+         test_key_rate_limit_on_distributed_queues, test_dependencies_on_distributed_queues, test_graphs_on_distributed_queues, test_errors_on_a_worker_node, test_wait_on_a_distributed_queue, test_pause_on_every_node,
          test_ids_unique_across_nodes, test_workers_on_every_node_drain_exactly_once])

@@ -194,6 +194,15 @@ TEST(QueueSql, ShardStatementsStayOnTheirShard) {
 	// the shard's dedupe index is unique on (shard_key, dedupe_key)
 	EXPECT_NE(sql.enqueue().find("ON CONFLICT (shard_key, dedupe_key) WHERE "), std::string::npos)
 	    << sql.enqueue();
+	// enqueue_graph draws its tasks' ids the same way, and the statements
+	// that others build on the shard filter on its value
+	EXPECT_NE(sql.draw_shard_ids().find(id + " ORDER BY"), std::string::npos) << sql.draw_shard_ids();
+	expect_every_operator_qualified(sql.draw_shard_ids());
+	EXPECT_EQ(sql.shard_filter(false), key + " AND ");
+	EXPECT_EQ(sql.shard_filter(true), "t." + key + " AND ");
+	EXPECT_EQ(sql.shard_key(), std::optional<std::int32_t>(7));
+	EXPECT_EQ(QueueSql("jobs").shard_filter(true), "");
+	EXPECT_EQ(QueueSql("jobs").shard_key(), std::nullopt);
 	// a queue's own table has none of it
 	QueueSql local("jobs");
 	for (const std::string &statement : every_statement(local))
