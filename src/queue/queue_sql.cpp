@@ -556,16 +556,16 @@ std::string QueueSql::purge() const {
           LIMIT $3
             FOR UPDATE SKIP LOCKED)))",
 	    fmt::arg("t", table_), fmt::arg("finished_states", finished_states), fmt::arg("k", k_),
-	    fmt::arg("parents", !links_
-	                            ? std::string()
-	                            : fmt::format(R"(AND (has_children IS NOT TRUE
+	    fmt::arg("parents", !links_ ? std::string()
+	                                : fmt::format(R"(AND (has_children IS NOT TRUE
                  OR (NOT EXISTS (SELECT FROM concurrency.task_dependency AS d
                                   WHERE d.parent_queue )" EQ R"( {q} AND d.parent_id )" EQ R"( p.id)
                      AND NOT EXISTS (SELECT FROM {t} AS c
-                                      WHERE c.id )" EQ R"( ANY (p.children)
+                                      WHERE {k}c.id )" EQ R"( ANY (p.children)
                                         AND c.state )" NE
-	                                          R"( ALL ('{{done,dead,cancelled}}'::pg_catalog.text[])))))",
-	                                          fmt::arg("q", quote_literal(queue_)), fmt::arg("t", table_))));
+	                                              R"( ALL ('{{done,dead,cancelled}}'::pg_catalog.text[])))))",
+	                                              fmt::arg("q", quote_literal(queue_)), fmt::arg("t", table_),
+	                                              fmt::arg("k", k_))));
 }
 
 // $1 int8 id, $2 timestamptz now

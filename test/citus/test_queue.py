@@ -1033,19 +1033,20 @@ def test_schedule_runner_on_distributed_queue():
 
 
 def test_dependencies():
-    """Dependencies: not yet on a distributed queue (after and enqueue_graph refuse it with 0A000, nothing added);
-    its table has the columns, and its tasks complete, fail and cancel as before; a graph of the coordinator's
-    local queues works beside it, and queue_stats counts the waiting tasks of both."""
+    """Dependencies on a distributed queue: a child (enqueue with after, or a graph after a task enqueued before)
+    goes to its parent's shard and waits; completing the parent on its shard's node makes it ready; a graph of the
+    coordinator's local queues works beside it, and queue_stats counts the waiting tasks of both (the details, from
+    every node: test_nodes.py)."""
     c = connect(COORDINATOR)
     fresh_queue(c, "dd")
     tid = scalar(c, "SELECT concurrency.enqueue('dd', '{}')")
-    check("enqueue(…, after) on a distributed queue: 0A000",
-          sqlstate_of(lambda: c.execute("SELECT concurrency.enqueue('dd', '{}', after => ARRAY[%s]::bigint[])",
-                                        (tid,))) == "0A000")
-    check("enqueue_graph into a distributed queue: 0A000",
-          sqlstate_of(lambda: c.execute("SELECT * FROM concurrency.enqueue_graph('dd', '[{\"ref\": \"a\"}]')"))
-          == "0A000")
-    check("nothing added", scalar(c, "SELECT count(*) FROM concurrency.q_dd") == 1)
+    child = scalar(c, "SELECT concurrency.enqueue('dd', '{}', after => ARRAY[%s]::bigint[])", (tid,))
+    graph = [r[0] for r in c.execute("SELECT task_id FROM concurrency.enqueue_graph('dd', %s)",
+                                     (f'[{{"ref": "a", "after": [{tid}]}}]',)).fetchall()]
+    check("enqueue(…, after) and enqueue_graph after a task: in its shard",
+          positions([child] + graph) == positions([tid]) and len(graph) == 1, repr((tid, child, graph)))
+    waiting = c.execute("SELECT count(*) FILTER (WHERE state = 'waiting'), count(*) FROM concurrency.q_dd").fetchone()
+    check("both wait for it", waiting == (2, 3), repr(waiting))
     columns = scalar(c, "SELECT array_agg(attname::text ORDER BY attnum) FROM pg_attribute "
                         "WHERE attrelid = 'concurrency.q_dd'::regclass AND attname IN ('parents_open', 'has_children')")
     check("the distributed table has the columns of dependencies", columns == ["parents_open", "has_children"],
@@ -1054,8 +1055,12 @@ def test_dependencies():
         w = connect(port)
         got = first_claim(w, "SELECT task_id, lease_token FROM concurrency.dequeue('dd')")
         if got:
+            check("the parent is the one task claimable", got[0] == tid, repr(got))
             w.execute("SELECT concurrency.complete('dd', %s, %s)", got)
-    check("its task completes on its shard's node", scalar(c, "SELECT count(*) FROM concurrency.q_dd") == 0)
+            break
+    ready = sorted(r[0] for r in c.execute("SELECT id FROM concurrency.q_dd WHERE state = 'ready'").fetchall())
+    check("the parent completes on its shard's node, and its children are ready", ready == sorted([child] + graph),
+          repr(ready))
     c.execute("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('dl1', 'dl2')")
     c.execute("SELECT concurrency.create_queue('dl1')")
     c.execute("SELECT concurrency.create_queue('dl2')")

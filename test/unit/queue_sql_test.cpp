@@ -194,6 +194,11 @@ TEST(QueueSql, ShardStatementsStayOnTheirShard) {
 	// the shard's dedupe index is unique on (shard_key, dedupe_key)
 	EXPECT_NE(sql.enqueue().find("ON CONFLICT (shard_key, dedupe_key) WHERE "), std::string::npos)
 	    << sql.enqueue();
+	// the purge keeps a parent while a child named in its row (on the same
+	// shard) is not finished: that look is a probe of the shard's key too
+	EXPECT_NE(sql.purge().find("WHERE " + key + " AND c.id OPERATOR(pg_catalog.=) ANY (p.children)"),
+	          std::string::npos)
+	    << sql.purge();
 	// enqueue_graph draws its tasks' ids the same way, and the statements
 	// that others build on the shard filter on its value
 	EXPECT_NE(sql.draw_shard_ids().find(id + " ORDER BY"), std::string::npos) << sql.draw_shard_ids();
