@@ -81,12 +81,13 @@ COMMENT ON FUNCTION concurrency_internal.distributed_sync_catalog(text) IS
     'copies a distributed queue''s settings, shard keys and permissions to every other Citus node, in this transaction (internal)';
 REVOKE ALL ON FUNCTION concurrency_internal.distributed_sync_catalog(text) FROM PUBLIC;
 
--- The slots of key_rate_limit of distributed queue `queue` (rk_<queue>,
--- which must exist) distributed beside its tasks: a key's slots on the shard
--- of its tasks, where the claims of that shard take them. By distribute_queue,
--- and by alter_queue where it adds the limit to a distributed queue (as the
--- owner of the queue's table). Slots still there are forgotten: a key's
--- first claims make them again.
+-- The slots of key_rate_limit of distributed queue `queue` (rk_<queue>)
+-- distributed beside its tasks: a key's slots on the shard of its tasks,
+-- where the claims of that shard take them. By distribute_queue, and by
+-- alter_queue where it adds the limit to a distributed queue (as the owner of
+-- the queue's table). Slots still there are forgotten: a key's first claims
+-- make them again. Nothing where they are distributed already; 55000 for a
+-- queue that is not distributed or has no such slots.
 CREATE FUNCTION concurrency_internal.distribute_key_rate_slots(queue text) RETURNS void
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -96,6 +97,17 @@ DECLARE
 BEGIN
     IF queue IS NULL THEN
         RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
+    END IF;
+    IF NOT EXISTS (SELECT FROM concurrency.distributed_queue d WHERE d.queue = distribute_key_rate_slots.queue) THEN
+        RAISE EXCEPTION 'queue "%" is not a distributed queue', queue USING ERRCODE = '55000';
+    END IF;
+    IF to_regclass(rkrel) IS NULL THEN
+        RAISE EXCEPTION 'queue "%" has no slots of key_rate_limit', queue USING ERRCODE = '55000',
+            HINT = 'alter_queue(queue, key_rate_limit => …, key_rate_period => …) makes them.';
+    END IF;
+    IF EXISTS (SELECT FROM pg_attribute a
+                WHERE a.attrelid = to_regclass(rkrel) AND a.attname = 'shard_key' AND NOT a.attisdropped) THEN
+        RETURN;
     END IF;
     EXECUTE format('DELETE FROM %s', rkrel);
     EXECUTE format('ALTER TABLE %1$s ADD COLUMN shard_key integer NOT NULL DEFAULT 0,
@@ -186,10 +198,6 @@ BEGIN
                         ADD CONSTRAINT %2$I PRIMARY KEY (shard_key, concurrency_key)',
                    krel, 'k_' || queue || '_pkey');
     PERFORM create_distributed_table(krel, 'shard_key', colocate_with => rel);
-    -- the slots of key_rate_limit (where the queue has the limit) beside them too
-    IF to_regclass(format('concurrency.%I', 'rk_' || queue)) IS NOT NULL THEN
-        PERFORM concurrency_internal.distribute_key_rate_slots(queue);
-    END IF;
     -- the lease slots (max_leased) stay a table on the coordinator, where
     -- every claim runs; a slot also keeps when the lease written in it ends
     -- (the rate slots of rate_limit, r_<queue>, stay there as they are)
@@ -213,6 +221,11 @@ BEGIN
     END IF;
     INSERT INTO concurrency.distributed_queue (queue, shard_keys, dedupe_holder)
     VALUES (distribute_queue.queue, keys, holder);
+    -- the slots of key_rate_limit (where the queue has the limit) beside the
+    -- tasks too
+    IF to_regclass(format('concurrency.%I', 'rk_' || queue)) IS NOT NULL THEN
+        PERFORM concurrency_internal.distribute_key_rate_slots(queue);
+    END IF;
     -- the queue functions hand what this node cannot serve to the routed
     -- functions of schema concurrency_internal, as the owner of the queue's table
     EXECUTE format('GRANT USAGE ON SCHEMA concurrency_internal TO %s',
