@@ -26,6 +26,7 @@ extern "C" {
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 }
 
@@ -310,6 +311,37 @@ namespace {
 	            "Retry the transaction.");
 }
 
+// Runs `send`, which sends a queue call to another node, as the caller's
+// own call. Citus sends the arguments as text written here: they are
+// written in UTC and ISO style for that while (a time in a zone's local mean
+// time, as America/Los_Angeles has before 1883, is written with the
+// abbreviation LMT, which the other node does not read back: 22007). An
+// error of the call is the callee's error as a local call raises it: without
+// Citus's context (the node and the statement that carried the call).
+uint64 on_other_node(const std::function<uint64()> &send) {
+	int level = pg::guard([] {
+		int nest = NewGUCNestLevel();
+		(void)set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+		                        false);
+		(void)set_config_option("DateStyle", "ISO", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+		                        false);
+		return nest;
+	});
+	try {
+		uint64 n = send();
+		pg::guard([&] { AtEOXact_GUC(true, level); });
+		return n;
+	} catch (const pg::PgException &e) {
+		pg::guard([&] { AtEOXact_GUC(false, level); });
+		if (ErrorData *edata = e.data())
+			edata->context = nullptr;
+		throw;
+	} catch (...) {
+		pg::guard([&] { AtEOXact_GUC(false, level); });
+		throw;
+	}
+}
+
 } // namespace
 
 std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n, bool slots) {
@@ -388,7 +420,9 @@ uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nar
 	}
 	SPIPlanPtr plan =
 	    pg::prepared_plan(key.c_str(), sql.c_str(), static_cast<int>(all_types.size()), all_types.data());
-	return pg::execute(plan, all_values.data(), all_nulls.data(), false);
+	if (here)
+		return pg::execute(plan, all_values.data(), all_nulls.data(), false);
+	return on_other_node([&] { return pg::execute(plan, all_values.data(), all_nulls.data(), false); });
 }
 
 void add_rows(const pg::ResultSet &out, uint64 n) {

@@ -1,0 +1,213 @@
+"""The local queue's regress suite, run against distributed queues.
+
+Each file of sql/ named in FILES runs, as pg_regress runs it (psql -a -q, its
+settings), in a database of its own on the Citus cluster's coordinator, with
+one change: every queue it creates is distributed right after
+(concurrency.distribute_queue, as the superuser). One shard a queue, so that
+the order of claims is the queue's order, as on one server; Citus places it
+on worker node 1, and every call of the file is routed there from the
+coordinator. The output is compared with the file's expected output in
+expected/, the local one, with these allowances:
+
+- task ids and lease tokens of a distributed queue are other numbers (they
+  carry the shard and the node, SPEC 8.1), so a line that differs from the
+  expected one only where the expected line has a number and this one has
+  such a number (at least 2^20) is the same line; spacing and the width of
+  table borders, which follow the numbers' width, are not compared;
+- Citus's warning that a function in pg_temp is made on this node only is
+  left out;
+- what else differs is a documented difference (a distributed id or token
+  that it shows written <id>): test/citus/regress/FILE.diff
+  lists the expected lines (-) and the lines of this run (+) that differ, in
+  order, after a comment that says why. A file without differences has none.
+
+A difference that is not listed fails the file, and so does a listed one that
+no longer occurs. Run by scripts/citus-check.sh; CITUS_REGRESS_WRITE=1
+writes this run's differences into the .diff files (below a comment to be
+written by hand).
+"""
+import difflib
+import os
+import re
+import subprocess
+
+from citus_lib import COORDINATOR, NODES, check, connect, run
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+DIFFS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "regress")
+PSQL = os.path.join(os.environ.get("CITUS_BIN", "/opt/concurrency_ext/pg18/bin"), "psql")
+DB = "regress_distributed"
+SHARDS = 1
+
+FILES = [
+    "20_queue_api", "20_queue_run_at", "21_queue_settings", "22_queue_finish", "22_queue_keys",
+    "23_queue_stats", "24_queue_replace", "24_queue_wait", "25_queue_pause", "26_queue_schedules",
+    "27_queue_dependencies", "28_queue_rate", "28_queue_key_rate", "29_queue_fair",
+]
+
+CREATE = re.compile(r"concurrency\.create_queue\('([a-z0-9_]+)'")
+# what follows a statement that created a queue: distributes it, as the
+# superuser, unless the statement failed or the queue is distributed already
+INJECTED = [
+    "\\if :ERROR",
+    "\\else",
+    None,  # the DO statement, made per queue
+    "\\endif",
+]
+DISTRIBUTE = ("DO $regress$DECLARE r text := current_user; BEGIN "
+              "IF EXISTS (SELECT FROM concurrency.queue WHERE name = '{q}') AND NOT EXISTS "
+              "(SELECT FROM concurrency.distributed_queue d WHERE d.queue = '{q}') THEN "
+              "PERFORM pg_catalog.set_config('role', 'none', false); "
+              "PERFORM concurrency.distribute_queue('{q}', {n}); "
+              "PERFORM pg_catalog.set_config('role', r, false); END IF; END$regress$;")
+ID_FLOOR = 1 << 20
+TEMP_WARNING = re.compile(r'WARNING:  "function pg_temp_\d+\..*" has dependency on unsupported object')
+
+
+def distributed_input(text):
+    """The file's statements, each statement that creates a queue followed by its distribution."""
+    out, injected = [], set()
+    pending = None
+    for line in text.splitlines():
+        out.append(line)
+        m = CREATE.search(line)
+        if m and not line.lstrip().startswith("--"):
+            pending = m.group(1)
+        code = line.split("--", 1)[0].rstrip()
+        if pending and code.endswith(";"):
+            do = DISTRIBUTE.format(q=pending, n=SHARDS)
+            for inj in INJECTED:
+                out.append(do if inj is None else inj)
+                injected.add(do if inj is None else inj)
+            pending = None
+    return "\n".join(out) + "\n", injected
+
+
+def normal(line):
+    line = re.sub(r"\s+", " ", line).strip()
+    if re.fullmatch(r"[-+]+", line):
+        line = re.sub(r"-+", "-", line)
+    return line
+
+
+NUMBER = re.compile(r"(-?\d+)")
+
+
+def same_but_ids(expected, got):
+    """Whether the lines differ only where got has a distributed id or token for one of expected's numbers."""
+    e, g = NUMBER.split(expected), NUMBER.split(got)
+    if len(e) != len(g):
+        return False
+    for i, (a, b) in enumerate(zip(e, g)):
+        if i % 2 == 0:
+            if a != b:
+                return False
+        elif a != b and abs(int(b)) < ID_FLOOR:
+            return False
+    return True
+
+
+def differences(expected, got):
+    """The lines that differ, as '-expected' and '+got' lines, ids allowed to differ."""
+    e, g = [normal(x) for x in expected], [normal(x) for x in got]
+    lines = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, e, g, autojunk=False).get_opcodes():
+        if op == "equal":
+            continue
+        if op == "replace" and i2 - i1 == j2 - j1 and all(
+                same_but_ids(e[i], g[j]) for i, j in zip(range(i1, i2), range(j1, j2))):
+            continue
+        lines += ["-" + x for x in e[i1:i2]] + ["+" + ids_named(x) for x in g[j1:j2]]
+    return lines
+
+
+def ids_named(line):
+    """The line with each distributed id or token written <id>: their values follow the sequence's."""
+    return NUMBER.sub(lambda m: "<id>" if abs(int(m.group(1))) >= ID_FLOOR else m.group(1), line)
+
+
+def documented(name):
+    path = os.path.join(DIFFS, name + ".diff")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as f:
+        return [normal_diff(x) for x in f.read().splitlines() if x[:1] in ("-", "+")]
+
+
+def normal_diff(line):
+    return line[0] + normal(line[1:])
+
+
+def make_database():
+    for port in NODES:
+        with connect(port) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+    for port in NODES:
+        with connect(port) as c:
+            exists = c.execute("SELECT FROM pg_database WHERE datname = %s", (DB,)).fetchone()
+            if not exists:
+                c.execute(f"CREATE DATABASE {DB} TEMPLATE template0 LOCALE 'C' ENCODING 'UTF8'")
+        with connect_db(port) as c:
+            c.execute("CREATE EXTENSION IF NOT EXISTS citus")
+    with connect_db(COORDINATOR) as c:
+        c.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (COORDINATOR,))
+        for port in NODES[1:]:
+            c.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
+        c.execute("CREATE EXTENSION concurrency_ext")
+
+
+def connect_db(port):
+    import psycopg
+    return psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname=DB, autocommit=True,
+                           connect_timeout=10)
+
+
+def run_file(name, port):
+    with open(os.path.join(ROOT, "sql", name + ".sql"), encoding="utf-8") as f:
+        text, injected = distributed_input(f.read())
+    # the settings of pg_regress
+    env = dict(os.environ, PGTZ="America/Los_Angeles", PGDATESTYLE="Postgres, MDY",
+               PGOPTIONS="-c intervalstyle=postgres_verbose", LC_MESSAGES="C", PGAPPNAME="pg_regress")
+    p = subprocess.run([PSQL, "-X", "-a", "-q", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres",
+                        "-d", DB, "-v", "HIDE_TABLEAM=on", "-v", "HIDE_TOAST_COMPRESSION=on"],
+                       input=text, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                       timeout=300)
+    got, skip = [], False
+    for x in p.stdout.splitlines():
+        if skip and x.startswith("DETAIL:  "):
+            skip = False
+            continue
+        skip = bool(TEMP_WARNING.match(x))
+        if not skip and x not in injected:
+            got.append(x)
+    with open(os.path.join(ROOT, "expected", name + ".out"), encoding="utf-8") as f:
+        expected = f.read().splitlines()
+    return differences(expected, got)
+
+
+def write_differences(name, found):
+    os.makedirs(DIFFS, exist_ok=True)
+    path = os.path.join(DIFFS, name + ".diff")
+    comment = []
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            comment = [x for x in f.read().splitlines() if x.startswith("#")]
+    if found or comment:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(comment + found) + "\n")
+
+
+def test_regress_suite():
+    make_database()
+    for name in FILES:
+        found = run_file(name, COORDINATOR)
+        if os.environ.get("CITUS_REGRESS_WRITE"):
+            write_differences(name, found)
+        want = documented(name)
+        check(f"regress {name} on distributed queues: as on one server but for its documented differences",
+              found == want, "\n".join(difflib.unified_diff(want, found, "documented", "this run", n=1,
+                                                             lineterm="")))
+
+
+if __name__ == "__main__":
+    run([test_regress_suite])
