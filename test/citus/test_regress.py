@@ -4,10 +4,12 @@ Each file of sql/ named in FILES runs, as pg_regress runs it (psql -a -q, its
 settings), in a database of its own on the Citus cluster's coordinator, with
 one change: every queue it creates is distributed right after
 (concurrency.distribute_queue, as the superuser). One shard a queue, so that
-the order of claims is the queue's order, as on one server; Citus places it
-on worker node 1, and every call of the file is routed there from the
-coordinator. The output is compared with the file's expected output in
-expected/, the local one, with these allowances:
+the order of claims is the queue's order, as on one server. Twice: with the
+shards on worker node 1, every call of the file routed there from the
+coordinator ("routed"), and with the shards on the coordinator, every call
+served by the node of its shard as a worker node serves its own ("here").
+The output is compared with the file's expected output in expected/, the
+local one, with these allowances:
 
 - task ids and lease tokens of a distributed queue are other numbers (they
   carry the shard and the node, SPEC 8.1), so a line that differs from the
@@ -16,15 +18,17 @@ expected/, the local one, with these allowances:
   table borders, which follow the numbers' width, are not compared;
 - Citus's warning that a function in pg_temp is made on this node only is
   left out;
-- what else differs is a documented difference (a distributed id or token
-  that it shows written <id>): test/citus/regress/FILE.diff
-  lists the expected lines (-) and the lines of this run (+) that differ, in
-  order, after a comment that says why. A file without differences has none.
+- what else differs is a documented difference: test/citus/regress/FILE.diff
+  lists the expected lines (-) and the lines of the run (+) that differ, in
+  order, after a comment that says why; a line that begins with "@routed "
+  or "@here " is a difference of that run only. In the lines of the run a
+  distributed id or token is written <id>, a node's port <port> and a
+  shard's number <shard>. A file without differences has no .diff.
 
 A difference that is not listed fails the file, and so does a listed one that
-no longer occurs. Run by scripts/citus-check.sh; CITUS_REGRESS_WRITE=1
-writes this run's differences into the .diff files (below a comment to be
-written by hand).
+no longer occurs. Run by scripts/citus-check.sh; with CITUS_REGRESS_WRITE=1
+each run's differences are written beside, into FILE.diff.routed.new and
+FILE.diff.here.new, for a deliberate change to be documented from.
 """
 import difflib
 import os
@@ -122,23 +126,36 @@ def differences(expected, got):
 
 
 def ids_named(line):
-    """The line with each distributed id or token written <id>: their values follow the sequence's."""
+    """The line with each distributed id or token written <id> (their values follow the sequence's), each
+    node's port <port> (scripts/test.sh chooses them) and each shard's number <shard>."""
+    line = re.sub(r"(port=|127\.0\.0\.1:)\d+", r"\1<port>", line)
+    line = re.sub(r"_\d{6,}\b", "_<shard>", line)
     return NUMBER.sub(lambda m: "<id>" if abs(int(m.group(1))) >= ID_FLOOR else m.group(1), line)
 
 
-def documented(name):
-    path = os.path.join(DIFFS, name + ".diff")
+def documented(path, where):
+    """The differences listed in path for the run `where`: its lines that begin with - or +, and those that
+    begin with "@where " (differences of that run only)."""
     if not os.path.exists(path):
         return []
+    lines = []
     with open(path, encoding="utf-8") as f:
-        return [normal_diff(x) for x in f.read().splitlines() if x[:1] in ("-", "+")]
+        for x in f.read().splitlines():
+            m = re.match(r"@(\w+) (.*)", x)
+            if m:
+                if m.group(1) != where:
+                    continue
+                x = m.group(2)
+            if x[:1] in ("-", "+"):
+                lines.append(normal_diff(x))
+    return lines
 
 
 def normal_diff(line):
     return line[0] + normal(line[1:])
 
 
-def make_database():
+def make_database(shards_here=False):
     for port in NODES:
         with connect(port) as c:
             c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
@@ -153,6 +170,8 @@ def make_database():
         c.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (COORDINATOR,))
         for port in NODES[1:]:
             c.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
+        if shards_here:
+            c.execute("SELECT citus_set_node_property('127.0.0.1', %s, 'shouldhaveshards', true)", (COORDINATOR,))
         c.execute("CREATE EXTENSION concurrency_ext")
 
 
@@ -185,29 +204,26 @@ def run_file(name, port):
     return differences(expected, got)
 
 
-def write_differences(name, found):
-    os.makedirs(DIFFS, exist_ok=True)
-    path = os.path.join(DIFFS, name + ".diff")
-    comment = []
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            comment = [x for x in f.read().splitlines() if x.startswith("#")]
-    if found or comment:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(comment + found) + "\n")
+def regress_suite(where):
+    """The files, with every queue's shard on worker node 1 (where = "routed") or on the coordinator ("here")."""
+    def test():
+        make_database(shards_here=where == "here")
+        for name in FILES:
+            found = run_file(name, COORDINATOR)
+            path = os.path.join(DIFFS, name + ".diff")
+            if os.environ.get("CITUS_REGRESS_WRITE"):
+                with open(f"{path}.{where}.new", "w", encoding="utf-8") as f:
+                    f.write("".join(x + "\n" for x in found))
+            want = documented(path, where)
+            check(f"regress {name}, distributed queues served {WHERE[where]}: as on one server but for its "
+                  f"documented differences", found == want,
+                  "\n".join(difflib.unified_diff(want, found, "documented", "this run", n=1, lineterm="")))
+    test.__name__ = f"test_regress_{where}"
+    return test
 
 
-def test_regress_suite():
-    make_database()
-    for name in FILES:
-        found = run_file(name, COORDINATOR)
-        if os.environ.get("CITUS_REGRESS_WRITE"):
-            write_differences(name, found)
-        want = documented(name)
-        check(f"regress {name} on distributed queues: as on one server but for its documented differences",
-              found == want, "\n".join(difflib.unified_diff(want, found, "documented", "this run", n=1,
-                                                             lineterm="")))
+WHERE = {"routed": "from another node", "here": "on the node of their shard"}
 
 
 if __name__ == "__main__":
-    run([test_regress_suite])
+    run([regress_suite("routed"), regress_suite("here")])
