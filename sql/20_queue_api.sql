@@ -42,7 +42,7 @@ SELECT c.relname, c.reloptions,
                                         AND d.deptype = 'e') AS extension_member
   FROM pg_class c WHERE c.oid = 'concurrency."q_jobs"'::regclass;
 SELECT indexrelid::regclass AS index, pg_get_indexdef(indexrelid) LIKE '%WHERE%' AS partial
-  FROM pg_index WHERE indrelid = 'concurrency."q_jobs"'::regclass ORDER BY 1::text;
+  FROM pg_index WHERE indrelid = 'concurrency."q_jobs"'::regclass ORDER BY indexrelid::regclass::text;
 SELECT pg_get_indexdef('concurrency."q_jobs_ready"'::regclass);
 
 -- enqueue: ids, run_at, priority, dedupe_key
@@ -186,7 +186,8 @@ SELECT state, attempt, last_error,
   FROM concurrency."q_flaky";
 SELECT queue, ready, scheduled, leased, expired, dead FROM concurrency.queue_stats WHERE queue = 'flaky';
 SELECT task_id FROM concurrency.dequeue('flaky');                               -- not yet due
-UPDATE concurrency."q_flaky" SET run_at = clock_timestamp() - interval '1 second';  -- pretend time passed
+SELECT clock_timestamp() - interval '1 second' AS a_second_ago \gset
+UPDATE concurrency."q_flaky" SET run_at = :'a_second_ago';  -- pretend time passed
 SELECT task_id, attempt, lease_token AS f_token FROM concurrency.dequeue('flaky') \gset
 SELECT :attempt AS attempt;
 SELECT concurrency.fail('flaky', :f, :f_token, 'boom 3', retry_in => '1 second');  -- attempts used up

@@ -17,7 +17,13 @@ END $$;
 
 SELECT concurrency.create_queue('fin', max_attempts => 2);
 SELECT count(*) FROM concurrency.enqueue_batch('fin', array_fill('{}'::jsonb, ARRAY[6]));
-CREATE TEMP TABLE held AS SELECT task_id, lease_token FROM concurrency.dequeue('fin', 6, worker => 'w');
+-- n: each task's place in enqueue order (its id on one server; a distributed
+-- queue's ids are other numbers), and the ids of the third to sixth
+CREATE TEMP TABLE held AS
+  SELECT row_number() OVER (ORDER BY task_id) AS n, task_id, lease_token
+    FROM concurrency.dequeue('fin', 6, worker => 'w');
+SELECT max(task_id) FILTER (WHERE n = 3) AS t3, max(task_id) FILTER (WHERE n = 4) AS t4,
+       max(task_id) FILTER (WHERE n = 5) AS t5, max(task_id) FILTER (WHERE n = 6) AS t6 FROM held \gset
 SELECT count(*) AS held FROM held;
 
 -- batch heartbeat: every lease extended, one deadline returned
@@ -30,17 +36,17 @@ SELECT concurrency.heartbeat_batch('fin', ARRAY[]::bigint[], ARRAY[]::bigint[]) 
 
 -- batch complete: all or nothing; the first lost lease is named
 SELECT pg_temp.error_of(format('SELECT concurrency.complete_batch(%L, %L::bigint[], %L::bigint[])', 'fin',
-       (SELECT array_agg(task_id ORDER BY task_id) FROM held WHERE task_id <= 3),
-       (SELECT array_agg(CASE WHEN task_id = 2 THEN lease_token + 1000 ELSE lease_token END ORDER BY task_id)
-          FROM held WHERE task_id <= 3)));
+       (SELECT array_agg(task_id ORDER BY task_id) FROM held WHERE n <= 3),
+       (SELECT array_agg(CASE WHEN n = 2 THEN lease_token + 1000 ELSE lease_token END ORDER BY task_id)
+          FROM held WHERE n <= 3)));
 SELECT count(*) AS still_leased FROM concurrency."q_fin" WHERE state = 'leased';
 SELECT concurrency.complete_batch('fin', array_agg(task_id ORDER BY task_id), array_agg(lease_token ORDER BY task_id))
-  FROM held WHERE task_id <= 2;
+  FROM held WHERE n <= 2;
 SELECT count(*) AS left_after_complete FROM concurrency."q_fin";
 -- completing them again: CE001, the task is gone
 SELECT pg_temp.error_of(format('SELECT concurrency.complete_batch(%L, %L::bigint[], %L::bigint[])', 'fin',
-       (SELECT array_agg(task_id ORDER BY task_id) FROM held WHERE task_id <= 2),
-       (SELECT array_agg(lease_token ORDER BY task_id) FROM held WHERE task_id <= 2)));
+       (SELECT array_agg(task_id ORDER BY task_id) FROM held WHERE n <= 2),
+       (SELECT array_agg(lease_token ORDER BY task_id) FROM held WHERE n <= 2)));
 SELECT concurrency.complete_batch('fin', ARRAY[]::bigint[], ARRAY[]::bigint[]) AS empty_complete;
 
 -- bad arrays: 22023 for lengths and duplicates, 22004 for NULLs; nothing changes
@@ -73,29 +79,30 @@ SELECT concurrency.complete_batch('nosuchqueue', ARRAY[3]::bigint[], ARRAY[1]::b
 SELECT count(*) AS unchanged FROM concurrency."q_fin" WHERE state = 'leased';
 
 -- batch heartbeat with one lost lease: CE001 naming it, no lease extended
-UPDATE concurrency."q_fin" SET lease_extended_to = NULL, lease_expires_at = clock_timestamp() + interval '1 minute';
+SELECT clock_timestamp() + interval '1 minute' AS in_a_minute \gset
+UPDATE concurrency."q_fin" SET lease_extended_to = NULL, lease_expires_at = :'in_a_minute';
 SELECT pg_temp.error_of(format('SELECT concurrency.heartbeat_batch(%L, %L::bigint[], %L::bigint[], %L)', 'fin',
-       (SELECT array_agg(task_id ORDER BY task_id DESC) FROM held WHERE task_id >= 3),
-       (SELECT array_agg(CASE WHEN task_id = 4 THEN 0 ELSE lease_token END ORDER BY task_id DESC)
-          FROM held WHERE task_id >= 3), '1 hour'));
+       (SELECT array_agg(task_id ORDER BY task_id DESC) FROM held WHERE n >= 3),
+       (SELECT array_agg(CASE WHEN n = 4 THEN 0 ELSE lease_token END ORDER BY task_id DESC)
+          FROM held WHERE n >= 3), '1 hour'));
 SELECT count(*) AS none_extended FROM concurrency."q_fin" WHERE lease_extended_to IS NOT NULL;
 
 -- batch fail: one state per task, in argument order; the last attempt dies
-SELECT * FROM concurrency.fail_batch('fin', (SELECT array_agg(task_id ORDER BY task_id DESC) FROM held WHERE task_id IN (3, 4)),
-                               (SELECT array_agg(lease_token ORDER BY task_id DESC) FROM held WHERE task_id IN (3, 4)),
+SELECT * FROM concurrency.fail_batch('fin', (SELECT array_agg(task_id ORDER BY task_id DESC) FROM held WHERE n IN (3, 4)),
+                               (SELECT array_agg(lease_token ORDER BY task_id DESC) FROM held WHERE n IN (3, 4)),
                                'boom', retry_in => '0 seconds');
 SELECT id, state, attempt, last_error, lease_token IS NULL AS released FROM concurrency."q_fin"
- WHERE id IN (3, 4) ORDER BY id;
+ WHERE id IN (:t3, :t4) ORDER BY id;
 CREATE TEMP TABLE again AS SELECT task_id, lease_token FROM concurrency.dequeue('fin', 2);
 SELECT * FROM concurrency.fail_batch('fin', (SELECT array_agg(task_id ORDER BY task_id) FROM again),
                                (SELECT array_agg(lease_token ORDER BY task_id) FROM again), 'boom 2');
-SELECT id, state, attempt, last_error FROM concurrency."q_fin" WHERE id IN (3, 4) ORDER BY id;
+SELECT id, state, attempt, last_error FROM concurrency."q_fin" WHERE id IN (:t3, :t4) ORDER BY id;
 -- with a lost lease: nothing recorded
 SELECT pg_temp.error_of(format('SELECT * FROM concurrency.fail_batch(%L, %L::bigint[], %L::bigint[])', 'fin',
-       (SELECT array_agg(task_id ORDER BY task_id) FROM held WHERE task_id IN (5, 6)),
-       (SELECT array_agg(CASE WHEN task_id = 6 THEN 0 ELSE lease_token END ORDER BY task_id) FROM held
-         WHERE task_id IN (5, 6))));
-SELECT id, state, attempt, last_error FROM concurrency."q_fin" WHERE id IN (5, 6) ORDER BY id;
+       (SELECT array_agg(task_id ORDER BY task_id) FROM held WHERE n IN (5, 6)),
+       (SELECT array_agg(CASE WHEN n = 6 THEN 0 ELSE lease_token END ORDER BY task_id) FROM held
+         WHERE n IN (5, 6))));
+SELECT id, state, attempt, last_error FROM concurrency."q_fin" WHERE id IN (:t5, :t6) ORDER BY id;
 
 -- cancel: any state but done; unknown ids count 0; a holder learns at its
 -- next call that the task was cancelled (on a queue that retains nothing, the
@@ -103,16 +110,16 @@ SELECT id, state, attempt, last_error FROM concurrency."q_fin" WHERE id IN (5, 6
 SELECT concurrency.enqueue('fin', '{"s": "scheduled"}', run_at => clock_timestamp() + interval '1 hour') AS sch \gset
 SELECT concurrency.enqueue('fin', '{"s": "ready"}', dedupe_key => 'cancel-me') AS rdy \gset
 SELECT id, state FROM concurrency."q_fin" ORDER BY id;
-SELECT concurrency.cancel('fin', ARRAY[3, 4, 5, :sch, :rdy, 999999]::bigint[]) AS cancelled;
+SELECT concurrency.cancel('fin', ARRAY[:t3, :t4, :t5, :sch, :rdy, 999999]::bigint[]) AS cancelled;
 SELECT id, state, finished_at IS NOT NULL AS finished, lease_token IS NULL AS released
   FROM concurrency."q_fin" ORDER BY id;
 SELECT pg_temp.error_of(format('SELECT concurrency.heartbeat(%L, %s, %s)', 'fin',
-       (SELECT task_id FROM held WHERE task_id = 5), (SELECT lease_token FROM held WHERE task_id = 5)));
+       (SELECT task_id FROM held WHERE n = 5), (SELECT lease_token FROM held WHERE n = 5)));
 SELECT pg_temp.error_of(format('SELECT concurrency.complete(%L, %s, %s)', 'fin',
-       (SELECT task_id FROM held WHERE task_id = 5), (SELECT lease_token FROM held WHERE task_id = 5)));
+       (SELECT task_id FROM held WHERE n = 5), (SELECT lease_token FROM held WHERE n = 5)));
 SELECT pg_temp.error_of(format('SELECT concurrency.fail(%L, %s, %s)', 'fin',
-       (SELECT task_id FROM held WHERE task_id = 5), (SELECT lease_token FROM held WHERE task_id = 5)));
-SELECT concurrency.cancel('fin', ARRAY[5]::bigint[]) AS cancelled_again;
+       (SELECT task_id FROM held WHERE n = 5), (SELECT lease_token FROM held WHERE n = 5)));
+SELECT concurrency.cancel('fin', ARRAY[:t5]::bigint[]) AS cancelled_again;
 SELECT concurrency.cancel('fin', ARRAY[]::bigint[]) AS nothing;
 -- a cancelled task gives its dedupe_key up
 SELECT concurrency.enqueue('fin', '{}', dedupe_key => 'cancel-me') <> :rdy AS new_task;
@@ -124,7 +131,8 @@ SELECT concurrency.cancel('nosuchqueue', ARRAY[1]::bigint[]);
 \echo :LAST_ERROR_SQLSTATE
 -- the held task 5 stays while its lease runs; purge takes it once it ended
 SELECT concurrency.purge('fin') AS purged_while_leased;
-UPDATE concurrency."q_fin" SET lease_expires_at = clock_timestamp() - interval '1 second' WHERE id = 5;
+SELECT clock_timestamp() - interval '1 second' AS a_second_ago \gset
+UPDATE concurrency."q_fin" SET lease_expires_at = :'a_second_ago' WHERE id = :t5;
 SELECT concurrency.purge('fin') AS purged;
 SELECT id, state FROM concurrency."q_fin" ORDER BY id;
 SELECT concurrency.purge(NULL);
@@ -167,12 +175,13 @@ SELECT queue, ready, leased, done, cancelled FROM concurrency.queue_stats WHERE 
 -- nothing is due for purge yet
 SELECT concurrency.purge('ret') AS purged_too_early;
 -- a day later (finished_at moved back): purged, and the key is free again
-UPDATE concurrency."q_ret" SET finished_at = finished_at - interval '25 hours' WHERE id = :o7;
+SELECT clock_timestamp() - interval '25 hours' AS a_day_ago \gset
+UPDATE concurrency."q_ret" SET finished_at = :'a_day_ago' WHERE id = :o7;
 SELECT concurrency.purge('ret') AS purged;
 SELECT count(*) AS o7_gone FROM concurrency.task_status('ret', :o7);
 SELECT concurrency.enqueue('ret', '{"order": 7}', dedupe_key => 'order-7-mail') > :o7 AS new_task_after_retention;
 -- queue calls purge by themselves, in chunks: a new session's first call
-UPDATE concurrency."q_ret" SET finished_at = finished_at - interval '25 hours' WHERE state = 'done';
+UPDATE concurrency."q_ret" SET finished_at = :'a_day_ago' WHERE state = 'done';
 SELECT count(*) AS due FROM concurrency."q_ret" WHERE state IN ('done', 'cancelled')
    AND finished_at < clock_timestamp() - interval '1 day';
 \c

@@ -8,11 +8,16 @@ SELECT concurrency.enqueue('stats', '{}', run_at => now() + interval '1 day'); -
 SELECT concurrency.enqueue('stats', '{}', run_at => now() + interval '1 day'); -- 5 scheduled, then due
 SELECT concurrency.enqueue('stats', '{}', concurrency_key => 'k') FROM generate_series(1, 3); -- 6 ready, 7-8 blocked
 SELECT count(*) FROM concurrency.dequeue('stats', 4);  -- 1-3 and 6 leased
-UPDATE concurrency."q_stats" SET run_at = now() - interval '1 hour' WHERE id = 5;
-UPDATE concurrency."q_stats" SET lease_expires_at = now() - interval '1 second' WHERE id = 2;
-SELECT concurrency.complete('stats', 1, (SELECT lease_token FROM concurrency."q_stats" WHERE id = 1), '{"ok": 1}');
-SELECT concurrency.cancel('stats', ARRAY[4]::bigint[]);
-UPDATE concurrency."q_stats" SET state = 'dead', lease_token = NULL, lease_expires_at = NULL WHERE id = 3;
+-- the tasks by their place in enqueue order (their ids on one server)
+SELECT max(id) FILTER (WHERE n = 1) AS t1, max(id) FILTER (WHERE n = 2) AS t2, max(id) FILTER (WHERE n = 3) AS t3,
+       max(id) FILTER (WHERE n = 4) AS t4, max(id) FILTER (WHERE n = 5) AS t5
+  FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM concurrency."q_stats") t \gset
+UPDATE concurrency."q_stats" SET run_at = now() - interval '1 hour' WHERE id = :t5;
+UPDATE concurrency."q_stats" SET lease_expires_at = now() - interval '1 second' WHERE id = :t2;
+SELECT lease_token AS token1 FROM concurrency."q_stats" WHERE id = :t1 \gset
+SELECT concurrency.complete('stats', :t1, :token1, '{"ok": 1}');
+SELECT concurrency.cancel('stats', ARRAY[:t4]::bigint[]);
+UPDATE concurrency."q_stats" SET state = 'dead', lease_token = NULL, lease_expires_at = NULL WHERE id = :t3;
 SELECT concurrency.enqueue('stats', '{}');                                    -- 9 ready
 SELECT id, state FROM concurrency."q_stats" ORDER BY id;
 

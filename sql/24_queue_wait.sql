@@ -73,8 +73,10 @@ SELECT pg_temp.error_of(format('SELECT concurrency.release_batch(%L, %L, %L)', '
                                array_agg(task_id ORDER BY task_id), array_agg(lease_token + 1 ORDER BY task_id)))
   FROM held;
 SELECT scheduled, leased FROM concurrency.queue_stats WHERE queue = 'wq';
+SELECT array_agg(id) AS leased_ids, array_agg(lease_token) AS leased_tokens FROM concurrency."q_wq"
+ WHERE state = 'leased' \gset
 SELECT concurrency.release_batch('wq', array_agg(task_id ORDER BY task_id), array_agg(lease_token ORDER BY task_id))
-  FROM held WHERE (task_id, lease_token) IN (SELECT task_id, lease_token FROM concurrency."q_wq" WHERE state = 'leased');
+  FROM held WHERE (task_id, lease_token) IN (SELECT * FROM unnest(:'leased_ids'::bigint[], :'leased_tokens'::bigint[]));
 SELECT ready, scheduled, leased FROM concurrency.queue_stats WHERE queue = 'wq';
 SELECT concurrency.release_batch('wq', ARRAY[]::bigint[], ARRAY[]::bigint[]) AS empty_batch;
 SELECT pg_temp.error_of($$SELECT concurrency.release_batch('wq', ARRAY[1, 2], ARRAY[1])$$);

@@ -29,11 +29,11 @@ SELECT count(*) AS claimed FROM concurrency.dequeue('pq');
 SELECT count(*) AS claimed FROM concurrency.dequeue('pq', batch => 10);
 SELECT count(*) AS claimed FROM concurrency.dequeue('pq', wait => '30 milliseconds');
 -- an expired lease is not taken over while paused either
-UPDATE concurrency.q_pq SET lease_expires_at = clock_timestamp() - interval '1 minute'
- WHERE id = (SELECT min(task_id) FROM held);
+SELECT min(task_id) AS first_held, clock_timestamp() - interval '1 minute' AS a_minute_ago,
+       clock_timestamp() + interval '1 hour' AS in_an_hour FROM held \gset
+UPDATE concurrency.q_pq SET lease_expires_at = :'a_minute_ago' WHERE id = :first_held;
 SELECT count(*) AS claimed FROM concurrency.dequeue('pq');
-UPDATE concurrency.q_pq SET lease_expires_at = clock_timestamp() + interval '1 hour'
- WHERE id = (SELECT min(task_id) FROM held);
+UPDATE concurrency.q_pq SET lease_expires_at = :'in_an_hour' WHERE id = :first_held;
 
 -- enqueue works
 SELECT concurrency.enqueue('pq', '{"n": 5}') > 0 AS enqueued;

@@ -39,7 +39,8 @@ SELECT t.concurrency_key FROM concurrency.dequeue('kr') AS d JOIN concurrency.q_
 SELECT count(*) AS claimed FROM concurrency.dequeue('kr');
 
 -- once a slot's last use is key_rate_period ago, it serves its key again
-UPDATE concurrency.rk_kr SET used_at = used_at - interval '1 hour' WHERE concurrency_key = 'k1' AND slot = 1;
+SELECT clock_timestamp() - interval '1 hour' AS an_hour_ago \gset
+UPDATE concurrency.rk_kr SET used_at = :'an_hour_ago' WHERE concurrency_key = 'k1' AND slot = 1;
 SELECT t.concurrency_key FROM concurrency.dequeue('kr', batch => 20) AS d JOIN concurrency.q_kr AS t ON t.id = d.task_id;
 SELECT count(*) AS claimed FROM concurrency.dequeue('kr', batch => 20);
 

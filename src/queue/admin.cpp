@@ -494,6 +494,30 @@ CONCURRENCY_FUNCTION(concurrency_resume_queue) {
 	return set_paused(fcinfo, false, "resume_queue");
 }
 
+// distribute_queue grants the owner of a distributed queue's table USAGE on
+// schema concurrency_internal (its routed functions, run as that owner): once
+// the role owns no distributed queue's table, the grant is taken back, so
+// that nothing of the extension keeps the role from being dropped (Citus
+// takes the REVOKE to every node, as it took the GRANT).
+static void revoke_routed_usage(Oid owner) {
+	// a superuser needs no grant; the schema's owner keeps its own
+	if (!OidIsValid(owner) || pg::guard([&] { return superuser_arg(owner); }))
+		return;
+	static const Oid types[1] = {OIDOID};
+	Datum values[1] = {ObjectIdGetDatum(owner)};
+	uint64 other = execute("SELECT 1 FROM concurrency.distributed_queue d JOIN pg_catalog.pg_class c"
+	                       " ON c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.format("
+	                       "'concurrency.%I', 'q_' OPERATOR(pg_catalog.||) d.queue))"
+	                       " WHERE c.relowner OPERATOR(pg_catalog.=) $1"
+	                       " UNION ALL SELECT 1 FROM pg_catalog.pg_namespace"
+	                       " WHERE nspname OPERATOR(pg_catalog.=) 'concurrency_internal'"
+	                       " AND nspowner OPERATOR(pg_catalog.=) $1 LIMIT 1",
+	                       1, types, values);
+	if (other == 0)
+		execute(fmt::format("REVOKE USAGE ON SCHEMA concurrency_internal FROM {}",
+		                    quote_ident(pg::guard([&] { return GetUserNameFromId(owner, false); }))));
+}
+
 // concurrency.drop_queue(queue) — SECURITY DEFINER; the caller must own the
 // queue's table (superusers do).
 CONCURRENCY_FUNCTION(concurrency_drop_queue) {
@@ -503,6 +527,7 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 
 	pg::spi_connect();
 	Oid relid = queue::queue_relid(name);
+	Oid owner = InvalidOid;
 	bool distributed = OidIsValid(relid) && queue::is_distributed(relid);
 	if (distributed)
 		queue::require_coordinator_for(name, "drop_queue");
@@ -510,6 +535,7 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 		if (!pg::guard([&] { return pg::owns_relation(relid, caller); }))
 			throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
 			            fmt::format("Only the owner of table {} may drop the queue.", sql.table()));
+		owner = queue::relation_owner(relid);
 		queue::forget_dependencies(name, queue::clock_now());
 		execute(sql.drop_table());
 		execute(KeySql(name).drop_tables());
@@ -521,8 +547,10 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 	uint64 deleted = execute(catalog_sql::remove, 1, types, values);
 	if (!OidIsValid(relid) && deleted == 0)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name));
-	if (distributed) // gone from every node's catalog too
+	if (distributed) { // gone from every node's catalog too
 		queue::sync_catalog(name);
+		revoke_routed_usage(owner);
+	}
 	queue::forget_queue(name);
 	pg::spi_finish();
 	PG_RETURN_VOID();

@@ -14,6 +14,7 @@
 #include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "pg/invalidation.hpp"
+#include "queue/dependencies.hpp"
 #include "queue/keys_sql.hpp"
 #include "queue/rate_sql.hpp"
 #include "queue/queue.hpp"
@@ -241,9 +242,21 @@ const Shards &distributed_shards(Queue &q) {
 	return shard_maps->emplace(relid, std::move(shards)).first->second;
 }
 
+namespace {
+int slots_decided = 0; // SlotsDecided alive in this backend
+} // namespace
+
+SlotsDecided::SlotsDecided() {
+	++slots_decided;
+}
+
+SlotsDecided::~SlotsDecided() {
+	--slots_decided;
+}
+
 bool shards_served_here(Queue &q, bool slots) {
 	// (a call routed here was let through by the node that keeps the slots)
-	if (slots && q.info().max_leased != 0 && !citus::in_routed_call())
+	if (slots && q.info().max_leased != 0 && !citus::in_routed_call() && slots_decided == 0)
 		return false;
 	if (q.info().key_limit != 0 && !distributed_shards(q).keys_everywhere)
 		return false;
@@ -720,13 +733,11 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 }
 
 void refuse_on_distributed(std::string_view queue, const char *what) {
-	throw Error(
-	    sqlstate::feature_not_supported,
-	    fmt::format("{} is not supported on distributed queue \"{}\"", what, queue),
-	    "The task's shard is on another node: a distributed queue hands tasks back and keeps progress "
-	    "on the node that holds the task's shard only.",
-	    "Call it on that node (a worker takes its tasks there when it connects to the node that holds "
-	    "them), or use fail(…, retry_in => '0') to give a task back.");
+	throw Error(sqlstate::feature_not_supported,
+	            fmt::format("{} is not supported on distributed queue \"{}\"", what, queue),
+	            "The leases of a distributed queue with max_leased are kept by its routed SQL functions, "
+	            "which store no progress.",
+	            "Heartbeat without progress, or remove the limit: alter_queue(queue, max_leased => 0).");
 }
 
 void refuse_not_served_here(std::string_view queue, const char *what) {
@@ -815,6 +826,12 @@ void require_coordinator(const std::string &queue) {
 	    fmt::format("Its Citus node role is {}.", role == citus::Role::worker ? "worker" : "none"),
 	    "Create distributed queues on the coordinator of a Citus cluster, or leave out distributed => true "
 	    "for a queue on this server.");
+}
+
+void free_lease_slots(Queue &whole, const std::vector<int64> &ids) {
+	static const Oid types[2] = {TEXTOID, INT8ARRAYOID};
+	Datum values[2] = {pg::text_datum(whole.name()), int8_array(ids)};
+	run_routed("distributed_free_slots", "SELECT {}($1, $2)", 2, types, values);
 }
 
 void sync_catalog(const std::string &queue) {

@@ -74,6 +74,23 @@ const Shards &distributed_shards(Queue &q);
 // for now).
 bool shards_served_here(Queue &q, bool slots = true);
 
+// While one lives, this backend has decided the lease slots (max_leased) of
+// the queue calls it makes on shards: a release has freed the slots of its
+// tasks, and the call that hands them back on a shard of this node is then
+// served as a call routed here is (shards_served_here with `slots`).
+class SlotsDecided {
+  public:
+	SlotsDecided();
+	~SlotsDecided();
+	SlotsDecided(const SlotsDecided &) = delete;
+	SlotsDecided &operator=(const SlotsDecided &) = delete;
+};
+
+// Empties the lease slots of tasks `ids` of distributed queue `whole`
+// (max_leased; concurrency_internal.distributed_free_slots), in the caller's
+// transaction.
+void free_lease_slots(Queue &whole, const std::vector<int64> &ids);
+
 // The position of a task's shard: its id's low 10 bits.
 inline int32 task_position(int64 task_id) {
 	return static_cast<int32>(task_id & 1023);
@@ -203,8 +220,8 @@ uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet 
 // rows added to `out`. Returns how many; SPI stays connected.
 uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
 
-// 0A000 for what a distributed queue does only on the node of the task's
-// shard (`what`: release, progress), naming the queue.
+// 0A000 for what a distributed queue with max_leased does only through its
+// routed SQL functions (`what`: progress), naming the queue.
 [[noreturn]] void refuse_on_distributed(std::string_view queue, const char *what);
 
 // 0A000 for `what` (a function, with the argument that needs it) on

@@ -551,6 +551,15 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	return Datum(0);
 }
 
+// A distributed queue whose calls about lease slots this node does not serve
+// (!shards_served_here): served here where only its slots (max_leased) keep
+// it from that, as SlotsDecided; 0A000 otherwise (a queue distributed in
+// this transaction, objects older than the module).
+static void require_slots_decided_here(Queue &whole, const char *what) {
+	if (whole.info().max_leased == 0 || !queue::shards_served_here(whole, false))
+		queue::refuse_not_served_here(whole.name(), what);
+}
+
 // concurrency.release(queue, task_id, lease_token, run_at) -> true: the task
 // is handed back unstarted (a lost lease raises CE001)
 CONCURRENCY_FUNCTION(concurrency_release) {
@@ -569,7 +578,16 @@ CONCURRENCY_FUNCTION(concurrency_release) {
 			return queue::route_call(fcinfo, whole, *position);
 		if (queue::shards_served_here(whole))
 			queue::task_gone(whole.name(), task_id);
-		refuse_on_distributed(whole.name(), "release");
+		// max_leased: its slot freed here (where the slots are decided),
+		// then the task handed back on its shard (a lost lease rolls both back)
+		require_slots_decided_here(whole, "release");
+		queue::SlotsDecided decided;
+		queue::free_lease_slots(whole, {task_id});
+		if (queue::route_tasks(whole, &task_id, 1, shard, nullptr)) {
+			if (auto position = queue::routed_position(whole, &task_id, 1))
+				return queue::route_call(fcinfo, whole, *position);
+			queue::task_gone(whole.name(), task_id);
+		}
 	}
 	Queue &q = shard ? *shard : whole;
 	Leases l;
@@ -595,12 +613,15 @@ CONCURRENCY_FUNCTION(concurrency_release_many) {
 	AsRole as_owner = authorize(whole, Permission::work, "release_batch");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "release_batch")) {
-		if (queue::shards_served_here(whole)) {
-			int64 total = queue::route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
-			pg::spi_finish();
-			PG_RETURN_INT64(total);
+		std::optional<queue::SlotsDecided> decided;
+		if (!queue::shards_served_here(whole)) { // max_leased: as release
+			require_slots_decided_here(whole, "release_batch");
+			decided.emplace();
+			queue::free_lease_slots(whole, l.ids);
 		}
-		refuse_on_distributed(whole.name(), "release_batch");
+		int64 total = queue::route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
+		pg::spi_finish();
+		PG_RETURN_INT64(total);
 	}
 	Queue &q = shard ? *shard : whole;
 	uint64 n = hand_back(q, l, fcinfo, now);

@@ -853,6 +853,16 @@ def test_max_leased():
     more = claim_with(c, "ml", 2)
     check("max_leased: cancel frees its slot for one claim", len(more) == 1, repr(more))
     held.update(more)
+    x4 = next(iter(more))
+    check("max_leased: a release with a lost lease is CE001 and frees no slot", sqlstate_of(
+        lambda: c.execute("SELECT concurrency.release('ml', %s, %s)", (x4, held[x4] + 1))) == "CE001"
+        and claim_with(c, "ml", 1) == {} and leased_count(c, "ml") == 3)
+    c.execute("SELECT concurrency.release('ml', %s, %s)", (x4, held.pop(x4)))
+    row = c.execute("SELECT state, attempt FROM concurrency.task_status('ml', %s)", (x4,)).fetchone()
+    check("max_leased: release hands the task back (ready, its attempt not counted)", row == ("ready", 0), repr(row))
+    more = claim_with(c, "ml", 2)
+    check("max_leased: release frees its slot for one claim", len(more) == 1, repr(more))
+    held.update(more)
     c.execute("SELECT concurrency.alter_queue('ml', max_leased => 5)")
     more = claim_with(c, "ml", 5)
     check("max_leased: alter_queue raising it lets that many more be claimed", len(more) == 2
