@@ -133,12 +133,13 @@ SELECT id, state, last_error FROM concurrency.q_expiring ORDER BY id;
 -- cancel: of a parent, its waiting descendants too; of a waiting task, that
 -- task alone (its parents run on)
 SELECT concurrency.create_queue('cq', retain => '1 hour');
-SELECT ref, task_id FROM concurrency.enqueue_graph('cq', $$[
+CREATE TEMP TABLE cq_graph AS SELECT ref, task_id FROM concurrency.enqueue_graph('cq', $$[
     {"ref": "p"}, {"ref": "c1", "after": ["p"]}, {"ref": "c2", "after": ["c1"]},
     {"ref": "q"}, {"ref": "d", "after": ["q"]}
-]$$) ORDER BY task_id;
-SELECT concurrency.cancel('cq', ARRAY[1]::bigint[]) AS cancelled;
-SELECT concurrency.cancel('cq', ARRAY[5]::bigint[]) AS cancelled;
+]$$);
+SELECT ref, task_id FROM cq_graph ORDER BY task_id;
+SELECT concurrency.cancel('cq', ARRAY(SELECT task_id FROM cq_graph WHERE ref = 'p')) AS cancelled;
+SELECT concurrency.cancel('cq', ARRAY(SELECT task_id FROM cq_graph WHERE ref = 'd')) AS cancelled;
 SELECT id, state, last_error FROM concurrency.q_cq ORDER BY id;
 SELECT pg_temp.run_one('cq') AS ran;
 SELECT count(*) AS edges FROM concurrency.task_dependency WHERE child_queue = 'cq';
@@ -259,11 +260,13 @@ SELECT queue, ready, waiting FROM concurrency.queue_stats WHERE queue IN ('fan',
 -- a queue that retains nothing keeps a parent whose edges are in the rows
 -- until its child has finished
 SELECT concurrency.create_queue('rowkept', lease => '1 hour');
-SELECT ref, task_id FROM concurrency.enqueue_graph('rowkept', '[{"ref": "p"}, {"ref": "c", "after": ["p"]}]');
+CREATE TEMP TABLE rowkept_graph AS
+  SELECT ref, task_id FROM concurrency.enqueue_graph('rowkept', '[{"ref": "p"}, {"ref": "c", "after": ["p"]}]');
+SELECT ref, task_id FROM rowkept_graph;
 SELECT pg_temp.run_one('rowkept', '{"p": 1}') AS ran;
 SELECT concurrency.purge('rowkept') AS purged;
 SELECT id, state, children, parents FROM concurrency.q_rowkept ORDER BY id;
-SELECT result FROM concurrency.parent_results('rowkept', 2);
+SELECT result FROM concurrency.parent_results('rowkept', (SELECT task_id FROM rowkept_graph WHERE ref = 'c'));
 SELECT pg_temp.run_one('rowkept') AS ran;
 SELECT concurrency.purge('rowkept') AS purged;
 SELECT count(*) AS tasks_left FROM concurrency.q_rowkept;
