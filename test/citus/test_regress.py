@@ -5,7 +5,7 @@ settings), in a database of its own on the Citus cluster's coordinator, with
 one change: every queue it creates is distributed right after
 (concurrency.distribute_queue, as the superuser). One shard a queue, so that
 the order of claims is the queue's order, as on one server. Twice: with the
-shards on worker node 1, every call of the file routed there from the
+shards on a worker node, every call of the file routed there from the
 coordinator ("routed"), and with the shards on the coordinator, every call
 served by the node of its shard as a worker node serves its own ("here").
 The output is compared with the file's expected output in expected/, the
@@ -186,7 +186,8 @@ def file_roles():
 
 def make_database(shards_here=False):
     """A new database on every node, the nodes in its Citus metadata, the extension created; the roles that the
-    files create dropped (from a run that stopped before its file dropped them: roles are the cluster's)."""
+    files create dropped (from a run that stopped before its file dropped them: roles are the cluster's).
+    Returns the port of the node where a new one-shard table's shard is placed."""
     for port in NODES:
         with connect(port) as c:
             c.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
@@ -205,9 +206,19 @@ def make_database(shards_here=False):
         c.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (COORDINATOR,))
         for port in NODES[1:]:
             c.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
-        if shards_here:
-            c.execute("SELECT citus_set_node_property('127.0.0.1', %s, 'shouldhaveshards', true)", (COORDINATOR,))
+        # new shards on the coordinator only, or on the worker nodes only
+        # (Citus would place a one-shard table on the first node by port)
+        for port in NODES:
+            c.execute("SELECT citus_set_node_property('127.0.0.1', %s, 'shouldhaveshards', %s)",
+                      (port, (port == COORDINATOR) == shards_here))
         c.execute("CREATE EXTENSION concurrency_ext")
+        c.execute("CREATE TABLE regress_placement (x int)")
+        c.execute("SELECT create_distributed_table('regress_placement', 'x', shard_count => 1)")
+        port = c.execute("SELECT p.nodeport FROM pg_dist_shard s JOIN pg_dist_placement pl USING (shardid)"
+                         " JOIN pg_dist_node p USING (groupid) WHERE s.logicalrelid = 'regress_placement'::regclass"
+                         ).fetchone()[0]
+        c.execute("DROP TABLE regress_placement")
+    return port
 
 
 def connect_db(port):
@@ -240,9 +251,11 @@ def run_file(name, port):
 
 
 def regress_suite(where):
-    """The files, with every queue's shard on worker node 1 (where = "routed") or on the coordinator ("here")."""
+    """The files, with every queue's shard on a worker node (where = "routed") or on the coordinator ("here")."""
     def test():
-        make_database(shards_here=where == "here")
+        port = make_database(shards_here=where == "here")
+        check(f"regress: a new queue's shard is placed {PLACED[where]}",
+              (port == COORDINATOR) == (where == "here"), f"on the node of port {port}")
         for name in FILES:
             found = run_file(name, COORDINATOR)
             path = os.path.join(DIFFS, name + ".diff")
@@ -258,6 +271,7 @@ def regress_suite(where):
 
 
 WHERE = {"routed": "from another node", "here": "on the node of their shard"}
+PLACED = {"routed": "on a worker node", "here": "on the coordinator"}
 
 
 if __name__ == "__main__":
