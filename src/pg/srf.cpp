@@ -28,7 +28,7 @@ ResultSet materialize(FunctionCallInfo fcinfo, Oid scalar_type) {
 		rsinfo->setResult = store;
 		rsinfo->setDesc = desc;
 		MemoryContextSwitchTo(old);
-		return ResultSet{store, desc};
+		return ResultSet{store, desc, nullptr};
 	});
 }
 
@@ -36,6 +36,8 @@ void add_row(ResultSet rows, const Datum *values, const bool *nulls) {
 	guard([&] {
 		tuplestore_putvalues(rows.store, rows.desc, const_cast<Datum *>(values), const_cast<bool *>(nulls));
 	});
+	if (rows.tap)
+		(*rows.tap)(values, nulls);
 }
 
 } // namespace concurrency::pg

@@ -2,6 +2,8 @@
 // tuplestore that the caller reads after the function returns.
 #pragma once
 
+#include <functional>
+
 #include "pg/guard.hpp"
 
 extern "C" {
@@ -13,6 +15,9 @@ namespace concurrency::pg {
 struct ResultSet {
 	Tuplestorestate *store;
 	TupleDesc desc;
+	// Where given, told of each row as it is added (a copy of a result set
+	// with a tap of its own sees the rows added through that copy only).
+	const std::function<void(const Datum *, const bool *)> *tap = nullptr;
 };
 
 // Starts the function's result set: its declared row type, or one column of

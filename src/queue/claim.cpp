@@ -61,9 +61,10 @@ void define_claim_settings() {
 Claim::Claim(Queue &q, TimestampTz now, const Interval &lease, Datum worker, bool worker_null,
              pg::ResultSet &out)
     : q_(q), cursor_(q.info().cursor), now_(now), lease_(lease), worker_(worker), worker_null_(worker_null),
-      out_(out), slotted_(q.info().max_leased > 0),
-      // a distributed queue's rate slots are the coordinator's, taken by its
-      // routed claim (distributed_dequeue), never by a claim on a shard
+      out_(out), slotted_(q.info().max_leased > 0 && !q.on_shard()),
+      // a distributed queue's rate slots and lease slots are the
+      // coordinator's, taken by dequeue before it claims, never by a claim
+      // on a shard
       rated_(q.info().rate_limit > 0 && !q.on_shard()) {
 	// the horizon matters to the cursor only to tell whether it is pinned:
 	// sampled at most every 100 ms, not read on every claim
@@ -493,8 +494,28 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		}
 		return claim.claimed();
 	};
-	// A look at a distributed queue (Citus: src/queue/distributed.hpp): this
-	// node's shards first, then, without tasks there, a routed claim.
+	// A claim of up to `wanted` tasks of distributed queue `q` (Citus:
+	// src/queue/distributed.hpp), its rows into `rows`: this node's shards
+	// first, then, without tasks there, the other nodes' shards.
+	auto claim_distributed = [&](Queue &q, int32 wanted, pg::ResultSet &rows) {
+		bool visited = false, every_shard = false;
+		std::size_t claimed = claim_on_local_shards(q, wanted, now, lease_arg ? *lease_arg : q.info().lease,
+		                                            worker, worker_null, rows, visited, every_shard);
+		// a call routed here by another node claims from this node's shards only
+		if (claimed > 0 || every_shard || citus::in_routed_call())
+			return claimed;
+		if (shards_served_here(q)) // the other nodes' shards, each node's on its node
+			return static_cast<std::size_t>(dequeue_elsewhere(fcinfo, q, wanted, rows));
+		if (!visited) // a chunk of a shard on some node
+			q.maybe_purge(now);
+		return static_cast<std::size_t>(dequeue_routed(fcinfo, rows));
+	};
+	// A look at a distributed queue. Its limits are decided where their
+	// slots are, the coordinator (require_slots_here sent other nodes' calls
+	// there), before the claim: at most as many tasks as the rate slots
+	// (rate_limit) and the lease slots (max_leased) it takes allow, the lease
+	// slots then filled with the tasks, unused rate slots given back. A call
+	// routed to a node claims within the limits its caller decided.
 	auto look_distributed = [&]() {
 		see_settings();
 		Queue q(name.view());
@@ -502,21 +523,38 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		if (q.info().paused) // on every node: the coordinator copies the flag to each
 			return std::size_t(0);
 		materialize_due(q, now); // schedules' due times (queue/schedule.hpp)
-		// rate_limit: one place of decision, the rate slots on the
-		// coordinator (require_slots_here sent other nodes' calls there)
-		if (q.info().rate_limit > 0)
+		bool limited = q.info().rate_limit > 0 || q.info().max_leased > 0;
+		if (!limited || citus::in_routed_call())
+			return claim_distributed(q, batch, out);
+		if (!shards_served_here(q, false)) // the routed SQL functions decide
 			return static_cast<std::size_t>(dequeue_routed(fcinfo, out));
-		bool visited = false, every_shard = false;
-		std::size_t claimed = claim_on_local_shards(q, batch, now, lease_arg ? *lease_arg : q.info().lease,
-		                                            worker, worker_null, out, visited, every_shard);
-		// a call routed here by another node claims from this node's shards only
-		if (claimed > 0 || every_shard || citus::in_routed_call())
-			return claimed;
-		if (shards_served_here(q)) // the other nodes' shards, each node's on its node
-			return static_cast<std::size_t>(dequeue_elsewhere(fcinfo, q, out));
-		if (!visited) // a chunk of a shard on some node
-			q.maybe_purge(now);
-		return static_cast<std::size_t>(dequeue_routed(fcinfo, out));
+		int32 wanted = batch;
+		RateSlots rate;
+		if (q.info().rate_limit > 0) {
+			rate = take_rate_slots(q, wanted, now, false);
+			wanted = std::min(wanted, static_cast<int32>(rate.size()));
+		}
+		std::vector<int32> slots;
+		if (q.info().max_leased > 0 && wanted > 0) {
+			slots = take_lease_slots(q, wanted, now);
+			wanted = std::min(wanted, static_cast<int32>(slots.size()));
+		}
+		std::vector<ClaimedLease> leases;
+		if (wanted > 0) {
+			SlotsDecided decided;
+			std::function<void(const Datum *, const bool *)> tap = [&](const Datum *cols, const bool *) {
+				leases.push_back(
+				    {DatumGetInt64(cols[0]), DatumGetInt64(cols[1]), DatumGetTimestampTz(cols[5])});
+			};
+			pg::ResultSet tapped = out;
+			tapped.tap = &tap;
+			claim_distributed(q, wanted, tapped);
+		}
+		if (q.info().max_leased > 0)
+			fill_lease_slots(q, slots, leases);
+		if (q.info().rate_limit > 0)
+			give_back_rate_slots(q, rate, leases.size());
+		return leases.size();
 	};
 	bool distributed = false;
 	{

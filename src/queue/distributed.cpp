@@ -698,7 +698,7 @@ int64 on_every_node(FunctionCallInfo fcinfo, Queue &whole, const std::function<i
 	return total;
 }
 
-uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet &out) {
+uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, int32 batch, const pg::ResultSet &out) {
 	std::vector<int32> nodes = other_nodes(distributed_shards(q));
 	if (nodes.empty())
 		return 0;
@@ -708,6 +708,7 @@ uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet 
 	const Signature &sig = call.sig;
 	Datum *values = call.values;
 	char *nulls = call.nulls;
+	values[1] = Int32GetDatum(batch);
 	uint32 start = next_cursor();
 	for (std::size_t i = 0; i < nodes.size(); ++i) {
 		int32 position = nodes[(start + i) % nodes.size()];
@@ -730,14 +731,6 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 	Oid rettype = InvalidOid;
 	uint64 n = run_forwarded(fcinfo, function, out, max_args, &rettype);
 	return caller_result(fcinfo, rettype, n, out != nullptr);
-}
-
-void refuse_on_distributed(std::string_view queue, const char *what) {
-	throw Error(sqlstate::feature_not_supported,
-	            fmt::format("{} is not supported on distributed queue \"{}\"", what, queue),
-	            "The leases of a distributed queue with max_leased are kept by its routed SQL functions, "
-	            "which store no progress.",
-	            "Heartbeat without progress, or remove the limit: alter_queue(queue, max_leased => 0).");
 }
 
 void refuse_not_served_here(std::string_view queue, const char *what) {
@@ -832,6 +825,69 @@ void free_lease_slots(Queue &whole, const std::vector<int64> &ids) {
 	static const Oid types[2] = {TEXTOID, INT8ARRAYOID};
 	Datum values[2] = {pg::text_datum(whole.name()), int8_array(ids)};
 	run_routed("distributed_free_slots", "SELECT {}($1, $2)", 2, types, values);
+}
+
+void decide_lease_slots(Queue &whole, const std::vector<int64> &ids, bool free, const char *what,
+                        std::optional<SlotsDecided> &decided) {
+	if (whole.info().max_leased == 0 || citus::in_routed_call() || !is_distributed(whole.info().relid))
+		return;
+	require_slots_here(whole, what);
+	if (!shards_served_here(whole, false)) // the routed SQL functions keep them
+		return;
+	if (free)
+		free_lease_slots(whole, ids);
+	decided.emplace();
+}
+
+std::vector<int32> take_lease_slots(Queue &whole, int32 wanted, TimestampTz now) {
+	static const Oid types[3] = {TEXTOID, INT4OID, TIMESTAMPTZOID};
+	Datum values[3] = {pg::text_datum(whole.name()), Int32GetDatum(wanted), TimestampTzGetDatum(now)};
+	run_routed("distributed_take_slots", "SELECT {}($1, $2, $3)", 3, types, values);
+	bool isnull = true;
+	Datum array = pg::column(0, 1, &isnull);
+	std::vector<int32> slots;
+	if (isnull)
+		return slots;
+	Datum *elems = nullptr;
+	bool *nulls = nullptr;
+	int n = 0;
+	pg::guard([&] {
+		deconstruct_array(DatumGetArrayTypeP(array), INT4OID, 4, true, TYPALIGN_INT, &elems, &nulls, &n);
+	});
+	for (int i = 0; i < n; ++i)
+		if (!nulls[i])
+			slots.push_back(DatumGetInt32(elems[i]));
+	return slots;
+}
+
+void fill_lease_slots(Queue &whole, const std::vector<int32> &slots,
+                      const std::vector<ClaimedLease> &leases) {
+	std::size_t n = std::min(slots.size(), leases.size());
+	if (n == 0)
+		return;
+	std::vector<Datum> s, ends;
+	std::vector<int64> ids, tokens;
+	for (std::size_t i = 0; i < n; ++i) {
+		s.push_back(Int32GetDatum(slots[i]));
+		ids.push_back(leases[i].task_id);
+		tokens.push_back(leases[i].lease_token);
+		ends.push_back(TimestampTzGetDatum(leases[i].lease_expires_at));
+	}
+	int count = static_cast<int>(n);
+	Datum values[4] = {Datum(0), int8_array(ids), int8_array(tokens), Datum(0)};
+	pg::guard([&] {
+		values[0] = PointerGetDatum(construct_array(s.data(), count, INT4OID, 4, true, TYPALIGN_INT));
+		values[3] = PointerGetDatum(
+		    construct_array(ends.data(), count, TIMESTAMPTZOID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+	});
+	static const Oid types[4] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID};
+	std::string sql =
+	    fmt::format("UPDATE concurrency.{} AS s SET task_id = u.task_id, lease_token = u.lease_token, "
+	                "lease_expires_at = u.ends FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
+	                "pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(slot, task_id, lease_token, ends) "
+	                "WHERE s.slot OPERATOR(pg_catalog.=) u.slot",
+	                quote_ident(slot_table_name(whole.name())));
+	whole.run_internal("distributed_slots_fill", sql, 4, types, values, nullptr, Access::owner);
 }
 
 void sync_catalog(const std::string &queue) {

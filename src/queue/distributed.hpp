@@ -70,14 +70,15 @@ const Shards &distributed_shards(Queue &q);
 // hand back a lease) or not: a queue whose key table's shards are beside its
 // shards, not distributed by the running transaction, known to every node
 // (the objects installed copy the catalog there), and for calls about
-// slots, without max_leased (whose lease slots the routed SQL functions keep
-// for now).
+// slots of a queue with max_leased, only once they are decided (a call
+// routed here, or SlotsDecided: the slots are the coordinator's).
 bool shards_served_here(Queue &q, bool slots = true);
 
 // While one lives, this backend has decided the lease slots (max_leased) of
-// the queue calls it makes on shards: a release has freed the slots of its
-// tasks, and the call that hands them back on a shard of this node is then
-// served as a call routed here is (shards_served_here with `slots`).
+// the queue calls it makes on shards: a claim has taken its slots, an
+// acknowledgement has emptied those of its tasks (decide_lease_slots), and
+// the calls on shards are then served as a call routed here is
+// (shards_served_here with `slots`).
 class SlotsDecided {
   public:
 	SlotsDecided();
@@ -90,6 +91,34 @@ class SlotsDecided {
 // (max_leased; concurrency_internal.distributed_free_slots), in the caller's
 // transaction.
 void free_lease_slots(Queue &whole, const std::vector<int64> &ids);
+
+// For a call about the leases of tasks `ids` of queue `whole` (`what`, the
+// function's name): on a distributed queue with max_leased whose calls this
+// node's C++ serves, not a call routed here, refuses the call on a worker
+// node (require_slots_here: the slots are the coordinator's), empties the
+// slots of the tasks where `free` (an acknowledgement: complete, fail,
+// cancel, release and their batch forms; a lost lease rolls it back with the
+// call) and opens `decided`: the call is then served and routed as on any
+// distributed queue. A heartbeat (not `free`) leaves the slots alone: a
+// claim that finds a slot's lease end passed looks at the task's lease
+// (concurrency_internal.distributed_take_slots). Nothing otherwise.
+void decide_lease_slots(Queue &whole, const std::vector<int64> &ids, bool free, const char *what,
+                        std::optional<SlotsDecided> &decided);
+
+// A task a claim leased: what its lease slot records.
+struct ClaimedLease {
+	int64 task_id;
+	int64 lease_token;
+	TimestampTz lease_expires_at;
+};
+
+// A claim of distributed queue `whole` with max_leased, where its slots are
+// kept: locks up to `wanted` free slots (FOR UPDATE SKIP LOCKED; a slot whose
+// lease end has passed is free once its task is no longer leased under it,
+// concurrency_internal.distributed_take_slots) and returns their numbers.
+std::vector<int32> take_lease_slots(Queue &whole, int32 wanted, TimestampTz now);
+// Writes the tasks the claim leased into its slots, one each, in order.
+void fill_lease_slots(Queue &whole, const std::vector<int32> &slots, const std::vector<ClaimedLease> &leases);
 
 // The position of a task's shard: its id's low 10 bits.
 inline int32 task_position(int64 task_id) {
@@ -209,20 +238,16 @@ int64 route_batch_count(FunctionCallInfo fcinfo, Queue &whole, const std::vector
 Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out = nullptr,
                           int max_args = -1);
 
-// dequeue(queue, batch, lease, worker) — the caller's first four arguments —
-// made on each other node that holds shards of queue `q`, one after another
+// dequeue(queue, batch, lease, worker) — the caller's first four arguments,
+// `batch` for its second — made on each other node that holds shards of queue `q`, one after another
 // (starting at a different one at each call), until one claims tasks there:
 // its rows are added to `out`. Returns how many. SPI stays connected.
-uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, const pg::ResultSet &out);
+uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, int32 batch, const pg::ResultSet &out);
 
 // concurrency_internal.distributed_dequeue with the caller's (dequeue's) first four
 // arguments: a routed claim from the queue's shards wherever they are, its
 // rows added to `out`. Returns how many; SPI stays connected.
 uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
-
-// 0A000 for what a distributed queue with max_leased does only through its
-// routed SQL functions (`what`: progress), naming the queue.
-[[noreturn]] void refuse_on_distributed(std::string_view queue, const char *what);
 
 // 0A000 for `what` (a function, with the argument that needs it) on
 // distributed queue `queue` where this node's C++ does not serve it yet: the

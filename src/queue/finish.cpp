@@ -165,16 +165,16 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat");
+	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: queue/distributed.hpp
+	queue::decide_lease_slots(whole, {task_id}, false, "heartbeat", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	// (with max_leased: the routed SQL functions, whose lease reclaim reads
-	// lease_expires_at alone, where this heartbeat leaves lease_extended_to)
 	if (queue::route_tasks(whole, &task_id, 1, shard, "heartbeat")) {
 		if (auto position = queue::routed_position(whole, &task_id, 1))
 			return queue::route_call(fcinfo, whole, *position);
 		if (queue::shards_served_here(whole))
 			queue::task_gone(whole.name(), task_id); // its id names no shard of the queue
-		if (with_progress)
-			queue::refuse_on_distributed(whole.name(), "heartbeat with progress");
+		if (with_progress)                           // the routed SQL functions store no progress
+			queue::refuse_not_served_here(whole.name(), "heartbeat with progress");
 		return queue::forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
 	}
 	Queue &q = shard ? *shard : whole;
@@ -206,6 +206,8 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "complete");
+	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
+	queue::decide_lease_slots(whole, {task_id}, true, "complete", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "complete")) {
 		if (auto position = queue::routed_position(whole, &task_id, 1))
@@ -256,6 +258,8 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail");
+	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
+	queue::decide_lease_slots(whole, {task_id}, true, "fail", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "fail")) {
 		if (auto position = queue::routed_position(whole, &task_id, 1))
@@ -345,6 +349,8 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	Queue whole(name.view());
 	bool retain = whole.info().has_retain;
 	AsRole as_owner = authorize(whole, Permission::work, "complete_batch");
+	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
+	decide_lease_slots(whole, l.ids, true, "complete_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "complete_batch")) {
 		if (queue::shards_served_here(whole)) { // each shard's part on its node, which purges there
@@ -405,6 +411,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat_batch");
+	std::optional<SlotsDecided> decided; // Citus, max_leased: queue/distributed.hpp
+	decide_lease_slots(whole, l.ids, false, "heartbeat_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "heartbeat_batch")) {
 		if (queue::shards_served_here(whole)) {
@@ -422,8 +430,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 				PG_RETURN_NULL();
 			PG_RETURN_TIMESTAMPTZ(*deadline);
 		}
-		if (with_progress)
-			refuse_on_distributed(whole.name(), "heartbeat_batch with progress");
+		if (with_progress) // the routed SQL functions store no progress
+			refuse_not_served_here(whole.name(), "heartbeat_batch with progress");
 		return forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);
 	}
 	Queue &q = shard ? *shard : whole;
@@ -457,6 +465,8 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail_batch");
+	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
+	decide_lease_slots(whole, l.ids, true, "fail_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "fail_batch")) {
 		if (queue::shards_served_here(whole)) {
@@ -551,15 +561,6 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	return Datum(0);
 }
 
-// A distributed queue whose calls about lease slots this node does not serve
-// (!shards_served_here): served here where only its slots (max_leased) keep
-// it from that, as SlotsDecided; 0A000 otherwise (a queue distributed in
-// this transaction, objects older than the module).
-static void require_slots_decided_here(Queue &whole, const char *what) {
-	if (whole.info().max_leased == 0 || !queue::shards_served_here(whole, false))
-		queue::refuse_not_served_here(whole.name(), what);
-}
-
 // concurrency.release(queue, task_id, lease_token, run_at) -> true: the task
 // is handed back unstarted (a lost lease raises CE001)
 CONCURRENCY_FUNCTION(concurrency_release) {
@@ -572,22 +573,15 @@ CONCURRENCY_FUNCTION(concurrency_release) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release");
+	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
+	queue::decide_lease_slots(whole, {task_id}, true, "release", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "release")) {
 		if (auto position = queue::routed_position(whole, &task_id, 1))
 			return queue::route_call(fcinfo, whole, *position);
-		if (queue::shards_served_here(whole))
-			queue::task_gone(whole.name(), task_id);
-		// max_leased: its slot freed here (where the slots are decided),
-		// then the task handed back on its shard (a lost lease rolls both back)
-		require_slots_decided_here(whole, "release");
-		queue::SlotsDecided decided;
-		queue::free_lease_slots(whole, {task_id});
-		if (queue::route_tasks(whole, &task_id, 1, shard, nullptr)) {
-			if (auto position = queue::routed_position(whole, &task_id, 1))
-				return queue::route_call(fcinfo, whole, *position);
-			queue::task_gone(whole.name(), task_id);
-		}
+		if (!queue::shards_served_here(whole))
+			queue::refuse_not_served_here(whole.name(), "release");
+		queue::task_gone(whole.name(), task_id);
 	}
 	Queue &q = shard ? *shard : whole;
 	Leases l;
@@ -611,14 +605,12 @@ CONCURRENCY_FUNCTION(concurrency_release_many) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release_batch");
+	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
+	decide_lease_slots(whole, l.ids, true, "release_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "release_batch")) {
-		std::optional<queue::SlotsDecided> decided;
-		if (!queue::shards_served_here(whole)) { // max_leased: as release
-			require_slots_decided_here(whole, "release_batch");
-			decided.emplace();
-			queue::free_lease_slots(whole, l.ids);
-		}
+		if (!queue::shards_served_here(whole))
+			queue::refuse_not_served_here(whole.name(), "release_batch");
 		int64 total = queue::route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
 		pg::spi_finish();
 		PG_RETURN_INT64(total);
@@ -640,6 +632,8 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::manage, "cancel");
+	std::optional<SlotsDecided> decided; // Citus, max_leased: the slots of leased ones emptied first
+	decide_lease_slots(whole, ids, true, "cancel", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, ids.data(), static_cast<int>(ids.size()), shard, "cancel")) {
 		if (queue::shards_served_here(whole)) { // ids of no shard: not counted

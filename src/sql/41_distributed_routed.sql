@@ -388,8 +388,11 @@ COMMENT ON FUNCTION concurrency_internal.distributed_wake(text, integer, timesta
 -- for a slot). A slot whose lease end has passed is free once the task is no
 -- longer leased under it: the claim that finds it reclaims the task on its
 -- shard if its lease is still there and expired (ready again, or dead), and
--- takes the slot; a task heartbeated meanwhile keeps it (its new lease end
--- is written into the slot).
+-- takes the slot; a task heartbeated meanwhile keeps it (its new lease end,
+-- which a heartbeat may have left in lease_extended_to, is written into the
+-- slot). The claim itself and the acknowledgements are the queue's C++
+-- (src/queue/claim.cpp, src/queue/distributed.hpp: decide_lease_slots);
+-- these functions keep the slots.
 -- ---------------------------------------------------------------------------
 
 -- Locks up to `wanted` free slots of a distributed queue -> their numbers.
@@ -418,18 +421,18 @@ BEGIN
         dead_key := NULL;
         EXECUTE format($q$UPDATE %1$s AS t
                              SET state = CASE WHEN t.attempt < $5 THEN 'ready' ELSE 'dead' END,
-                                 last_error = 'lease expired'
+                                 last_error = 'lease expired', lease_extended_to = NULL
                            WHERE t.shard_key = $1 AND t.id = ANY (ARRAY(
                                  SELECT id FROM %1$s
                                   WHERE shard_key = $1 AND id = $2 AND lease_token = $3 AND state = 'leased'
-                                    AND lease_expires_at <= $4
+                                    AND lease_expires_at <= $4 AND NOT coalesce(lease_extended_to > $4, false)
                                   FOR UPDATE SKIP LOCKED))
                        RETURNING CASE WHEN t.state = 'dead' THEN t.concurrency_key END$q$, s.relation)
           INTO dead_key USING shard, sl.task_id, sl.lease_token, now, s.max_attempts;
         IF dead_key IS NOT NULL THEN
             PERFORM concurrency_internal.distributed_release_keys(queue, ARRAY[dead_key]);
         END IF;
-        EXECUTE format($q$SELECT lease_expires_at FROM %s
+        EXECUTE format($q$SELECT greatest(lease_expires_at, lease_extended_to) FROM %s
                            WHERE shard_key = $1 AND id = $2 AND lease_token = $3 AND state = 'leased'$q$, s.relation)
           INTO held_until USING shard, sl.task_id, sl.lease_token;
         IF held_until IS NULL THEN

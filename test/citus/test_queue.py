@@ -875,19 +875,30 @@ def test_max_leased():
     short = claim_with(c, "ml", 2, lease="1 second")
     check("max_leased: complete_batch frees the slots (2 claimed again)", len(short) == 2, repr(short))
     keep, lapse = list(short)
-    c.execute("SELECT concurrency.heartbeat('ml', %s, %s, '30 seconds')", (keep, short[keep]))
+    # the other ready tasks cancelled: the claim below can take only the task whose lease expires
+    others = [r[0] for r in c.execute("SELECT id FROM concurrency.q_ml WHERE state = 'ready'").fetchall()]
+    c.execute("SELECT concurrency.cancel('ml', %s)", (others,))
+    c.execute("SELECT concurrency.heartbeat('ml', %s, %s, '30 seconds', progress => '{\"step\": 1}')",
+              (keep, short[keep]))
+    c.execute("SELECT concurrency.heartbeat_batch('ml', %s, %s, progress => ARRAY['{\"step\": 2}'::jsonb])",
+              ([keep], [short[keep]]))
+    row = c.execute("SELECT state, progress FROM concurrency.task_status('ml', %s)", (keep,)).fetchone()
+    check("max_leased: heartbeat and heartbeat_batch keep progress", row == ("leased", {"step": 2}), repr(row))
     time.sleep(1.4)  # the other lease expires
     again = claim_with(c, "ml", 2)
-    check("max_leased: the slot of an expired lease is taken again (its task reclaimed), "
-          "the heartbeated one keeps its slot", len(again) == 1 and leased_count(c, "ml") == 2, repr(again))
+    check("max_leased: the slot of an expired lease is taken again (its task reclaimed and claimed), "
+          "the heartbeated one keeps its slot", list(again) == [lapse] and leased_count(c, "ml") == 2,
+          repr((again, lapse)))
     check("max_leased: the heartbeated holder still completes",
           sqlstate_of(lambda: c.execute("SELECT concurrency.complete('ml', %s, %s)", (keep, short[keep]))) is None)
     check("max_leased: the expired holder is fenced (CE001)", sqlstate_of(
         lambda: c.execute("SELECT concurrency.complete('ml', %s, %s)", (lapse, short[lapse]))) == "CE001")
     c.execute("SELECT concurrency.alter_queue('ml', max_leased => 0)")
-    rest = claim_with(c, "ml", 100)
-    check("max_leased: removed, claims take every ready task", leased_count(c, "ml") > 2 and len(rest) >= 2,
-          repr(len(rest)))
+    for _ in range(3 * SHARDS):
+        c.execute("SELECT concurrency.enqueue('ml', '{}')")
+    rest = claim_with(c, "ml", 3 * SHARDS)
+    check("max_leased: removed, claims take every ready task", len(rest) == 3 * SHARDS
+          and leased_count(c, "ml") == 3 * SHARDS + 1, repr(len(rest)))
     c.execute("SELECT concurrency.drop_queue('ml')")
 
 
