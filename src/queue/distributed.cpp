@@ -821,10 +821,22 @@ void require_coordinator(const std::string &queue) {
 	    "for a queue on this server.");
 }
 
+namespace {
+
+// The lease slots of distributed queue `queue`, a table on the coordinator.
+std::string slots_relation(std::string_view queue) {
+	return "concurrency." + quote_ident(slot_table_name(queue));
+}
+
+} // namespace
+
 void free_lease_slots(Queue &whole, const std::vector<int64> &ids) {
-	static const Oid types[2] = {TEXTOID, INT8ARRAYOID};
-	Datum values[2] = {pg::text_datum(whole.name()), int8_array(ids)};
-	run_routed("distributed_free_slots", "SELECT {}($1, $2)", 2, types, values);
+	static const Oid types[1] = {INT8ARRAYOID};
+	Datum values[1] = {int8_array(ids)};
+	std::string sql = fmt::format("UPDATE {} SET task_id = NULL, lease_token = NULL, lease_expires_at = NULL "
+	                              "WHERE task_id OPERATOR(pg_catalog.=) ANY ($1)",
+	                              slots_relation(whole.name()));
+	whole.run_internal("distributed_slots_free", sql, 1, types, values, nullptr, Access::owner);
 }
 
 void decide_lease_slots(Queue &whole, const std::vector<int64> &ids, bool free, const char *what,
@@ -840,6 +852,24 @@ void decide_lease_slots(Queue &whole, const std::vector<int64> &ids, bool free, 
 }
 
 std::vector<int32> take_lease_slots(Queue &whole, int32 wanted, TimestampTz now) {
+	// First the empty slots (one prepared statement: the common case)
+	static const Oid empty_types[1] = {INT4OID};
+	Datum empty_values[1] = {Int32GetDatum(wanted)};
+	std::string sql = fmt::format("SELECT slot FROM {} WHERE task_id IS NULL ORDER BY slot LIMIT $1 "
+	                              "FOR UPDATE SKIP LOCKED",
+	                              slots_relation(whole.name()));
+	uint64 empty = whole.run_internal("distributed_slots_take", sql, 1, empty_types, empty_values, nullptr,
+	                                  Access::owner);
+	if (empty > 0) {
+		std::vector<int32> slots;
+		for (uint64 i = 0; i < empty; ++i) {
+			bool isnull = false;
+			slots.push_back(DatumGetInt32(pg::column(static_cast<int>(i), 1, &isnull)));
+		}
+		return slots;
+	}
+	// None: the slots whose lease end has passed, each one's task looked at
+	// on its shard (and its expired lease reclaimed there)
 	static const Oid types[3] = {TEXTOID, INT4OID, TIMESTAMPTZOID};
 	Datum values[3] = {pg::text_datum(whole.name()), Int32GetDatum(wanted), TimestampTzGetDatum(now)};
 	run_routed("distributed_take_slots", "SELECT {}($1, $2, $3)", 3, types, values);

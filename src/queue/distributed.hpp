@@ -113,9 +113,10 @@ struct ClaimedLease {
 };
 
 // A claim of distributed queue `whole` with max_leased, where its slots are
-// kept: locks up to `wanted` free slots (FOR UPDATE SKIP LOCKED; a slot whose
-// lease end has passed is free once its task is no longer leased under it,
-// concurrency_internal.distributed_take_slots) and returns their numbers.
+// kept: locks up to `wanted` empty slots (FOR UPDATE SKIP LOCKED), or, where
+// none is, slots whose lease end has passed and whose task is no longer
+// leased under them (concurrency_internal.distributed_take_slots), and
+// returns their numbers.
 std::vector<int32> take_lease_slots(Queue &whole, int32 wanted, TimestampTz now);
 // Writes the tasks the claim leased into its slots, one each, in order.
 void fill_lease_slots(Queue &whole, const std::vector<int32> &slots, const std::vector<ClaimedLease> &leases);

@@ -23,8 +23,8 @@ SCRIPTS = os.environ.get("CITUS_SCRIPTS", os.path.join(os.path.dirname(__file__)
 _results = {"passed": 0, "failed": 0}
 
 
-def connect(port, autocommit=True, user="postgres", **kw):
-    return psycopg.connect(host="127.0.0.1", port=port, user=user, dbname="postgres",
+def connect(port, autocommit=True, user="postgres", dbname="postgres", **kw):
+    return psycopg.connect(host="127.0.0.1", port=port, user=user, dbname=dbname,
                            autocommit=autocommit, connect_timeout=10, **kw)
 
 

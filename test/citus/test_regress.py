@@ -200,9 +200,9 @@ def make_database(shards_here=False):
             exists = c.execute("SELECT FROM pg_database WHERE datname = %s", (DB,)).fetchone()
             if not exists:
                 c.execute(f"CREATE DATABASE {DB} TEMPLATE template0 LOCALE 'C' ENCODING 'UTF8'")
-        with connect_db(port) as c:
+        with connect(port, dbname=DB) as c:
             c.execute("CREATE EXTENSION IF NOT EXISTS citus")
-    with connect_db(COORDINATOR) as c:
+    with connect(COORDINATOR, dbname=DB) as c:
         c.execute("SELECT citus_set_coordinator_host('127.0.0.1', %s)", (COORDINATOR,))
         for port in NODES[1:]:
             c.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
@@ -219,12 +219,6 @@ def make_database(shards_here=False):
                          ).fetchone()[0]
         c.execute("DROP TABLE regress_placement")
     return port
-
-
-def connect_db(port):
-    import psycopg
-    return psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname=DB, autocommit=True,
-                           connect_timeout=10)
 
 
 def run_file(name, port):
