@@ -950,6 +950,53 @@ def test_max_leased_concurrent():
     c.execute("SELECT concurrency.drop_queue('mc')")
 
 
+def test_limits_concurrent():
+    """Six connections claim (batches of 3) and complete, 30 calls each, on a queue with rate_limit (10 an hour)
+    and max_leased (4): exactly 10 tasks are claimed in all, never more than 4 leased at once."""
+    c = connect(COORDINATOR)
+    fresh_queue(c, "lc", lease="30 seconds", max_leased="4", rate_limit="10", rate_period="1 hour")
+    c.execute("SELECT concurrency.enqueue_batch('lc', array_fill('{}'::jsonb, ARRAY[40]))")
+    stop = threading.Event()
+    peak = [0]
+    errors = []
+
+    def worker():
+        conn = connect(COORDINATOR)
+        for _ in range(30):
+            try:
+                rows = conn.execute("SELECT task_id, lease_token FROM concurrency.dequeue('lc', 3)").fetchall()
+                if rows:
+                    conn.execute("SELECT concurrency.complete_batch('lc', %s, %s)",
+                                 ([r[0] for r in rows], [r[1] for r in rows]))
+            except psycopg.Error as e:
+                errors.append(e.sqlstate)
+        conn.close()
+
+    def monitor():
+        m = connect(COORDINATOR)
+        while not stop.is_set():
+            peak[0] = max(peak[0], leased_count(m, "lc"))
+            time.sleep(0.005)
+        m.close()
+
+    workers = [threading.Thread(target=worker) for _ in range(6)]
+    sampler = threading.Thread(target=monitor)
+    sampler.start()
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    stop.set()
+    sampler.join()
+    left = c.execute("SELECT count(*), count(*) FILTER (WHERE state = 'ready') FROM concurrency.q_lc").fetchone()
+    check("rate_limit and max_leased under concurrent claims: exactly 10 of 40 tasks claimed (and completed)",
+          left == (30, 30), repr(left))
+    check("rate_limit and max_leased under concurrent claims: never more than 4 leased (sampled in the database)",
+          peak[0] <= 4, repr(peak[0]))
+    check("rate_limit and max_leased under concurrent claims: no errors", errors == [], repr(errors[:5]))
+    c.execute("SELECT concurrency.drop_queue('lc')")
+
+
 # --- chaos: exactly-once effects while backends die and a worker restarts ---
 
 TASKS = 300
@@ -1145,6 +1192,7 @@ if __name__ == "__main__":
          test_fencing_leases_retries, test_keys_limits_retention, test_create_queue_distributed,
          test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
          test_key_limit_admission, test_key_limit_batches, test_key_limit_alter, test_key_limit_concurrent,
-         test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_replace_on_dedupe,
+         test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_limits_concurrent,
+         test_replace_on_dedupe,
          test_schedule_on_distributed_queue, test_schedule_runner_on_distributed_queue, test_dependencies,
          test_chaos_exactly_once])
