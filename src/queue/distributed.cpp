@@ -839,7 +839,7 @@ void free_lease_slots(Queue &whole, const std::vector<int64> &ids) {
 	whole.run_internal("distributed_slots_free", sql, 1, types, values, nullptr, Access::owner);
 }
 
-void decide_lease_slots(Queue &whole, const std::vector<int64> &ids, bool free, const char *what,
+void decide_lease_slots(Queue &whole, const int64 *ids, int n, bool free, const char *what,
                         std::optional<SlotsDecided> &decided) {
 	if (whole.info().max_leased == 0 || citus::in_routed_call() || !is_distributed(whole.info().relid))
 		return;
@@ -847,7 +847,7 @@ void decide_lease_slots(Queue &whole, const std::vector<int64> &ids, bool free, 
 	if (!shards_served_here(whole, false)) // the routed SQL functions keep them
 		return;
 	if (free)
-		free_lease_slots(whole, ids);
+		free_lease_slots(whole, std::vector<int64>(ids, ids + n));
 	decided.emplace();
 }
 
@@ -912,11 +912,11 @@ void fill_lease_slots(Queue &whole, const std::vector<int32> &slots,
 	});
 	static const Oid types[4] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID, TIMESTAMPTZARRAYOID};
 	std::string sql =
-	    fmt::format("UPDATE concurrency.{} AS s SET task_id = u.task_id, lease_token = u.lease_token, "
+	    fmt::format("UPDATE {} AS s SET task_id = u.task_id, lease_token = u.lease_token, "
 	                "lease_expires_at = u.ends FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), "
 	                "pg_catalog.unnest($3), pg_catalog.unnest($4)) AS u(slot, task_id, lease_token, ends) "
 	                "WHERE s.slot OPERATOR(pg_catalog.=) u.slot",
-	                quote_ident(slot_table_name(whole.name())));
+	                slots_relation(whole.name()));
 	whole.run_internal("distributed_slots_fill", sql, 4, types, values, nullptr, Access::owner);
 }
 

@@ -92,7 +92,7 @@ class SlotsDecided {
 // transaction.
 void free_lease_slots(Queue &whole, const std::vector<int64> &ids);
 
-// For a call about the leases of tasks `ids` of queue `whole` (`what`, the
+// For a call about the leases of tasks `ids` (`n` of them) of queue `whole` (`what`, the
 // function's name): on a distributed queue with max_leased whose calls this
 // node's C++ serves, not a call routed here, refuses the call on a worker
 // node (require_slots_here: the slots are the coordinator's), empties the
@@ -102,7 +102,7 @@ void free_lease_slots(Queue &whole, const std::vector<int64> &ids);
 // distributed queue. A heartbeat (not `free`) leaves the slots alone: a
 // claim that finds a slot's lease end passed looks at the task's lease
 // (concurrency_internal.distributed_take_slots). Nothing otherwise.
-void decide_lease_slots(Queue &whole, const std::vector<int64> &ids, bool free, const char *what,
+void decide_lease_slots(Queue &whole, const int64 *ids, int n, bool free, const char *what,
                         std::optional<SlotsDecided> &decided);
 
 // A task a claim leased: what its lease slot records.

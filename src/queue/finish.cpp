@@ -166,14 +166,15 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: queue/distributed.hpp
-	queue::decide_lease_slots(whole, {task_id}, false, "heartbeat", decided);
+	queue::decide_lease_slots(whole, &task_id, 1, false, "heartbeat", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "heartbeat")) {
 		if (auto position = queue::routed_position(whole, &task_id, 1))
 			return queue::route_call(fcinfo, whole, *position);
 		if (queue::shards_served_here(whole))
 			queue::task_gone(whole.name(), task_id); // its id names no shard of the queue
-		if (with_progress)                           // the routed SQL functions store no progress
+		// (the routed SQL functions store no progress)
+		if (with_progress)
 			queue::refuse_not_served_here(whole.name(), "heartbeat with progress");
 		return queue::forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
 	}
@@ -207,7 +208,7 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "complete");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
-	queue::decide_lease_slots(whole, {task_id}, true, "complete", decided);
+	queue::decide_lease_slots(whole, &task_id, 1, true, "complete", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "complete")) {
 		if (auto position = queue::routed_position(whole, &task_id, 1))
@@ -259,7 +260,7 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
-	queue::decide_lease_slots(whole, {task_id}, true, "fail", decided);
+	queue::decide_lease_slots(whole, &task_id, 1, true, "fail", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "fail")) {
 		if (auto position = queue::routed_position(whole, &task_id, 1))
@@ -350,7 +351,7 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	bool retain = whole.info().has_retain;
 	AsRole as_owner = authorize(whole, Permission::work, "complete_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
-	decide_lease_slots(whole, l.ids, true, "complete_batch", decided);
+	decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true, "complete_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "complete_batch")) {
 		if (queue::shards_served_here(whole)) { // each shard's part on its node, which purges there
@@ -412,7 +413,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: queue/distributed.hpp
-	decide_lease_slots(whole, l.ids, false, "heartbeat_batch", decided);
+	decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), false, "heartbeat_batch",
+	                   decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "heartbeat_batch")) {
 		if (queue::shards_served_here(whole)) {
@@ -430,7 +432,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 				PG_RETURN_NULL();
 			PG_RETURN_TIMESTAMPTZ(*deadline);
 		}
-		if (with_progress) // the routed SQL functions store no progress
+		// (the routed SQL functions store no progress)
+		if (with_progress)
 			refuse_not_served_here(whole.name(), "heartbeat_batch with progress");
 		return forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);
 	}
@@ -466,7 +469,7 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
-	decide_lease_slots(whole, l.ids, true, "fail_batch", decided);
+	decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true, "fail_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "fail_batch")) {
 		if (queue::shards_served_here(whole)) {
@@ -574,7 +577,7 @@ CONCURRENCY_FUNCTION(concurrency_release) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
-	queue::decide_lease_slots(whole, {task_id}, true, "release", decided);
+	queue::decide_lease_slots(whole, &task_id, 1, true, "release", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, &task_id, 1, shard, "release")) {
 		if (auto position = queue::routed_position(whole, &task_id, 1))
@@ -606,7 +609,7 @@ CONCURRENCY_FUNCTION(concurrency_release_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
-	decide_lease_slots(whole, l.ids, true, "release_batch", decided);
+	decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true, "release_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "release_batch")) {
 		if (!queue::shards_served_here(whole))
@@ -633,7 +636,7 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::manage, "cancel");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: the slots of leased ones emptied first
-	decide_lease_slots(whole, ids, true, "cancel", decided);
+	decide_lease_slots(whole, ids.data(), static_cast<int>(ids.size()), true, "cancel", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
 	if (queue::route_tasks(whole, ids.data(), static_cast<int>(ids.size()), shard, "cancel")) {
 		if (queue::shards_served_here(whole)) { // ids of no shard: not counted
