@@ -635,8 +635,8 @@ void Queue::maybe_purge(TimestampTz now) {
 	                    : purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 	// key_rate_limit: the slots of keys not claimed for long (rate.cpp,
-	// forget_old_key_rate_slots); a distributed queue keeps them (at most
-	// key_rate_limit per key)
+	// forget_old_key_rate_slots); a distributed queue's on each shard, by
+	// the claims that visit it (the slots are beside the shard's tasks)
 	if (info_->key_rate_limit > 0 && (on_shard() || !is_distributed(info_->relid)))
 		forget_old_key_rate_slots(*this, now, purge_chunk);
 }

@@ -499,6 +499,17 @@ def test_key_rate_limit_on_distributed_queues():
                                       " rate_period => '1 second')"))
     check("alter_queue adding rate_limit beside key_rate_limit on a distributed queue: 0A000",
           e == "0A000" and scalar(c, "SELECT rate_limit FROM concurrency.queue WHERE name = 'nk4'") is None, repr(e))
+    c.execute("SELECT concurrency.enqueue('nk4', '{}', concurrency_key => 'f' || g) FROM generate_series(1, 4) g")
+    claimed = 0
+    for _ in range(4 * SHARDS):
+        claimed += scalar(c, "SELECT count(*) FROM concurrency.dequeue('nk4', 10)")
+    used = scalar(c, "SELECT count(*) FROM concurrency.rk_nk4")
+    c.execute("UPDATE concurrency.rk_nk4 SET used_at = now() - interval '3 hours'")  # unused for long
+    forgotten = wait_until(lambda: scalar(c, "SELECT count(*) FROM (SELECT concurrency.dequeue('nk4')) d") == 0
+                           and scalar(c, "SELECT count(*) FROM concurrency.rk_nk4") == 0, timeout=30, step=0.2)
+    check("the slots of keys unused for long are forgotten on their shards, by the claims that visit them",
+          claimed == 4 and used == 4 and forgotten,
+          repr((claimed, used, scalar(c, "SELECT count(*) FROM concurrency.rk_nk4"))))
     c.execute("SELECT concurrency.drop_queue(q) FROM unnest(ARRAY['nk', 'nk3', 'nk4']) q")
     check("drop_queue drops the distributed slots' table",
           scalar(c, "SELECT to_regclass('concurrency.rk_nk4') IS NULL") is True)
