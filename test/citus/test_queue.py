@@ -813,6 +813,15 @@ def leased_count(c, queue):
     return scalar(c, f"SELECT count(*) FROM concurrency.q_{queue} WHERE state = 'leased'")
 
 
+def sample_leased(queue, stop, peak):
+    """Until `stop` is set, samples how many tasks of `queue` are leased, the largest count into peak[0]."""
+    m = connect(COORDINATOR)
+    while not stop.is_set():
+        peak[0] = max(peak[0], leased_count(m, queue))
+        time.sleep(0.01)
+    m.close()
+
+
 def claim_with(c, queue, n, lease="30 seconds"):
     """Claims (batches of 10) until n tasks are leased or every shard came back empty twice: {task_id: token}."""
     got = {}
@@ -927,14 +936,8 @@ def test_max_leased_concurrent():
                 errors.append(e.sqlstate)
         conn.close()
 
-    def monitor():
-        m = connect(COORDINATOR)
-        while not stop.is_set():
-            peak[0] = max(peak[0], leased_count(m, "mc"))
-            time.sleep(0.01)
-        m.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(6)] + [threading.Thread(target=monitor)]
+    threads = [threading.Thread(target=worker) for _ in range(6)] + [
+        threading.Thread(target=sample_leased, args=("mc", stop, peak))]
     for t in threads:
         t.start()
     done = wait_until(lambda: scalar(c, "SELECT count(*) FROM concurrency.q_mc") == 0, timeout=120, step=0.2)
@@ -972,15 +975,8 @@ def test_limits_concurrent():
                 errors.append(e.sqlstate)
         conn.close()
 
-    def monitor():
-        m = connect(COORDINATOR)
-        while not stop.is_set():
-            peak[0] = max(peak[0], leased_count(m, "lc"))
-            time.sleep(0.005)
-        m.close()
-
     workers = [threading.Thread(target=worker) for _ in range(6)]
-    sampler = threading.Thread(target=monitor)
+    sampler = threading.Thread(target=sample_leased, args=("lc", stop, peak))
     sampler.start()
     for t in workers:
         t.start()
