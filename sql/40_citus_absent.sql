@@ -19,7 +19,7 @@ SELECT concurrency.create_queue('citus_absent_q');
 \set SHOW_CONTEXT never
 SELECT concurrency.distribute_queue('citus_absent_q');
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM concurrency_internal.distributed_dequeue('citus_absent_q');
+SELECT concurrency_internal.distributed_take_slots('citus_absent_q', 1, now());
 \echo :LAST_ERROR_SQLSTATE
 SELECT concurrency.distribute_queue('no_such_queue');
 \echo :LAST_ERROR_SQLSTATE
@@ -42,20 +42,20 @@ SELECT concurrency.enqueue('citus_absent_q', '{"a": 1}') > 0 AS enqueued;
 SELECT payload FROM concurrency.dequeue('citus_absent_q');
 SELECT ready, leased FROM concurrency.queue_stats WHERE queue = 'citus_absent_q';
 SELECT concurrency.drop_queue('citus_absent_q');
--- The routed functions of distributed queues are internal: schema
+-- The SQL helpers of distributed queues are internal: schema
 -- concurrency holds the public API only (\df concurrency.* lists no helper),
 -- and PUBLIC cannot use schema concurrency_internal.
 SELECT p.proname FROM pg_proc p
  WHERE p.pronamespace = 'concurrency'::regnamespace AND p.proname ~ '^distributed'
  ORDER BY 1;
-SELECT count(*) > 30 AS helpers_inside FROM pg_proc p
+SELECT count(*) >= 10 AS helpers_inside FROM pg_proc p
  WHERE p.pronamespace = 'concurrency_internal'::regnamespace AND p.proname ~ '^distributed_';
 SELECT has_schema_privilege('public', 'concurrency_internal', 'USAGE') AS public_usage;
 CREATE ROLE citus_absent_plain;
 SET ROLE citus_absent_plain;
-SELECT * FROM concurrency_internal.distributed_dequeue('citus_absent_q');
+SELECT concurrency_internal.distributed_take_slots('citus_absent_q', 1, now());
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency_internal.distributed_new_number();
+SELECT concurrency_internal.distributed_purge_chunk('citus_absent_q', 1);
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 DROP ROLE citus_absent_plain;

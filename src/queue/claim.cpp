@@ -526,7 +526,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		bool limited = q.info().rate_limit > 0 || q.info().max_leased > 0;
 		if (!limited || citus::in_routed_call())
 			return claim_distributed(q, batch, out);
-		if (!shards_served_here(q, false)) // the routed SQL functions decide
+		if (!shards_served_here(q, false)) // 0.2.0's routed SQL functions decide
 			return static_cast<std::size_t>(dequeue_routed(fcinfo, out));
 		int32 wanted = batch;
 		RateSlots rate;

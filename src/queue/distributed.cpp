@@ -218,9 +218,7 @@ const Shards &distributed_shards(Queue &q) {
 	    " SELECT s.pos, d.shard_keys[s.pos OPERATOR(pg_catalog.+) 1],"
 	    "        (SELECT p.groupid FROM pg_catalog.pg_dist_placement p"
 	    "          WHERE p.shardid OPERATOR(pg_catalog.=) s.shardid ORDER BY p.groupid LIMIT 1),"
-	    "        d.xmin OPERATOR(pg_catalog.=) pg_catalog.xid(pg_catalog.pg_current_xact_id_if_assigned()),"
-	    "        EXISTS (SELECT FROM pg_catalog.pg_namespace"
-	    "                 WHERE nspname OPERATOR(pg_catalog.=) 'concurrency_internal')"
+	    "        d.xmin OPERATOR(pg_catalog.=) pg_catalog.xid(pg_catalog.pg_current_xact_id_if_assigned())"
 	    "   FROM s JOIN concurrency.distributed_queue d ON d.queue OPERATOR(pg_catalog.=) $2"
 	    "  ORDER BY s.pos",
 	    2, types);
@@ -231,7 +229,6 @@ const Shards &distributed_shards(Queue &q) {
 		shards.groups.push_back(pg::column_as<int32>(r, 3).value_or(-1));
 		if (pg::column_as<bool>(r, 4).value_or(false))
 			shards.written_by = GetTopTransactionIdIfAny();
-		shards.catalog_everywhere = pg::column_as<bool>(r, 5).value_or(false);
 	}
 	if (static_cast<int32>(positions) != shards.count)
 		throw Error(
@@ -244,6 +241,15 @@ const Shards &distributed_shards(Queue &q) {
 
 namespace {
 int slots_decided = 0; // SlotsDecided alive in this backend
+
+// Whether distribute_queue made the shards of a queue in this transaction
+// on several connections per node (42_distributed_nodes.sql sets
+// concurrency_ext.distributed_in_parallel for the transaction).
+bool distributed_in_parallel() {
+	const char *value =
+	    pg::guard([] { return GetConfigOption("concurrency_ext.distributed_in_parallel", true, false); });
+	return value && std::string_view(value) == "on";
+}
 } // namespace
 
 SlotsDecided::SlotsDecided() {
@@ -260,12 +266,22 @@ bool shards_served_here(Queue &q, bool slots) {
 		return false;
 	if (q.info().key_limit != 0 && !distributed_shards(q).keys_everywhere)
 		return false;
-	if (!distributed_shards(q).catalog_everywhere)
+	// The objects installed copy the catalog of distributed queues to every
+	// node: not 0.2.0's, between a package update and ALTER EXTENSION …
+	// UPDATE, whose worker nodes know no queue (looked up at each call, a
+	// syscache probe, so that an update made while this backend lives is
+	// seen at once)
+	if (!pg::guard([] { return OidIsValid(get_namespace_oid("concurrency_internal", true)); }))
 		return false;
-	// distributed by this transaction: the other nodes do not know the queue
-	// until it commits (its catalog reaches them on connections of their own)
+	// A queue distributed by the running transaction is served too: its
+	// shards, Citus's metadata and the catalog copy are on the connection
+	// this transaction uses for each node (42_distributed_nodes.sql). Not
+	// where Citus could not make them on one connection per node (a parallel
+	// query ran before in the transaction): the other nodes see the queue
+	// once the transaction commits.
 	TransactionId written_by = distributed_shards(q).written_by;
-	return !TransactionIdIsValid(written_by) || written_by != GetTopTransactionIdIfAny();
+	return !TransactionIdIsValid(written_by) || written_by != GetTopTransactionIdIfAny() ||
+	       !distributed_in_parallel();
 }
 
 const LocalShard *local_shard_of(Queue &q, const int64 *ids, int n, bool slots) {
@@ -634,6 +650,15 @@ uint64 run_routed(const char *function, const char *sql, int nargs, const Oid *t
 uint64 run_forwarded(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out, int max_args,
                      Oid *rettype) {
 	Oid fn = fcinfo->flinfo->fn_oid;
+	if (routed_function(function).rfind("concurrency.", 0) != 0) {
+		// 0.3.0's objects have no such function: the C++ serves every call
+		// where it sees the queue's tables
+		const char *caller = pg::guard([&] { return static_cast<const char *>(get_func_name(fn)); });
+		const char *queue = fcinfo->args[0].isnull ? "" : pg::guard([&] {
+			return static_cast<const char *>(TextDatumGetCString(fcinfo->args[0].value));
+		});
+		refuse_not_served_here(queue, caller ? caller : function);
+	}
 	Oid *argtypes = nullptr;
 	int nargs = 0;
 	*rettype = pg::guard([&] { return get_func_signature(fn, &argtypes, &nargs); });
@@ -736,9 +761,11 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 void refuse_not_served_here(std::string_view queue, const char *what) {
 	throw Error(sqlstate::feature_not_supported,
 	            fmt::format("{} is not supported on distributed queue \"{}\" here", what, queue),
-	            "The queue was distributed in this transaction, or the extension's objects are older "
-	            "than its module (ALTER EXTENSION concurrency_ext UPDATE).",
-	            "Call it after the transaction that distributed the queue has committed.");
+	            "The extension's objects are older than its module, or the other nodes do not see "
+	            "every table of the queue yet (it was distributed in this transaction after a parallel "
+	            "query on a distributed table, which leaves its shards on several connections per node).",
+	            "Run ALTER EXTENSION concurrency_ext UPDATE, or use the queue once the transaction that "
+	            "distributed it has committed.");
 }
 
 int32 parents_position(Queue &q, const std::vector<int64> &after, const std::vector<int32> &key_positions) {
@@ -844,7 +871,7 @@ void decide_lease_slots(Queue &whole, const int64 *ids, int n, bool free, const 
 	if (whole.info().max_leased == 0 || citus::in_routed_call() || !is_distributed(whole.info().relid))
 		return;
 	require_slots_here(whole, what);
-	if (!shards_served_here(whole, false)) // the routed SQL functions keep them
+	if (!shards_served_here(whole, false)) // 0.2.0's routed SQL functions keep them
 		return;
 	if (free)
 		free_lease_slots(whole, std::vector<int64>(ids, ids + n));

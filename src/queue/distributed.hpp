@@ -50,10 +50,6 @@ struct Shards {
 	TransactionId written_by = InvalidTransactionId;
 	// every shard on this node has its key table's shard beside it
 	bool keys_everywhere = true;
-	// the objects installed are those that copy the catalog of distributed
-	// queues to every node (not 0.2.0's, between a package update and
-	// ALTER EXTENSION … UPDATE, whose worker nodes know no queue)
-	bool catalog_everywhere = false;
 	// The shard on this node at `position`, or nullptr.
 	const LocalShard *at(int32 position) const;
 };
@@ -68,8 +64,9 @@ const Shards &distributed_shards(Queue &q);
 // what it cannot serve to the other nodes' C++, for a call that takes or
 // frees lease slots (`slots`: dequeue and the acknowledgements that end or
 // hand back a lease) or not: a queue whose key table's shards are beside its
-// shards, not distributed by the running transaction, known to every node
-// (the objects installed copy the catalog there), and for calls about
+// shards, known to every node (the objects installed copy the catalog
+// there, and the queue was not distributed by the running transaction
+// after a parallel query), and for calls about
 // slots of a queue with max_leased, only once they are decided (a call
 // routed here, or SlotsDecided: the slots are the coordinator's).
 bool shards_served_here(Queue &q, bool slots = true);
@@ -231,11 +228,15 @@ int64 on_every_node(FunctionCallInfo fcinfo, Queue &whole, const std::function<i
 int64 route_batch_count(FunctionCallInfo fcinfo, Queue &whole, const std::vector<int64> &ids,
                         std::initializer_list<int> split, bool acks);
 
-// Runs concurrency.<function>(the caller's arguments; the first `max_args`
-// of them when given) and returns its result as the caller's: the scalar
-// result, or the rows into `out` for a set-returning caller (columns that
-// the distributed function does not return are NULL). Ends the caller's SPI
-// connection.
+// Between a package update and ALTER EXTENSION … UPDATE, whose objects are
+// still 0.2.0's (their worker nodes know no queue): runs 0.2.0's
+// concurrency.<function>(the caller's arguments; the first `max_args` of
+// them when given), which routes each statement to one shard, and returns
+// its result as the caller's: the scalar result, or the rows into `out` for
+// a set-returning caller (columns that the distributed function does not
+// return are NULL). Ends the caller's SPI connection. With 0.3.0's objects,
+// which have no such function, 0A000 (refuse_not_served_here): the C++
+// serves every call where this node sees the queue's tables.
 Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const pg::ResultSet *out = nullptr,
                           int max_args = -1);
 
@@ -245,15 +246,17 @@ Datum forward_distributed(FunctionCallInfo fcinfo, const char *function, const p
 // its rows are added to `out`. Returns how many. SPI stays connected.
 uint64 dequeue_elsewhere(FunctionCallInfo fcinfo, Queue &q, int32 batch, const pg::ResultSet &out);
 
-// concurrency_internal.distributed_dequeue with the caller's (dequeue's) first four
-// arguments: a routed claim from the queue's shards wherever they are, its
-// rows added to `out`. Returns how many; SPI stays connected.
+// 0.2.0's concurrency.distributed_dequeue with the caller's (dequeue's)
+// first four arguments, as forward_distributed: a routed claim from the
+// queue's shards wherever they are, its rows added to `out`. Returns how
+// many; SPI stays connected.
 uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
 
 // 0A000 for `what` (a function, with the argument that needs it) on
-// distributed queue `queue` where this node's C++ does not serve it yet: the
-// queue was distributed in this transaction, or the extension's objects are
-// older than its module.
+// distributed queue `queue` where this node's C++ does not serve it: the
+// extension's objects are older than its module, or the other nodes do not
+// see every table of the queue yet (distributed in this transaction after a
+// parallel query, its shards on several connections per node).
 [[noreturn]] void refuse_not_served_here(std::string_view queue, const char *what);
 
 // enqueue(…, after) and enqueue_batch(…, after) on distributed queue `q`:

@@ -173,7 +173,7 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 			return queue::route_call(fcinfo, whole, *position);
 		if (queue::shards_served_here(whole))
 			queue::task_gone(whole.name(), task_id); // its id names no shard of the queue
-		// (the routed SQL functions store no progress)
+		// (0.2.0's routed SQL functions store no progress)
 		if (with_progress)
 			queue::refuse_not_served_here(whole.name(), "heartbeat with progress");
 		return queue::forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
@@ -432,7 +432,7 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 				PG_RETURN_NULL();
 			PG_RETURN_TIMESTAMPTZ(*deadline);
 		}
-		// (the routed SQL functions store no progress)
+		// (0.2.0's routed SQL functions store no progress)
 		if (with_progress)
 			refuse_not_served_here(whole.name(), "heartbeat_batch with progress");
 		return forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);

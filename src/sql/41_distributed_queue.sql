@@ -6,19 +6,20 @@
 -- functions (enqueue, dequeue, heartbeat, complete, fail, retry_dead, the
 -- batch acknowledgements, cancel, purge, task_status) keep their names and
 -- meaning: on a distributed queue the C++ entry points serve the call on this
--- node's shards, or hand it to another node's C++ or to the routed functions
--- of 41_distributed_routed.sql, which send every statement about a task or a
--- claim to one shard (a Citus router query).
+-- node's shards, or send it to the node of the shard it concerns, whose C++
+-- serves it there (one Citus router query carries the call).
 --
 -- Placement: shard_keys holds one shard_key value per shard (found with
 -- get_shard_id_for_distribution_column), in shard order. A task id carries
 -- its shard's position in its low 10 bits (id = n * 1024 + position), so
 -- that every call about given tasks finds their shards from the ids alone
 -- (concurrency_internal.distributed_task_shard). A task
--- with a dedupe_key goes to the shard chosen by a hash of the key, so that
--- the key's uniqueness (an index on (shard_key, dedupe_key)) holds across the
--- queue; other tasks go round-robin per backend. Ids and lease tokens come
--- from concurrency.lease_token on the coordinator, where these calls run.
+-- with a concurrency_key or a dedupe_key goes to the shard chosen by a hash
+-- of the key, so that the key's limit and uniqueness (an index on (shard_key,
+-- dedupe_key)) hold across the queue; other tasks go to a shard of the node
+-- that enqueues them, round-robin. Ids and lease tokens come from each
+-- node's concurrency.lease_token with the node's Citus group in their low 10
+-- bits (42_distributed_nodes.sql).
 -- ---------------------------------------------------------------------------
 
 CREATE TABLE concurrency.distributed_queue (

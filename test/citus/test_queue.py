@@ -10,6 +10,7 @@ batch acknowledgements (router statements only), and exactly-once effects
 (written to a distributed table) by workers connected to every node while
 backends on a worker are killed and a worker node is restarted.
 """
+import json
 import re
 import threading
 import time
@@ -244,7 +245,48 @@ def test_create_queue_distributed():
           e is not None and e.sqlstate == "55000"
           and scalar(c, "SELECT count(*) FROM citus_tables WHERE table_name::text = 'concurrency.q_cq_busy'") == 0
           and scalar(c, "SELECT count(*) FROM concurrency.q_cq_busy") == 1, repr(e))
+    # the transaction that distributes a queue uses it at once: every call is
+    # the queue's C++ on the shards' nodes (no PL/pgSQL copy serves it)
     t = connect(COORDINATOR, autocommit=False)
+    t.execute("SELECT concurrency.create_queue('cq_tx', key_limit => 1, max_leased => 3, distributed => true)")
+    ids = [scalar(t, "SELECT concurrency.enqueue('cq_tx', %s, concurrency_key => %s)", (json.dumps({"i": i}), f"k{i % 3}"))
+           for i in range(6)]
+    ids += [r[0] for r in t.execute("SELECT * FROM concurrency.enqueue_batch('cq_tx', ARRAY['{}', '{}']::jsonb[])")]
+    claimed = []
+    for _ in range(4 * SHARDS):
+        claimed += t.execute("SELECT task_id, lease_token FROM concurrency.dequeue('cq_tx', 3)").fetchall()
+    check("in the transaction that distributed it: enqueue, enqueue_batch and dequeue under key_limit and "
+          "max_leased (3 claimed, one per key or keyless)",
+          len(set(ids)) == 8 and len(claimed) == 3 and {c_[0] for c_ in claimed} <= set(ids), repr(claimed))
+    t.execute("SELECT concurrency.complete('cq_tx', %s, %s)", claimed[0])
+    t.execute("SELECT concurrency.fail('cq_tx', %s, %s, 'no', retry_in => '0')", claimed[1])
+    t.execute("SELECT concurrency.heartbeat('cq_tx', %s, %s, progress => '{\"p\": 1}')", claimed[2])
+    st = t.execute("SELECT state, progress FROM concurrency.task_status('cq_tx', %s)", (claimed[2][0],)).fetchone()
+    stats = t.execute("SELECT ready + scheduled + blocked + leased FROM concurrency.queue_stats WHERE queue = 'cq_tx'").fetchone()
+    check("complete, fail, heartbeat with progress, task_status and queue_stats in that transaction",
+          st == ("leased", {"p": 1}) and stats == (7,), repr((st, stats)))
+    t.commit()
+    check("committed: every node serves what it wrote (7 tasks live, 1 leased, its slot held)",
+          scalar(c, "SELECT ready + scheduled + blocked + leased FROM concurrency.queue_stats WHERE queue = 'cq_tx'") == 7
+          and scalar(c, "SELECT count(*) FROM concurrency.s_cq_tx WHERE task_id IS NOT NULL") == 1
+          and all(scalar(connect(p_), "SELECT count(*) FROM concurrency.queue WHERE name = 'cq_tx'") == 1
+                  for p_ in (WORKER1, WORKER2)))
+    c.execute("SELECT concurrency.drop_queue('cq_tx')")
+    # after a parallel query in the transaction Citus cannot make the shards on
+    # one connection per node: the queue is refused until the commit
+    t.execute("SELECT count(*) FROM concurrency.q_cq")
+    t.execute("DELETE FROM concurrency.q_cq WHERE id = 0")
+    t.execute("SELECT concurrency.create_queue('cq_tx', distributed => true)")
+    e = error_of(lambda: t.execute("SELECT concurrency.enqueue('cq_tx', '{}')"))
+    t.rollback()
+    check("distributed after a parallel query in its transaction: 0A000 until the commit",
+          e is not None and e.sqlstate == "0A000" and "committed" in (e.diag.message_hint or ""), repr(e))
+    t.execute("SELECT count(*) FROM concurrency.q_cq")
+    t.execute("DELETE FROM concurrency.q_cq WHERE id = 0")
+    t.execute("SELECT concurrency.create_queue('cq_tx', distributed => true)")
+    t.commit()
+    check("and served once committed", scalar(c, "SELECT concurrency.enqueue('cq_tx', '{}')") is not None)
+    c.execute("SELECT concurrency.drop_queue('cq_tx')")
     t.execute("SELECT concurrency.create_queue('cq_tx', distributed => true)")
     t.execute("SELECT concurrency.enqueue('cq_tx', '{}')")
     t.rollback()
