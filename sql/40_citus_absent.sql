@@ -19,7 +19,7 @@ SELECT concurrency.create_queue('citus_absent_q');
 \set SHOW_CONTEXT never
 SELECT concurrency.distribute_queue('citus_absent_q');
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency_internal.distributed_take_slots('citus_absent_q', 1, now());
+SELECT concurrency_internal.distributed_rebalance('citus_absent_q');
 \echo :LAST_ERROR_SQLSTATE
 SELECT concurrency.distribute_queue('no_such_queue');
 \echo :LAST_ERROR_SQLSTATE
@@ -53,7 +53,7 @@ SELECT count(*) >= 10 AS helpers_inside FROM pg_proc p
 SELECT has_schema_privilege('public', 'concurrency_internal', 'USAGE') AS public_usage;
 CREATE ROLE citus_absent_plain;
 SET ROLE citus_absent_plain;
-SELECT concurrency_internal.distributed_take_slots('citus_absent_q', 1, now());
+SELECT concurrency_internal.distributed_rebalance('citus_absent_q');
 \echo :LAST_ERROR_SQLSTATE
 SELECT concurrency_internal.distributed_purge_chunk('citus_absent_q', 1);
 \echo :LAST_ERROR_SQLSTATE

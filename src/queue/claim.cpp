@@ -277,11 +277,11 @@ void Claim::claim_key_rated(int32 wanted) {
 	claimed_ += static_cast<std::size_t>(claimed);
 }
 
-void Claim::wake(int32 batch) {
+bool wake_tasks(Queue &q, TimestampTz now, int32 limit, int64 floor) {
 	static const Oid types[4] = {TIMESTAMPTZOID, INT4OID, TIMESTAMPTZOID, INT4OID};
-	Datum values[4] = {TimestampTzGetDatum(now_), Int32GetDatum(std::max(batch, 32)),
-	                   TimestampTzGetDatum(cursor_.wake_floor()), Int32GetDatum(q_.info().max_attempts)};
-	uint64 woken = q_.run(QueueStatement::wake, 4, types, values);
+	Datum values[4] = {TimestampTzGetDatum(now), Int32GetDatum(std::max(limit, 32)),
+	                   TimestampTzGetDatum(floor), Int32GetDatum(q.info().max_attempts)};
+	uint64 woken = q.run(QueueStatement::wake, 4, types, values);
 	bool made_ready = false;
 	std::vector<std::string> released; // keys of tasks whose lease expired for good
 	std::vector<FinishedTask> died;    // those of them with parents or children
@@ -291,16 +291,39 @@ void Claim::wake(int32 batch) {
 		made_ready = made_ready || DatumGetBool(column(row, 1, &isnull));
 		if (!DatumGetBool(column(row, 2, &isnull)))
 			continue;
-		if (q_.info().key_limit > 0)
+		if (q.info().key_limit > 0)
 			if (auto key = key_column(row, 3))
 				released.push_back(*key);
 		FinishedTask links = finished_row(row, int64_column(row, 4), 5);
 		if (links.had_parents || links.has_children)
 			died.push_back(links);
 	}
-	tasks_finished(q_, died, Ending::dead, now_);
-	release_keys(q_, std::move(released), now_);
-	cursor_.woke(made_ready);
+	tasks_finished(q, died, Ending::dead, now);
+	release_keys(q, std::move(released), now);
+	return made_ready;
+}
+
+void Claim::wake(int32 batch) {
+	cursor_.woke(wake_tasks(q_, now_, batch, cursor_.wake_floor()));
+}
+
+std::optional<TimestampTz> lease_end_on_shard(Queue &shard, int64 task_id, int64 lease_token,
+                                              TimestampTz now) {
+	wake_tasks(shard, now, 32, ClaimCursor::from_the_start);
+	static const Oid types[2] = {INT8OID, INT8OID};
+	Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(lease_token)};
+	std::string sql =
+	    fmt::format("SELECT GREATEST(lease_expires_at, lease_extended_to) FROM {} "
+	                "WHERE {}id OPERATOR(pg_catalog.=) $1 AND lease_token OPERATOR(pg_catalog.=) $2 "
+	                "AND state OPERATOR(pg_catalog.=) 'leased'",
+	                shard.sql().table(), shard.sql().shard_filter(false));
+	if (shard.run("lease_end", sql, 2, types, values) != 1)
+		return std::nullopt;
+	bool isnull = false;
+	Datum end = column(0, 1, &isnull);
+	if (isnull)
+		return std::nullopt;
+	return DatumGetTimestampTz(end);
 }
 
 void Claim::run(int32 batch) {
@@ -612,4 +635,32 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	}
 	pg::spi_finish();
 	return Datum(0);
+}
+
+// concurrency_internal.distributed_lease_end(queue, task_id, lease_token,
+// now) — on the node of the task's shard, for the coordinator of a queue
+// with max_leased: lease_end_on_shard (claim.hpp) on that shard, as the
+// queue's owner. The caller needs permission work; 55000 where the shard
+// is not on this node (any more).
+CONCURRENCY_FUNCTION(concurrency_distributed_lease_end) {
+	queue::QueueName name = queue::queue_name(fcinfo);
+	int64 task_id = queue::int64_arg(fcinfo, 1, "task_id");
+	int64 token = queue::int64_arg(fcinfo, 2, "lease_token");
+	pg::require_arg(fcinfo, 3, "now");
+	TimestampTz now = PG_GETARG_TIMESTAMPTZ(3);
+	pg::spi_connect();
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "distributed_lease_end");
+	const queue::LocalShard *here = queue::local_shard_of(whole, &task_id, 1, false);
+	if (!here)
+		throw Error(
+		    sqlstate::object_not_in_prerequisite_state,
+		    fmt::format("the shard of task {} of queue \"{}\" is not on this node", task_id, whole.name()),
+		    "The call was made by a node whose picture of the shards is older.", "Retry the transaction.");
+	Queue shard(whole.name(), *here);
+	std::optional<TimestampTz> end = queue::lease_end_on_shard(shard, task_id, token, now);
+	pg::spi_finish();
+	if (!end)
+		PG_RETURN_NULL();
+	PG_RETURN_TIMESTAMPTZ(*end);
 }

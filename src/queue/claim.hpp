@@ -15,6 +15,22 @@
 
 namespace concurrency::queue {
 
+// The wake-up step of a claim on open queue `q` at `now`: up to `limit` (at
+// least 32) due scheduled tasks become ready, and as many expired leases
+// (at or after `floor`, a TimestampTz) are reclaimed: ready again, or dead
+// when their attempts are used up — their keys' next tasks admitted, their
+// waiting descendants cancelled; a lease a heartbeat extended runs on.
+// Returns whether it made a task ready.
+bool wake_tasks(Queue &q, TimestampTz now, int32 limit, int64 floor);
+
+// For the lease slots of a distributed queue with max_leased, whose lease
+// end has passed (distributed.hpp, take_lease_slots): wakes shard `shard`
+// (on this node) at `now` as a claim does, then returns when the lease
+// `lease_token` on task `task_id` ends, or nothing where the task is no
+// longer leased under it.
+std::optional<TimestampTz> lease_end_on_shard(Queue &shard, int64 task_id, int64 lease_token,
+                                              TimestampTz now);
+
 // Defines concurrency.direct_claim (from _PG_init, through queue::init).
 void define_claim_settings();
 

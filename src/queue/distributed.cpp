@@ -14,6 +14,7 @@
 #include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "pg/invalidation.hpp"
+#include "queue/claim.hpp"
 #include "queue/dependencies.hpp"
 #include "queue/keys_sql.hpp"
 #include "queue/rate_sql.hpp"
@@ -390,7 +391,8 @@ std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n, bool
 }
 
 uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nargs, const Oid *types,
-                     const Datum *values, const char *nulls, bool set_returning, bool writes) {
+                     const Datum *values, const char *nulls, bool set_returning, bool writes,
+                     const char *schema) {
 	const Shards &shards = distributed_shards(whole);
 	if (position < 0 || position >= shards.count)
 		throw Error(sqlstate::internal_error,
@@ -399,9 +401,9 @@ uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nar
 	if (!here && citus::in_routed_call())
 		shard_moved(fmt::format("shard {} of distributed queue \"{}\"", position, whole.name()));
 	// "queue:<name>\x1f…": forgotten with the queue's other plans
-	std::string key = fmt::format("queue:{}\x1froute\x1f{}\x1f{}{}", whole.name(), function, here ? 'l' : 'r',
-	                              set_returning ? 's' : 'v');
-	std::string call = fmt::format("concurrency.{}(", quote_ident(function));
+	std::string key = fmt::format("queue:{}\x1froute\x1f{}.{}\x1f{}{}", whole.name(), schema, function,
+	                              here ? 'l' : 'r', set_returning ? 's' : 'v');
+	std::string call = fmt::format("{}.{}(", quote_ident(schema), quote_ident(function));
 	for (int i = 0; i < nargs; ++i)
 		call += fmt::format("{}${}", i ? ", " : "", i + 1);
 	call += ")";
@@ -896,24 +898,81 @@ std::vector<int32> take_lease_slots(Queue &whole, int32 wanted, TimestampTz now)
 		return slots;
 	}
 	// None: the slots whose lease end has passed, each one's task looked at
-	// on its shard (and its expired lease reclaimed there)
-	static const Oid types[3] = {TEXTOID, INT4OID, TIMESTAMPTZOID};
-	Datum values[3] = {pg::text_datum(whole.name()), Int32GetDatum(wanted), TimestampTzGetDatum(now)};
-	run_routed("distributed_take_slots", "SELECT {}($1, $2, $3)", 3, types, values);
-	bool isnull = true;
-	Datum array = pg::column(0, 1, &isnull);
+	// on its shard — woken there as a claim wakes it (an expired lease
+	// reclaimed: ready again, or dead), on this node or on the shard's node
+	// (lease_end_on_shard) — and taken where its lease is no longer held; a
+	// lease extended by a heartbeat keeps its slot, which records the new end
+	Datum ended_values[2] = {TimestampTzGetDatum(now), Int32GetDatum(wanted)};
+	static const Oid ended_types[2] = {TIMESTAMPTZOID, INT4OID};
+	std::string ended_sql =
+	    fmt::format("SELECT slot, task_id, lease_token FROM {} WHERE task_id IS NOT NULL AND "
+	                "(lease_expires_at IS NULL OR lease_expires_at OPERATOR(pg_catalog.<=) $1) ORDER BY slot "
+	                "LIMIT $2 FOR UPDATE SKIP LOCKED",
+	                slots_relation(whole.name()));
+	uint64 ended = whole.run_internal("distributed_slots_ended", ended_sql, 2, ended_types, ended_values,
+	                                  nullptr, Access::owner);
+	struct Held {
+		int32 slot;
+		int64 task_id;
+		int64 lease_token;
+	};
+	std::vector<Held> held;
+	for (uint64 i = 0; i < ended; ++i) {
+		int row = static_cast<int>(i);
+		bool isnull = false;
+		held.push_back(Held{DatumGetInt32(pg::column(row, 1, &isnull)), pg::int64_column(row, 2),
+		                    pg::int64_column(row, 3)});
+	}
 	std::vector<int32> slots;
-	if (isnull)
-		return slots;
-	Datum *elems = nullptr;
-	bool *nulls = nullptr;
-	int n = 0;
-	pg::guard([&] {
-		deconstruct_array(DatumGetArrayTypeP(array), INT4OID, 4, true, TYPALIGN_INT, &elems, &nulls, &n);
-	});
-	for (int i = 0; i < n; ++i)
-		if (!nulls[i])
-			slots.push_back(DatumGetInt32(elems[i]));
+	for (const Held &h : held) {
+		std::optional<TimestampTz> end;
+		int32 position = task_position(h.task_id);
+		const Shards &shards = distributed_shards(whole);
+		if (position < shards.count) {
+			if (const LocalShard *here = shards.at(position)) {
+				Queue shard(whole.name(), *here);
+				end = lease_end_on_shard(shard, h.task_id, h.lease_token, now);
+			} else {
+				static const Oid types[4] = {TEXTOID, INT8OID, INT8OID, TIMESTAMPTZOID};
+				Datum values[4] = {pg::text_datum(whole.name()), Int64GetDatum(h.task_id),
+				                   Int64GetDatum(h.lease_token), TimestampTzGetDatum(now)};
+				uint64 n = call_on_shard(whole, position, "distributed_lease_end", 4, types, values, nullptr,
+				                         false, true, "concurrency_internal");
+				bool isnull = true;
+				Datum d = n == 1 ? pg::column(0, 1, &isnull) : Datum(0);
+				if (!isnull)
+					end = DatumGetTimestampTz(d);
+			}
+		}
+		if (!end) {
+			slots.push_back(h.slot);
+			continue;
+		}
+		static const Oid keep_types[2] = {INT4OID, TIMESTAMPTZOID};
+		Datum keep_values[2] = {Int32GetDatum(h.slot), TimestampTzGetDatum(*end)};
+		std::string keep =
+		    fmt::format("UPDATE {} SET lease_expires_at = $2 WHERE slot OPERATOR(pg_catalog.=) $1",
+		                slots_relation(whole.name()));
+		whole.run_internal("distributed_slots_keep", keep, 2, keep_types, keep_values, nullptr,
+		                   Access::owner);
+	}
+	if (!slots.empty()) { // emptied: a slot this claim does not fill records no old task
+		static const Oid cleared_types[1] = {INT4ARRAYOID};
+		Datum cleared_values[1] = {Datum(0)};
+		std::vector<Datum> numbers;
+		for (int32 slot : slots)
+			numbers.push_back(Int32GetDatum(slot));
+		pg::guard([&] {
+			cleared_values[0] = PointerGetDatum(construct_array(
+			    numbers.data(), static_cast<int>(numbers.size()), INT4OID, 4, true, TYPALIGN_INT));
+		});
+		std::string cleared =
+		    fmt::format("UPDATE {} SET task_id = NULL, lease_token = NULL, "
+		                "lease_expires_at = NULL WHERE slot OPERATOR(pg_catalog.=) ANY ($1)",
+		                slots_relation(whole.name()));
+		whole.run_internal("distributed_slots_clear", cleared, 1, cleared_types, cleared_values, nullptr,
+		                   Access::owner);
+	}
 	return slots;
 }
 

@@ -98,7 +98,7 @@ void free_lease_slots(Queue &whole, const std::vector<int64> &ids);
 // call) and opens `decided`: the call is then served and routed as on any
 // distributed queue. A heartbeat (not `free`) leaves the slots alone: a
 // claim that finds a slot's lease end passed looks at the task's lease
-// (concurrency_internal.distributed_take_slots). Nothing otherwise.
+// (take_lease_slots). Nothing otherwise.
 void decide_lease_slots(Queue &whole, const int64 *ids, int n, bool free, const char *what,
                         std::optional<SlotsDecided> &decided);
 
@@ -112,8 +112,8 @@ struct ClaimedLease {
 // A claim of distributed queue `whole` with max_leased, where its slots are
 // kept: locks up to `wanted` empty slots (FOR UPDATE SKIP LOCKED), or, where
 // none is, slots whose lease end has passed and whose task is no longer
-// leased under them (concurrency_internal.distributed_take_slots), and
-// returns their numbers.
+// leased under them once its shard is woken (lease_end_on_shard, claim.hpp,
+// on the shard's node), and returns their numbers.
 std::vector<int32> take_lease_slots(Queue &whole, int32 wanted, TimestampTz now);
 // Writes the tasks the claim leased into its slots, one each, in order.
 void fill_lease_slots(Queue &whole, const std::vector<int32> &slots, const std::vector<ClaimedLease> &leases);
@@ -173,7 +173,8 @@ bool is_distributed(Oid relid);
 // two-phase commit where another node is written too). Call while SPI is
 // connected.
 uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nargs, const Oid *types,
-                     const Datum *values, const char *nulls, bool set_returning, bool writes);
+                     const Datum *values, const char *nulls, bool set_returning, bool writes,
+                     const char *schema = "concurrency");
 
 // Adds the `n` rows in SPI_tuptable to `out` (columns beyond SPI_tuptable's are NULL).
 void add_rows(const pg::ResultSet &out, uint64 n);

@@ -13,7 +13,7 @@
 -- get_shard_id_for_distribution_column), in shard order. A task id carries
 -- its shard's position in its low 10 bits (id = n * 1024 + position), so
 -- that every call about given tasks finds their shards from the ids alone
--- (concurrency_internal.distributed_task_shard). A task
+-- (task_position in src/queue/distributed.hpp). A task
 -- with a concurrency_key or a dedupe_key goes to the shard chosen by a hash
 -- of the key, so that the key's limit and uniqueness (an index on (shard_key,
 -- dedupe_key)) hold across the queue; other tasks go to a shard of the node

@@ -1,11 +1,12 @@
 -- ---------------------------------------------------------------------------
 -- The SQL helpers of distributed queues (see 41_distributed_queue.sql for
 -- the placement they follow). Every queue function is served by the C++ on
--- each node (42_distributed_nodes.sql); what is left here is bookkeeping off
--- the path of a task, run by the C++ on the coordinator: the lease slots of
--- max_leased when none is empty (distributed_take_slots) and their resizing,
--- the admission of every key after key_limit changed, and a chunk of purge
--- run from a node without shards. Internal: they live in schema
+-- each node (42_distributed_nodes.sql); what is left here in SQL is
+-- bookkeeping off the path of a task, run by the C++ on the coordinator:
+-- resizing the lease slots of max_leased, the admission of every key after
+-- key_limit changed, and a chunk of purge run from a node without shards;
+-- beside them the declaration of a C++ function the coordinator calls on a
+-- shard's node (distributed_lease_end). Internal: they live in schema
 -- concurrency_internal, which PUBLIC cannot use; the owner of each
 -- distributed queue's table gets USAGE on it from distribute_queue (the
 -- queue functions run these as that owner), so that \df concurrency.* lists
@@ -43,17 +44,6 @@ $fn$;
 COMMENT ON FUNCTION concurrency_internal.distributed_queue_settings(text) IS
     'table, lease, max_attempts and shard keys of a distributed queue (42704 if it is not one)';
 
--- The shard key of the shard a task id names: the id's low 10 bits are the
--- shard's position. NULL when the id names no shard of these (no task of the
--- queue). The one place that reads a shard from an id: distributed_task_route
--- and the batch routing below use it.
-CREATE FUNCTION concurrency_internal.distributed_task_shard(shard_keys integer[], task_id bigint) RETURNS integer
-    LANGUAGE sql IMMUTABLE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$ SELECT shard_keys[(task_id % 1024) + 1] $fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_task_shard(integer[], bigint) IS
-    'the shard key of the shard a task id of a distributed queue names (NULL if it names none of shard_keys)';
-
 -- ---------------------------------------------------------------------------
 -- key_limit on a distributed queue, kept as on a local queue (the design:
 -- src/queue/keys_sql.hpp; for users: docs/queue.md, "Keys and limits"): at
@@ -90,92 +80,6 @@ CREATE FUNCTION concurrency_internal.distributed_key_limit(queue text) RETURNS i
     AS $fn$ SELECT q.key_limit FROM concurrency.queue q WHERE q.name = distributed_key_limit.queue $fn$;
 COMMENT ON FUNCTION concurrency_internal.distributed_key_limit(text) IS
     'the key_limit of a queue read from the catalog at the time of the call (NULL: none)';
-
--- Locks the row of a key in the key table (adding it first if missing) on
--- the key's shard; returns that shard's shard_key.
-CREATE FUNCTION concurrency_internal.distributed_lock_key(queue text, shard_keys integer[], key text) RETURNS integer
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$
-DECLARE
-    keys_relation text := format('concurrency.%I', 'k_' || queue);
-    shard integer := shard_keys[concurrency_internal.distributed_key_position(cardinality(shard_keys), key) + 1];
-    locked integer;
-BEGIN
-    IF key IS NULL THEN
-        RAISE EXCEPTION 'key must not be null' USING ERRCODE = '22004';
-    ELSIF NOT EXISTS (SELECT FROM concurrency.distributed_queue d WHERE d.queue = distributed_lock_key.queue) THEN
-        RAISE EXCEPTION 'distributed queue "%" does not exist', queue USING ERRCODE = '42704';
-    ELSIF shard IS NULL THEN
-        RAISE EXCEPTION 'shard_keys must name at least one shard' USING ERRCODE = '22023';
-    END IF;
-    FOR round IN 1 .. 3 LOOP
-        EXECUTE format('UPDATE %s SET concurrency_key = concurrency_key WHERE shard_key = $1 AND concurrency_key = $2',
-                       keys_relation)
-          USING shard, key;
-        GET DIAGNOSTICS locked = ROW_COUNT;
-        IF locked = 1 THEN
-            RETURN shard;
-        END IF;
-        EXECUTE format('INSERT INTO %s (shard_key, concurrency_key) VALUES ($1, $2) ON CONFLICT DO NOTHING',
-                       keys_relation)
-          USING shard, key;
-    END LOOP;
-    RAISE EXCEPTION 'could not lock concurrency key "%"', key USING ERRCODE = 'XX000';
-END
-$fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_lock_key(text, integer[], text) IS
-    'locks the row of a concurrency key of a distributed queue on its shard (adding it if missing)';
-
--- Keys whose tasks left the admitted set: for each key once, in sorted order
--- (so that two callers cannot deadlock on them), admits its next blocked
--- tasks while it has room; a key with nothing left to admit loses its row
--- when no live task has it any more. Nothing on a queue without key_limit.
-CREATE FUNCTION concurrency_internal.distributed_release_keys(queue text, keys text[]) RETURNS void
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$
-DECLARE
-    s record;
-    key text;
-    shard integer;
-    admitted integer;
-BEGIN
-    IF NOT EXISTS (SELECT FROM unnest(keys) AS k WHERE k IS NOT NULL) THEN
-        RETURN;
-    END IF;
-    s := concurrency_internal.distributed_queue_settings(queue);
-    IF s.key_limit IS NULL THEN
-        RETURN;
-    END IF;
-    FOR key IN SELECT DISTINCT k FROM unnest(keys) AS k WHERE k IS NOT NULL ORDER BY 1 LOOP
-        shard := concurrency_internal.distributed_lock_key(queue, s.shard_keys, key);
-        EXECUTE format($q$UPDATE %1$s AS t
-                             SET state = CASE WHEN t.run_at > $4 THEN 'scheduled' ELSE 'ready' END
-                           WHERE t.shard_key = $1 AND t.state = 'blocked' AND t.id = ANY (ARRAY(
-                                 SELECT id FROM %1$s
-                                  WHERE shard_key = $1 AND concurrency_key = $2 AND state = 'blocked'
-                                  ORDER BY id
-                                  LIMIT greatest(0, $3 - (SELECT count(*) FROM %1$s
-                                                           WHERE shard_key = $1 AND concurrency_key = $2
-                                                             AND state IN ('ready', 'scheduled', 'leased')))))$q$,
-                       s.relation)
-          USING shard, key, coalesce(concurrency_internal.distributed_key_limit(queue), 2147483647), clock_timestamp();
-        GET DIAGNOSTICS admitted = ROW_COUNT;
-        IF admitted = 0 THEN
-            EXECUTE format($q$DELETE FROM %1$s AS k
-                               WHERE k.shard_key = $1 AND k.concurrency_key = $2
-                                 AND NOT EXISTS (SELECT FROM %2$s AS t
-                                                  WHERE t.shard_key = $1 AND t.concurrency_key = $2
-                                                    AND t.state IN ('ready', 'scheduled', 'leased', 'blocked'))$q$,
-                           format('concurrency.%I', 'k_' || queue), s.relation)
-              USING shard, key;
-        END IF;
-    END LOOP;
-END
-$fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_release_keys(text, text[]) IS
-    'admits the next blocked tasks of keys of a distributed queue whose tasks left the admitted set';
 
 -- After alter_queue changed key_limit: every key at once (the key table
 -- locked: no enqueue or release of a key runs meanwhile), shard by shard,
@@ -232,59 +136,6 @@ COMMENT ON FUNCTION concurrency_internal.distributed_rebalance(text) IS
 -- these functions keep the slots.
 -- ---------------------------------------------------------------------------
 
--- Locks up to `wanted` free slots of a distributed queue -> their numbers.
-CREATE FUNCTION concurrency_internal.distributed_take_slots(queue text, wanted integer, now timestamptz) RETURNS integer[]
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$
-DECLARE
-    s record := concurrency_internal.distributed_queue_settings(queue);
-    slots_relation text := format('concurrency.%I', 's_' || queue);
-    sl record;
-    free integer[] := '{}';
-    shard integer;
-    dead_key text;
-    held_until timestamptz;
-BEGIN
-    FOR sl IN EXECUTE format($q$SELECT slot, task_id, lease_token FROM %s
-                                 WHERE task_id IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1
-                                 ORDER BY slot LIMIT $2 FOR UPDATE SKIP LOCKED$q$, slots_relation)
-              USING now, greatest(wanted, 0) LOOP
-        IF sl.task_id IS NULL THEN
-            free := free || sl.slot;
-            CONTINUE;
-        END IF;
-        shard := concurrency_internal.distributed_task_shard(s.shard_keys, sl.task_id);
-        dead_key := NULL;
-        EXECUTE format($q$UPDATE %1$s AS t
-                             SET state = CASE WHEN t.attempt < $5 THEN 'ready' ELSE 'dead' END,
-                                 last_error = 'lease expired', lease_extended_to = NULL
-                           WHERE t.shard_key = $1 AND t.id = ANY (ARRAY(
-                                 SELECT id FROM %1$s
-                                  WHERE shard_key = $1 AND id = $2 AND lease_token = $3 AND state = 'leased'
-                                    AND lease_expires_at <= $4 AND NOT coalesce(lease_extended_to > $4, false)
-                                  FOR UPDATE SKIP LOCKED))
-                       RETURNING CASE WHEN t.state = 'dead' THEN t.concurrency_key END$q$, s.relation)
-          INTO dead_key USING shard, sl.task_id, sl.lease_token, now, s.max_attempts;
-        IF dead_key IS NOT NULL THEN
-            PERFORM concurrency_internal.distributed_release_keys(queue, ARRAY[dead_key]);
-        END IF;
-        EXECUTE format($q$SELECT greatest(lease_expires_at, lease_extended_to) FROM %s
-                           WHERE shard_key = $1 AND id = $2 AND lease_token = $3 AND state = 'leased'$q$, s.relation)
-          INTO held_until USING shard, sl.task_id, sl.lease_token;
-        IF held_until IS NULL THEN
-            free := free || sl.slot;
-        ELSE -- heartbeated (or being acknowledged): still held
-            EXECUTE format('UPDATE %s SET lease_expires_at = $2 WHERE slot = $1', slots_relation)
-              USING sl.slot, held_until;
-        END IF;
-    END LOOP;
-    RETURN free;
-END
-$fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_take_slots(text, integer, timestamptz) IS
-    'locks up to wanted free lease slots of a distributed queue with max_leased (reclaiming expired leases found in them)';
-
 -- After alter_queue set max_leased (0: none): slots 1..max_leased, the leases
 -- running now written into the empty ones.
 CREATE FUNCTION concurrency_internal.distributed_resize_slots(queue text, max_leased integer) RETURNS void
@@ -332,6 +183,21 @@ END
 $fn$;
 COMMENT ON FUNCTION concurrency_internal.distributed_leased(text) IS
     'the leased tasks of a distributed queue (id, lease token, lease end)';
+
+-- For a lease slot of a queue with max_leased whose lease end has passed
+-- (the coordinator's claim, when no slot is empty): on the node of the
+-- task's shard, wakes that shard as a claim does (an expired lease
+-- reclaimed: ready again, or dead with its key's next task admitted and its
+-- waiting descendants cancelled), then returns when the lease `lease_token`
+-- on the task ends, NULL when it is no longer held. Needs permission work;
+-- 55000 where the shard is not on this node.
+CREATE FUNCTION concurrency_internal.distributed_lease_end(queue text, task_id bigint, lease_token bigint,
+                                                           now timestamptz)
+    RETURNS timestamptz
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_distributed_lease_end';
+COMMENT ON FUNCTION concurrency_internal.distributed_lease_end(text, bigint, bigint, timestamptz) IS
+    'wakes the shard of a task of a distributed queue and returns when its lease ends (NULL: not held); for the lease slots of max_leased';
 
 -- One chunk of purge on one shard (a router statement): up to `chunk` done
 -- and cancelled tasks whose retention has passed (every finished one when the

@@ -293,7 +293,7 @@ def test_routed_functions_internal_and_usable_by_the_owner():
     w.execute("SELECT concurrency.complete('ro', %s, %s)", row[0])
     check("and completes it", scalar(c, "SELECT count(*) FROM concurrency.q_ro") == 0)
     check("the worker role cannot call a routed function itself: 42501",
-          sqlstate_of(lambda: w.execute("SELECT concurrency_internal.distributed_take_slots('ro', 1, now())")) == "42501")
+          sqlstate_of(lambda: w.execute("SELECT concurrency_internal.distributed_lease_end('ro', 1, 1, now())")) == "42501")
     w.close()
     o.close()
     c.execute("SELECT concurrency.drop_queue('ro')")

@@ -953,6 +953,30 @@ def test_max_leased():
     c.execute("SELECT concurrency.drop_queue('ml')")
 
 
+def test_max_leased_expired_for_good():
+    """A lease slot whose task's lease expired on its last attempt: the claim that takes the slot wakes the task's
+    shard with the queue's C++, so the task dies as on a local queue and its waiting child is cancelled."""
+    c = connect(COORDINATOR)
+    fresh_queue(c, "mld", lease="30 seconds", max_leased="1", max_attempts="1", retain="1 hour")
+    parent = scalar(c, "SELECT concurrency.enqueue('mld', '{}')")
+    child = scalar(c, "SELECT concurrency.enqueue('mld', '{}', after => ARRAY[%s]::bigint[])", (parent,))
+    got = claim_with(c, "mld", 1, lease="1 second")
+    check("max_leased 1: the parent is claimed, its slot taken", list(got) == [parent]
+          and scalar(c, "SELECT count(*) FROM concurrency.s_mld WHERE task_id IS NOT NULL") == 1, repr(got))
+    wait_until(lambda: scalar(c, "SELECT lease_expires_at < clock_timestamp() FROM concurrency.task_status('mld', %s)",
+                              (parent,)))
+    again = claim_with(c, "mld", 1)
+    states = dict(c.execute("SELECT id, state FROM concurrency.q_mld").fetchall())
+    err = scalar(c, "SELECT last_error FROM concurrency.task_status('mld', %s)", (child,))
+    check("the claim that takes the expired slot reclaims the parent on its shard: dead (its one attempt used), "
+          "its waiting child cancelled naming it, the slot empty",
+          again == {} and states.get(parent) == "dead" and states.get(child) == "cancelled"
+          and str(parent) in (err or "")
+          and scalar(c, "SELECT count(*) FROM concurrency.s_mld WHERE task_id IS NOT NULL") == 0,
+          repr((again, states, err)))
+    c.execute("SELECT concurrency.drop_queue('mld')")
+
+
 def test_max_leased_concurrent():
     """Six connections claim (batches of 2), hold and complete: the queue never has more than max_leased (3)
     tasks leased."""
@@ -1230,7 +1254,7 @@ if __name__ == "__main__":
          test_fencing_leases_retries, test_keys_limits_retention, test_create_queue_distributed,
          test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
          test_key_limit_admission, test_key_limit_batches, test_key_limit_alter, test_key_limit_concurrent,
-         test_serial_key_order, test_max_leased, test_max_leased_concurrent, test_limits_concurrent,
+         test_serial_key_order, test_max_leased, test_max_leased_expired_for_good, test_max_leased_concurrent, test_limits_concurrent,
          test_replace_on_dedupe,
          test_schedule_on_distributed_queue, test_schedule_runner_on_distributed_queue, test_dependencies,
          test_chaos_exactly_once])
