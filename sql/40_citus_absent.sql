@@ -19,7 +19,7 @@ SELECT concurrency.create_queue('citus_absent_q');
 \set SHOW_CONTEXT never
 SELECT concurrency.distribute_queue('citus_absent_q');
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency_internal.distributed_rebalance('citus_absent_q');
+SELECT concurrency_internal.distributed_rebalance('citus_absent_q', 1, now());
 \echo :LAST_ERROR_SQLSTATE
 SELECT concurrency.distribute_queue('no_such_queue');
 \echo :LAST_ERROR_SQLSTATE
@@ -48,14 +48,14 @@ SELECT concurrency.drop_queue('citus_absent_q');
 SELECT p.proname FROM pg_proc p
  WHERE p.pronamespace = 'concurrency'::regnamespace AND p.proname ~ '^distributed'
  ORDER BY 1;
-SELECT count(*) >= 10 AS helpers_inside FROM pg_proc p
+SELECT count(*) >= 6 AS helpers_inside FROM pg_proc p
  WHERE p.pronamespace = 'concurrency_internal'::regnamespace AND p.proname ~ '^distributed_';
 SELECT has_schema_privilege('public', 'concurrency_internal', 'USAGE') AS public_usage;
 CREATE ROLE citus_absent_plain;
 SET ROLE citus_absent_plain;
-SELECT concurrency_internal.distributed_rebalance('citus_absent_q');
+SELECT concurrency_internal.distributed_rebalance('citus_absent_q', 1, now());
 \echo :LAST_ERROR_SQLSTATE
-SELECT concurrency_internal.distributed_purge_chunk('citus_absent_q', 1);
+SELECT concurrency_internal.distributed_purge_chunk('citus_absent_q', 1, 0);
 \echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 DROP ROLE citus_absent_plain;

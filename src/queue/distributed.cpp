@@ -17,6 +17,7 @@
 #include "queue/claim.hpp"
 #include "queue/dependencies.hpp"
 #include "queue/keys_sql.hpp"
+#include "queue/permissions.hpp"
 #include "queue/rate_sql.hpp"
 #include "queue/queue.hpp"
 
@@ -243,6 +244,14 @@ const Shards &distributed_shards(Queue &q) {
 namespace {
 int slots_decided = 0; // SlotsDecided alive in this backend
 
+// Whether the objects installed are 0.3.0's (schema concurrency_internal):
+// not 0.2.0's, between a package update and ALTER EXTENSION … UPDATE (looked
+// up at each call, a syscache probe, so that an update made while this
+// backend lives is seen at once).
+bool objects_current() {
+	return pg::guard([] { return OidIsValid(get_namespace_oid("concurrency_internal", true)); });
+}
+
 // Whether distribute_queue made the shards of a queue in this transaction
 // on several connections per node (42_distributed_nodes.sql sets
 // concurrency_ext.distributed_in_parallel for the transaction).
@@ -268,11 +277,8 @@ bool shards_served_here(Queue &q, bool slots) {
 	if (q.info().key_limit != 0 && !distributed_shards(q).keys_everywhere)
 		return false;
 	// The objects installed copy the catalog of distributed queues to every
-	// node: not 0.2.0's, between a package update and ALTER EXTENSION …
-	// UPDATE, whose worker nodes know no queue (looked up at each call, a
-	// syscache probe, so that an update made while this backend lives is
-	// seen at once)
-	if (!pg::guard([] { return OidIsValid(get_namespace_oid("concurrency_internal", true)); }))
+	// node: not 0.2.0's, whose worker nodes know no queue
+	if (!objects_current())
 		return false;
 	// A queue distributed by the running transaction is served too: its
 	// shards, Citus's metadata and the catalog copy are on the connection
@@ -348,26 +354,34 @@ namespace {
 // abbreviation LMT, which the other node does not read back: 22007). An
 // error of the call is the callee's error as a local call raises it: without
 // Citus's context (the node and the statement that carried the call).
-uint64 on_other_node(const std::function<uint64()> &send) {
-	int level = pg::guard([] {
+// Runs `fn` with the settings `settings` (name, value) made for its while
+// only, as SET LOCAL in a function's SET clause would: undone after it,
+// whether it returns or raises.
+template <typename F>
+auto with_settings(std::initializer_list<std::pair<const char *, const char *>> settings, F &&fn)
+    -> decltype(fn()) {
+	int level = pg::guard([&] {
 		int nest = NewGUCNestLevel();
-		(void)set_config_option("TimeZone", "UTC", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-		                        false);
-		(void)set_config_option("DateStyle", "ISO", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-		                        false);
+		for (const auto &[name, value] : settings)
+			(void)set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
 		return nest;
 	});
 	try {
-		uint64 n = send();
+		auto result = fn();
 		pg::guard([&] { AtEOXact_GUC(true, level); });
-		return n;
-	} catch (const pg::PgException &e) {
-		pg::guard([&] { AtEOXact_GUC(false, level); });
-		if (ErrorData *edata = e.data())
-			edata->context = nullptr;
-		throw;
+		return result;
 	} catch (...) {
 		pg::guard([&] { AtEOXact_GUC(false, level); });
+		throw;
+	}
+}
+
+uint64 on_other_node(const std::function<uint64()> &send) {
+	try {
+		return with_settings({{"TimeZone", "UTC"}, {"DateStyle", "ISO"}}, send);
+	} catch (const pg::PgException &e) {
+		if (ErrorData *edata = e.data())
+			edata->context = nullptr;
 		throw;
 	}
 }
@@ -1041,22 +1055,124 @@ void distribute(const std::string &queue) {
 	pg::execute(plan, values, nullptr, false);
 }
 
+void rebalance_keys(Queue &whole, int32 key_limit, TimestampTz now) {
+	// a copy: an invalidation while a shard is opened may drop the cached list
+	const Shards shards = distributed_shards(whole);
+	static const Oid types[2] = {INT4OID, TIMESTAMPTZOID};
+	Datum values[2] = {Int32GetDatum(key_limit), TimestampTzGetDatum(now)};
+	for (const LocalShard &s : shards.local) {
+		Queue shard(whole.name(), s);
+		// (Citus lets a client session lock a shard only with manual changes
+		// to shards allowed; a call routed here is Citus's own session)
+		with_settings({{"citus.enable_manual_changes_to_shards", "on"}}, [&] {
+			return shard.run_internal("keys_lock_all", shard.keys().lock_keys(), 0, nullptr, nullptr, nullptr,
+			                          Access::owner);
+		});
+		shard.run_internal("keys_rebalance_to", shard.keys().rebalance(true), 2, types, values, nullptr,
+		                   Access::latest);
+	}
+	if (citus::in_routed_call())
+		return;
+	static const Oid routed_types[3] = {TEXTOID, INT4OID, TIMESTAMPTZOID};
+	Datum routed_values[3] = {pg::text_datum(whole.name()), Int32GetDatum(key_limit),
+	                          TimestampTzGetDatum(now)};
+	for (int32 position : other_nodes(shards))
+		call_on_shard(whole, position, "distributed_rebalance", 3, routed_types, routed_values, nullptr,
+		              false, true, "concurrency_internal");
+}
+
 void distributed_limits(const std::string &queue, bool key_limit_changed, std::optional<int32> max_leased) {
 	static const Oid types[2] = {TEXTOID, INT4OID};
 	Datum values[2] = {pg::text_datum(queue), Int32GetDatum(max_leased.value_or(0))};
-	if (key_limit_changed)
-		run_routed("distributed_rebalance", "SELECT {}($1)", 1, types, values);
+	if (key_limit_changed) {
+		if (objects_current()) {
+			Queue q(queue); // the catalog's trigger has invalidated the cache: the new key_limit
+			rebalance_keys(q, q.info().key_limit, clock_now());
+		} else { // 0.2.0's own function
+			run_routed("distributed_rebalance", "SELECT {}($1)", 1, types, values);
+		}
+	}
 	if (max_leased)
 		run_routed("distributed_resize_slots", "SELECT {}($1, $2)", 2, types, values);
 }
 
-uint64 distributed_purge_chunk(const std::string &queue, int32 chunk) {
-	static const Oid types[2] = {TEXTOID, INT4OID};
-	Datum values[2] = {pg::text_datum(queue), Int32GetDatum(chunk)};
-	run_routed("distributed_purge_chunk", "SELECT {}($1, $2)", 2, types, values);
-	bool isnull = false;
-	Datum purged = pg::column(0, 1, &isnull);
+uint64 distributed_purge_chunk(Queue &whole, int32 chunk, TimestampTz now) {
+	if (!objects_current()) { // 0.2.0's own function
+		static const Oid types[2] = {TEXTOID, INT4OID};
+		Datum values[2] = {pg::text_datum(whole.name()), Int32GetDatum(chunk)};
+		run_routed("distributed_purge_chunk", "SELECT {}($1, $2)", 2, types, values);
+		bool isnull = false;
+		Datum purged = pg::column(0, 1, &isnull);
+		return isnull ? 0 : static_cast<uint64>(DatumGetInt64(purged));
+	}
+	const Shards &shards = distributed_shards(whole);
+	if (shards.count < 1)
+		return 0;
+	int32 position = next_position(shards);
+	if (const LocalShard *here = shards.at(position)) {
+		Queue shard(whole.name(), *here);
+		return shard.purge(now, chunk);
+	}
+	static const Oid types[3] = {TEXTOID, INT4OID, INT4OID};
+	Datum values[3] = {pg::text_datum(whole.name()), Int32GetDatum(chunk), Int32GetDatum(position)};
+	uint64 n = call_on_shard(whole, position, "distributed_purge_chunk", 3, types, values, nullptr, false,
+	                         true, "concurrency_internal");
+	bool isnull = true;
+	Datum purged = n == 1 ? pg::column(0, 1, &isnull) : Datum(0);
 	return isnull ? 0 : static_cast<uint64>(DatumGetInt64(purged));
 }
 
 } // namespace concurrency::queue
+
+using namespace concurrency;
+using namespace concurrency::queue;
+
+// concurrency_internal.distributed_rebalance(queue, key_limit, now) — on a
+// node that holds shards of the queue, called by the coordinator's
+// alter_queue after key_limit changed: rebalance_keys on this node's shards.
+// Needs permission manage.
+CONCURRENCY_FUNCTION(concurrency_distributed_rebalance) {
+	QueueName name = queue_name(fcinfo);
+	pg::require_arg(fcinfo, 1, "key_limit");
+	pg::require_arg(fcinfo, 2, "now");
+	int32 key_limit = PG_GETARG_INT32(1);
+	TimestampTz now = PG_GETARG_TIMESTAMPTZ(2);
+	pg::spi_connect();
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::manage, "alter_queue");
+	if (!is_distributed(whole.info().relid))
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            fmt::format("queue \"{}\" is not a distributed queue", whole.name()));
+	rebalance_keys(whole, key_limit, now);
+	pg::spi_finish();
+	PG_RETURN_VOID();
+}
+
+// concurrency_internal.distributed_purge_chunk(queue, chunk, shard_position) — on
+// the node of the queue's shard at `shard_position`, for a node without shards
+// whose queue calls purge a chunk: up to `chunk` finished tasks of that
+// shard past their retention (Queue::purge). Returns how many; 0 where the
+// shard is not on this node (any more). Needs permission work.
+CONCURRENCY_FUNCTION(concurrency_distributed_purge_chunk) {
+	QueueName name = queue_name(fcinfo);
+	pg::require_arg(fcinfo, 1, "chunk");
+	pg::require_arg(fcinfo, 2, "shard_position");
+	int32 chunk = PG_GETARG_INT32(1);
+	int32 position = PG_GETARG_INT32(2);
+	if (chunk < 1)
+		throw Error(sqlstate::invalid_parameter_value, "chunk must be at least 1");
+	pg::spi_connect();
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "purge");
+	uint64 purged = 0;
+	if (is_distributed(whole.info().relid)) {
+		const Shards &shards = distributed_shards(whole);
+		if (position >= 0 && position < shards.count)
+			if (const LocalShard *here = shards.at(position)) {
+				Queue shard(whole.name(), *here);
+				purged = shard.purge(clock_now(), chunk);
+			}
+	}
+	pg::spi_finish();
+	PG_RETURN_INT64(static_cast<int64>(purged));
+}

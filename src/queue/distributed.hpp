@@ -304,16 +304,26 @@ void require_coordinator_for(std::string_view queue, const char *what, bool cata
 // Call while SPI is connected.
 void distribute(const std::string &queue);
 
+// After key_limit of distributed queue `whole` changed to `key_limit` (0:
+// none): admits and holds back the tasks of every key as a local queue's
+// alter_queue does (KeySql::rebalance), on each shard of this node with its
+// key table's shard locked, then on each other node's shards through a
+// routed call of concurrency_internal.distributed_rebalance (not from a call
+// routed here). The limit travels with the call: a node need not see the
+// catalog's new row on the connection that carries it.
+void rebalance_keys(Queue &whole, int32 key_limit, TimestampTz now);
+
 // After alter_queue changed the limits of a distributed queue: when
-// key_limit changed, concurrency_internal.distributed_rebalance(queue) admits and
-// holds back the tasks of every key, shard by shard; when max_leased is set
-// (0: none), concurrency_internal.distributed_resize_slots gives the queue that many
+// key_limit changed, rebalance_keys; when max_leased is set (0: none),
+// concurrency_internal.distributed_resize_slots gives the queue that many
 // lease slots. Call while SPI is connected.
 void distributed_limits(const std::string &queue, bool key_limit_changed, std::optional<int32> max_leased);
 
-// One chunk of the purge that queue calls do, on a distributed queue:
-// concurrency_internal.distributed_purge_chunk(queue, chunk) on one shard at random.
-// Returns how many finished tasks it deleted. Call while SPI is connected.
-uint64 distributed_purge_chunk(const std::string &queue, int32 chunk);
+// One chunk of the purge that queue calls do, on distributed queue `whole`:
+// Queue::purge on the next shard (round-robin), on this node or on the
+// shard's node through a routed call of
+// concurrency_internal.distributed_purge_chunk. Returns how many finished
+// tasks it deleted. Call while SPI is connected.
+uint64 distributed_purge_chunk(Queue &whole, int32 chunk, TimestampTz now);
 
 } // namespace concurrency::queue

@@ -157,9 +157,7 @@ void apply_limits(Queue &q, TimestampTz now, bool key_limit_changed, std::option
 	if (key_limit_changed) {
 		// every key at once: no enqueue or release of a key runs meanwhile
 		// (they lock their key's row first)
-		std::string lock =
-		    fmt::format("LOCK TABLE concurrency.{} IN EXCLUSIVE MODE", quote_ident(key_table_name(q.name())));
-		q.run_internal("keys_lock_all", lock, 0, nullptr, nullptr, nullptr, Access::owner);
+		q.run_internal("keys_lock_all", sql.lock_keys(), 0, nullptr, nullptr, nullptr, Access::owner);
 		static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
 		Datum values[2] = {pg::text_datum(q.name()), TimestampTzGetDatum(now)};
 		q.run_internal("keys_rebalance", sql.rebalance(), 2, types, values, nullptr, Access::latest);

@@ -130,7 +130,11 @@ std::string KeySql::forget_key() const {
 	    fmt::arg("kf", key_filter_.empty() ? std::string() : "k." + key_filter_));
 }
 
-std::string KeySql::rebalance() const {
+std::string KeySql::lock_keys() const {
+	return fmt::format("LOCK TABLE {} IN EXCLUSIVE MODE", keys_);
+}
+
+std::string KeySql::rebalance(bool limit_given) const {
 	// Per key, its tasks not leased, in enqueue order: the first ones up to
 	// the room left by the leased ones are admitted, the rest held back.
 	// Without a key_limit, every one is admitted (room: 2^31 - 1).
@@ -143,7 +147,7 @@ std::string KeySql::rebalance() const {
                     ELSE 'blocked' END
   FROM (SELECT w.id,
                pg_catalog.row_number() OVER (PARTITION BY w.concurrency_key ORDER BY w.id) AS place,
-               )" KEY_LIMIT("$1") " " MINUS R"( (SELECT pg_catalog.count(*) FROM {t} AS l
+               {limit} )" MINUS R"( (SELECT pg_catalog.count(*) FROM {t} AS l
                                     WHERE l.concurrency_key )" EQ R"( w.concurrency_key
                                       AND l.state )" EQ R"( 'leased') AS room
           FROM {t} AS w
@@ -151,7 +155,9 @@ std::string KeySql::rebalance() const {
            AND w.state )" EQ R"( ANY ('{{ready,scheduled,blocked}}'::pg_catalog.text[])) AS r
  WHERE t.id )" EQ R"( r.id AND t.state )" EQ R"( ANY ('{{ready,scheduled,blocked}}'::pg_catalog.text[])
 RETURNING t.id)",
-	    fmt::arg("t", tasks_));
+	    fmt::arg("t", tasks_),
+	    fmt::arg("limit",
+	             limit_given ? "COALESCE(NULLIF($1::pg_catalog.int4, 0), 2147483647)" : KEY_LIMIT("$1")));
 }
 
 std::string KeySql::lock_free_slots() const {

@@ -71,8 +71,14 @@ class KeySql {
 	// task (ready, scheduled, leased, blocked) has the key any more
 	std::string forget_key() const;
 	// $1 text queue, $2 timestamptz now: after key_limit changed, admits and
-	// holds back the tasks of every key (leased tasks stay leased) -> ids
-	std::string rebalance() const;
+	// holds back the tasks of every key (leased tasks stay leased) -> ids.
+	// With `limit_given`, $1 is the int4 key_limit itself (0: none) rather
+	// than the queue's name whose catalog row has it.
+	std::string rebalance(bool limit_given = false) const;
+	// Locks the key table (or the key table's shard) in EXCLUSIVE MODE: no
+	// enqueue or release of a key runs meanwhile (they lock their key's row
+	// first).
+	std::string lock_keys() const;
 
 	// $1 int4 wanted -> slot numbers of free slots, locked (SKIP LOCKED)
 	std::string lock_free_slots() const;

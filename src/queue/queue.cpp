@@ -631,7 +631,7 @@ void Queue::maybe_purge(TimestampTz now) {
 		return;
 	// a distributed queue: a chunk of one shard (src/queue/distributed.hpp)
 	uint64 purged = !on_shard() && is_distributed(info_->relid)
-	                    ? distributed_purge_chunk(std::string(name()), purge_chunk)
+	                    ? distributed_purge_chunk(*this, purge_chunk, now)
 	                    : purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 	// key_rate_limit: the slots of keys not claimed for long (rate.cpp,

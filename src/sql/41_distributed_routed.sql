@@ -1,14 +1,14 @@
 -- ---------------------------------------------------------------------------
 -- The SQL helpers of distributed queues (see 41_distributed_queue.sql for
 -- the placement they follow). Every queue function is served by the C++ on
--- each node (42_distributed_nodes.sql); what is left here in SQL is
--- bookkeeping off the path of a task, run by the C++ on the coordinator:
--- resizing the lease slots of max_leased, the admission of every key after
--- key_limit changed, and a chunk of purge run from a node without shards;
--- beside them the declaration of a C++ function the coordinator calls on a
--- shard's node (distributed_lease_end). Internal: they live in schema
--- concurrency_internal, which PUBLIC cannot use; the owner of each
--- distributed queue's table gets USAGE on it from distribute_queue (the
+-- each node (42_distributed_nodes.sql); what is left here in SQL is the
+-- resizing of the lease slots of max_leased (run by alter_queue on the
+-- coordinator, with its helpers), and the declarations of the C++ functions
+-- that one node calls on another's shards: distributed_lease_end (a lease
+-- slot whose lease end passed), distributed_rebalance (key_limit changed)
+-- and distributed_purge_chunk (from a node without shards). Internal: they
+-- live in schema concurrency_internal, which PUBLIC cannot use; the owner of
+-- each distributed queue's table gets USAGE on it from distribute_queue (the
 -- queue functions run these as that owner), so that \df concurrency.* lists
 -- the public API only.
 -- ---------------------------------------------------------------------------
@@ -72,51 +72,6 @@ CREATE FUNCTION concurrency_internal.distributed_key_position(n integer, key tex
     AS $fn$ SELECT ((hashtext(key)::bigint + 2147483648) % CASE WHEN n >= 1 THEN n END)::integer $fn$;
 COMMENT ON FUNCTION concurrency_internal.distributed_key_position(integer, text) IS
     'the shard position (0 .. n-1) of the tasks of a concurrency_key (or dedupe_key) on a distributed queue';
-
--- The queue's key_limit as the catalog has it now (NULL: none).
-CREATE FUNCTION concurrency_internal.distributed_key_limit(queue text) RETURNS integer
-    LANGUAGE sql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$ SELECT q.key_limit FROM concurrency.queue q WHERE q.name = distributed_key_limit.queue $fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_key_limit(text) IS
-    'the key_limit of a queue read from the catalog at the time of the call (NULL: none)';
-
--- After alter_queue changed key_limit: every key at once (the key table
--- locked: no enqueue or release of a key runs meanwhile), shard by shard,
--- per key its tasks not leased in enqueue order, the first ones up to the
--- room the leased ones leave admitted, the rest blocked.
-CREATE FUNCTION concurrency_internal.distributed_rebalance(queue text) RETURNS void
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$
-DECLARE
-    s record := concurrency_internal.distributed_queue_settings(queue);
-    key integer;
-BEGIN
-    EXECUTE format('LOCK TABLE %s IN EXCLUSIVE MODE', format('concurrency.%I', 'k_' || queue));
-    FOREACH key IN ARRAY s.shard_keys LOOP
-        EXECUTE format($q$UPDATE %1$s AS t
-                             SET state = CASE WHEN r.place <= r.room
-                                              THEN (CASE WHEN t.state = 'blocked'
-                                                         THEN (CASE WHEN t.run_at > $3 THEN 'scheduled' ELSE 'ready' END)
-                                                         ELSE t.state END)
-                                              ELSE 'blocked' END
-                            FROM (SELECT w.id,
-                                         row_number() OVER (PARTITION BY w.concurrency_key ORDER BY w.id) AS place,
-                                         $2 - (SELECT count(*) FROM %1$s AS l
-                                                WHERE l.shard_key = $1 AND l.concurrency_key = w.concurrency_key
-                                                  AND l.state = 'leased') AS room
-                                    FROM %1$s AS w
-                                   WHERE w.shard_key = $1 AND w.concurrency_key IS NOT NULL
-                                     AND w.state IN ('ready', 'scheduled', 'blocked')) AS r
-                           WHERE t.shard_key = $1 AND t.id = r.id AND t.state IN ('ready', 'scheduled', 'blocked')$q$,
-                       s.relation)
-          USING key, coalesce(concurrency_internal.distributed_key_limit(queue), 2147483647), clock_timestamp();
-    END LOOP;
-END
-$fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_rebalance(text) IS
-    'after key_limit changed: admits and holds back the tasks of every key of a distributed queue, shard by shard';
 
 -- ---------------------------------------------------------------------------
 -- max_leased on a distributed queue: the queue's max_leased slot rows
@@ -199,37 +154,25 @@ CREATE FUNCTION concurrency_internal.distributed_lease_end(queue text, task_id b
 COMMENT ON FUNCTION concurrency_internal.distributed_lease_end(text, bigint, bigint, timestamptz) IS
     'wakes the shard of a task of a distributed queue and returns when its lease ends (NULL: not held); for the lease slots of max_leased';
 
--- One chunk of purge on one shard (a router statement): up to `chunk` done
--- and cancelled tasks whose retention has passed (every finished one when the
--- queue retains nothing), but not a cancelled task whose holder's lease still
--- runs. The shard: shard_key, or one at random when it is NULL (the purge
--- that queue calls do a chunk at a time). Returns how many were deleted.
-CREATE FUNCTION concurrency_internal.distributed_purge_chunk(queue text, chunk integer, shard_key integer DEFAULT NULL)
-    RETURNS bigint
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$
-DECLARE
-    s record := concurrency_internal.distributed_queue_settings(queue);
-    now timestamptz := clock_timestamp();
-    key integer := coalesce(shard_key, s.shard_keys[1 + floor(random() * cardinality(s.shard_keys))::integer]);
-    purged bigint;
-BEGIN
-    IF chunk IS NULL OR chunk < 1 THEN
-        RAISE EXCEPTION 'chunk must be at least 1' USING ERRCODE = '22023';
-    END IF;
-    EXECUTE format($q$DELETE FROM %1$s
-                       WHERE shard_key = $1 AND id = ANY (ARRAY(
-                             SELECT id FROM %1$s
-                              WHERE shard_key = $1 AND state IN ('done', 'cancelled') AND finished_at <= $2
-                                AND (state = 'done' OR lease_expires_at IS NULL OR lease_expires_at <= $3)
-                              ORDER BY finished_at
-                              LIMIT $4 FOR UPDATE SKIP LOCKED))$q$, s.relation)
-      USING key, now - coalesce(s.retain, interval '0'), now, chunk;
-    GET DIAGNOSTICS purged = ROW_COUNT;
-    RETURN purged;
-END
-$fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_purge_chunk(text, integer, integer) IS
-    'deletes up to chunk finished tasks past their retention from one shard of a distributed queue (at random if shard_key is NULL)';
+-- After alter_queue changed key_limit, on each node that holds shards of the
+-- queue (called by the coordinator): admits and holds back the tasks of
+-- every key on this node's shards, each with its key table's shard locked,
+-- as a local queue's alter_queue does. The limit travels with the call (0:
+-- none). Needs permission manage.
+CREATE FUNCTION concurrency_internal.distributed_rebalance(queue text, key_limit integer, now timestamptz)
+    RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_distributed_rebalance';
+COMMENT ON FUNCTION concurrency_internal.distributed_rebalance(text, integer, timestamptz) IS
+    'after key_limit changed: admits and holds back the tasks of every key of a distributed queue on this node''s shards';
 
+-- One chunk of the purge that queue calls do, for a node without shards of
+-- the queue, on the node of the shard at `shard_position`: up to `chunk`
+-- finished tasks of that shard past their retention. Returns how many were deleted
+-- (0 where the shard is not on this node). Needs permission work.
+CREATE FUNCTION concurrency_internal.distributed_purge_chunk(queue text, chunk integer, shard_position integer)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_distributed_purge_chunk';
+COMMENT ON FUNCTION concurrency_internal.distributed_purge_chunk(text, integer, integer) IS
+    'deletes up to chunk finished tasks past their retention from the shard at shard_position of a distributed queue, on its node';

@@ -17,7 +17,8 @@ std::vector<std::string> statements(const KeySql &sql) {
 	return {sql.lock_key(),        sql.add_key(),       sql.enqueue("dedupe_key IS NOT NULL"),
 	        sql.admit(),           sql.forget_key(),    sql.rebalance(),
 	        sql.lock_free_slots(), sql.recheck_slots(), sql.fill_slots(),
-	        sql.resize_slots(),    sql.queue_keys()};
+	        sql.resize_slots(),    sql.queue_keys(),    sql.rebalance(true),
+	        sql.lock_keys()};
 }
 } // namespace
 
@@ -66,6 +67,18 @@ TEST(KeySql, AdmissionIsInEnqueueOrderAndReadsTheLimitFromTheCatalog) {
 	// a blocked task cancelled meanwhile is not admitted
 	EXPECT_NE(admit.find("WHERE t.state OPERATOR(pg_catalog.=) 'blocked'"), std::string::npos) << admit;
 	EXPECT_NE(sql.enqueue("h").find("THEN 'blocked'"), std::string::npos);
+}
+
+TEST(KeySql, RebalanceTakesTheLimitGivenOrTheCatalogs) {
+	KeySql sql("jobs");
+	// alter_queue on one server: the catalog row its transaction wrote
+	EXPECT_NE(sql.rebalance().find("FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1"),
+	          std::string::npos);
+	// on a node of a distributed queue: the limit the coordinator sends
+	std::string given = sql.rebalance(true);
+	EXPECT_EQ(given.find("FROM concurrency.queue"), std::string::npos) << given;
+	EXPECT_NE(given.find("COALESCE(NULLIF($1::pg_catalog.int4, 0), 2147483647)"), std::string::npos) << given;
+	EXPECT_EQ(sql.lock_keys(), "LOCK TABLE concurrency.\"k_jobs\" IN EXCLUSIVE MODE");
 }
 
 TEST(KeySql, StatementsQualifyEveryOperator) {
