@@ -347,16 +347,9 @@ namespace {
 	            "Retry the transaction.");
 }
 
-// Runs `send`, which sends a queue call to another node, as the caller's
-// own call. Citus sends the arguments as text written here: they are
-// written in UTC and ISO style for that while (a time in a zone's local mean
-// time, as America/Los_Angeles has before 1883, is written with the
-// abbreviation LMT, which the other node does not read back: 22007). An
-// error of the call is the callee's error as a local call raises it: without
-// Citus's context (the node and the statement that carried the call).
-// Runs `fn` with the settings `settings` (name, value) made for its while
-// only, as SET LOCAL in a function's SET clause would: undone after it,
-// whether it returns or raises.
+// Runs `fn` with the settings `settings` (name, value) made for that while
+// only, as a function's SET clause makes them: undone after it, whether it
+// returns or raises.
 template <typename F>
 auto with_settings(std::initializer_list<std::pair<const char *, const char *>> settings, F &&fn)
     -> decltype(fn()) {
@@ -376,6 +369,13 @@ auto with_settings(std::initializer_list<std::pair<const char *, const char *>> 
 	}
 }
 
+// Runs `send`, which sends a queue call to another node, as the caller's
+// own call. Citus sends the arguments as text written here: they are
+// written in UTC and ISO style for that while (a time in a zone's local mean
+// time, as America/Los_Angeles has before 1883, is written with the
+// abbreviation LMT, which the other node does not read back: 22007). An
+// error of the call is the callee's error as a local call raises it: without
+// Citus's context (the node and the statement that carried the call).
 uint64 on_other_node(const std::function<uint64()> &send) {
 	try {
 		return with_settings({{"TimeZone", "UTC"}, {"DateStyle", "ISO"}}, send);
