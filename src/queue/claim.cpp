@@ -640,8 +640,8 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 // concurrency_internal.distributed_lease_end(queue, task_id, lease_token,
 // now) — on the node of the task's shard, for the coordinator of a queue
 // with max_leased: lease_end_on_shard (claim.hpp) on that shard, as the
-// queue's owner. The caller needs permission work; 55000 where the shard
-// is not on this node (any more).
+// queue's owner. The caller needs permission work; 55000 for a queue that
+// is not distributed, or where the shard is not on this node (any more).
 CONCURRENCY_FUNCTION(concurrency_distributed_lease_end) {
 	queue::QueueName name = queue::queue_name(fcinfo);
 	int64 task_id = queue::int64_arg(fcinfo, 1, "task_id");
@@ -651,6 +651,9 @@ CONCURRENCY_FUNCTION(concurrency_distributed_lease_end) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "distributed_lease_end");
+	if (!queue::is_distributed(whole.info().relid))
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            fmt::format("queue \"{}\" is not a distributed queue", whole.name()));
 	const queue::LocalShard *here = queue::local_shard_of(whole, &task_id, 1, false);
 	if (!here)
 		throw Error(

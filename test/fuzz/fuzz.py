@@ -41,15 +41,13 @@ DOCUMENTED = {
     "25000",  # a named lock during a parallel operation
     "39P01",  # the registry trigger function called directly
     "0A000",  # a set-returning function where no set is accepted; a named lock on a Citus worker node; a distributed queue where there is no Citus coordinator
-    "55000",  # lock history without the preload; a queue function under a module newer than the database's extension; queue permissions while the extension's objects are older than the module
+    "55000",  # lock history without the preload; a queue function under a module newer than the database's extension; queue permissions while the extension's objects are older than the module; an internal function of distributed queues on a queue that is not distributed
 }
 
 # A function without arguments has no bad input, so any error from one is a
 # bug, except these preconditions: the lock history needs
-# shared_preload_libraries (55000), and its reset is for administrators (42501);
-# the distributed queues' id maker (internal) needs a Citus node (0A000).
+# shared_preload_libraries (55000), and its reset is for administrators (42501).
 ARGLESS_PRECONDITIONS = {
-    "distributed_new_number": {"0A000"},
     "lock_history_episodes": {"55000"},
     "lock_history_status": {"55000"},
     "lock_history_reset": {"55000", "42501"},
