@@ -11,16 +11,26 @@
 #   BENCH_SAMPLES  wake-ups measured per kind in 1 (default 300)
 #   BENCH_SECONDS  length of one pgbench run in 2 and 3 (default 10)
 #   BENCH_ROUNDS   rounds of 2 and 3 (default 3; the order of the sides alternates)
-#   BENCH_IDLE     idle waiters in 2 (default 500)
+#   BENCH_IDLE     idle sessions in 2 (default 500)
+#   BENCH_IDLE_WAIT  the wait of each idle waiter's dequeue in 2 (default 5 seconds)
+#   BENCH_PARTS    which of 1, 2, 3 to run (default "1 2 3")
 #
 # 1. Wake-up latency, from just before the producer's COMMIT (sent once the
 #    waiter is seen asleep) to the waiter's return: dequeue(…, wait) against
 #    LISTEN concurrency_<queue> followed by a dequeue, one waiter, one task at
 #    a time (bench/wait_clients.py).
-# 2. pgbench (TPC-B-like, 4 clients) with and without BENCH_IDLE waiters on an
-#    empty queue beside it (each calls dequeue(…, wait => '5 seconds') again
-#    when its wait passes, as a worker loop does; all of them one pgbench
-#    process, which uses no CPU while they sleep); TPS with / TPS without.
+# 2. pgbench (TPC-B-like, 4 clients) alone, beside BENCH_IDLE waiters on an
+#    empty queue (each calls dequeue(…, wait => BENCH_IDLE_WAIT) again when
+#    its wait passes, as a worker loop does), and beside as many sessions that
+#    each run SELECT pg_sleep(BENCH_IDLE_WAIT) in a loop (the same wake-ups,
+#    without the extension: what the machine charges for waking a process);
+#    the idle sessions of a side are one pgbench process, which uses no CPU
+#    while they sleep. Per side: TPS, and where the server runs on this
+#    machine and the cgroup v1 cpuacct controller is writable (as root), the
+#    server's CPU per pgbench transaction (every process of the server,
+#    counted by a cpuacct cgroup) and the idle sessions' own share of it
+#    (their backends' /proc/<pid>/schedstat). Ratios to pgbench alone,
+#    medians of the rounds; the order of the sides turns each round.
 # 3. Drain rate: one producer enqueues batches of 10 as fast as it can while
 #    8 or 32 workers claim and complete (one statement per task); tasks
 #    completed per second by workers that wait (dequeue(…, wait => '1 second'))
@@ -31,24 +41,32 @@ SAMPLES=${BENCH_SAMPLES:-300}
 T=${BENCH_SECONDS:-10}
 ROUNDS=${BENCH_ROUNDS:-3}
 IDLE=${BENCH_IDLE:-500}
+IDLE_WAIT=${BENCH_IDLE_WAIT:-5 seconds}
+PARTS=${BENCH_PARTS:-"1 2 3"}
 PY=${PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
-idle_pid=
+idle_pid= cg=
 sql() { psql -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 stop_idle() {
 	if [ -n "$idle_pid" ]; then kill "$idle_pid" 2>/dev/null || true; wait "$idle_pid" 2>/dev/null || true; idle_pid=; fi
 	# (a waiter whose session ended meanwhile: a WARNING, not shown)
 	PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=error" \
-		sql -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'bench_idle_waiter'" >/dev/null
+		sql -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'bench_idle'" >/dev/null
 }
 cleanup() {
 	stop_idle 2>/dev/null || true
+	if [ -n "$cg" ]; then # the server's processes back where they were
+		while read -r p; do echo "$p" >/sys/fs/cgroup/cpuacct/cgroup.procs 2>/dev/null || true; done <"$cg/cgroup.procs"
+		rmdir "$cg" 2>/dev/null || true
+	fi
 	sql -c "SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name LIKE 'benchwait%'" >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
 median() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 tps() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | head -1; }
+txns() { sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1"; }
+wanted() { [[ " $PARTS " == *" $1 "* ]]; }
 
 sql -c "CREATE EXTENSION IF NOT EXISTS concurrency_ext" >/dev/null
 case "$(sql -c 'SHOW shared_preload_libraries')" in
@@ -61,37 +79,82 @@ for q in benchwait benchwait_idle benchwait_drain; do
 	sql -c "SELECT concurrency.create_queue('$q')" >/dev/null
 done
 
-echo "## 1. wake-up latency, $SAMPLES wake-ups each"
-"$PY" wait_clients.py latency "$SAMPLES"
+if wanted 1; then
+	echo "## 1. wake-up latency, $SAMPLES wake-ups each"
+	"$PY" wait_clients.py latency "$SAMPLES"
+fi
 
-echo "## 2. pgbench TPS beside $IDLE idle waiters (${T}s runs, $ROUNDS rounds)"
-pgbench -q -i -s 10 >/dev/null 2>&1
-ratios=()
-for round in $(seq 1 "$ROUNDS"); do
-	for side in without with; do
-		if [ $((round % 2)) = 0 ]; then side=$([ "$side" = with ] && echo without || echo with); fi
-		if [ "$side" = with ]; then
-			# one pgbench process runs the waiters: it sleeps in poll() while
-			# they wait (a client library that wakes to poll its connections,
-			# as psycopg does every 0.1 s, would spend the cores that the
-			# server shares with it: 500 such threads took 11 % of a core)
-			echo "SELECT task_id FROM concurrency.dequeue('benchwait_idle', wait => '5 seconds');" >"$work/idle.sql"
-			PGAPPNAME=bench_idle_waiter pgbench -n -c "$IDLE" -j 1 -f "$work/idle.sql" -T 86400 >/dev/null 2>&1 &
-			idle_pid=$!
-			until [ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bench_idle_waiter' AND wait_event_type = 'Extension'")" -ge "$IDLE" ]; do
-				sleep 0.5
-			done
-		fi
-		sql -c "CHECKPOINT" >/dev/null
-		pgbench -n -c 4 -j 2 -T "$T" >"$work/pgbench-$side" 2>&1
-		eval "tps_$side=$(tps "$work/pgbench-$side")"
-		[ "$side" = with ] && stop_idle
+if wanted 2; then
+	# the server's processes, and those it forks later, in a cpuacct cgroup
+	# of their own, where it runs here and that can be done
+	pm=$(head -1 "$(sql -c 'SHOW data_directory')/postmaster.pid" 2>/dev/null || true)
+	if [ -n "$pm" ] && [ -d "/proc/$pm" ] && [ -w /sys/fs/cgroup/cpuacct ]; then
+		cg=/sys/fs/cgroup/cpuacct/concurrency_ext_wait_$$
+		mkdir "$cg"
+		for p in "$pm" $(ps -o pid= --ppid "$pm"); do echo "$p" >"$cg/cgroup.procs" 2>/dev/null || true; done
+	fi
+	server_cpu() { if [ -n "$cg" ]; then cat "$cg/cpuacct.usage"; else echo 0; fi; } # ns
+	idle_cpu() { # ns on CPU of the idle sessions' backends
+		local p t=0
+		for p in $(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_idle'"); do
+			t=$((t + $(cut -d' ' -f1 "/proc/$p/schedstat" 2>/dev/null || echo 0)))
+		done
+		echo "$t"
+	}
+	echo "## 2. pgbench beside $IDLE idle sessions, each waking every $IDLE_WAIT (${T}s runs, $ROUNDS rounds)"
+	echo "# server CPU: $([ -n "$cg" ] && echo "cpuacct cgroup" || echo "not measured (the server is not on this machine, or cgroup v1 cpuacct is not writable)")"
+	pgbench -q -i -s 10 >/dev/null 2>&1
+	secs=$(sql -c "SELECT extract(epoch FROM interval '$IDLE_WAIT')")
+	echo "SELECT task_id FROM concurrency.dequeue('benchwait_idle', wait => '$IDLE_WAIT');" >"$work/waiters.sql"
+	echo "SELECT pg_sleep($secs);" >"$work/sleepers.sql"
+	sides=(alone waiters sleepers)
+	declare -A ratio_tps ratio_cpu
+	for round in $(seq 1 "$ROUNDS"); do
+		line="round $round:"
+		for i in 0 1 2; do
+			side=${sides[$(((i + round - 1) % 3))]}
+			if [ "$side" != alone ]; then
+				# one pgbench process runs the idle sessions: it sleeps in
+				# poll() while they wait (a client library that wakes to poll
+				# its connections, as psycopg does every 0.1 s, would spend the
+				# cores that the server shares with it)
+				PGAPPNAME=bench_idle pgbench -n -c "$IDLE" -j 1 -f "$work/$side.sql" -T 86400 >/dev/null 2>&1 &
+				idle_pid=$!
+				event=$([ "$side" = waiters ] && echo "wait_event_type = 'Extension'" || echo "wait_event = 'PgSleep'")
+				until [ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bench_idle' AND $event")" -ge "$IDLE" ]; do
+					sleep 0.5
+				done
+			fi
+			sql -c "CHECKPOINT" >/dev/null
+			i0=$(idle_cpu) c0=$(server_cpu)
+			pgbench -n -c 4 -j 2 -T "$T" >"$work/pgbench-$side" 2>&1
+			c1=$(server_cpu) i1=$(idle_cpu)
+			n=$(txns "$work/pgbench-$side")
+			eval "tps_$side=$(tps "$work/pgbench-$side")"
+			eval "cpu_$side=$(awk -v c=$((c1 - c0)) -v n="$n" 'BEGIN {printf "%.1f", c / n / 1000}')" # µs per transaction
+			share=$(awk -v i=$((i1 - i0)) -v c=$((c1 - c0)) 'BEGIN {printf "%.1f", (c > 0 ? 100 * i / c : 0)}')
+			if [ "$side" != alone ]; then stop_idle; fi
+			line+=" $side $(eval echo "\$tps_$side") TPS"
+			if [ -n "$cg" ]; then
+				line+=" $(eval echo "\$cpu_$side") µs CPU/txn"
+				if [ "$side" != alone ]; then line+=" (idle sessions $share %)"; fi
+			fi
+			line+=";"
+		done
+		echo "$line"
+		for side in waiters sleepers; do
+			ratio_tps[$side]+="$(awk -v a="$(eval echo "\$tps_$side")" -v b="$tps_alone" 'BEGIN {printf "%.4f", a / b}') "
+			ratio_cpu[$side]+="$(awk -v a="$(eval echo "\$cpu_$side")" -v b="$cpu_alone" 'BEGIN {printf "%.4f", (b > 0 ? a / b : 0)}') "
+		done
 	done
-	echo "round $round: tps without $tps_without, with $tps_with"
-	ratios+=("$(awk -v a="$tps_with" -v b="$tps_without" 'BEGIN {printf "%.4f", a / b}')")
-done
-echo "TPS with / without idle waiters, median of $ROUNDS: $(printf '%s\n' "${ratios[@]}" | median)"
+	for side in waiters sleepers; do
+		summary="beside $side: TPS / TPS alone, median of $ROUNDS: $(printf '%s\n' ${ratio_tps[$side]} | median)"
+		if [ -n "$cg" ]; then summary+="; server CPU per transaction / alone: $(printf '%s\n' ${ratio_cpu[$side]} | median)"; fi
+		echo "$summary"
+	done
+fi
 
+wanted 3 || exit 0
 echo "## 3. drain rate, waiting workers / workers in a tight loop (${T}s runs, $ROUNDS rounds)"
 echo "SELECT count(*) FROM concurrency.enqueue_batch('benchwait_drain', array_fill('{}'::jsonb, ARRAY[10]));" >"$work/produce.sql"
 echo "SELECT concurrency.complete('benchwait_drain', task_id, lease_token) FROM concurrency.dequeue('benchwait_drain', wait => '1 second');" >"$work/wait.sql"

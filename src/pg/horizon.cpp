@@ -104,7 +104,7 @@ bool only_call_holds_snapshot(Oid fn) {
 	// no cursor (DECLARE, or a portal named through the protocol) keeps a
 	// snapshot of this transaction (statements' own portals are not listed)
 	static const char count_cursors[] = "SELECT pg_catalog.count(*) FROM pg_catalog.pg_cursors";
-	if (execute(count_cursors) != 1)
+	if (execute(prepared_plan("horizon:cursors", count_cursors, 0, nullptr), nullptr, nullptr, true) != 1)
 		return false;
 	bool isnull = true;
 	Datum n = guard([&] { return SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull); });

@@ -629,7 +629,13 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 			unpinned = !distributed && pg::only_call_holds_snapshot(fcinfo->flinfo->fn_oid);
 		if (*unpinned)
 			pg::stop_holding_horizon();
-		waiter.sleep(now, due ? std::min(deadline, *due) : deadline);
+		TimestampTz until = due ? std::min(deadline, *due) : deadline;
+		// Slept to the end of the wait, and no commit woke it: the call ends
+		// without another look. What that look could find the caller's next
+		// call finds at its first (a claim rolled back since the last look),
+		// and an idle waiter looks once per call, not twice.
+		if (waiter.sleep(now, until) && until == deadline && !distributed)
+			break;
 		slept = true;
 		now = clock_now();
 	}

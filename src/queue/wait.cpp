@@ -208,12 +208,13 @@ QueueWait::~QueueWait() {
 		ConditionVariableSignal(cv_);
 }
 
-void QueueWait::sleep(TimestampTz now, TimestampTz until) {
+bool QueueWait::sleep(TimestampTz now, TimestampTz until) {
 	// at least 1 ms, at most an hour per sleep (the caller loops)
-	long ms = static_cast<long>(std::clamp<int64>((until - now + 999) / 1000, 1, 3600 * 1000));
+	int64 left_ms = (until - now + 999) / 1000;
+	long ms = static_cast<long>(std::clamp<int64>(left_ms, 1, 3600 * 1000));
 	if (cv_) {
-		pg::guard([&] { ConditionVariableTimedSleep(cv_, ms, PG_WAIT_EXTENSION); });
-		return;
+		bool timed_out = pg::guard([&] { return ConditionVariableTimedSleep(cv_, ms, PG_WAIT_EXTENSION); });
+		return timed_out && left_ms <= 3600 * 1000;
 	}
 	ms = std::min<long>(ms, wait_poll_interval_ms);
 	pg::guard([&] {
@@ -222,6 +223,7 @@ void QueueWait::sleep(TimestampTz now, TimestampTz until) {
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 	});
+	return false;
 }
 
 } // namespace concurrency::queue

@@ -49,8 +49,9 @@ class QueueWait {
 
 	// Sleeps until a commit wakes this waiter, `until` comes, or an
 	// interrupt arrives (statement_timeout, pg_cancel_backend, shutdown:
-	// raised as the PostgreSQL error it is).
-	void sleep(TimestampTz now, TimestampTz until);
+	// raised as the PostgreSQL error it is). Returns true when `until` came
+	// and no commit woke this waiter (where commits wake it; polling: false).
+	bool sleep(TimestampTz now, TimestampTz until);
 	// Whether commits wake this waiter (false: it polls).
 	bool woken_by_commits() const { return cv_ != nullptr; }
 

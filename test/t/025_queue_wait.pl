@@ -4,7 +4,8 @@
 # pg_cancel_backend ends a sleeping waiter, and a fast shutdown with 50
 # waiters ends them all, leaving no lease behind. A paused queue stays
 # paused across a restart; its waiters sleep through enqueues and are woken
-# by resume_queue's commit.
+# by resume_queue's commit. A call whose wait passes with no wake-up looks
+# at the queue once, not again at its end.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -126,6 +127,28 @@ pass('the resume woke the 3 waiters of the paused queue, each claimed a task');
 for my $s (@paused) {
 	eval { $s->quit };
 }
+
+# A wait that passes with no wake-up: one look at the queue (its scans as the
+# transaction's statistics count them), as a call without wait makes, plus
+# the probe for the next due time; not a second look at its end, which the
+# caller's next call makes anyway.
+my $looks = $node->safe_psql('postgres', q(
+SELECT concurrency.create_queue('tl');
+BEGIN;
+CREATE TEMP TABLE scans (step text, n bigint);
+SELECT count(*) FROM concurrency.dequeue('tl');
+INSERT INTO scans SELECT 'first', sum(idx_scan + seq_scan) FROM pg_stat_xact_user_tables WHERE relname LIKE '%\_tl';
+SELECT count(*) FROM concurrency.dequeue('tl');
+INSERT INTO scans SELECT 'plain', sum(idx_scan + seq_scan) FROM pg_stat_xact_user_tables WHERE relname LIKE '%\_tl';
+SELECT count(*) FROM concurrency.dequeue('tl', wait => '100 ms');
+INSERT INTO scans SELECT 'waited', sum(idx_scan + seq_scan) FROM pg_stat_xact_user_tables WHERE relname LIKE '%\_tl';
+SELECT (w.n - p.n) || ' ' || (p.n - f.n)
+  FROM scans f, scans p, scans w WHERE f.step = 'first' AND p.step = 'plain' AND w.step = 'waited';
+COMMIT;
+));
+my ($waited, $plain) = split / /, (split /\n/, $looks)[-1];
+ok($plain > 0 && $waited < 2 * $plain,
+	"a wait that passed unwoken looked once ($waited scans; a call without wait: $plain)");
 
 $node->stop;
 done_testing();
