@@ -23,9 +23,10 @@
 #    empty queue (each calls dequeue(…, wait => BENCH_IDLE_WAIT) again when
 #    its wait passes, as a worker loop does), and beside as many sessions that
 #    each run SELECT pg_sleep(BENCH_IDLE_WAIT) in a loop (the same wake-ups,
-#    without the extension: what the machine charges for waking a process);
-#    the idle sessions of a side are one pgbench process, which uses no CPU
-#    while they sleep. Per side: TPS, and where the server runs on this
+#    without the extension: what the machine charges for waking a process),
+#    and beside as many connections that run nothing (what PostgreSQL
+#    charges for the backends being there); the idle sessions of a side are
+#    one pgbench process, which uses no CPU while they sleep. Per side: TPS, and where the server runs on this
 #    machine and the cgroup v1 cpuacct controller is writable (as root), the
 #    server's CPU per pgbench transaction (every process of the server,
 #    counted by a cpuacct cgroup) and the idle sessions' own share of it
@@ -94,12 +95,10 @@ if wanted 2; then
 		for p in "$pm" $(ps -o pid= --ppid "$pm"); do echo "$p" >"$cg/cgroup.procs" 2>/dev/null || true; done
 	fi
 	server_cpu() { if [ -n "$cg" ]; then cat "$cg/cpuacct.usage"; else echo 0; fi; } # ns
-	idle_cpu() { # ns on CPU of the idle sessions' backends
-		local p t=0
-		for p in $(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_idle'"); do
-			t=$((t + $(cut -d' ' -f1 "/proc/$p/schedstat" 2>/dev/null || echo 0)))
-		done
-		echo "$t"
+	idle_pids=()
+	idle_cpu() { # ns on CPU of the idle sessions' backends (read by one process, at once)
+		if [ ${#idle_pids[@]} = 0 ]; then echo 0; return; fi
+		printf '/proc/%s/schedstat\n' "${idle_pids[@]}" | xargs cat 2>/dev/null | awk '{t += $1} END {printf "%.0f", t}'
 	}
 	echo "## 2. pgbench beside $IDLE idle sessions, each waking every $IDLE_WAIT (${T}s runs, $ROUNDS rounds)"
 	echo "# server CPU: $([ -n "$cg" ] && echo "cpuacct cgroup" || echo "not measured (the server is not on this machine, or cgroup v1 cpuacct is not writable)")"
@@ -107,24 +106,50 @@ if wanted 2; then
 	secs=$(sql -c "SELECT extract(epoch FROM interval '$IDLE_WAIT')")
 	echo "SELECT task_id FROM concurrency.dequeue('benchwait_idle', wait => '$IDLE_WAIT');" >"$work/waiters.sql"
 	echo "SELECT pg_sleep($secs);" >"$work/sleepers.sql"
-	sides=(alone waiters sleepers)
+	echo "\\sleep 86400 s" >"$work/connected.sql"
+	# IDLE sessions of one kind (waiters, sleepers, connected), asleep on return
+	start_idle() {
+		# one pgbench process runs them: it sleeps in poll() while they wait
+		# (a client library that wakes to poll its connections, as psycopg
+		# does every 0.1 s, would spend the cores that the server shares)
+		PGAPPNAME=bench_idle pgbench -n -c "$IDLE" -j 1 -f "$work/$1.sql" -T 86400 -P 1 >/dev/null 2>"$work/idle-progress" &
+		idle_pid=$!
+		local event
+		case $1 in
+		waiters) event="wait_event_type = 'Extension'" ;;
+		sleepers) event="wait_event = 'PgSleep'" ;;
+		*) event="state = 'idle'" ;;
+		esac
+		until [ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bench_idle' AND $event")" -ge "$IDLE" ]; do
+			sleep 0.5
+		done
+		mapfile -t idle_pids < <(sql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_idle'")
+	}
+	# calls of the idle sessions since their start: the sum of the
+	# per-second rates that their pgbench has reported (-P 1)
+	calls() { sed -n 's/^progress: [0-9.]* s, \([0-9.]*\) tps.*/\1/p' "$work/idle-progress" | awk '{t += $1} END {printf "%.0f", t}'; }
+	# Without pgbench: the idle sessions' CPU per call (a call: one wake-up
+	# at the end of its wait, and the next call's start), where a run of T
+	# seconds sees their calls end
+	if awk -v s="$secs" -v t="$T" 'BEGIN {exit !(s <= t / 2)}'; then
+		for side in waiters sleepers; do
+			start_idle "$side"
+			sleep "$secs" # each one's first call, which made its connection, ends
+			x0=$(calls) i0=$(idle_cpu)
+			sleep "$T"
+			i1=$(idle_cpu) x1=$(calls)
+			stop_idle
+			idle_pids=()
+			echo "without pgbench, $IDLE $side: $(awk -v i=$((i1 - i0)) -v x=$((x1 - x0)) 'BEGIN {printf "%d calls, %.0f µs CPU per call", x, (x > 0 ? i / x / 1000 : 0)}')"
+		done
+	fi
+	sides=(alone waiters sleepers connected)
 	declare -A ratio_tps ratio_cpu
 	for round in $(seq 1 "$ROUNDS"); do
 		line="round $round:"
-		for i in 0 1 2; do
-			side=${sides[$(((i + round - 1) % 3))]}
-			if [ "$side" != alone ]; then
-				# one pgbench process runs the idle sessions: it sleeps in
-				# poll() while they wait (a client library that wakes to poll
-				# its connections, as psycopg does every 0.1 s, would spend the
-				# cores that the server shares with it)
-				PGAPPNAME=bench_idle pgbench -n -c "$IDLE" -j 1 -f "$work/$side.sql" -T 86400 >/dev/null 2>&1 &
-				idle_pid=$!
-				event=$([ "$side" = waiters ] && echo "wait_event_type = 'Extension'" || echo "wait_event = 'PgSleep'")
-				until [ "$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bench_idle' AND $event")" -ge "$IDLE" ]; do
-					sleep 0.5
-				done
-			fi
+		for i in 0 1 2 3; do
+			side=${sides[$(((i + round - 1) % 4))]}
+			if [ "$side" != alone ]; then start_idle "$side"; fi
 			sql -c "CHECKPOINT" >/dev/null
 			i0=$(idle_cpu) c0=$(server_cpu)
 			pgbench -n -c 4 -j 2 -T "$T" >"$work/pgbench-$side" 2>&1
@@ -133,7 +158,7 @@ if wanted 2; then
 			eval "tps_$side=$(tps "$work/pgbench-$side")"
 			eval "cpu_$side=$(awk -v c=$((c1 - c0)) -v n="$n" 'BEGIN {printf "%.1f", c / n / 1000}')" # µs per transaction
 			share=$(awk -v i=$((i1 - i0)) -v c=$((c1 - c0)) 'BEGIN {printf "%.1f", (c > 0 ? 100 * i / c : 0)}')
-			if [ "$side" != alone ]; then stop_idle; fi
+			if [ "$side" != alone ]; then stop_idle; idle_pids=(); fi
 			line+=" $side $(eval echo "\$tps_$side") TPS"
 			if [ -n "$cg" ]; then
 				line+=" $(eval echo "\$cpu_$side") µs CPU/txn"
@@ -142,12 +167,12 @@ if wanted 2; then
 			line+=";"
 		done
 		echo "$line"
-		for side in waiters sleepers; do
+		for side in waiters sleepers connected; do
 			ratio_tps[$side]+="$(awk -v a="$(eval echo "\$tps_$side")" -v b="$tps_alone" 'BEGIN {printf "%.4f", a / b}') "
 			ratio_cpu[$side]+="$(awk -v a="$(eval echo "\$cpu_$side")" -v b="$cpu_alone" 'BEGIN {printf "%.4f", (b > 0 ? a / b : 0)}') "
 		done
 	done
-	for side in waiters sleepers; do
+	for side in waiters sleepers connected; do
 		summary="beside $side: TPS / TPS alone, median of $ROUNDS: $(printf '%s\n' ${ratio_tps[$side]} | median)"
 		if [ -n "$cg" ]; then summary+="; server CPU per transaction / alone: $(printf '%s\n' ${ratio_cpu[$side]} | median)"; fi
 		echo "$summary"
