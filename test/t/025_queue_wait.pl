@@ -5,12 +5,14 @@
 # waiters ends them all, leaving no lease behind. A paused queue stays
 # paused across a restart; its waiters sleep through enqueues and are woken
 # by resume_queue's commit. A call whose wait passes with no wake-up looks
-# at the queue once, not again at its end.
+# at the queue once, not again at its end. A waiter whose client is killed
+# ends at the next client_connection_check_interval, holding no lease.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run ();
 
 my $node = PostgreSQL::Test::Cluster->new('wait');
 $node->init;
@@ -149,6 +151,39 @@ COMMIT;
 my ($waited, $plain) = split / /, (split /\n/, $looks)[-1];
 ok($plain > 0 && $waited < 2 * $plain,
 	"a wait that passed unwoken looked once ($waited scans; a call without wait: $plain)");
+
+# Waiters whose clients die: with client_connection_check_interval the
+# backend notices during its sleep and ends; without it, it waits on (it has
+# nothing to send before its wait passes).
+my $lost_sql = q{SELECT count(*) FROM pg_stat_activity
+ WHERE wait_event_type = 'Extension' AND query LIKE '%concurrency.dequeue(''tl''%'};
+my @clients;
+for my $options ('', " options='-cclient_connection_check_interval=100'") {
+	push @clients,
+	  IPC::Run::start(
+		[ 'psql', '-X', '-q', '-d', $node->connstr('postgres') . $options, '-c',
+		  "SELECT count(*) FROM concurrency.dequeue('tl', wait => '1 hour')" ],
+		'>', \my $out, '2>', \my $err);
+	my $n = scalar @clients;
+	$node->poll_query_until('postgres', "SELECT ($lost_sql) = $n") or die "waiter $n does not wait";
+}
+my $unchecked = $node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity
+ WHERE wait_event_type = 'Extension' AND query LIKE '%concurrency.dequeue(''tl''%'
+
+ ORDER BY backend_start LIMIT 1}); # the first: started without the setting
+for my $h (@clients) {
+	$h->signal('KILL');
+	eval { $h->finish };
+}
+$node->poll_query_until('postgres', "SELECT ($lost_sql) = 1")
+  or die 'the waiter of a killed client with client_connection_check_interval did not end';
+is($node->safe_psql('postgres', q{SELECT pid FROM pg_stat_activity
+ WHERE wait_event_type = 'Extension' AND query LIKE '%concurrency.dequeue(''tl''%'}),
+	$unchecked, 'with client_connection_check_interval a killed client\'s waiter ended; without it, it waits on');
+$node->safe_psql('postgres', "SELECT pg_terminate_backend($unchecked)");
+$node->poll_query_until('postgres', "SELECT ($lost_sql) = 0") or die 'the other waiter did not end';
+is($node->safe_psql('postgres', q(SELECT leased FROM concurrency.queue_stats WHERE queue = 'tl')),
+	'0', 'neither holds a lease');
 
 $node->stop;
 done_testing();
