@@ -46,9 +46,10 @@ IDLE_WAIT=${BENCH_IDLE_WAIT:-5 seconds}
 PARTS=${BENCH_PARTS:-"1 2 3"}
 PY=${PYTHON:-/usr/bin/python3}
 work=$(mktemp -d)
-idle_pid= cg=
+idle_pid= cg= idle_pids=()
 sql() { psql -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 stop_idle() {
+	idle_pids=()
 	if [ -n "$idle_pid" ]; then kill "$idle_pid" 2>/dev/null || true; wait "$idle_pid" 2>/dev/null || true; idle_pid=; fi
 	# (a waiter whose session ended meanwhile: a WARNING, not shown)
 	PGOPTIONS="${PGOPTIONS:-} -c client_min_messages=error" \
@@ -95,7 +96,6 @@ if wanted 2; then
 		for p in "$pm" $(ps -o pid= --ppid "$pm"); do echo "$p" >"$cg/cgroup.procs" 2>/dev/null || true; done
 	fi
 	server_cpu() { if [ -n "$cg" ]; then cat "$cg/cpuacct.usage"; else echo 0; fi; } # ns
-	idle_pids=()
 	idle_cpu() { # ns on CPU of the idle sessions' backends (read by one process, at once)
 		if [ ${#idle_pids[@]} = 0 ]; then echo 0; return; fi
 		printf '/proc/%s/schedstat\n' "${idle_pids[@]}" | xargs cat 2>/dev/null | awk '{t += $1} END {printf "%.0f", t}'
@@ -139,7 +139,6 @@ if wanted 2; then
 			sleep "$T"
 			i1=$(idle_cpu) x1=$(calls)
 			stop_idle
-			idle_pids=()
 			echo "without pgbench, $IDLE $side: $(awk -v i=$((i1 - i0)) -v x=$((x1 - x0)) 'BEGIN {printf "%d calls, %.0f µs CPU per call", x, (x > 0 ? i / x / 1000 : 0)}')"
 		done
 	fi
@@ -158,7 +157,7 @@ if wanted 2; then
 			eval "tps_$side=$(tps "$work/pgbench-$side")"
 			eval "cpu_$side=$(awk -v c=$((c1 - c0)) -v n="$n" 'BEGIN {printf "%.1f", c / n / 1000}')" # µs per transaction
 			share=$(awk -v i=$((i1 - i0)) -v c=$((c1 - c0)) 'BEGIN {printf "%.1f", (c > 0 ? 100 * i / c : 0)}')
-			if [ "$side" != alone ]; then stop_idle; idle_pids=(); fi
+			if [ "$side" != alone ]; then stop_idle; fi
 			line+=" $side $(eval echo "\$tps_$side") TPS"
 			if [ -n "$cg" ]; then
 				line+=" $(eval echo "\$cpu_$side") µs CPU/txn"
