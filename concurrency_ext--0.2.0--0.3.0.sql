@@ -828,6 +828,24 @@ CREATE FUNCTION concurrency_internal.distributed_purge_chunk(queue text, chunk i
     AS 'MODULE_PATHNAME', 'concurrency_distributed_purge_chunk';
 COMMENT ON FUNCTION concurrency_internal.distributed_purge_chunk(text, integer, integer) IS
     'deletes up to chunk finished tasks past their retention from the shard at shard_position of a distributed queue, on its node';
+
+-- Dependencies between shards (the design: src/queue/dependencies.hpp): the
+-- messages about tasks of one shard, delivered on its node by the node that
+-- made the top-level call (an int8[] of (kind, a, b) triples), and the
+-- messages that a call routed to this node posted, taken by the last column
+-- of the routed statement. For the owner of the queue's table.
+CREATE FUNCTION concurrency_internal.dependency_messages(queue text, messages bigint[])
+    RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_dependency_messages';
+COMMENT ON FUNCTION concurrency_internal.dependency_messages(text, bigint[]) IS
+    'delivers messages between tasks of a distributed queue in different shards (a parent done, dead or cancelled; a child enqueued or ended) to their shard on this node';
+CREATE FUNCTION concurrency_internal.dependency_outbox()
+    RETURNS bigint[]
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_dependency_outbox';
+COMMENT ON FUNCTION concurrency_internal.dependency_outbox() IS
+    'the messages between shards of a distributed queue that this backend''s calls posted and did not deliver (taken)';
 -- ---------------------------------------------------------------------------
 -- Distributed queues served by every node (docs/scaling-out.md).
 --
@@ -892,7 +910,15 @@ BEGIN
                                               p.queue, p.grantee::text, p.permission), '')
                        FROM concurrency.queue_permission p
                       WHERE p.queue = distributed_sync_catalog.queue
-                        AND (p.grantee::oid = 0 OR EXISTS (SELECT FROM pg_roles r WHERE r.oid = p.grantee::oid))), '');
+                        AND (p.grantee::oid = 0 OR EXISTS (SELECT FROM pg_roles r WHERE r.oid = p.grantee::oid))), '')
+        -- the owner of the queue's table makes the routed calls on every node
+        -- (schema concurrency_internal), as distribute_queue let it here
+        || coalesce((SELECT format('GRANT USAGE ON SCHEMA concurrency_internal TO %I;', r.rolname)
+                       FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
+                      WHERE c.oid = to_regclass(format('concurrency.%I', 'q_' || distributed_sync_catalog.queue))
+                        AND NOT r.rolsuper
+                        AND EXISTS (SELECT FROM concurrency.distributed_queue d
+                                     WHERE d.queue = distributed_sync_catalog.queue)), '');
     PERFORM concurrency_internal.distributed_send(command);
 END
 $fn$;

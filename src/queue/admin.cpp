@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "citus/node.hpp"
 #include "common/sql_text.hpp"
 #include "pg/relation.hpp"
 #include "queue/dependencies.hpp"
@@ -513,9 +514,18 @@ static void revoke_routed_usage(Oid owner) {
 	                       " WHERE nspname OPERATOR(pg_catalog.=) 'concurrency_internal'"
 	                       " AND nspowner OPERATOR(pg_catalog.=) $1 LIMIT 1",
 	                       1, types, values);
-	if (other == 0)
-		execute(fmt::format("REVOKE USAGE ON SCHEMA concurrency_internal FROM {}",
-		                    quote_ident(pg::guard([&] { return GetUserNameFromId(owner, false); }))));
+	if (other == 0) {
+		std::string revoke =
+		    fmt::format("REVOKE USAGE ON SCHEMA concurrency_internal FROM {}",
+		                quote_ident(pg::guard([&] { return GetUserNameFromId(owner, false); })));
+		execute(revoke);
+		// and on the other nodes, where the catalog's copies granted it
+		if (citus::local_role().role == citus::Role::coordinator) {
+			static const Oid text_type[1] = {TEXTOID};
+			Datum command = pg::text_datum(revoke);
+			execute("SELECT concurrency_internal.distributed_send($1)", 1, text_type, &command);
+		}
+	}
 }
 
 // concurrency.drop_queue(queue) — SECURITY DEFINER; the caller must own the

@@ -12,11 +12,18 @@
 
 #include <fmt/format.h>
 
+#include "citus/node.hpp"
+#include "queue/args.hpp"
+#include "queue/distributed.hpp"
 #include "queue/keys.hpp"
+#include "queue/permissions.hpp"
 #include "queue/sql_operators.hpp"
 
 extern "C" {
+#include "access/xact.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
 }
@@ -34,6 +41,18 @@ constexpr const char *children_sql = "SELECT child_queue, child_id FROM concurre
                                      "WHERE parent_queue " EQ " $1 AND parent_id " EQ " ANY ($2)";
 constexpr const char *drop_child_sql =
     "DELETE FROM concurrency.task_dependency WHERE child_queue " EQ " $1 AND child_id " EQ " ANY ($2)";
+
+// Whether task `id` of the queue of `q` is in another shard than `q`, a shard
+// of a distributed queue (ids carry their shard's position).
+bool elsewhere(Queue &q, int64 id) {
+	return q.on_shard() && task_position(id) != q.info().shard_position;
+}
+
+Message doom_message(Ending how) {
+	return how == Ending::dead      ? Message::dead
+	       : how == Ending::dropped ? Message::dropped
+	                                : Message::cancelled;
+}
 
 // The owner of concurrency.task_dependency, as whom its statements run: the
 // caller holds no privilege on it (its rights on queues were checked).
@@ -158,12 +177,20 @@ void cancel_descendants(std::string_view queue, int64 root, const std::vector<in
 				continue;
 			std::optional<Queue> opened;
 			Queue &child = queue_of(child_queue, own, opened);
-			std::vector<int64> ids(set.begin(), set.end());
+			std::vector<int64> ids;
+			for (int64 id : set) {
+				if (elsewhere(child, id)) // on another shard: told so
+					post_message(child_queue, doom_message(how), root, id);
+				else
+					ids.push_back(id);
+			}
+			if (ids.empty())
+				continue;
 			std::string sql = fmt::format(
 			    R"(UPDATE {t} AS t
    SET state = 'cancelled', finished_at = $2, last_error = $3
  WHERE {tk}t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
-RETURNING t.id, t.has_children, t.children)",
+RETURNING t.id, t.has_children, t.children, t.parents)",
 			    fmt::arg("t", child.sql().table()), fmt::arg("tk", child.sql().shard_filter(true)));
 			static const Oid types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID};
 			Datum values[3] = {int8_array(ids), TimestampTzGetDatum(now), pg::text_datum(error)};
@@ -176,6 +203,9 @@ RETURNING t.id, t.has_children, t.children)",
 					parents[child_queue].push_back(cancelled.back());
 				for (int64 c : int8_column(r, 3))
 					named[child_queue].insert(c);
+				for (int64 p : int8_column(r, 4))
+					if (elsewhere(child, p))
+						post_message(child_queue, Message::forget, p, cancelled.back());
 			}
 			if (!cancelled.empty())
 				drop_child_edges(child_queue, cancelled);
@@ -295,23 +325,28 @@ std::optional<std::string> doom_of(int64 parent, std::string_view queue, const s
 	return std::nullopt;
 }
 
-std::vector<int64> int8_column(uint64 row, int col) {
-	bool isnull = false;
-	Datum d = pg::column(row, col, &isnull);
-	std::vector<int64> values;
-	if (isnull)
-		return values;
+std::vector<int64> int8_elements(Datum array, bool *has_nulls) {
 	Datum *elems = nullptr;
 	bool *nulls = nullptr;
 	int count = 0;
 	pg::guard([&] {
-		deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems, &nulls,
-		                  &count);
+		deconstruct_array(DatumGetArrayTypeP(array), INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE, &elems,
+		                  &nulls, &count);
 	});
-	for (int i = 0; i < count; ++i)
+	std::vector<int64> values;
+	for (int i = 0; i < count; ++i) {
 		if (!nulls[i])
 			values.push_back(DatumGetInt64(elems[i]));
+		else if (has_nulls)
+			*has_nulls = true;
+	}
 	return values;
+}
+
+std::vector<int64> int8_column(uint64 row, int col) {
+	bool isnull = false;
+	Datum d = pg::column(row, col, &isnull);
+	return isnull ? std::vector<int64>{} : int8_elements(d);
 }
 
 FinishedTask finished_row(int row, int64 id, int first_col) {
@@ -321,7 +356,8 @@ FinishedTask finished_row(int row, int64 id, int first_col) {
 	bool had_parents = !isnull;
 	bool has_children = pg::column_as<bool>(r, first_col + 1).value_or(false);
 	return FinishedTask{id, had_parents, has_children,
-	                    has_children ? int8_column(r, first_col + 2) : std::vector<int64>{}};
+	                    has_children ? int8_column(r, first_col + 2) : std::vector<int64>{},
+	                    had_parents ? int8_column(r, first_col + 3) : std::vector<int64>{}};
 }
 
 void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how, TimestampTz now) {
@@ -335,21 +371,32 @@ void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how
 	if (children.empty() && parents.empty())
 		return;
 	std::string queue(q.name());
-	if (!children.empty())
+	if (!children.empty()) {
 		drop_child_edges(queue, children);
-	if (parents.empty())
-		return;
-	if (how == Ending::done) {
-		std::map<int64, int32> in_row;
+		// parents on other shards keep an ended child no longer
 		for (const FinishedTask &t : tasks)
-			for (int64 c : t.children)
-				in_row[c] += 1;
-		release_children(q, parents, in_row, now);
-	} else {
-		for (const FinishedTask &t : tasks)
-			if (t.has_children)
-				cancel_descendants(queue, t.id, t.children, how, now, &q);
+			for (int64 p : t.parents)
+				if (elsewhere(q, p))
+					post_message(queue, Message::forget, p, t.id);
 	}
+	if (!parents.empty()) {
+		if (how == Ending::done) {
+			std::map<int64, int32> in_row;
+			for (const FinishedTask &t : tasks)
+				for (int64 c : t.children) {
+					if (elsewhere(q, c))
+						post_message(queue, Message::done, t.id, c);
+					else
+						in_row[c] += 1;
+				}
+			release_children(q, parents, in_row, now);
+		} else {
+			for (const FinishedTask &t : tasks)
+				if (t.has_children)
+					cancel_descendants(queue, t.id, t.children, how, now, &q);
+		}
+	}
+	deliver_messages();
 }
 
 uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<int64> parents,
@@ -360,9 +407,20 @@ uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<
 	// and children on one shard: they move with it), elsewhere rows of
 	// concurrency.task_dependency
 	const bool in_rows = q.on_shard();
+	// parents on other shards of a distributed queue count as open until
+	// their shards answer the mark posted below (done, or a doom)
+	std::vector<int64> remote;
+	if (in_rows) {
+		std::sort(parents.begin(), parents.end());
+		parents.erase(std::unique(parents.begin(), parents.end()), parents.end());
+		auto moved =
+		    std::stable_partition(parents.begin(), parents.end(), [&](int64 p) { return !elsewhere(q, p); });
+		remote.assign(moved, parents.end());
+		parents.erase(moved, parents.end());
+	}
 	std::map<int64, std::string> states =
 	    mark_parents(q, std::move(parents), in_rows ? children : std::vector<int64>{});
-	int32 open = 0;
+	int32 open = static_cast<int32>(remote.size());
 	std::optional<std::string> doomed;
 	for (const auto &[id, state] : states) {
 		if (!doomed)
@@ -373,6 +431,15 @@ uint64 attach_parents(Queue &q, const std::vector<int64> &children, std::vector<
 	std::vector<int64> parent_ids;
 	for (const auto &entry : states)
 		parent_ids.push_back(entry.first);
+	parent_ids.insert(parent_ids.end(), remote.begin(), remote.end());
+	// a child cancelled already by a parent here is forgotten at once by
+	// those elsewhere (the mark still checks that they exist)
+	for (int64 p : remote)
+		for (int64 child : children) {
+			post_message(q.name(), Message::mark, p, child);
+			if (doomed)
+				post_message(q.name(), Message::forget, p, child);
+		}
 	if (!doomed && !in_rows) {
 		std::vector<TaskRef> from, to;
 		for (int64 child : children)
@@ -411,6 +478,7 @@ RETURNING t.state, t.concurrency_key)",
 	// tasks admitted for their keys that now wait leave their places to the next
 	if (!keys.empty() && q.info().key_limit > 0)
 		release_keys(q, std::move(keys), now);
+	deliver_messages();
 	return claimable;
 }
 
@@ -434,3 +502,245 @@ void forget_dependencies(std::string_view queue, TimestampTz now) {
 }
 
 } // namespace concurrency::queue
+
+// ---------------------------------------------------------------------------
+// Messages between the shards of a distributed queue (dependencies.hpp).
+
+namespace concurrency::queue {
+
+namespace {
+
+struct Posted {
+	int64 kind, a, b;
+};
+
+// The messages posted in this transaction and not delivered yet, all about
+// one queue (the edges of a distributed queue stay within it).
+std::string *outbox_queue = nullptr;
+std::vector<Posted> *outbox = nullptr;
+bool delivering = false;
+
+void outbox_init() {
+	if (outbox)
+		return;
+	outbox_queue = new std::string();
+	outbox = new std::vector<Posted>();
+}
+
+// A transaction that ends with messages posted would lose them: a routed
+// call whose result nobody read (a statement that Citus routed here by
+// itself), or an error on the way. One that commits or prepares raises
+// instead; one that aborts forgets them.
+void at_transaction_end(XactEvent event, void *) {
+	if (!outbox || outbox->empty())
+		return;
+	if (event == XACT_EVENT_PRE_COMMIT || event == XACT_EVENT_PRE_PREPARE ||
+	    event == XACT_EVENT_PARALLEL_PRE_COMMIT) {
+		std::size_t n = outbox->size();
+		outbox->clear();
+		ereport(ERROR,
+		        (errcode(ERRCODE_INTERNAL_ERROR),
+		         errmsg("%zu messages between the shards of distributed queue \"%s\" were not delivered", n,
+		                outbox_queue->c_str()),
+		         errdetail("A queue call was made on a shard in a statement that another node sent, "
+		                   "not through the queue's functions.")));
+	}
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_COMMIT ||
+	    event == XACT_EVENT_PREPARE)
+		outbox->clear();
+}
+
+// The messages `flat` ((kind, a, b) triples) for the shard `shard` of a
+// distributed queue, acted on here; what they make others learn is posted.
+void handle_messages(Queue &shard, const std::vector<int64> &flat, TimestampTz now) {
+	std::string queue(shard.name());
+	std::map<int64, std::vector<int64>> marks, forgets;
+	std::map<int64, int32> done;
+	std::map<std::pair<int64, int64>, std::vector<int64>> dooms; // (kind, root) -> children
+	for (std::size_t i = 0; i + 2 < flat.size(); i += 3) {
+		int64 kind = flat[i], a = flat[i + 1], b = flat[i + 2];
+		switch (static_cast<Message>(kind)) {
+		case Message::mark:
+			marks[a].push_back(b);
+			break;
+		case Message::forget:
+			forgets[a].push_back(b);
+			break;
+		case Message::done:
+			done[b] += 1;
+			break;
+		case Message::dead:
+		case Message::cancelled:
+		case Message::dropped:
+			dooms[{kind, a}].push_back(b);
+			break;
+		default:
+			throw Error(sqlstate::internal_error, fmt::format("unknown dependency message kind {}", kind));
+		}
+	}
+	for (const auto &[parent, kids] : marks) {
+		std::map<int64, std::string> state = mark_parents(shard, {parent}, kids);
+		const std::string &s = state[parent];
+		for (int64 kid : kids) {
+			if (s == "done")
+				post_message(queue, Message::done, parent, kid);
+			else if (s == "dead")
+				post_message(queue, Message::dead, parent, kid);
+			else if (s == "cancelled")
+				post_message(queue, Message::cancelled, parent, kid);
+		}
+	}
+	for (const auto &[parent, kids] : forgets) {
+		std::string sql = fmt::format(
+		    R"(UPDATE {t} AS t
+   SET children = ARRAY(SELECT c FROM pg_catalog.unnest(t.children) AS c WHERE c )" NE R"( ALL ($2))
+ WHERE {tk}t.id )" EQ R"( $1)",
+		    fmt::arg("t", shard.sql().table()), fmt::arg("tk", shard.sql().shard_filter(true)));
+		static const Oid types[2] = {INT8OID, INT8ARRAYOID};
+		Datum values[2] = {Int64GetDatum(parent), int8_array(kids)};
+		shard.run_internal("dependencies:forget", sql, 2, types, values, nullptr, Access::owner_latest);
+	}
+	if (!done.empty())
+		release_children(shard, {}, done, now);
+	for (const auto &[key, kids] : dooms) {
+		Message kind = static_cast<Message>(key.first);
+		Ending how = kind == Message::dead      ? Ending::dead
+		             : kind == Message::dropped ? Ending::dropped
+		                                        : Ending::cancelled;
+		cancel_descendants(queue, key.second, kids, how, now, &shard);
+	}
+}
+
+} // namespace
+
+void post_message(std::string_view queue, Message kind, int64 a, int64 b) {
+	outbox_init();
+	if (outbox->empty())
+		*outbox_queue = std::string(queue);
+	else if (*outbox_queue != queue)
+		throw Error(
+		    sqlstate::internal_error,
+		    fmt::format("dependency messages of queues \"{}\" and \"{}\" at once", *outbox_queue, queue));
+	outbox->push_back(Posted{static_cast<int64>(kind), a, b});
+}
+
+void receive_messages(std::string_view queue, Datum outbox_datum, bool isnull) {
+	if (isnull)
+		return;
+	std::vector<int64> flat = int8_elements(outbox_datum);
+	for (std::size_t i = 0; i + 2 < flat.size(); i += 3)
+		post_message(queue, static_cast<Message>(flat[i]), flat[i + 1], flat[i + 2]);
+}
+
+void deliver_messages() {
+	if (!outbox || outbox->empty() || delivering || citus::in_routed_call())
+		return;
+	delivering = true;
+	try {
+		while (!outbox->empty()) {
+			std::string name = *outbox_queue;
+			std::vector<Posted> batch;
+			batch.swap(*outbox);
+			// per shard: a mark or forget goes to the parent's, the others
+			// to the child's; shards in position order
+			std::map<int32, std::vector<int64>> by_position;
+			for (const Posted &m : batch) {
+				Message kind = static_cast<Message>(m.kind);
+				int64 to = kind == Message::mark || kind == Message::forget ? m.a : m.b;
+				std::vector<int64> &flat = by_position[task_position(to)];
+				flat.insert(flat.end(), {m.kind, m.a, m.b});
+			}
+			if (!OidIsValid(queue_relid(name))) // dropped in this transaction
+				continue;
+			Queue whole(name);
+			const Shards &shards = distributed_shards(whole);
+			TimestampTz now = clock_now();
+			for (const auto &[position, flat] : by_position) {
+				if (position >= shards.count)
+					continue; // no such shard: no such task (a mark was refused before)
+				if (const LocalShard *here = shards.at(position)) {
+					Queue shard(name, *here);
+					handle_messages(shard, flat, now);
+					note_local_writes(whole); // where other nodes were written before
+					continue;
+				}
+				static const Oid types[2] = {TEXTOID, INT8ARRAYOID};
+				Datum values[2] = {pg::text_datum(name), int8_array(flat)};
+				call_on_shard(whole, position, "dependency_messages", 2, types, values, nullptr, false, true,
+				              "concurrency_internal");
+			}
+		}
+	} catch (...) {
+		delivering = false;
+		throw;
+	}
+	delivering = false;
+}
+
+void dependencies_init() {
+	outbox_init();
+	RegisterXactCallback(at_transaction_end, nullptr);
+}
+
+} // namespace concurrency::queue
+
+using namespace concurrency::queue;
+
+// concurrency_internal.dependency_messages(queue, messages) — on the node of
+// one shard of a distributed queue: the messages about its tasks (an int8[]
+// of (kind, a, b) triples, dependencies.hpp), delivered by the node that
+// made the top-level call. For the owner of the queue's table (the queue
+// functions make it as the owner).
+CONCURRENCY_FUNCTION(concurrency_dependency_messages) {
+	QueueName name = queue_name(fcinfo);
+	pg::require_arg(fcinfo, 1, "messages");
+	bool has_nulls = false;
+	std::vector<int64> flat = int8_elements(PG_GETARG_DATUM(1), &has_nulls);
+	if (has_nulls)
+		throw Error(sqlstate::null_value_not_allowed, "messages must not have NULL elements");
+	if (flat.size() % 3 != 0)
+		throw Error(sqlstate::invalid_parameter_value, "messages must be (kind, a, b) triples");
+	pg::spi_connect();
+	Queue whole(name.view());
+	if (!pg::guard([&] { return has_privs_of_role(GetUserId(), whole.info().owner); }))
+		throw Error(
+		    sqlstate::insufficient_privilege,
+		    fmt::format("only the owner of queue \"{}\" may deliver its dependency messages", whole.name()));
+	AsRole as_owner = authorize(whole, Permission::manage, "dependency_messages");
+	if (!is_distributed(whole.info().relid))
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            fmt::format("queue \"{}\" is not a distributed queue", whole.name()));
+	// all of one shard's (deliver_messages): that of the first
+	if (!flat.empty()) {
+		Message kind = static_cast<Message>(flat[0]);
+		int64 to = kind == Message::mark || kind == Message::forget ? flat[1] : flat[2];
+		const Shards &shards = distributed_shards(whole);
+		int32 position = task_position(to);
+		const LocalShard *here = position < shards.count ? shards.at(position) : nullptr;
+		if (!here)
+			throw Error(sqlstate::object_not_in_prerequisite_state,
+			            fmt::format("shard {} of distributed queue \"{}\" is not on this node", position,
+			                        whole.name()),
+			            "The call was routed here by another node, whose picture of the shards is older.",
+			            "Retry the transaction.");
+		Queue shard(whole.name(), *here);
+		handle_messages(shard, flat, clock_now());
+		deliver_messages(); // where called directly, not routed
+	}
+	pg::spi_finish();
+	PG_RETURN_VOID();
+}
+
+// concurrency_internal.dependency_outbox() -> int8[]: the messages posted in
+// this backend and not delivered yet ((kind, a, b) triples; NULL: none),
+// taken: the last column of a routed statement, so that the node that sent
+// it delivers them (dependencies.hpp).
+CONCURRENCY_FUNCTION(concurrency_dependency_outbox) {
+	if (!outbox || outbox->empty())
+		PG_RETURN_NULL();
+	std::vector<int64> flat;
+	for (const Posted &m : *outbox)
+		flat.insert(flat.end(), {m.kind, m.a, m.b});
+	outbox->clear();
+	PG_RETURN_DATUM(int8_array(flat));
+}

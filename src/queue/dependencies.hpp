@@ -33,15 +33,19 @@ struct FinishedTask {
 	bool had_parents;            // parents_open was not NULL: its edges as a child go
 	bool has_children;           // its children learn of it
 	std::vector<int64> children; // those of them named in its row (same queue)
+	std::vector<int64> parents;  // its parents named in its row (same queue)
 };
 
 // The FinishedTask of row `row` of SPI_tuptable: the task `id`, with
-// parents_open, has_children and children in columns `first_col` and the
-// two after it (QueueSql's link columns).
+// parents_open, has_children, children and parents in columns `first_col`
+// and the three after it (QueueSql's link columns).
 FinishedTask finished_row(int row, int64 id, int first_col);
 
 // The int8[] column `col` of row `row` of SPI_tuptable (NULL: none).
 std::vector<int64> int8_column(uint64 row, int col);
+// The elements of int8[] `array` that are not NULL (*has_nulls set where
+// some are).
+std::vector<int64> int8_elements(Datum array, bool *has_nulls = nullptr);
 
 enum class Ending { done, dead, cancelled, dropped };
 
@@ -98,5 +102,39 @@ uint64 run_edges(const char *key, const char *sql, int nargs, const Oid *types, 
 // (nulls[i] == 'n': NULL).
 Datum int8_array(const std::vector<int64> &values);
 Datum array_datum(const std::vector<Datum> &elems, const std::vector<char> &nulls, Oid elemtype);
+
+// Edges between shards of a distributed queue. A task and its parents may be
+// in different shards, on different nodes. Its edges are in both rows (the
+// parent's children, the child's parents), and what one end must tell the
+// other travels as a message, made in the same transaction:
+//   mark (parent, child): to the parent's shard, from the child's enqueue:
+//     the parent has the child (22023 if there is no such parent); a parent
+//     that has ended already answers with done or its doom;
+//   done (parent, child): to the child's shard: one parent less;
+//   dead, cancelled, dropped (root, child): to the child's shard: the child
+//     and its waiting descendants are cancelled, last_error naming `root`;
+//   forget (parent, child): to the parent's shard: the child has ended (the
+//     parent, kept as done for its children, may be purged once none is left).
+// A message is posted where the change is made and delivered by the node
+// that made the top-level call: a call that another node routed here cannot
+// run a distributed statement (Citus refuses it), so its messages go back
+// with its result (concurrency_internal.dependency_outbox, a column of every
+// routed statement that writes), and the caller delivers them
+// (concurrency_internal.dependency_messages on the node of their shard, or
+// here), again and again while deliveries post more (a cancellation that
+// reaches grandchildren on a third shard).
+enum class Message : int64 { mark = 1, done = 2, dead = 3, cancelled = 4, dropped = 5, forget = 6 };
+
+// Posts a message about tasks of distributed queue `queue`.
+void post_message(std::string_view queue, Message kind, int64 a, int64 b);
+// Delivers the messages posted in this backend, unless this is a call that
+// another node routed here (they go back with its result) or a delivery is
+// under way (it takes them). Needs SPI connected; changes SPI_tuptable.
+void deliver_messages();
+// The messages of a routed statement's outbox column (`outbox`: an int8[] of
+// (kind, a, b) triples, or NULL), posted here about queue `queue`.
+void receive_messages(std::string_view queue, Datum outbox, bool isnull);
+// At backend start: the outbox, emptied at each transaction's end.
+void dependencies_init();
 
 } // namespace concurrency::queue

@@ -404,6 +404,36 @@ std::optional<int32> routed_position(Queue &whole, const int64 *ids, int n, bool
 	return position;
 }
 
+namespace {
+// The transaction whose writes on this node's shards Citus was told of
+// (note_local_writes).
+TransactionId local_marked = InvalidTransactionId;
+
+// A write on the shard of distributed queue `whole` whose shard_key is $1
+// that changes nothing (no task has id 0), through Citus: it marks that
+// shard's node as written in this transaction.
+SPIPlanPtr mark_plan(Queue &whole) {
+	std::string key = fmt::format("queue:{}\x1froute\x1fmark", whole.name());
+	std::string mark = fmt::format("DELETE FROM concurrency.{} WHERE shard_key OPERATOR(pg_catalog.=) $1"
+	                               " AND id OPERATOR(pg_catalog.=) 0",
+	                               quote_ident(queue_table_name(whole.name())));
+	static const Oid types[1] = {INT4OID};
+	return pg::prepared_plan(key.c_str(), mark.c_str(), 1, types);
+}
+} // namespace
+
+void note_local_writes(Queue &whole) {
+	TransactionId xid = GetTopTransactionIdIfAny();
+	if (!TransactionIdIsValid(xid) || xid == local_marked)
+		return;
+	const Shards &shards = distributed_shards(whole);
+	if (shards.local.empty())
+		return;
+	Datum local_key = Int32GetDatum(shards.local.front().shard_key);
+	pg::execute(mark_plan(whole), &local_key, nullptr, false);
+	local_marked = xid;
+}
+
 uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nargs, const Oid *types,
                      const Datum *values, const char *nulls, bool set_returning, bool writes,
                      const char *schema) {
@@ -415,12 +445,17 @@ uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nar
 	if (!here && citus::in_routed_call())
 		shard_moved(fmt::format("shard {} of distributed queue \"{}\"", position, whole.name()));
 	// "queue:<name>\x1f…": forgotten with the queue's other plans
-	std::string key = fmt::format("queue:{}\x1froute\x1f{}.{}\x1f{}{}", whole.name(), schema, function,
-	                              here ? 'l' : 'r', set_returning ? 's' : 'v');
+	std::string key = fmt::format("queue:{}\x1froute\x1f{}.{}\x1f{}{}{}", whole.name(), schema, function,
+	                              here ? 'l' : 'r', set_returning ? 's' : 'v', writes ? 'w' : 'n');
 	std::string call = fmt::format("{}.{}(", quote_ident(schema), quote_ident(function));
 	for (int i = 0; i < nargs; ++i)
 		call += fmt::format("{}${}", i ? ", " : "", i + 1);
 	call += ")";
+	// a call elsewhere that writes returns the dependency messages it posted
+	// there (dependencies.hpp) in a last column, evaluated after the call;
+	// a set-returning one also a column `present` before it, NULL in the one
+	// row that stands for no rows
+	const bool outbox = !here && writes;
 	std::string sql;
 	if (here)
 		sql = set_returning ? fmt::format("SELECT * FROM {}", call) : fmt::format("SELECT {}", call);
@@ -433,9 +468,16 @@ uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nar
 		std::string one = fmt::format("FROM concurrency.{} WHERE shard_key OPERATOR(pg_catalog.=) ${}"
 		                              " AND id OPERATOR(pg_catalog.=) 0 HAVING true",
 		                              quote_ident(queue_table_name(whole.name())), nargs + 1);
-		sql = set_returning
-		          ? fmt::format("SELECT r.* FROM (SELECT {}) AS one CROSS JOIN LATERAL {} AS r", one, call)
-		          : fmt::format("SELECT {} {}", call, one);
+		const char *taken = ", concurrency_internal.dependency_outbox()";
+		if (!set_returning)
+			sql = fmt::format("SELECT {}{} {}", call, outbox ? taken : "", one);
+		else if (outbox)
+			sql = fmt::format(
+			    "SELECT r.*{} FROM (SELECT {}) AS one LEFT JOIN LATERAL (SELECT x.*, true AS present "
+			    "FROM {} AS x) AS r ON true",
+			    taken, one, call);
+		else
+			sql = fmt::format("SELECT r.* FROM (SELECT {}) AS one CROSS JOIN LATERAL {} AS r", one, call);
 	}
 	std::vector<Oid> all_types(types, types + nargs);
 	std::vector<Datum> all_values(values, values + nargs);
@@ -455,19 +497,45 @@ uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nar
 		// two-phase commit wherever another node is written too. A SELECT
 		// alone would be sent as a read, outside any transaction block where
 		// the caller has none, and committed there on its own.
-		std::string mark_key = fmt::format("queue:{}\x1froute\x1fmark", whole.name());
-		std::string mark = fmt::format("DELETE FROM concurrency.{} WHERE shard_key OPERATOR(pg_catalog.=) $1"
-		                               " AND id OPERATOR(pg_catalog.=) 0",
-		                               quote_ident(queue_table_name(whole.name())));
-		static const Oid mark_types[1] = {INT4OID};
-		SPIPlanPtr mark_plan = pg::prepared_plan(mark_key.c_str(), mark.c_str(), 1, mark_types);
-		pg::execute(mark_plan, &all_values.back(), nullptr, false);
+		pg::execute(mark_plan(whole), &all_values.back(), nullptr, false);
+		note_local_writes(whole);
 	}
 	SPIPlanPtr plan =
 	    pg::prepared_plan(key.c_str(), sql.c_str(), static_cast<int>(all_types.size()), all_types.data());
-	if (here)
-		return pg::execute(plan, all_values.data(), all_nulls.data(), false);
-	return on_other_node([&] { return pg::execute(plan, all_values.data(), all_nulls.data(), false); });
+	if (here) {
+		uint64 n = pg::execute(plan, all_values.data(), all_nulls.data(), false);
+		if (writes) {
+			SPITupleTable *rows = SPI_tuptable;
+			uint64 processed = SPI_processed;
+			note_local_writes(whole);
+			SPI_tuptable = rows;
+			SPI_processed = processed;
+		}
+		return n;
+	}
+	uint64 n = on_other_node([&] { return pg::execute(plan, all_values.data(), all_nulls.data(), false); });
+	if (!outbox)
+		return n;
+	int last = SPI_tuptable->tupdesc->natts;
+	for (uint64 row = 0; row < n; ++row) {
+		bool isnull = true;
+		Datum taken = pg::column(row, last, &isnull);
+		receive_messages(whole.name(), taken, isnull);
+	}
+	if (set_returning && n == 1) {
+		bool isnull = false;
+		pg::column(0, last - 1, &isnull);
+		if (isnull)
+			n = 0;
+	}
+	// delivered now, the rows kept for the caller (SPI keeps a result until
+	// SPI_finish)
+	SPITupleTable *rows = SPI_tuptable;
+	uint64 processed = SPI_processed;
+	deliver_messages();
+	SPI_tuptable = rows;
+	SPI_processed = processed;
+	return n;
 }
 
 void add_rows(const pg::ResultSet &out, uint64 n) {
@@ -784,9 +852,8 @@ void refuse_not_served_here(std::string_view queue, const char *what) {
 	            "distributed it has committed.");
 }
 
-int32 parents_position(Queue &q, const std::vector<int64> &after, const std::vector<int32> &key_positions) {
+int32 parents_position(Queue &q, const std::vector<int64> &after) {
 	const Shards &shards = distributed_shards(q);
-	std::optional<int32> position;
 	for (int64 id : after) {
 		int32 p = task_position(id);
 		if (id <= 0 || p >= shards.count)
@@ -794,29 +861,8 @@ int32 parents_position(Queue &q, const std::vector<int64> &after, const std::vec
 			    sqlstate::invalid_parameter_value,
 			    fmt::format("parent task {} of queue \"{}\" does not exist", id, q.name()),
 			    fmt::format("Its id names no shard of the distributed queue ({} shards).", shards.count));
-		if (position && *position != p)
-			throw Error(sqlstate::feature_not_supported,
-			            fmt::format("the parents of a task of distributed queue \"{}\" must be in one shard",
-			                        q.name()),
-			            fmt::format("Parent tasks {} and {} are in shards {} and {}.", after.front(), id,
-			                        *position, p),
-			            "A task goes to the shard of its parents: enqueue tasks that depend on each other "
-			            "after the same first task, or in one enqueue_graph.");
-		position = p;
 	}
-	for (int32 k : key_positions)
-		if (k >= 0 && position && k != *position)
-			throw Error(
-			    sqlstate::feature_not_supported,
-			    fmt::format("a task of distributed queue \"{}\" with parents cannot have a key of "
-			                "another shard",
-			                q.name()),
-			    fmt::format("Its parents are in shard {}, its concurrency_key or dedupe_key places it "
-			                "in shard {}.",
-			                *position, k),
-			    "A key's tasks are all in the key's shard: give the task no key, or parents of its "
-			    "key.");
-	return position.value_or(0);
+	return after.empty() ? 0 : task_position(after.front());
 }
 
 void refuse_graph_distributed(std::string_view queue) {
@@ -824,16 +870,17 @@ void refuse_graph_distributed(std::string_view queue) {
 	            fmt::format("a graph with tasks in distributed queue \"{}\" must have all its tasks and "
 	                        "parents in that queue",
 	                        queue),
-	            "The tasks of a distributed queue that depend on each other are kept in one shard, their "
-	            "edges in its rows; an edge to another queue would be a row of another node.",
+	            "The edges of a distributed queue's tasks are kept in their rows, in its shards; an edge to "
+	            "another queue would be a row of another table.",
 	            "Enqueue the tasks of each queue with a graph of their own.");
 }
 
 void refuse_graph_shards(std::string_view queue) {
 	throw Error(sqlstate::feature_not_supported,
 	            fmt::format("the tasks of a graph on distributed queue \"{}\" must be in one shard", queue),
-	            "A graph's tasks go to one shard (that of their parents enqueued before), and a key's tasks "
-	            "are all in the key's shard: the graph's concurrency keys are in several shards.",
+	            "A graph's tasks go to one shard (that of their keys, else of their first parent enqueued "
+	            "before), and a key's tasks are all in the key's shard: the graph's concurrency keys are in "
+	            "several shards.",
 	            "Give the graph's tasks keys of one shard, or enqueue it as several graphs.");
 }
 

@@ -172,6 +172,16 @@ bool is_distributed(Oid relid);
 // made part of this transaction on that node, and committed with it (by
 // two-phase commit where another node is written too). Call while SPI is
 // connected.
+// This node's shards are written directly (SPI on the shard's table), where
+// Citus does not see it. Once this transaction has written here (it has a
+// transaction id), an empty write on a shard of this node made through
+// Citus, which runs it here, tells Citus that this node is written too: a
+// transaction that also writes on another node is then committed on both by
+// two-phase commit, not the other node first on its own. Once per
+// transaction; nothing on a node without shards of queue `whole`. Changes
+// SPI_tuptable.
+void note_local_writes(Queue &whole);
+
 uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nargs, const Oid *types,
                      const Datum *values, const char *nulls, bool set_returning, bool writes,
                      const char *schema = "concurrency");
@@ -261,13 +271,11 @@ uint64 dequeue_routed(FunctionCallInfo fcinfo, const pg::ResultSet &out);
 [[noreturn]] void refuse_not_served_here(std::string_view queue, const char *what);
 
 // enqueue(…, after) and enqueue_batch(…, after) on distributed queue `q`:
-// the position of the one shard that holds every parent `after`, where the
-// new tasks go (a task's edges are in its shard's rows). 22023 for an id that
-// names no shard of the queue (no such task); 0A000 for parents on several
-// shards, or for a task whose key (`key_positions`: the shard each task's
-// concurrency_key or dedupe_key places it on, -1 for none) places it on
-// another shard.
-int32 parents_position(Queue &q, const std::vector<int64> &after, const std::vector<int32> &key_positions);
+// the position of the shard of the first parent in `after`, where a new task
+// without a key goes (a keyed one goes to its key's shard; parents on other
+// shards are told of it by messages, dependencies.hpp). 22023 for an id that
+// names no shard of the queue (no such task).
+int32 parents_position(Queue &q, const std::vector<int64> &after);
 
 // 0A000 for enqueue_graph with tasks in distributed queue `queue` and in
 // another queue, or a parent in another queue (`queue`: a distributed one).

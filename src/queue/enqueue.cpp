@@ -275,8 +275,9 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 			if (!queue::shards_served_here(q, false))
 				queue::refuse_not_served_here(name, "enqueue with after");
 			bool keyed = nulls[5] != 'n' || nulls[4] != 'n';
-			int32 position =
-			    queue::parents_position(q, after, {keyed ? routed_task_position(q, values, nulls) : -1});
+			int32 position = queue::parents_position(q, after);
+			if (keyed)
+				position = routed_task_position(q, values, nulls);
 			const queue::LocalShard *at = queue::distributed_shards(q).at(position);
 			if (!at) {
 				queue::notify_listeners(name);
@@ -389,14 +390,11 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 				position[i] = queue::key_position(concurrency_keys.elems[i], shards.count);
 			else if (has_dedupe && !dedupe_keys.nulls[i])
 				position[i] = queue::key_position(dedupe_keys.elems[i], shards.count);
-		if (!after.empty()) { // the whole batch beside its parents, on their node
-			int32 parents = queue::parents_position(q, after, position);
-			const queue::LocalShard *at = shards.at(parents);
-			if (!at) {
-				queue::notify_listeners(name);
-				return queue::route_call(fcinfo, q, parents, &out);
-			}
-			std::fill(position.begin(), position.end(), parents);
+		if (!after.empty()) { // the tasks without keys beside the first parent
+			int32 parents = queue::parents_position(q, after);
+			for (int32 &p : position)
+				if (p < 0)
+					p = parents;
 		}
 		std::map<int32, std::vector<int>> groups;
 		std::optional<queue::LocalShard> here = place_batch(q, position, groups);

@@ -36,6 +36,12 @@ using namespace concurrency;
 using namespace concurrency::queue;
 
 namespace {
+// the state of a parent enqueued before that is in another shard of the
+// graph's distributed queue: open, as far as this node knows
+const std::string elsewhere_state = "(elsewhere)";
+} // namespace
+
+namespace {
 
 // One element of enqueue_graph's tasks.
 struct GraphTask {
@@ -392,14 +398,20 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 			if (t.key && shards.count > 0)
 				keys.push_back(key_position(pg::text_datum(*t.key), shards.count));
 		}
+		// the shard of the keys, else of the first parent enqueued before
+		// (parents in other shards are told of their children by messages:
+		// dependencies.hpp)
 		std::optional<int32> position;
-		if (!outer.empty())
-			position = parents_position(whole, outer, keys);
 		for (int32 k : keys)
 			if (!position)
 				position = k;
 			else if (*position != k)
 				refuse_graph_shards(distributed);
+		if (!outer.empty()) {
+			int32 first = parents_position(whole, outer);
+			if (!position)
+				position = first;
+		}
 		if (!position) {
 			const LocalShard *mine = next_local_shard(shards);
 			position = mine ? mine->position : next_position(shards);
@@ -430,7 +442,15 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 		if (queue_name != distributed && is_distributed(whole.info().relid))
 			refuse_graph_distributed(queue_name);
 		std::optional<Queue> opened;
-		outer_states[queue_name] = mark_parents(open(queue_name, opened), ids);
+		Queue &q = open(queue_name, opened);
+		std::vector<int64> here;
+		for (int64 id : ids)
+			if (q.on_shard() && task_position(id) != q.info().shard_position)
+				outer_states[queue_name][id] = elsewhere_state; // open until its shard answers
+			else
+				here.push_back(id);
+		for (auto &[id, state] : mark_parents(q, here))
+			outer_states[queue_name][id] = std::move(state);
 	}
 
 	for (std::size_t i : order) {
@@ -601,6 +621,13 @@ RETURNING state, concurrency_key)",
 
 	std::vector<TaskRef> from, to;
 	for (const GraphTask &t : graph) {
+		if (shard && t.queue == distributed) // parents in other shards learn of it
+			for (const TaskRef &p : t.outer)
+				if (outer_states.at(p.queue).at(p.id) == elsewhere_state) {
+					post_message(distributed, Message::mark, p.id, t.id);
+					if (t.doom) // cancelled already: the mark checks that the parent exists
+						post_message(distributed, Message::forget, p.id, t.id);
+				}
 		if (t.doom)
 			continue;
 		for (std::size_t p : t.inner)
@@ -610,7 +637,8 @@ RETURNING state, concurrency_key)",
 			}
 		if (shard && t.queue == distributed) { // in the parents' rows (the child's: inserted so)
 			for (const TaskRef &p : t.outer)
-				add_row_child(*shard, p.id, t.id);
+				if (outer_states.at(p.queue).at(p.id) != elsewhere_state)
+					add_row_child(*shard, p.id, t.id);
 			continue;
 		}
 		for (const TaskRef &p : t.outer) {
@@ -619,6 +647,7 @@ RETURNING state, concurrency_key)",
 		}
 	}
 	insert_edges(from, to);
+	deliver_messages();
 
 	for (const GraphTask &t : graph)
 		add_graph_row(out, t);
@@ -635,42 +664,91 @@ CONCURRENCY_FUNCTION(concurrency_parent_results) {
 	pg::spi_connect();
 	Queue whole(name);
 	AsRole as_owner = authorize(whole, Permission::work, "parent_results");
-	// Citus: on the node of the task's shard, where its parents are too
-	std::optional<Queue> shard;
-	if (queue::route_tasks(whole, &id, 1, shard, nullptr, false)) {
-		if (auto position = queue::routed_position(whole, &id, 1, false))
-			return queue::route_call(fcinfo, whole, *position, &out, -1, false);
-		if (!queue::shards_served_here(whole, false))
-			queue::refuse_not_served_here(name, "parent_results");
-		pg::spi_finish(); // its id names no shard of the queue: no such task
-		return Datum(0);
-	}
-	Queue &q = shard ? *shard : whole;
-	static const Oid types[2] = {TEXTOID, INT8OID};
-	Datum values[2] = {pg::text_datum(name), Int64GetDatum(id)};
-	uint64 n =
-	    run_edges("dependencies:parents",
-	              "SELECT parent_queue, parent_id FROM concurrency.task_dependency "
-	              "WHERE child_queue " EQ " $1 AND child_id " EQ " $2 ORDER BY parent_queue, parent_id",
-	              2, types, values, nullptr, false);
-	std::vector<TaskRef> parents;
-	for (uint64 row = 0; row < n; ++row)
-		parents.push_back(TaskRef{pg::text_column(row, 1).value_or(""), pg::int64_column(row, 2)});
-	// and those named in its row (enqueue_graph, the same queue)
 	static const Oid id_type[1] = {INT8OID};
 	Datum child_id = Int64GetDatum(id);
-	if (q.run_internal("dependencies:row-parents",
-	                   fmt::format("SELECT parents FROM {} WHERE {}id " EQ " $1", q.sql().table(),
-	                               q.sql().shard_filter(false)),
-	                   1, id_type, &child_id, nullptr, Access::owner) == 1)
+	// Citus: the task's shard on this node, or read through the distributed
+	// table (its parents may be in any shard)
+	std::optional<Queue> shard;
+	bool through_citus = false;
+	if (queue::route_tasks(whole, &id, 1, shard, nullptr, false)) {
+		if (!queue::shards_served_here(whole, false))
+			queue::refuse_not_served_here(name, "parent_results");
+		if (queue::task_position(id) >= queue::distributed_shards(whole).count) {
+			pg::spi_finish(); // its id names no shard of the queue: no such task
+			return Datum(0);
+		}
+		through_citus = true;
+	}
+	std::vector<TaskRef> parents;
+	if (!through_citus) {
+		static const Oid types[2] = {TEXTOID, INT8OID};
+		Datum values[2] = {pg::text_datum(name), Int64GetDatum(id)};
+		uint64 n =
+		    run_edges("dependencies:parents",
+		              "SELECT parent_queue, parent_id FROM concurrency.task_dependency "
+		              "WHERE child_queue " EQ " $1 AND child_id " EQ " $2 ORDER BY parent_queue, parent_id",
+		              2, types, values, nullptr, false);
+		for (uint64 row = 0; row < n; ++row)
+			parents.push_back(TaskRef{pg::text_column(row, 1).value_or(""), pg::int64_column(row, 2)});
+	}
+	// and those named in its row (the same queue)
+	Queue &q = shard ? *shard : whole;
+	std::string row_sql =
+	    through_citus ? fmt::format("SELECT parents FROM {} WHERE shard_key " EQ " $2 AND id " EQ " $1",
+	                                whole.sql().table())
+	                  : fmt::format("SELECT parents FROM {} WHERE {}id " EQ " $1", q.sql().table(),
+	                                q.sql().shard_filter(false));
+	static const Oid row_types[2] = {INT8OID, INT4OID};
+	Datum row_values[2] = {
+	    child_id, Int32GetDatum(through_citus ? queue::distributed_shards(whole).keys.at(
+	                                                static_cast<std::size_t>(queue::task_position(id)))
+	                                          : 0)};
+	if (q.run_internal(through_citus ? "dependencies:row-parents-citus" : "dependencies:row-parents", row_sql,
+	                   through_citus ? 2 : 1, row_types, row_values, nullptr, Access::owner) == 1)
 		for (int64 parent : int8_column(0, 1))
 			parents.push_back(TaskRef{name, parent});
 	std::sort(parents.begin(), parents.end(), [](const TaskRef &a, const TaskRef &b) {
 		return a.queue < b.queue || (a.queue == b.queue && a.id < b.id);
 	});
+	// parents of a distributed queue that this node does not hold: their
+	// results read through the distributed table, by shard key
+	std::map<int64, std::pair<Datum, bool>> elsewhere;
+	if (queue::is_distributed(whole.info().relid)) {
+		const queue::Shards &shards = queue::distributed_shards(whole);
+		std::map<int32, std::vector<int64>> by_position; // one router statement per shard
+		for (const TaskRef &p : parents)
+			if (p.queue == name && (through_citus || queue::task_position(p.id) != q.info().shard_position) &&
+			    queue::task_position(p.id) < shards.count)
+				by_position[queue::task_position(p.id)].push_back(p.id);
+		for (const auto &[position, ids] : by_position) {
+			std::string sql = fmt::format("SELECT id, result FROM {} WHERE shard_key " EQ " $2 AND id " EQ
+			                              " ANY ($1) AND state " EQ " 'done'",
+			                              whole.sql().table());
+			static const Oid types[2] = {INT8ARRAYOID, INT4OID};
+			Datum values[2] = {int8_array(ids),
+			                   Int32GetDatum(shards.keys[static_cast<std::size_t>(position)])};
+			uint64 n = whole.run_internal("dependencies:results-citus", sql, 2, types, values, nullptr,
+			                              Access::owner);
+			for (uint64 r = 0; r < n; ++r) {
+				bool isnull = false;
+				Datum result = pg::column(r, 2, &isnull);
+				elsewhere[pg::int64_column(r, 1)] = {result, isnull};
+			}
+		}
+	}
 	for (const TaskRef &p : parents) {
 		if (!OidIsValid(queue_relid(p.queue))) // dropped since
 			continue;
+		if (p.queue == name && queue::is_distributed(whole.info().relid) &&
+		    (through_citus || queue::task_position(p.id) != q.info().shard_position)) {
+			auto found = elsewhere.find(p.id);
+			if (found != elsewhere.end()) {
+				Datum cols[3] = {Int64GetDatum(p.id), pg::text_datum(p.queue), found->second.first};
+				bool nulls[3] = {false, false, found->second.second};
+				pg::add_row(out, cols, nulls);
+			}
+			continue;
+		}
 		std::optional<Queue> opened;
 		Queue &parent = p.queue == name ? q : opened.emplace(p.queue);
 		std::string sql = fmt::format("SELECT result FROM {} WHERE {}id " EQ " $1 AND state " EQ " 'done'",

@@ -1,6 +1,7 @@
 // Backend start-up for the task-queue capability.
 #include "queue/init.hpp"
 #include "queue/claim.hpp"
+#include "queue/dependencies.hpp"
 #include "queue/fair.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
@@ -18,6 +19,7 @@ void init() {
 	fair_init();
 	schedule_init();
 	schedule_runner_init();
+	dependencies_init();
 }
 
 } // namespace concurrency::queue

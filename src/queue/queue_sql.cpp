@@ -92,8 +92,9 @@ std::string QueueSql::dedupe_holder() {
 
 std::string QueueSql::link_columns(const char *alias) const {
 	if (!links_)
-		return ", NULL::pg_catalog.int4, NULL::pg_catalog.bool, NULL::pg_catalog.int8[]";
-	return fmt::format(", {0}parents_open, {0}has_children, {0}children", alias);
+		return ", NULL::pg_catalog.int4, NULL::pg_catalog.bool, NULL::pg_catalog.int8[], "
+		       "NULL::pg_catalog.int8[]";
+	return fmt::format(", {0}parents_open, {0}has_children, {0}children, {0}parents", alias);
 }
 
 std::string QueueSql::dedupe_target() const {
@@ -545,6 +546,13 @@ std::string QueueSql::cancel_drop() const {
 // while a child of it has not finished (an edge in task_dependency names it,
 // or a child named in its row is not finished).
 std::string QueueSql::purge() const {
+	// on a shard: nor while it names a child in another shard (the child's
+	// end removes it: a forget message, dependencies.hpp)
+	std::string elsewhere = shard_ ? R"(
+                     AND NOT EXISTS (SELECT FROM pg_catalog.unnest(p.children) AS c(id)
+                                      WHERE (c.id OPERATOR(pg_catalog.&) 1023) )" NE
+	                                 R"( (p.id OPERATOR(pg_catalog.&) 1023)))"
+	                               : "";
 	return fmt::format(
 	    R"(DELETE FROM {t}
  WHERE {k}id )" EQ R"( ANY (ARRAY(
@@ -556,16 +564,17 @@ std::string QueueSql::purge() const {
           LIMIT $3
             FOR UPDATE SKIP LOCKED)))",
 	    fmt::arg("t", table_), fmt::arg("finished_states", finished_states), fmt::arg("k", k_),
-	    fmt::arg("parents", !links_ ? std::string()
-	                                : fmt::format(R"(AND (has_children IS NOT TRUE
+	    fmt::arg("parents",
+	             !links_ ? std::string()
+	                     : fmt::format(R"(AND (has_children IS NOT TRUE
                  OR (NOT EXISTS (SELECT FROM concurrency.task_dependency AS d
                                   WHERE d.parent_queue )" EQ R"( {q} AND d.parent_id )" EQ R"( p.id)
                      AND NOT EXISTS (SELECT FROM {t} AS c
                                       WHERE {k}c.id )" EQ R"( ANY (p.children)
                                         AND c.state )" NE
-	                                              R"( ALL ('{{done,dead,cancelled}}'::pg_catalog.text[])))))",
-	                                              fmt::arg("q", quote_literal(queue_)), fmt::arg("t", table_),
-	                                              fmt::arg("k", k_))));
+	                                   R"( ALL ('{{done,dead,cancelled}}'::pg_catalog.text[])){elsewhere})))",
+	                                   fmt::arg("q", quote_literal(queue_)), fmt::arg("t", table_),
+	                                   fmt::arg("k", k_), fmt::arg("elsewhere", elsewhere))));
 }
 
 // $1 int8 id, $2 timestamptz now

@@ -62,7 +62,15 @@ BEGIN
                                               p.queue, p.grantee::text, p.permission), '')
                        FROM concurrency.queue_permission p
                       WHERE p.queue = distributed_sync_catalog.queue
-                        AND (p.grantee::oid = 0 OR EXISTS (SELECT FROM pg_roles r WHERE r.oid = p.grantee::oid))), '');
+                        AND (p.grantee::oid = 0 OR EXISTS (SELECT FROM pg_roles r WHERE r.oid = p.grantee::oid))), '')
+        -- the owner of the queue's table makes the routed calls on every node
+        -- (schema concurrency_internal), as distribute_queue let it here
+        || coalesce((SELECT format('GRANT USAGE ON SCHEMA concurrency_internal TO %I;', r.rolname)
+                       FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner
+                      WHERE c.oid = to_regclass(format('concurrency.%I', 'q_' || distributed_sync_catalog.queue))
+                        AND NOT r.rolsuper
+                        AND EXISTS (SELECT FROM concurrency.distributed_queue d
+                                     WHERE d.queue = distributed_sync_catalog.queue)), '');
     PERFORM concurrency_internal.distributed_send(command);
 END
 $fn$;
