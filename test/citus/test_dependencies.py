@@ -138,7 +138,7 @@ def test_ends_cross_nodes():
           scalar(c, "SELECT state FROM concurrency.q_xe WHERE id = %s", (late,)) == "cancelled")
     c.execute("SELECT concurrency.drop_queue('xe')")
 
-    q = Queue("xl", max_attempts=1, lease="1 second")
+    q = Queue("xl", max_attempts=1, lease="1 second", retain="1 hour")  # the cancelled child stays
     parent = q.task(q.w1[0])
     child = q.task(q.w2[0], after=[parent])
     q.claim([parent])
