@@ -8,7 +8,8 @@ nodes by their concurrency keys and the calls made from every node: a fan-in chi
 both and is ready when the last completes; parent_results from any node; a parent done before counts, a dead one
 cancels; cancellation and death cross nodes through generations; enqueue_batch and enqueue_graph after parents on two
 shards; an unknown parent on another node and a rolled-back enqueue change nothing; a done parent is kept until its
-children on other shards ended; parents on two nodes completed at once by two workers leave no child waiting.
+children on other shards ended; parents on two nodes completed at once by two workers leave no child waiting; and
+chains across nodes drained while the backends carrying routed calls are killed run each task once, in order.
 """
 import json
 import threading
@@ -251,7 +252,85 @@ def test_concurrent_parents_on_two_nodes():
     c.execute("SELECT concurrency.drop_queue('xc')")
 
 
+def dep_worker(stop, errors, port):
+    """Claims one task at a time and completes it, its effect (the task and the time) written in the same
+    transaction, until `stop`; errors (a killed connection, a lost lease) are counted and the loop goes on."""
+    conn = None
+    while not stop.is_set():
+        try:
+            if conn is None or conn.closed:
+                conn = connect(port, autocommit=False)
+            row = conn.execute("SELECT task_id, lease_token FROM concurrency.dequeue('xz')").fetchone()
+            if row is None:
+                conn.rollback()
+                time.sleep(0.02)
+                continue
+            conn.execute("INSERT INTO xz_effects VALUES (%s, clock_timestamp())", (row[0],))
+            conn.execute("SELECT concurrency.complete('xz', %s, %s)", row)
+            conn.commit()
+        except Exception as e:  # noqa: BLE001 - the faults are the point
+            errors.append(repr(e))
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+            conn = None
+
+
+def test_chaos_chains_across_nodes():
+    """Chains whose every link is in another shard than the one before, drained by workers on every node while the
+    worker nodes' backends that carry routed calls are killed: every task's effect committed once, after its
+    parent's."""
+    q = Queue("xz", lease="2 seconds", max_attempts=50)
+    c = q.c
+    c.execute("DROP TABLE IF EXISTS xz_effects")
+    c.execute("CREATE TABLE xz_effects (task_id bigint, at timestamptz)")
+    c.execute("SELECT create_distributed_table('xz_effects', 'task_id', colocate_with => 'none')")
+    links = []  # (parent, child)
+    chains, length = 40, 4
+    for i in range(chains):
+        prev = None
+        for j in range(length):
+            t = q.task((i + j) % SHARDS, (COORDINATOR, WORKER1, WORKER2)[j % 3], after=[prev] if prev else None)
+            if prev:
+                links.append((prev, t))
+            prev = t
+    total = chains * length
+    stop = threading.Event()
+    errors = []
+    threads = [threading.Thread(target=dep_worker, args=(stop, errors, port))
+               for port in (COORDINATOR, WORKER1, WORKER2) for _ in range(2)]
+    for t in threads:
+        t.start()
+    killed = 0
+    for _ in range(6):
+        time.sleep(0.4)
+        for port in (WORKER1, WORKER2):
+            killed += scalar(connect(port), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                             "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
+                             "AND datname = current_database() AND application_name LIKE 'citus_internal%%'")
+    done = wait_until(lambda: scalar(c, "SELECT count(DISTINCT task_id) FROM xz_effects") == total, timeout=120,
+                      step=0.5)
+    stop.set()
+    for t in threads:
+        t.join()
+    c.execute("SELECT recover_prepared_transactions()")
+    check(f"chaos: backends carrying routed calls were killed ({killed}), the clients saw errors and went on",
+          killed > 0 and len(errors) > 0, repr((killed, len(errors))))
+    effects = c.execute("SELECT count(*), count(DISTINCT task_id) FROM xz_effects").fetchone()
+    check(f"chaos: each of the {total} tasks of chains across nodes completed exactly once", done and
+          effects == (total, total), repr(effects))
+    at = dict(c.execute("SELECT task_id, at FROM xz_effects").fetchall())
+    late = [(p, ch) for p, ch in links if p in at and ch in at and not at[p] < at[ch]]
+    check("chaos: every child ran after its parent had committed", late == [], repr(late[:3]))
+    left = c.execute("SELECT state, count(*) FROM concurrency.q_xz WHERE state <> 'done' GROUP BY state").fetchall()
+    check("chaos: no task left waiting or ready", left == [], repr(left))
+    c.execute("DROP TABLE xz_effects")
+    c.execute("SELECT concurrency.drop_queue('xz')")
+
+
 if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
     run([test_fan_in_across_nodes, test_ends_cross_nodes, test_enqueue_after_remote_parents,
-         test_done_parent_kept_for_remote_children, test_concurrent_parents_on_two_nodes])
+         test_done_parent_kept_for_remote_children, test_concurrent_parents_on_two_nodes,
+         test_chaos_chains_across_nodes])
