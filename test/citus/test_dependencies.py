@@ -197,6 +197,33 @@ def test_enqueue_after_remote_parents():
     c.execute("SELECT concurrency.drop_queue('xa')")
 
 
+def test_batches_across_nodes():
+    q = Queue("xb", max_attempts=1)
+    c = q.c
+    parents = [q.task(q.w1[0]), q.task(q.w2[0]), q.task(q.w1[1]), q.task(q.w2[1])]
+    # each child in the shard after its parent's, a fan-in of all four beside the first
+    kids = [q.task(q.w2[0] if p & 1023 in q.w1 else q.w1[0], after=[p]) for p in parents]
+    fan_in = scalar(c, "SELECT concurrency.enqueue('xb', '{}', after => %s::bigint[])", (parents,))
+    leases = q.claim(parents)
+    ids = [p for p in parents]
+    tokens = [leases[p] for p in parents]
+    connect(WORKER1).execute("SELECT * FROM concurrency.complete_batch('xb', %s::bigint[], %s::bigint[])",
+                             (ids[:2], tokens[:2]))
+    c.execute("SELECT * FROM concurrency.complete_batch('xb', %s::bigint[], %s::bigint[])", (ids[2:], tokens[2:]))
+    states = [q.status(t) for t in kids + [fan_in]]
+    check("complete_batch of parents in four shards, from a worker node and the coordinator: every child on the "
+          "other node ready, the fan-in too", states == [("ready", None)] * 5, repr(states))
+    more = [q.task(q.w2[1], after=[k]) for k in kids]
+    leases = q.claim(kids)
+    connect(WORKER2).execute("SELECT * FROM concurrency.fail_batch('xb', %s::bigint[], %s::bigint[], 'no')",
+                             (kids, [leases[k] for k in kids]))
+    ended = [c.execute("SELECT state, last_error FROM concurrency.q_xb WHERE id = %s", (t,)).fetchone() for t in more]
+    check("fail_batch (for good) of children in two shards, from worker node 2: each one's child on worker node 2 "
+          "cancelled, naming it", ended == [("cancelled", f'parent task {k} of queue "xb" ended dead') for k in kids],
+          repr(ended))
+    c.execute("SELECT concurrency.drop_queue('xb')")
+
+
 def test_done_parent_kept_for_remote_children():
     q = Queue("xk")
     c = q.c
@@ -331,6 +358,6 @@ def test_chaos_chains_across_nodes():
 
 if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
-    run([test_fan_in_across_nodes, test_ends_cross_nodes, test_enqueue_after_remote_parents,
+    run([test_fan_in_across_nodes, test_ends_cross_nodes, test_enqueue_after_remote_parents, test_batches_across_nodes,
          test_done_parent_kept_for_remote_children, test_concurrent_parents_on_two_nodes,
          test_chaos_chains_across_nodes])
