@@ -49,9 +49,10 @@ cg=/sys/fs/cgroup/cpuacct
 [ -w "$cg" ] || { echo "Citus benchmark: skipped, the cgroup v1 cpuacct controller is not writable at $cg"; exit 0; }
 dir=$(mktemp -d /var/tmp/concurrency_ext-citus-bench.XXXXXX); chmod 755 "$dir"
 groups=()
+. scripts/cluster.sh # cpuacct_group, cpuacct_release
 cleanup() {
   bash scripts/citus-cluster.sh stop "$dir/cluster" || true
-  for g in "${groups[@]}"; do rmdir "$g" 2>/dev/null || true; done
+  for g in "${groups[@]}"; do cpuacct_release "$g"; done
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -59,10 +60,7 @@ bash scripts/citus-cluster.sh start "$dir/cluster" "${ports[@]}" >/dev/null
 # one cpuacct cgroup per node: its postmaster and every process it has, so
 # that the processes it forks later (backends) are counted there too
 for i in 0 1 2; do
-  g=$cg/concurrency_ext_bench_$$_node$i
-  mkdir "$g"; groups+=("$g")
-  pm=$(head -1 "$dir/cluster/node$i/postmaster.pid")
-  for p in "$pm" $(ps -o pid= --ppid "$pm"); do echo "$p" >"$g/cgroup.procs" 2>/dev/null || true; done
+  groups+=("$(cpuacct_group "concurrency_ext_bench_$$_node$i" "$(head -1 "$dir/cluster/node$i/postmaster.pid")")")
 done
 usage() { cat "${groups[$1]}/cpuacct.usage"; } # nanoseconds
 c=${ports[0]} w1=${ports[1]} w2=${ports[2]}

@@ -86,7 +86,7 @@ cg= bg_pids=() vg_pid= vg_dir=
 cleanup() {
 	for p in "${bg_pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	cluster_stop || true
-	[ -n "$cg" ] && rmdir "$cg" 2>/dev/null || true
+	cpuacct_release "$cg"
 	if [ -n "$vg_pid" ]; then
 		runuser -u postgres -- "$("$pg_config" --bindir)/pg_ctl" -D "$vg_dir/data" -m fast -w stop >/dev/null 2>&1 ||
 			kill "$vg_pid" 2>/dev/null || true
@@ -109,11 +109,7 @@ cluster_start "$pg_config" "shared_preload_libraries = 'concurrency_ext'" "synch
 pm=$(head -1 "$CLUSTER_DIR/data/postmaster.pid")
 # the server's processes, and every one they fork later, in a cpuacct cgroup
 # of their own (as bench/citus.sh does), and on the CPUs asked for
-if [ -w /sys/fs/cgroup/cpuacct ]; then
-	cg=/sys/fs/cgroup/cpuacct/concurrency_ext_graph_$$
-	mkdir "$cg"
-	for p in "$pm" $(ps -o pid= --ppid "$pm"); do echo "$p" >"$cg/cgroup.procs" 2>/dev/null || true; done
-fi
+cg=$(cpuacct_group "concurrency_ext_graph_$$" "$pm")
 if [ -n "$SERVER_CPUS" ]; then
 	for p in "$pm" $(ps -o pid= --ppid "$pm"); do taskset -a -p -c "$SERVER_CPUS" "$p" >/dev/null 2>&1 || true; done
 fi

@@ -38,6 +38,7 @@
 #    against workers that call dequeue in a tight loop.
 set -euo pipefail
 cd "$(dirname "$0")"
+. ../scripts/cluster.sh # cpuacct_group, cpuacct_release
 SAMPLES=${BENCH_SAMPLES:-300}
 T=${BENCH_SECONDS:-10}
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -57,10 +58,7 @@ stop_idle() {
 }
 cleanup() {
 	stop_idle 2>/dev/null || true
-	if [ -n "$cg" ]; then # the server's processes back where they were
-		while read -r p; do echo "$p" >/sys/fs/cgroup/cpuacct/cgroup.procs 2>/dev/null || true; done <"$cg/cgroup.procs"
-		rmdir "$cg" 2>/dev/null || true
-	fi
+	cpuacct_release "$cg" # the server's processes back where they were
 	sql -c "SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name LIKE 'benchwait%'" >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
@@ -90,10 +88,8 @@ if wanted 2; then
 	# the server's processes, and those it forks later, in a cpuacct cgroup
 	# of their own, where it runs here and that can be done
 	pm=$(head -1 "$(sql -c 'SHOW data_directory')/postmaster.pid" 2>/dev/null || true)
-	if [ -n "$pm" ] && [ -d "/proc/$pm" ] && [ -w /sys/fs/cgroup/cpuacct ]; then
-		cg=/sys/fs/cgroup/cpuacct/concurrency_ext_wait_$$
-		mkdir "$cg"
-		for p in "$pm" $(ps -o pid= --ppid "$pm"); do echo "$p" >"$cg/cgroup.procs" 2>/dev/null || true; done
+	if [ -n "$pm" ] && [ -d "/proc/$pm" ]; then
+		cg=$(cpuacct_group "concurrency_ext_wait_$$" "$pm")
 	fi
 	server_cpu() { if [ -n "$cg" ]; then cat "$cg/cpuacct.usage"; else echo 0; fi; } # ns
 	idle_cpu() { # ns on CPU of the idle sessions' backends (read by one process, at once)

@@ -10,6 +10,13 @@
 #       (its directory) and CLUSTER_BIN (the server's bin directory)
 #   cluster_stop
 #       stops the current one and removes its directory
+#   cpuacct_group NAME PID
+#       a cgroup v1 cpuacct group /sys/fs/cgroup/cpuacct/NAME holding process
+#       PID and its children (the processes they fork later are counted there
+#       too: a server's CPU, its backends' that exit included); prints its
+#       path, nothing where the controller is not writable
+#   cpuacct_release GROUP
+#       its processes back in the root group, and the group removed
 # Needs root (it runs the server as postgres).
 
 # A TCP port that nothing listens on, from 5500-5599 (5611-5625 and 5432 stay
@@ -53,4 +60,19 @@ cluster_stop() {
   runuser -u postgres -- "$CLUSTER_BIN/pg_ctl" -D "$CLUSTER_DIR/data" -m fast -w stop >/dev/null 2>&1
   rm -rf "$CLUSTER_DIR"
   unset CLUSTER_DIR
+}
+
+cpuacct_group() { # name pid
+  local g=/sys/fs/cgroup/cpuacct/$1 p
+  [ -w /sys/fs/cgroup/cpuacct ] || return 0
+  mkdir -p "$g" || return 0
+  for p in "$2" $(ps -o pid= --ppid "$2"); do echo "$p" >"$g/cgroup.procs" 2>/dev/null || true; done
+  echo "$g"
+}
+
+cpuacct_release() { # group
+  local p
+  [ -n "$1" ] && [ -d "$1" ] || return 0
+  while read -r p; do echo "$p" >/sys/fs/cgroup/cpuacct/cgroup.procs 2>/dev/null || true; done <"$1/cgroup.procs"
+  rmdir "$1" 2>/dev/null || true
 }
