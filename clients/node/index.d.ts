@@ -44,7 +44,7 @@ export interface WorkerOptionsBase {
   concurrency?: number;
   /** the lease per claim: milliseconds or a PostgreSQL interval; default the queue's */
   lease?: number | string;
-  /** the longest a claim waits on the server for work, ms (with the waiting dequeue); 0 polls instead; default 2000 */
+  /** the longest a claim waits on the server for work, ms (with the waiting dequeue; stop() cancels the wait); 0 polls instead; default 10000 */
   wait?: number;
   /** polling (a server without the waiting dequeue): the longest sleep after empty claims, ms; default 1000 */
   pollInterval?: number;
@@ -86,7 +86,7 @@ export declare class Worker<P = Json> extends EventEmitter {
   features: ServerFeatures | null;
   /** reads what the server offers and starts claiming */
   start(): Promise<this>;
-  /** stops claiming, waits for running handlers up to timeout ms; resolves with how many were still running */
+  /** stops claiming, cancels claims waiting for work, waits for running handlers up to timeout ms; resolves with how many were still running */
   stop(options?: { timeout?: number }): Promise<number>;
   on(event: 'completed', listener: (task: Task<P>, result: unknown) => void): this;
   on(event: 'failed', listener: (task: Task<P>, error: unknown) => void): this;

@@ -7,6 +7,7 @@
 // direct connection.
 
 const { EventEmitter } = require('node:events');
+const net = require('node:net');
 
 const LEASE_LOST = 'CE001';
 
@@ -267,6 +268,45 @@ const CLAIM_COLUMNS = `${TASK_COLUMNS},
                    extract(epoch FROM lease_expires_at - clock_timestamp())::float8 AS left`;
 
 const POLL_MIN = 50; // ms: the first sleep after an empty claim when polling
+
+// Cancels the statement that `client`'s connection is running: the
+// protocol's CancelRequest with the connection's backend key, on a
+// connection of its own (what psql's ^C sends). Through PgBouncer the key is
+// PgBouncer's, which passes the request to the server connection the client
+// holds, where pg_cancel_backend(pid) could reach another client's statement.
+// The request needs no authentication, so it goes in plain text even where
+// the connection uses TLS. Resolves with whether it was sent, once the
+// other side has closed the connection.
+function sendCancel(client) {
+  const { processID, secretKey } = client;
+  const p = client.connectionParameters;
+  if (processID == null || secretKey == null || !p) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const socket = typeof p.host === 'string' && p.host.startsWith('/')
+      ? net.connect(`${p.host}/.s.PGSQL.${p.port}`)
+      : net.connect(p.port, p.host);
+    let sent = false;
+    const done = () => {
+      socket.destroy();
+      resolve(sent);
+    };
+    socket.setTimeout(5000, done);
+    socket.on('error', done);
+    socket.on('close', done);
+    socket.on('connect', () => {
+      const message = Buffer.alloc(16);
+      message.writeInt32BE(16, 0);
+      message.writeInt32BE(80877102, 4); // the CancelRequest code
+      message.writeInt32BE(processID, 8);
+      message.writeInt32BE(secretKey, 12);
+      sent = true;
+      // and waits for the other side to close, as libpq does: PgBouncer
+      // (1.18) fails on a cancel whose client hung up before it was passed on
+      socket.write(message);
+    });
+    socket.on('end', done);
+  });
+}
 const sleepFor = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // A claimed task, as the handler gets it.
@@ -405,7 +445,7 @@ class Claim {
 class Worker extends EventEmitter {
   constructor(options) {
     super();
-    const o = { concurrency: 1, batch: 1, wait: 2000, pollInterval: 1000, heartbeat: true, handleSignals: false, shutdownTimeout: 30000, ...options };
+    const o = { concurrency: 1, batch: 1, wait: 10000, pollInterval: 1000, heartbeat: true, handleSignals: false, shutdownTimeout: 30000, ...options };
     if (!o.pool || typeof o.pool.connect !== 'function') throw new TypeError('pool must be a pg.Pool');
     if (typeof o.queue !== 'string' || o.queue === '') throw new TypeError('queue must be a queue name');
     if (typeof o.handler !== 'function') throw new TypeError('handler must be a function');
@@ -427,6 +467,11 @@ class Worker extends EventEmitter {
     this.slots = [];
     this.claims = new Set();
     this.sleepers = new Set();
+    // connections whose claim waits in the server (stop() cancels it), and
+    // those a cancel was sent to (not given back to the pool: a cancel
+    // that arrives late would cancel the next user's statement)
+    this.waitingClients = new Set();
+    this.cancelled = new WeakSet();
     this.signalHandler = null;
     this.chainSql = null;
     this.clockOffset = 0; // ms the server's clock is ahead of this one's
@@ -477,9 +522,14 @@ class Worker extends EventEmitter {
 
   async claim(client) {
     const values = [this.queue, this.options.batch, this.lease, this.options.name ?? null];
-    if (this.waiting) values.push(`${this.options.wait} milliseconds`);
-    const { rows } = await query(client, this.claimSql, values);
-    return rows;
+    if (!this.waiting) return (await query(client, this.claimSql, values)).rows;
+    values.push(`${this.options.wait} milliseconds`);
+    this.waitingClients.add(client);
+    try {
+      return (await query(client, this.claimSql, values)).rows;
+    } finally {
+      this.waitingClients.delete(client);
+    }
   }
 
   // Sleeps, or less if stop() comes first.
@@ -517,6 +567,7 @@ class Worker extends EventEmitter {
           client = client || (await this.pool.connect());
           rows = await this.claim(client);
         } catch (err) {
+          if (this.stopping && client && this.cancelled.has(client)) break; // stop() cancelled the wait
           this.report(err);
           if (client && !(err instanceof QueueError)) {
             client.release(true); // the connection broke: a new one next time
@@ -553,7 +604,7 @@ class Worker extends EventEmitter {
         this.claims.delete(claim);
       }
     }
-    if (client) client.release();
+    if (client) client.release(this.cancelled.has(client));
   }
 
   // Commits the slot's open transaction; false when the connection broke.
@@ -706,10 +757,11 @@ class Worker extends EventEmitter {
     else console.error('concurrency-ext worker:', err);
   }
 
-  // Stops claiming, hands back what a claim in flight brings, and waits for
-  // the running handlers up to `timeout` ms; past it, stops heartbeating
-  // them, so that their leases lapse. Resolves with the number of tasks
-  // still running then.
+  // Stops claiming, cancels the claims that wait in the server for work
+  // (a claim whose tasks arrive first hands them back), and waits for the
+  // running handlers up to `timeout` ms; past it, stops heartbeating them,
+  // so that their leases lapse. Resolves with the number of tasks still
+  // running then.
   async stop({ timeout = this.options.shutdownTimeout } = {}) {
     this.stopping = true;
     if (this.signalHandler) {
@@ -717,12 +769,23 @@ class Worker extends EventEmitter {
       process.removeListener('SIGINT', this.signalHandler);
     }
     for (const wake of [...this.sleepers]) wake();
+    // claims waiting for work end now; again while one is left (a cancel
+    // that reaches the server before the claim's statement began is lost)
+    const cancelWaits = () => {
+      for (const client of this.waitingClients) {
+        this.cancelled.add(client);
+        void sendCancel(client);
+      }
+    };
+    cancelWaits();
+    const again = setInterval(cancelWaits, 250);
     let timer;
     const deadline = new Promise((resolve) => {
       timer = setTimeout(resolve, timeout);
     });
     await Promise.race([Promise.all(this.slots), deadline]);
     clearTimeout(timer);
+    clearInterval(again);
     let running = 0;
     for (const claim of this.claims) {
       running += claim.tasks.length;

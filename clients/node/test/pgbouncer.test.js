@@ -41,3 +41,21 @@ test('producer and worker through PgBouncer in transaction mode', { skip: pooled
   const { rows } = await direct.query(`SELECT count(*)::int AS n, count(DISTINCT task_id)::int AS d FROM "r_${queue}"`);
   assert.deepEqual(rows[0], { n: 151, d: 151 });
 });
+
+test('stop() cancels a waiting claim through PgBouncer (CancelRequest with its key)', { skip: pooled ? false : 'pgbouncer is not installed' }, async (t) => {
+  const features = await require('..').serverFeatures(direct);
+  if (!features.wait) return t.skip('the server has no waiting dequeue');
+  const queue = await freshQueue(direct, 'bouncer');
+  // PgBouncer sets the client's application_name on the server connection it lends
+  const own = bouncerPool({ max: 2, application_name: `cancel_${queue}` });
+  t.after(() => own.end());
+  const worker = new Worker({ pool: own, queue, concurrency: 1, wait: 600000, handler: async () => {} });
+  const problems = [];
+  worker.on('error', (e) => problems.push(e));
+  await worker.start();
+  const waiting = async () => (await direct.query("SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%concurrency.dequeue(%' AND state = 'active'", [`cancel_${queue}`])).rows[0].n;
+  await until(async () => (await waiting()) === 1, 'a claim waiting in the server');
+  assert.equal(await worker.stop(), 0);
+  await until(async () => (await waiting()) === 0, 'the claim cancelled, not left to its ten minutes');
+  assert.deepEqual(problems, []);
+});
