@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -92,6 +93,22 @@ def fresh_distributed_queue(c, name, shards, **settings):
     args = "".join(f", {k} => '{v}'" for k, v in settings.items())
     c.execute(f"SELECT concurrency.create_queue('{name}'{args})")
     c.execute("SELECT concurrency.distribute_queue(%s, %s)", (name, shards))
+
+def start_workers(loop, stop, errors, per_node=2):
+    """`per_node` threads on each node running loop(stop, errors, port): started, returned."""
+    threads = [threading.Thread(target=loop, args=(stop, errors, port)) for port in NODES for _ in range(per_node)]
+    for t in threads:
+        t.start()
+    return threads
+
+
+def kill_worker_backends(port):
+    """Terminates the backends of node `port` that carry other nodes' routed calls (Citus's internal connections):
+    how many."""
+    return scalar(connect(port), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                 "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
+                                 "AND datname = current_database() AND application_name LIKE 'citus_internal%%'")
+
 
 def wait_until(predicate, timeout=30.0, step=0.05):
     end = time.monotonic() + timeout

@@ -15,8 +15,8 @@ import json
 import threading
 import time
 
-from citus_lib import (COORDINATOR, NODES, WORKER1, WORKER2, check, connect, error_of, fresh_distributed_queue, run,
-                       scalar, wait_until)
+from citus_lib import (COORDINATOR, NODES, WORKER1, WORKER2, check, connect, error_of, fresh_distributed_queue,
+                       kill_worker_backends, start_workers, run, scalar, wait_until)
 
 SHARDS = 4
 
@@ -325,17 +325,12 @@ def test_chaos_chains_across_nodes():
     total = chains * length
     stop = threading.Event()
     errors = []
-    threads = [threading.Thread(target=dep_worker, args=(stop, errors, port))
-               for port in (COORDINATOR, WORKER1, WORKER2) for _ in range(2)]
-    for t in threads:
-        t.start()
+    threads = start_workers(dep_worker, stop, errors)  # two connected to each node
     killed = 0
     for _ in range(6):
         time.sleep(0.4)
         for port in (WORKER1, WORKER2):
-            killed += scalar(connect(port), "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                             "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
-                             "AND datname = current_database() AND application_name LIKE 'citus_internal%%'")
+            killed += kill_worker_backends(port)
     done = wait_until(lambda: scalar(c, "SELECT count(DISTINCT task_id) FROM xz_effects") == total, timeout=120,
                       step=0.5)
     stop.set()

@@ -17,8 +17,8 @@ import time
 
 import psycopg
 
-from citus_lib import (COORDINATOR, fresh_distributed_queue, WORKER1, WORKER2, check, connect, error_of, remote_shards, restart_node, routed,
-                       run, scalar, sqlstate_of, wait_until)
+from citus_lib import (COORDINATOR, fresh_distributed_queue, WORKER1, WORKER2, check, connect, error_of,
+                       kill_worker_backends, start_workers, remote_shards, restart_node, routed, run, scalar, sqlstate_of, wait_until)
 
 SHARDS = 4
 
@@ -1087,13 +1087,6 @@ def chaos_worker(stop, errors, port):
             time.sleep(0.1)
 
 
-def kill_worker_backends(port):
-    w = connect(port)
-    return scalar(w, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-                     "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() "
-                     "AND datname = current_database() AND application_name LIKE 'citus_internal%%'")
-
-
 def test_replace_on_dedupe():
     """enqueue(…, on_conflict => 'replace') on a distributed queue, from the coordinator and from a worker node:
     the dedupe_key's holder takes the new payload and priority on its shard, wherever the call is made."""
@@ -1220,11 +1213,7 @@ def test_chaos_exactly_once():
               "FROM generate_series(1, %s) g", (TASKS,))
     stop = threading.Event()
     errors = []
-    # two workers connected to each node
-    threads = [threading.Thread(target=chaos_worker, args=(stop, errors, port))
-               for port in (COORDINATOR, WORKER1, WORKER2) for _ in range(2)]
-    for t in threads:
-        t.start()
+    threads = start_workers(chaos_worker, stop, errors)  # two connected to each node
     killed = 0
     for _ in range(6):
         time.sleep(0.4)
