@@ -197,6 +197,25 @@ def test_enqueue_after_remote_parents():
     c.execute("SELECT concurrency.drop_queue('xa')")
 
 
+def test_undelivered_messages_refuse_the_commit():
+    q = Queue("xu")
+    c = q.c
+    parent = q.task(q.w1[0])
+    child = q.task(q.w2[0], after=[parent])
+    leases = q.claim([parent])
+    shard_key = scalar(c, "SELECT shard_keys[%s] FROM concurrency.distributed_queue WHERE queue = 'xu'",
+                       (q.w1[0] + 1,))
+    # the queue's routed form written by hand, without the column that takes the messages back: the complete runs
+    # on the parent's node, where its message to the child's node cannot be sent
+    e = error_of(lambda: c.execute(
+        "SELECT concurrency.complete('xu', %s, %s) FROM concurrency.q_xu WHERE shard_key = %s AND id = 0 HAVING true",
+        (parent, leases[parent], shard_key)))
+    check("a complete whose message to another node was not delivered fails at commit (XX000), nothing changed",
+          e is not None and e.sqlstate == "XX000" and "not delivered" in str(e)
+          and [q.status(t)[0] for t in (parent, child)] == ["leased", "waiting"], repr((e, q.status(parent))))
+    c.execute("SELECT concurrency.drop_queue('xu')")
+
+
 def test_batches_across_nodes():
     q = Queue("xb", max_attempts=1)
     c = q.c
@@ -353,6 +372,8 @@ def test_chaos_chains_across_nodes():
 
 if __name__ == "__main__":
     connect(COORDINATOR).execute("CREATE EXTENSION IF NOT EXISTS concurrency_ext")
-    run([test_fan_in_across_nodes, test_ends_cross_nodes, test_enqueue_after_remote_parents, test_batches_across_nodes,
+    run([test_fan_in_across_nodes, test_ends_cross_nodes, test_enqueue_after_remote_parents,
+         test_undelivered_messages_refuse_the_commit,
+         test_batches_across_nodes,
          test_done_parent_kept_for_remote_children, test_concurrent_parents_on_two_nodes,
          test_chaos_chains_across_nodes])
