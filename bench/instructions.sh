@@ -31,6 +31,9 @@
 # 7. 1. on a queue with a rate limit that does not hold it back (100 claims
 #    per millisecond: every claim finds a free rate slot, locks it, checks
 #    it again and writes its time), against the queue without a limit.
+# 8. a look at an empty queue (what a polling worker pays while there is no
+#    work: dequeue finding nothing), against the raw SQL's claim statement
+#    of 1. on an empty table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pg_config=${PG_CONFIG:-pg_config}
@@ -62,6 +65,7 @@ sql() { psql -X -q -v ON_ERROR_STOP=1 -o /dev/null "$@"; }
 sql <<'SQL'
 CREATE EXTENSION concurrency_ext;
 SELECT concurrency.create_queue('plain');
+SELECT concurrency.create_queue('empty');
 SELECT concurrency.create_queue('keyed', key_limit => 1);
 SELECT concurrency.create_queue('sched');
 SELECT concurrency.create_queue('rated', rate_limit => 100, rate_period => '1 millisecond');
@@ -88,6 +92,8 @@ UPDATE raw_jobs SET status = 'running', attempts = attempts + 1, taken_at = now(
 RETURNING id, payload \gset
 DELETE FROM raw_jobs WHERE id = :id;
 EOF
+echo "SELECT task_id FROM concurrency.dequeue('empty');" >"$w/empty.sql"
+head -3 "$w/raw.sql" | sed 's/ \\gset$/;/' >"$w/raw_empty.sql"
 printf "BEGIN;\nSELECT concurrency.xact_lock('bench_lock');\nCOMMIT;\n" >"$w/named_lock.sql"
 printf "BEGIN;\nSELECT pg_advisory_xact_lock(7428001);\nCOMMIT;\n" >"$w/advisory_lock.sql"
 # the same as prepared statements (what drivers using the extended protocol
@@ -109,6 +115,8 @@ fill() { # side rows: fresh tasks (or rows) for a session of that side (locks ne
 		      FROM generate_series(1, $n) AS i" \
 		-c "INSERT INTO concurrency.\"k_keyed\" SELECT DISTINCT concurrency_key FROM concurrency.\"q_keyed\"" \
 		-c 'VACUUM ANALYZE concurrency."q_keyed"' ;;
+	empty) sql -c 'TRUNCATE concurrency."q_empty"' -c 'VACUUM ANALYZE concurrency."q_empty"' ;;
+	raw_empty) sql -c 'TRUNCATE raw_jobs' -c 'VACUUM ANALYZE raw_jobs' ;;
 	raw) sql -c 'TRUNCATE raw_jobs' \
 		-c "INSERT INTO raw_jobs (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $n) AS i" \
 		-c 'VACUUM ANALYZE raw_jobs' ;;
@@ -166,3 +174,4 @@ line "4. the same, prepared statements" "$(per_op named_prepared)" "$(per_op adv
 line "5. permission checks of 1. (2 calls) vs the task" "$(part_per_op plain 'queue::authorize(')" "$plain" "-"
 line "6. 1. with 100 schedules on the queue vs none" "$(per_op sched)" "$plain" "<= 1.1"
 line "7. 1. under a rate limit vs none" "$(per_op rated)" "$plain" "<= 1.1"
+line "8. dequeue on an empty queue vs raw SQL's claim" "$(per_op empty)" "$(per_op raw_empty)" "-"

@@ -67,3 +67,20 @@ SELECT task_id FROM concurrency.dequeue('probed');
 CREATE INDEX "q_probed_leased" ON concurrency."q_probed" (lease_expires_at) WHERE state = 'leased';
 SELECT count(*) AS claimed FROM concurrency.dequeue('probed');
 SELECT concurrency.drop_queue('probed');
+
+-- a look that finds nothing, with nothing due, runs no wake-up step (an
+-- UPDATE of the queue table): in a new session its statement is not even
+-- prepared; a lease that has expired is woken up and claimed again
+\c
+SELECT concurrency.create_queue('idle_look');
+SELECT count(*) AS claimed FROM concurrency.dequeue('idle_look');
+SELECT count(*) AS claimed FROM concurrency.dequeue('idle_look', wait => '1 millisecond');
+SELECT count(*) AS wake_plans FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_idle_look"%' AND ident LIKE '%lease expired%';
+SELECT concurrency.enqueue('idle_look', '{}') > 0 AS enqueued;
+SELECT attempt FROM concurrency.dequeue('idle_look', lease => '10 milliseconds');
+SELECT pg_sleep(0.05);
+SELECT attempt FROM concurrency.dequeue('idle_look');
+SELECT count(*) AS wake_plans FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_idle_look"%' AND ident LIKE '%lease expired%';
+SELECT concurrency.drop_queue('idle_look');

@@ -346,9 +346,25 @@ void Claim::run(int32 batch) {
 	}
 	// 1. The claim, unless due scheduled tasks or expired leases wait to be
 	// woken up (two index probes): the common case is this one statement.
-	if (batch > 0 && !q_.tasks_wait(now_, cursor_.wake_floor()))
+	const bool none_due = batch > 0 && !q_.tasks_wait(now_, cursor_.wake_floor());
+	if (none_due)
 		claim_from(cursor_.ready_floor(), batch);
-	if (claimed_ < static_cast<std::size_t>(batch) || (slotted_ && batch == 0)) {
+	if (none_due && claimed_ < static_cast<std::size_t>(batch)) {
+		// Short, and the probes found nothing to wake up by this claim's
+		// `now`: the wake-up step would update no row (it is an UPDATE of
+		// the queue table, the dearest statement of an empty look), and a
+		// scan from where this one started would find what this one found.
+		// A resumed scan looks again from the front; a claim by turns over
+		// the keys (fair, key_rate_limit) takes its next turn. (A due task
+		// committed since the probes' snapshot is claimed by the next look,
+		// as one committed a moment later would be; a waiter's next-due
+		// probe sees it.)
+		cursor_.woke(false);
+		bool from_front = cursor_.rescan_from_front(claimed_, static_cast<std::size_t>(batch));
+		if (from_front || q_.info().fair || q_.info().key_rate_limit > 0)
+			claim_from(from_front ? ClaimKey::front() : cursor_.ready_floor(),
+			           batch - static_cast<int32>(claimed_));
+	} else if (claimed_ < static_cast<std::size_t>(batch) || (slotted_ && batch == 0)) {
 		// 2. Wake-up.
 		wake(batch);
 		if (slotted_ && batch == 0) {
