@@ -370,7 +370,9 @@ function recordingPool(messages) {
     const query = client.query.bind(client);
     client.query = async (...args) => {
       const result = await query(...args);
-      if (typeof args[0] === 'string' && args[1] === undefined && /concurrency\.complete/.test(args[0])) messages.push({ text: args[0], result });
+      // a text, or a query config (the worker sends its completing message as one)
+      const [text, values] = typeof args[0] === 'string' ? [args[0], args[1]] : [args[0]?.text, args[0]?.values];
+      if (typeof text === 'string' && values === undefined && /concurrency\.complete/.test(text)) messages.push({ text, result });
       return result;
     };
   });
@@ -514,4 +516,37 @@ test('a completed listener that throws is reported; the task stays done and the 
     const { rows } = await db.query('SELECT state, attempt FROM concurrency.task_status($1, $2)', [queue, id]);
     assert.deepEqual(rows[0], { state: 'done', attempt: 1 });
   }
+});
+
+test('task ids and lease tokens stay exact text where the application parses int8 as numbers', async (t) => {
+  const pgTypes = require('pg').types;
+  const before = pgTypes.getTypeParser(20, 'text');
+  pgTypes.setTypeParser(20, (value) => Number(value)); // what many applications do
+  t.after(() => pgTypes.setTypeParser(20, before));
+  const queue = await freshQueue(db, 'worker');
+  // ids past 2^53, which a Number cannot hold exactly
+  await db.query(`SELECT pg_catalog.setval(pg_catalog.pg_get_serial_sequence('concurrency."q_${queue}"', 'id'), 9007199254740993)`);
+  await enqueueBatch(db, queue, [{ i: 1 }, { i: 2 }, { i: 3 }]);
+  const seen = [];
+  const worker = new Worker({
+    pool: db,
+    queue,
+    handler: async (task, client) => {
+      seen.push([typeof task.id, typeof task.leaseToken, task.id]);
+      await record(queue)(task, client);
+    },
+  });
+  const events = collect(worker);
+  await worker.start();
+  await until(async () => events.completed.length === 3, '3 completions');
+  await worker.stop();
+  assert.deepEqual(seen, [
+    ['string', 'string', '9007199254740994'],
+    ['string', 'string', '9007199254740995'],
+    ['string', 'string', '9007199254740996'],
+  ]);
+  assert.deepEqual(events.leaseLost, []);
+  assert.deepEqual(events.errors, []);
+  const { rows } = await db.query(`SELECT task_id::text AS id FROM "r_${queue}" ORDER BY task_id`);
+  assert.deepEqual(rows.map((r) => r.id), ['9007199254740994', '9007199254740995', '9007199254740996']);
 });
