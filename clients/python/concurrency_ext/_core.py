@@ -5,6 +5,7 @@ import datetime
 import logging
 import os
 import socket
+import time
 import traceback
 import typing
 
@@ -21,17 +22,23 @@ FEATURES_SQL = """
       FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
      WHERE n.nspname = 'concurrency' AND p.proname IN ('dequeue', 'release', 'release_batch')"""
 
+# A claim on its own: dequeue's columns, and the seconds the lease has by the
+# server's clock (for the heartbeats).
 _CLAIM = """
-    SELECT task_id, lease_token, attempt, payload, enqueued_at, lease_expires_at,
-           extract(epoch FROM lease_expires_at - pg_catalog.clock_timestamp())::float8
-      FROM concurrency.dequeue(%s, %s, lease => %s, worker => %s{wait})"""
+    SELECT *, extract(epoch FROM lease_expires_at - pg_catalog.clock_timestamp())::float8
+      FROM concurrency.dequeue(%s, %s, %s, %s{wait})"""
 CLAIM_SQL = _CLAIM.format(wait="")
-CLAIM_WAIT_SQL = _CLAIM.format(wait=", wait => %s")
+CLAIM_WAIT_SQL = _CLAIM.format(wait=", %s")
 # The next claim, made in the completing transaction: only under READ
 # COMMITTED (a handler that raised its transaction's isolation level claims
 # nothing there, where its old snapshot would make the claim fail on rows
-# claimed since); the slot then claims on its own.
-CLAIM_NEXT_SQL = CLAIM_SQL + "\n     WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"
+# claimed since); the slot then claims on its own. dequeue's columns as they
+# come, positional arguments: each expression, cast or named argument costs
+# the server its parse, plan and set-up in every statement; the lease's
+# time left is reckoned here instead (Settings.tasks_from_rows).
+CLAIM_NEXT_SQL = """
+    SELECT * FROM concurrency.dequeue(%s, %s, %s, %s)
+     WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"""
 COMPLETE_SQL = "SELECT concurrency.complete(%s, %s, %s, %s)"
 
 
@@ -76,12 +83,6 @@ class Task:
     payload: typing.Any
     enqueued_at: datetime.datetime
     lease_expires_at: datetime.datetime
-
-
-def tasks_from_rows(queue, rows):
-    """Tasks, and the lease's length in seconds as the server counts it."""
-    tasks = [Task(queue, *row[:6]) for row in rows]
-    return tasks, (min(row[6] for row in rows) if rows else None)
 
 
 def seconds(value):
@@ -223,6 +224,25 @@ class Settings:
         self._on_error = on_error or default_on_error
         self._on_complete = on_complete
         self.features = None
+        self.clock_offset = 0.0  # seconds the server's clock is ahead of this one's
+
+    def tasks_from_rows(self, rows):
+        """Tasks, and the seconds their lease has by the server's clock.
+
+        A claim on its own says so (and shows how far the server's clock is
+        ahead, within a round trip); for a claim in the completing
+        transaction, the lease's end less the server's time reckoned from
+        that offset."""
+        tasks = [Task(self.queue, *row[:6]) for row in rows]
+        if not rows:
+            return tasks, None
+        end = min(row[5] for row in rows).timestamp()
+        now = time.time()
+        if len(rows[0]) > 6:
+            left = min(row[6] for row in rows)
+            self.clock_offset = end - left - now
+            return tasks, left
+        return tasks, end - (now + self.clock_offset)
 
     def claim_params(self, waits):
         return (self.queue, self.batch, self.lease, self.name) + ((self.wait,) if waits else ())

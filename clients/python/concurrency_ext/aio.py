@@ -262,13 +262,13 @@ class AsyncWorker(_core.Settings):
             raise translate(e) from e
         finally:
             slot.waiting = False
-        return _core.tasks_from_rows(self.queue, rows)
+        return self.tasks_from_rows(rows)
 
     async def _claim_next(self, conn):
         if self._stopping.is_set():
             return [], None
         cur = await conn.execute(_core.CLAIM_NEXT_SQL, self.claim_params(False))
-        return _core.tasks_from_rows(self.queue, await cur.fetchall())
+        return self.tasks_from_rows(await cur.fetchall())
 
     async def _work(self, slot, conn, tasks, lease_seconds):
         every = self.heartbeat_every(lease_seconds)

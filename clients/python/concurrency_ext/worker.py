@@ -267,14 +267,14 @@ class Worker(_core.Settings):
         finally:
             with slot.lock:
                 slot.waiting = False
-        return _core.tasks_from_rows(self.queue, rows)
+        return self.tasks_from_rows(rows)
 
     def _claim_next(self, conn):
         """The cheapest loop: the next claim in the completing transaction (no wait)."""
         if self._stopping.is_set():
             return [], None
         rows = conn.execute(_core.CLAIM_NEXT_SQL, self.claim_params(False)).fetchall()
-        return _core.tasks_from_rows(self.queue, rows)
+        return self.tasks_from_rows(rows)
 
     def _work(self, slot, conn, tasks, lease_seconds):
         every = self.heartbeat_every(lease_seconds)

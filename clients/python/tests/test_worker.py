@@ -93,6 +93,35 @@ def test_heartbeats_keep_a_task_past_its_lease(admin, dsn, queue):
     assert admin.execute(f"SELECT task_id, attempt FROM {results_table(queue)}").fetchall() == [(task_id, 1)]
 
 
+def test_heartbeats_keep_tasks_claimed_by_a_completion(admin, dsn, queue):
+    """The second and third tasks come with the completion before them (no
+    time left in that claim: the worker reckons it from the lease's end);
+    each is still held past a full lease by its heartbeats, done once, at
+    its first attempt."""
+    ids = [enqueue(admin, queue, {"n": i}) for i in range(3)]
+    chained = []
+
+    def handler(task, conn):
+        wait_until(lambda: admin.execute(
+            "SELECT lease_expires_at > %s + interval '2 seconds' FROM concurrency.task_status(%s, %s)",
+            (task.lease_expires_at, queue, task.id)).fetchone()[0], "the heartbeats")
+        record(task, conn)
+
+    worker = Worker(dsn, queue, handler)
+    claim_next = worker._claim_next
+
+    def counted(conn):
+        tasks, left = claim_next(conn)
+        chained.extend((t.id, 1.5 < left < 2.5) for t in tasks)  # about the 2 s lease
+        return tasks, left
+
+    worker._claim_next = counted
+    worker.run(drain=True)
+    assert chained == [(ids[1], True), (ids[2], True)]
+    assert admin.execute(f"SELECT task_id, attempt FROM {results_table(queue)} ORDER BY task_id").fetchall() == [
+        (i, 1) for i in ids]
+
+
 def test_heartbeats_never_race_complete(admin, dsn, queue):
     """Heartbeats every 50 ms, tasks of about that length: a heartbeat sent
     after its task's complete would be a CE001 reported here."""
