@@ -67,6 +67,12 @@ class Queue:
         return connect(node).execute("SELECT state, parents_open FROM concurrency.task_status(%s, %s)",
                                      (self.name, tid)).fetchone()
 
+    def leased_parent_of_remote_child(self):
+        """A parent on worker node 1, leased, and its child waiting on worker node 2: (parent, child, token)."""
+        parent = self.task(self.w1[0])
+        child = self.task(self.w2[0], after=[parent])
+        return parent, child, self.claim([parent])[parent]
+
     def claim(self, wanted):
         """Claims until every task of `wanted` is leased: {task_id: lease_token}."""
         got = {}
@@ -140,9 +146,7 @@ def test_ends_cross_nodes():
     c.execute("SELECT concurrency.drop_queue('xe')")
 
     q = Queue("xl", max_attempts=1, lease="1 second", retain="1 hour")  # the cancelled child stays
-    parent = q.task(q.w1[0])
-    child = q.task(q.w2[0], after=[parent])
-    q.claim([parent])
+    parent, child, _ = q.leased_parent_of_remote_child()
 
     def reclaimed():
         connect(WORKER1).execute("SELECT * FROM concurrency.dequeue('xl')")
@@ -200,16 +204,14 @@ def test_enqueue_after_remote_parents():
 def test_undelivered_messages_refuse_the_commit():
     q = Queue("xu")
     c = q.c
-    parent = q.task(q.w1[0])
-    child = q.task(q.w2[0], after=[parent])
-    leases = q.claim([parent])
+    parent, child, token = q.leased_parent_of_remote_child()
     shard_key = scalar(c, "SELECT shard_keys[%s] FROM concurrency.distributed_queue WHERE queue = 'xu'",
                        (q.w1[0] + 1,))
     # the queue's routed form written by hand, without the column that takes the messages back: the complete runs
     # on the parent's node, where its message to the child's node cannot be sent
     e = error_of(lambda: c.execute(
         "SELECT concurrency.complete('xu', %s, %s) FROM concurrency.q_xu WHERE shard_key = %s AND id = 0 HAVING true",
-        (parent, leases[parent], shard_key)))
+        (parent, token, shard_key)))
     check("a complete whose message to another node was not delivered fails at commit (XX000), nothing changed",
           e is not None and e.sqlstate == "XX000" and "not delivered" in str(e)
           and [q.status(t)[0] for t in (parent, child)] == ["leased", "waiting"], repr((e, q.status(parent))))
@@ -246,10 +248,8 @@ def test_batches_across_nodes():
 def test_done_parent_kept_for_remote_children():
     q = Queue("xk")
     c = q.c
-    parent = q.task(q.w1[0])
-    child = q.task(q.w2[0], after=[parent])
-    leases = q.claim([parent])
-    c.execute("SELECT concurrency.complete('xk', %s, %s)", (parent, leases[parent]))
+    parent, child, token = q.leased_parent_of_remote_child()
+    c.execute("SELECT concurrency.complete('xk', %s, %s)", (parent, token))
     c.execute("SELECT concurrency.purge('xk')")
     check("a done parent of a queue that retains nothing is kept while its child on another node lives",
           scalar(c, "SELECT state FROM concurrency.q_xk WHERE id = %s", (parent,)) == "done")
