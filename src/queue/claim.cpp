@@ -349,24 +349,17 @@ void Claim::run(int32 batch) {
 	const bool none_due = batch > 0 && !q_.tasks_wait(now_, cursor_.wake_floor());
 	if (none_due)
 		claim_from(cursor_.ready_floor(), batch);
-	if (none_due && claimed_ < static_cast<std::size_t>(batch)) {
-		// Short, and the probes found nothing to wake up by this claim's
-		// `now`: the wake-up step would update no row (it is an UPDATE of
-		// the queue table, the dearest statement of an empty look), and a
-		// scan from where this one started would find what this one found.
-		// A resumed scan looks again from the front; a claim by turns over
-		// the keys (fair, key_rate_limit) takes its next turn. (A due task
-		// committed since the probes' snapshot is claimed by the next look,
-		// as one committed a moment later would be; a waiter's next-due
-		// probe sees it.)
-		cursor_.woke(false);
-		bool from_front = cursor_.rescan_from_front(claimed_, static_cast<std::size_t>(batch));
-		if (from_front || q_.info().fair || q_.info().key_rate_limit > 0)
-			claim_from(from_front ? ClaimKey::front() : cursor_.ready_floor(),
-			           batch - static_cast<int32>(claimed_));
-	} else if (claimed_ < static_cast<std::size_t>(batch) || (slotted_ && batch == 0)) {
-		// 2. Wake-up.
-		wake(batch);
+	if (claimed_ < static_cast<std::size_t>(batch) || (slotted_ && batch == 0)) {
+		// 2. Wake-up, unless the probes found nothing to wake up by this
+		// claim's `now`: the wake-up would update no row then (it is an
+		// UPDATE of the queue table, the dearest statement of an empty
+		// look). A due task committed since the probes' snapshot is claimed
+		// by the next look, as one committed a moment later would be (a
+		// waiter's next-due probe sees it).
+		if (none_due)
+			cursor_.woke(false);
+		else
+			wake(batch);
 		if (slotted_ && batch == 0) {
 			// every slot was taken: the wake-up may have freed some (expired leases)
 			slots_ = take_slots(q_, requested);
@@ -374,9 +367,13 @@ void Claim::run(int32 batch) {
 		}
 		// 3. The rest of the batch, now whatever waits (tasks locked by
 		// another worker's wake-up must not stop this one), from the front
-		// if tasks were made ready or a resumed scan came back short.
+		// if tasks were made ready or a resumed scan came back short. After
+		// no wake-up, a scan from where the first one started would find what
+		// it found: only a resumed scan looks again, or a claim by turns over
+		// the keys (fair, key_rate_limit) takes its next turn.
 		bool from_front = cursor_.rescan_from_front(claimed_, static_cast<std::size_t>(batch));
-		if (claimed_ < static_cast<std::size_t>(batch))
+		bool again = !none_due || from_front || q_.info().fair || q_.info().key_rate_limit > 0;
+		if (again && claimed_ < static_cast<std::size_t>(batch))
 			claim_from(from_front ? ClaimKey::front() : cursor_.ready_floor(),
 			           batch - static_cast<int32>(claimed_));
 	} else {
