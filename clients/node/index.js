@@ -44,6 +44,7 @@ function queueError(err) {
   return err.code === LEASE_LOST ? new LeaseLostError(err.message, options) : new QueueError(err.message, options);
 }
 
+// `text`: a query text, or a node-postgres query config (then no `values`)
 async function query(db, text, values) {
   try {
     return await db.query(text, values);
@@ -275,13 +276,7 @@ const CLAIM_COLUMNS = `${TASK_COLUMNS}, extract(epoch FROM lease_expires_at - cl
 const INT8 = 20;
 const CLAIM_TYPES = { getTypeParser: (oid, format) => (oid === INT8 ? (value) => value : pgTypes.getTypeParser(oid, format)) };
 
-async function claimQuery(db, text, values) {
-  try {
-    return await db.query(values ? { text, values, types: CLAIM_TYPES } : { text, types: CLAIM_TYPES });
-  } catch (err) {
-    throw queueError(err);
-  }
-}
+const claimQuery = (db, text, values) => query(db, { text, values, types: CLAIM_TYPES });
 
 const POLL_MIN = 50; // ms: the first sleep after an empty claim when polling
 
