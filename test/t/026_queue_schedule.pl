@@ -84,11 +84,13 @@ is($node->safe_psql('postgres', q(SELECT count(*) FROM concurrency."q_ts" WHERE 
 is($node->safe_psql('postgres', q(SELECT count(*) FROM concurrency."q_ts" WHERE payload->>'job' IS DISTINCT FROM 'tick')),
 	'0', "every task has the schedule's payload");
 
-# every due time between the first and the latest enqueued: a task, or skipped
-my ($span, $skipped) = split /\|/, $node->safe_psql('postgres', q(
-SELECT extract(epoch FROM max(due) - min(due))::int + 1, (SELECT skipped FROM concurrency.schedules)
+# every due time between the first and the latest enqueued: a task, or
+# skipped (tasks, span and skipped read by one statement: the schedule
+# runner goes on enqueuing a due time each second now that no worker runs)
+my ($span_tasks, $span, $skipped) = split /\|/, $node->safe_psql('postgres', q(
+SELECT count(*), extract(epoch FROM max(due) - min(due))::int + 1, (SELECT skipped FROM concurrency.schedules)
   FROM (SELECT (payload->>'scheduled_for')::timestamptz AS due FROM concurrency."q_ts") t));
-is($tasks + $skipped, $span, "each of the $span due times was enqueued or counted as skipped ($skipped skipped)");
+is($span_tasks + $skipped, $span, "each of the $span due times was enqueued or counted as skipped ($skipped skipped)");
 cmp_ok($skipped, '>', 0, 'the downtime skipped due times beyond catch_up');
 # a run of missed due times is followed by the catch_up latest ones
 is($node->safe_psql('postgres', qq(
