@@ -84,3 +84,23 @@ SELECT attempt FROM concurrency.dequeue('idle_look');
 SELECT count(*) AS wake_plans FROM pg_backend_memory_contexts
  WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_idle_look"%' AND ident LIKE '%lease expired%';
 SELECT concurrency.drop_queue('idle_look');
+
+-- a purge probes the finished index first: with nothing finished before the
+-- retention's cutoff it runs no DELETE, and in a new session its statement is
+-- not even prepared; a task finished past the retention is purged by the next
+-- session's first call (the purge statement prepared then)
+\c
+SELECT concurrency.create_queue('purge_look', retain => '1 hour');
+SELECT concurrency.enqueue('purge_look', '{}') > 0 AS enqueued;
+SELECT concurrency.complete('purge_look', task_id, lease_token) FROM concurrency.dequeue('purge_look');
+SELECT count(*) AS claimed FROM concurrency.dequeue('purge_look');
+SELECT concurrency.purge('purge_look') AS purged;
+SELECT count(*) AS purge_plans FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_purge_look"%' AND ident LIKE '%ORDER BY finished_at%';
+UPDATE concurrency."q_purge_look" SET finished_at = finished_at - interval '2 hours';
+\c
+SELECT count(*) AS claimed FROM concurrency.dequeue('purge_look');
+SELECT count(*) AS purge_plans FROM pg_backend_memory_contexts
+ WHERE name = 'CachedPlanSource' AND ident LIKE '%concurrency."q_purge_look"%' AND ident LIKE '%ORDER BY finished_at%';
+SELECT count(*) AS tasks_left FROM concurrency."q_purge_look";
+SELECT concurrency.drop_queue('purge_look');

@@ -168,21 +168,57 @@ Oid index_relid(std::string_view queue, std::string_view suffix) {
 	return relid;
 }
 
-// Whether `index` (on run_at or lease_expires_at) has an entry between
-// `floor` and `now` whose row `snapshot` sees. Runs inside pg::guard.
-bool due_entry(Relation heap, Oid index, Snapshot snapshot, TimestampTz floor, TimestampTz now) {
+// Whether `index` (on one timestamptz column: run_at, lease_expires_at,
+// finished_at) has an entry between `floor` (if any) and `now` whose row
+// `snapshot` sees. Runs inside pg::guard.
+bool due_entry(Relation heap, Oid index, Snapshot snapshot, std::optional<TimestampTz> floor,
+               TimestampTz now) {
 	Relation irel = index_open(index, AccessShareLock);
 	ScanKeyData keys[2];
-	ScanKeyInit(&keys[0], 1, BTGreaterEqualStrategyNumber, F_TIMESTAMPTZ_GE, TimestampTzGetDatum(floor));
-	ScanKeyInit(&keys[1], 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE, TimestampTzGetDatum(now));
-	IndexScanDesc scan = pg::begin_index_scan(heap, irel, snapshot, 2);
-	index_rescan(scan, keys, 2, nullptr, 0);
+	int nkeys = 0;
+	if (floor)
+		ScanKeyInit(&keys[nkeys++], 1, BTGreaterEqualStrategyNumber, F_TIMESTAMPTZ_GE,
+		            TimestampTzGetDatum(*floor));
+	ScanKeyInit(&keys[nkeys++], 1, BTLessEqualStrategyNumber, F_TIMESTAMPTZ_LE, TimestampTzGetDatum(now));
+	IndexScanDesc scan = pg::begin_index_scan(heap, irel, snapshot, nkeys);
+	index_rescan(scan, keys, nkeys, nullptr, 0);
 	TupleTableSlot *slot = table_slot_create(heap, nullptr);
 	bool found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	ExecDropSingleTupleTableSlot(slot);
 	index_endscan(scan);
 	index_close(irel, NoLock);
 	return found;
+}
+
+// Whether the queue may hold a task for purge to remove: its finished index
+// has an entry at or before `cutoff` whose row this statement's snapshot
+// sees. Where it cannot tell (a shard, whose index is not looked up; the
+// index missing; the queue changed meanwhile), the purge statement decides.
+// A queue without retention deletes its tasks as they finish, and one with
+// retention keeps them for hours or days: most purges would find nothing,
+// and the probe spares them the statement (in a new session, its planning).
+bool may_purge(QueueInfo &info, TimestampTz cutoff) {
+	if (info.shard_id != 0)
+		return true;
+	if (!OidIsValid(info.finished_index)) {
+		info.finished_index = concurrency_relid(queue_index_name(info.name, "finished"));
+		if (!OidIsValid(info.finished_index))
+			return true;
+	}
+	return pg::guard([&] {
+		Relation heap = try_table_open(info.relid, AccessShareLock);
+		if (!heap)
+			return true; // dropped since: the statement says so
+		bool found = true;
+		if (info.valid) { // (else changed meanwhile: the index OID may be stale)
+			Snapshot snapshot =
+			    RegisterSnapshot(ActiveSnapshotSet() ? GetActiveSnapshot() : GetTransactionSnapshot());
+			found = due_entry(heap, info.finished_index, snapshot, std::nullopt, cutoff);
+			UnregisterSnapshot(snapshot);
+		}
+		table_close(heap, NoLock);
+		return found;
+	});
 }
 
 // Brings an invalid entry up to date: the table's OID (42704 when the queue
@@ -224,6 +260,7 @@ void revalidate(QueueInfo &info) {
 			info.leased_index = InvalidOid;
 			info.ready_index = InvalidOid;
 		}
+		info.finished_index = InvalidOid;
 		info.token_sequence = InvalidOid;
 		pg::guard([&] { forget_direct(info); });
 		// the columns of dependencies (added by the update from 0.2.0): the
@@ -370,6 +407,7 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		info->relid = InvalidOid;
 		info->scheduled_index = InvalidOid;
 		info->leased_index = InvalidOid;
+		info->finished_index = InvalidOid;
 		info->ready_index = InvalidOid;
 		info->token_sequence = InvalidOid;
 		info->direct = nullptr;
@@ -621,6 +659,8 @@ uint64 Queue::purge(TimestampTz now, int32 chunk) {
 			                                               IntervalPGetDatum(&retain)));
 		});
 	}
+	if (!may_purge(*info_, cutoff))
+		return 0;
 	static const Oid types[3] = {TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID};
 	Datum values[3] = {TimestampTzGetDatum(cutoff), TimestampTzGetDatum(now), Int32GetDatum(chunk)};
 	return run(QueueStatement::purge, 3, types, values);

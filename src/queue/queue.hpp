@@ -55,6 +55,9 @@ struct QueueInfo {
 	// tasks_wait before each claim (InvalidOid until the first probe)
 	Oid scheduled_index;
 	Oid leased_index;
+	// its partial index of finished tasks, probed by purge before its
+	// statement (InvalidOid until the first purge; a shard's is not probed)
+	Oid finished_index;
 	// its ready index and the lease-token sequence, for the claim without
 	// the executor (claim_direct.hpp; InvalidOid until the first claim:
 	// claim_relations), and what that claim keeps about the table (nullptr
