@@ -44,7 +44,7 @@ export interface WorkerOptionsBase {
   concurrency?: number;
   /** the lease per claim: milliseconds or a PostgreSQL interval; default the queue's */
   lease?: number | string;
-  /** the longest a claim waits on the server for work, ms (with the waiting dequeue; stop() cancels the wait); 0 polls instead; default 10000 */
+  /** the longest a claim waits on the server for work, ms (with the waiting dequeue; stop() cancels the wait); 0 polls instead; default 10000. Less than the connections' statement_timeout, where they have one (read at start()) */
   wait?: number;
   /** polling (a server without the waiting dequeue): the longest sleep after empty claims, ms; default 1000 */
   pollInterval?: number;

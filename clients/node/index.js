@@ -280,6 +280,14 @@ const claimQuery = (db, text, values) => query(db, { text, values, types: CLAIM_
 
 const POLL_MIN = 50; // ms: the first sleep after an empty claim when polling
 
+// The wait of a claim, ms: the worker's, but shorter than the connection's
+// statement_timeout (ms, 0: none), which would end a longer wait with an
+// error (57014), a reported error and a new connection each time.
+function waitWithin(wait, timeout) {
+  if (!(timeout > 0)) return wait;
+  return Math.min(wait, Math.max(timeout - 1000, timeout / 2));
+}
+
 // Cancels the statement that `client`'s connection is running: the
 // protocol's CancelRequest with the connection's backend key, on a
 // connection of its own (what psql's ^C sends). Through PgBouncer the key is
@@ -510,8 +518,14 @@ class Worker extends EventEmitter {
     this.features = await serverFeatures(this.pool);
     // wait: 0 polls even where the server could wait
     this.waiting = this.features.wait && this.options.wait > 0;
-    const { rows } = await query(this.pool, `SELECT pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || $1::text)) IS NOT NULL AS ok`, [this.queue]);
+    const { rows } = await query(
+      this.pool,
+      `SELECT pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || $1::text)) IS NOT NULL AS ok,
+              (SELECT setting::float8 FROM pg_catalog.pg_settings WHERE name = 'statement_timeout') AS timeout`,
+      [this.queue],
+    );
     if (!rows[0].ok) throw new QueueError(`queue "${this.queue}" does not exist`, { code: '42704' });
+    this.waitMs = waitWithin(this.options.wait, rows[0].timeout);
     this.claimSql = this.buildClaim();
     if (this.options.handleSignals) {
       this.signalHandler = (signal) => {
@@ -535,7 +549,7 @@ class Worker extends EventEmitter {
   async claim(client) {
     const values = [this.queue, this.options.batch, this.lease, this.options.name ?? null];
     if (!this.waiting) return (await claimQuery(client, this.claimSql, values)).rows;
-    values.push(`${this.options.wait} milliseconds`);
+    values.push(`${this.waitMs} milliseconds`);
     this.waitingClients.add(client);
     try {
       return (await claimQuery(client, this.claimSql, values)).rows;

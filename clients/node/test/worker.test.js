@@ -550,3 +550,22 @@ test('task ids and lease tokens stay exact text where the application parses int
   const { rows } = await db.query(`SELECT task_id::text AS id FROM "r_${queue}" ORDER BY task_id`);
   assert.deepEqual(rows.map((r) => r.id), ['9007199254740994', '9007199254740995', '9007199254740996']);
 });
+
+test('claims wait less than the connections\' statement_timeout: no timeout errors while idle', async (t) => {
+  // connections whose statements may run 400 ms: a claim waiting the
+  // worker's 10 s would be cancelled (57014) and reported, its connection
+  // dropped, again and again while the queue is empty
+  const short = pool({ max: 4, statement_timeout: 400 });
+  t.after(() => short.end());
+  const queue = await freshQueue(db, 'worker');
+  const worker = new Worker({ pool: short, queue, wait: 10000, handler: record(queue) });
+  const events = collect(worker);
+  await worker.start();
+  // idle for three times the timeout: several claims have waited and ended
+  await new Promise((resolve) => setTimeout(resolve, 1200));
+  await enqueue(db, queue, { i: 1 });
+  await until(async () => events.completed.length === 1, 'the completion');
+  await worker.stop();
+  assert.deepEqual(events.errors, []);
+  assert.deepEqual(await results(queue), { n: 1, distinct: 1 });
+});
