@@ -14,11 +14,13 @@ from psycopg.types.json import Jsonb
 log = logging.getLogger("concurrency_ext")
 
 # Which of the 0.3.0 functions the server has: dequeue(..., wait) and
-# release / release_batch. pg_proc is readable by every role.
+# release / release_batch (pg_proc is readable by every role); and the
+# connection's statement_timeout in ms (0: none).
 FEATURES_SQL = """
     SELECT coalesce(bool_or(p.proname = 'dequeue' AND 'wait' = ANY (p.proargnames)), false),
            coalesce(bool_or(p.proname = 'release'), false),
-           coalesce(bool_or(p.proname = 'release_batch'), false)
+           coalesce(bool_or(p.proname = 'release_batch'), false),
+           (SELECT s.setting::float8 FROM pg_catalog.pg_settings s WHERE s.name = 'statement_timeout')
       FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
      WHERE n.nspname = 'concurrency' AND p.proname IN ('dequeue', 'release', 'release_batch')"""
 
@@ -70,6 +72,7 @@ class Features:
     wait: bool
     release: bool
     release_batch: bool
+    statement_timeout: float = 0.0  # ms, 0: none
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,7 +248,18 @@ class Settings:
         return tasks, end - (now + self.clock_offset)
 
     def claim_params(self, waits):
-        return (self.queue, self.batch, self.lease, self.name) + ((self.wait,) if waits else ())
+        return (self.queue, self.batch, self.lease, self.name) + ((self.claim_wait(),) if waits else ())
+
+    def claim_wait(self):
+        """The wait of a claim: the worker's, but shorter than the connection's
+        statement_timeout, which would end a longer wait with an error (57014)
+        and a reported error each time: the longer of half of it and all of
+        it but a second."""
+        timeout = self.features.statement_timeout if self.features else 0
+        if not timeout or timeout <= 0:
+            return self.wait
+        cap = datetime.timedelta(milliseconds=max(timeout - 1000, timeout / 2))
+        return min(self.wait, cap)
 
     def heartbeat_every(self, lease_seconds):
         return max(0.05, (lease_seconds or 1.0) * self.heartbeat_fraction)

@@ -1,5 +1,7 @@
 """The synchronous Worker against a real server."""
+import logging
 import threading
+import time
 
 import psycopg
 import pytest
@@ -255,3 +257,31 @@ def test_a_handler_under_repeatable_read_claims_nothing_in_its_transaction(admin
     assert errors == []
     assert counts(admin, queue) == (2, 2)
     assert states(admin, queue) == {}
+
+
+def test_claims_wait_less_than_the_statement_timeout(admin, dsn, queue, caplog):
+    """Connections whose statements may run 400 ms: a claim waiting the
+    worker's 10 s would be cancelled (57014), logged and its connection made
+    again, over and over while the queue is empty; the claims wait less than
+    the timeout."""
+    short = psycopg.conninfo.make_conninfo(dsn, options="-c statement_timeout=400")
+    worker = Worker(short, queue, record, wait=10)
+    raised = []
+
+    def run():
+        try:
+            worker.run(False, False)
+        except Exception as e:  # noqa: BLE001 - what stopped the worker
+            raised.append(e)
+
+    with caplog.at_level(logging.WARNING, logger="concurrency_ext"):
+        thread = run_in_thread(run)
+        wait_until(lambda: worker.features is not None, "the worker to start")
+        time.sleep(1.2)  # idle for three times the timeout: several claims waited and ended
+        task_id = enqueue(admin, queue, {"late": True})
+        wait_until(lambda: raised or counts(admin, queue) == (1, 1), "the task to be done")
+        worker.stop(timeout=30)
+        thread.join(30)
+    assert raised == []
+    assert [r.getMessage() for r in caplog.records] == []
+    assert admin.execute(f"SELECT task_id FROM {results_table(queue)}").fetchall() == [(task_id,)]
