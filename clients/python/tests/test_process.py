@@ -3,6 +3,7 @@ every task exactly once; SIGTERM finishes the task in hand and spends no
 attempt on the tasks it claimed but did not start."""
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -38,13 +39,23 @@ def test_sigkill_mid_task_and_restart_every_task_once(admin, dsn, queue):
     payloads = [{"n": i, "sleep": 0.01} for i in range(40)]
     payloads[12] = {"n": 12, "hang": True}
     ids = enqueue_batch(admin, queue, payloads)
-    first = start(dsn, queue, concurrency=2, hang=True)
+    # leases of two minutes for both workers: a stall of a loaded machine
+    # cannot let one lapse while its worker runs and count another attempt
+    # (with the queue's 2-second lease, the hanging task's heartbeats were
+    # once late enough for the killed worker's other slot to claim it again
+    # before the kill)
+    first = start(dsn, queue, concurrency=2, hang=True, lease=120)
     read_until(first, f"started {ids[12]}")
     first.send_signal(signal.SIGKILL)
     first.wait(30)
-    # the killed task comes back when its 2-second lease ends (attempt 2); the
-    # second worker's own leases are long, so that a stall of a loaded machine
-    # cannot let one lapse and count a third attempt
+    # the killed worker's leases run out: once its sessions are gone (the
+    # last message it sent may still have claimed a task), they end now
+    name = f"{socket.gethostname()}-{first.pid}"
+    wait_until(lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                                     (name,)).fetchone()[0] == 0, "the killed worker's sessions to end")
+    admin.execute(f'UPDATE concurrency."q_{queue}" SET lease_expires_at = clock_timestamp(), '
+                  "lease_extended_to = NULL WHERE state = 'leased'")
+    # the killed task comes back (attempt 2)
     second = start(dsn, queue, concurrency=2, lease=120)
     wait_until(lambda: len(results(admin, queue)) >= 40, "every task")
     second.send_signal(signal.SIGTERM)
