@@ -25,6 +25,7 @@ if [ -n "$pgbouncer" ]; then
   printf '"postgres" ""\n' >"$CLUSTER_DIR/userlist.txt"
   cat >"$CLUSTER_DIR/pgbouncer.ini" <<INI
 [databases]
+one_server = host=$CLUSTER_DIR port=$PGPORT dbname=concurrency_ext_pytest pool_size=1
 * = host=$CLUSTER_DIR port=$PGPORT pool_size=6
 [pgbouncer]
 unix_socket_dir = $CLUSTER_DIR
@@ -42,6 +43,9 @@ INI
   runuser -u postgres -- "$pgbouncer" "$CLUSTER_DIR/pgbouncer.ini" >"$CLUSTER_DIR/pgbouncer.out" 2>&1 &
   bouncer_pid=$!
   export CE_PGBOUNCER="host=$CLUSTER_DIR port=$bport dbname=concurrency_ext_pytest user=postgres"
+  # the same database through a pool of one server connection, which every
+  # client's transactions share
+  export CE_PGBOUNCER_ONE_SERVER="host=$CLUSTER_DIR port=$bport dbname=one_server user=postgres"
   for _ in $(seq 100); do
     psql -Xq "host=$CLUSTER_DIR port=$bport dbname=postgres user=postgres" -c 'SELECT 1' >/dev/null 2>&1 && break
     sleep 0.1

@@ -15,8 +15,18 @@ from concurrency_ext import Worker
 conninfo, queue, concurrency, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
 
+# print() writes a line and its newline apart: two slots printing at once
+# could run two lines into one, which the tests would never read
+_out = threading.Lock()
+
+
+def say(line):
+    with _out:
+        print(line, flush=True)
+
+
 def handler(task, conn):
-    print(f"started {task.id}", flush=True)
+    say(f"started {task.id}")
     if task.payload.get("hang") and os.environ.get("CE_HANG") == "1":
         threading.Event().wait()
     threading.Event().wait(task.payload.get("sleep", 0))
@@ -26,4 +36,4 @@ def handler(task, conn):
 
 lease = float(os.environ["CE_LEASE"]) if os.environ.get("CE_LEASE") else None
 Worker(conninfo, queue, handler, concurrency=concurrency, batch=batch, lease=lease, poll_interval=0.2).run()
-print("stopped", flush=True)
+say("stopped")
