@@ -97,8 +97,8 @@ void Claim::claim_from(ClaimKey start, int32 wanted) {
 	// the tasks come in claim order
 	ClaimedTask *tasks = nullptr;
 	int direct = 0;
-	if (!direct_claim ||
-	    !claim_direct(q_.info(), now_, wanted, lease_, worker_, worker_null_, start, &tasks, &direct)) {
+	if (!direct_claim || !claim_direct(q_.info(), now_, wanted, lease_, worker_, worker_null_, start, &tasks,
+	                                   &direct, &scanned_)) {
 		claim_by_statement(start, wanted);
 		return;
 	}
@@ -329,6 +329,7 @@ std::optional<TimestampTz> lease_end_on_shard(Queue &shard, int64 task_id, int64
 void Claim::run(int32 batch) {
 	RateSlots rate_slots;
 	const std::size_t claimed_before = claimed_;
+	scanned_ = 0;
 	rate_limited_ = false;
 	key_window_opens_.reset();
 	if (rated_ && batch > 0) {
@@ -379,6 +380,7 @@ void Claim::run(int32 batch) {
 	} else {
 		cursor_.woke(false);
 	}
+	cursor_.cost(scanned_, claimed_ - claimed_before);
 	cursor_.finish(last_);
 	if (slotted_)
 		fill_slots(q_, slots_, slot_ids_, slot_tokens_);

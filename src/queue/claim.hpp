@@ -69,6 +69,9 @@ class Claim {
 	// the greatest claim key of the tasks claimed, for the cursor
 	std::optional<ClaimKey> last_;
 	std::size_t claimed_ = 0;
+	// shared buffers the direct claim's scans of the ready index read in
+	// this run (ClaimCursor::cost)
+	uint64 scanned_ = 0;
 	// max_leased: this call claims at most as many tasks as it holds free
 	// lease slots, and writes its leases into them
 	const bool slotted_;

@@ -5,7 +5,7 @@ namespace concurrency::queue {
 
 void ClaimCursor::begin(std::int64_t now, std::uint32_t horizon_lag_xids) {
 	now_ = now;
-	resuming_ = horizon_lag_xids > policy_.pinned_horizon_xids;
+	resuming_ = horizon_lag_xids > policy_.pinned_horizon_xids || costly_front_;
 	auto due = [&](std::int64_t last_full) {
 		// a clock that went backwards also forces a full scan
 		return now - last_full >= policy_.rescan_interval_us || now < last_full;
@@ -30,6 +30,13 @@ bool ClaimCursor::rescan_from_front(std::size_t claimed, std::size_t wanted) {
 		return false;
 	full_ready_ = true;
 	return true;
+}
+
+void ClaimCursor::cost(std::uint64_t buffers, std::size_t claimed) {
+	// a resumed claim says nothing about the front
+	if (!full_ready_)
+		return;
+	costly_front_ = buffers > policy_.costly_front_buffers + policy_.buffers_per_task * claimed;
 }
 
 void ClaimCursor::finish(std::optional<ClaimKey> last) {

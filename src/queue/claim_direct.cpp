@@ -31,15 +31,16 @@ extern "C" {
 #include "commands/sequence.h"
 #include "common/int.h"
 #include "executor/executor.h"
+#include "executor/instrument.h"
 #include "executor/tuptable.h"
 #include "nodes/execnodes.h"
 #include "optimizer/optimizer.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/guc.h"
 #include "utils/snapmgr.h"
 }
 
@@ -439,8 +440,14 @@ template <typename Recheck> bool take(Run &r, Recheck &&still_qualifies) {
 	return true;
 }
 
+// Shared buffers this backend has read so far, found in the buffer cache or
+// not.
+uint64 buffers_read() {
+	return static_cast<uint64>(pgBufferUsage.shared_blks_hit + pgBufferUsage.shared_blks_read);
+}
+
 bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
-           bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count) {
+           bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count, uint64 *scanned) {
 	*tasks = nullptr;
 	*count = 0;
 	Run r;
@@ -464,8 +471,15 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 	IndexScanDesc scan = pg::begin_index_scan(r.heap, r.irels[d->ready], r.snapshot, 1);
 	index_rescan(scan, &row, 1, nullptr, 0);
 	const Columns &c = d->col;
-	while (r.n < wanted && index_getnext_slot(scan, ForwardScanDirection, r.seen))
+	// (the scan's reads alone: take's writes read buffers too)
+	for (;;) {
+		uint64 before = buffers_read();
+		bool found = r.n < wanted && index_getnext_slot(scan, ForwardScanDirection, r.seen);
+		*scanned += buffers_read() - before;
+		if (!found)
+			break;
 		take(r, [&](TupleTableSlot *locked) { return !(key_of(locked, c) < start); });
+	}
 	index_endscan(scan);
 	close_run(r, tasks, count);
 	return true;
@@ -531,7 +545,7 @@ bool claim_fair(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &
 } // namespace
 
 bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
-                  bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count) {
+                  bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count, uint64 *scanned) {
 	// With Citus, a table may have its rows in shards elsewhere (a
 	// reference or distributed table made by hand): only the statement,
 	// which Citus plans, would find them. (Citus is loaded at server start.)
@@ -542,7 +556,7 @@ bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval
 	if (!claim_relations(info))
 		return false; // the statement says what is missing
 	return pg::guard(
-	    [&] { return claim(info, now, wanted, lease, worker, worker_null, start, tasks, count); });
+	    [&] { return claim(info, now, wanted, lease, worker, worker_null, start, tasks, count, scanned); });
 }
 
 bool claim_direct_fair(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,

@@ -35,9 +35,12 @@ struct ClaimedTask {
 // columns, a table access method other than heap, an index that is not a
 // plain btree), a server with Citus (whose tables may keep their rows in
 // shards), or a queue whose cache entry was invalidated since the call
-// began. Runs as the caller's current role (the queue's owner).
+// began. Runs as the caller's current role (the queue's owner). Adds to
+// *scanned the shared buffers its scan of the ready index read (index pages
+// and the rows' table pages: what dead entries at the front cost shows
+// there, for the claim cursor).
 bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
-                  bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count);
+                  bool worker_null, const ClaimKey &start, ClaimedTask **tasks, int *count, uint64 *scanned);
 
 // The fair claim without the executor (QueueSql::claim_fair's effects):
 // up to `wanted` tasks, each the first ready task, in the fair index's order,

@@ -1,4 +1,4 @@
-# The claim cursor under a pinned xmin horizon. While an old snapshot keeps
+# The claim cursor under a pinned xmin horizon, and over a deep backlog. While an old snapshot keeps
 # the index entries of claimed tasks from being removed, a scan of the ready
 # index from the front walks over every one of them. A backend that sees the
 # horizon pinned resumes its scans at the claim key of its last claim instead
@@ -34,16 +34,16 @@ $node->safe_psql('postgres', q{
     FOR i IN 1 .. n LOOP PERFORM txid_current(); COMMIT; END LOOP;
   END $$;
   -- one task per transaction, as a worker claims and completes them
-  CREATE PROCEDURE claim(n int) LANGUAGE plpgsql AS $$
+  CREATE PROCEDURE claim(q text, n int) LANGUAGE plpgsql AS $$
   DECLARE
     t record;
   BEGIN
     FOR i IN 1 .. n LOOP
-      SELECT * INTO t FROM concurrency.dequeue('pinned');
+      SELECT * INTO t FROM concurrency.dequeue(q);
       IF t.task_id IS NULL THEN
         RAISE EXCEPTION 'no task to claim';
       END IF;
-      PERFORM concurrency.complete('pinned', t.task_id, t.lease_token);
+      PERFORM concurrency.complete(q, t.task_id, t.lease_token);
       COMMIT;
     END LOOP;
   END $$;
@@ -66,13 +66,13 @@ $pin->query_safe('SELECT count(*) FROM pg_class');
 $node->safe_psql('postgres', 'CALL burn_xids(1500)');
 
 my $worker = $node->background_psql('postgres');
-$worker->query_safe("CALL claim($before)");
+$worker->query_safe("CALL claim('pinned', $before)");
 $worker->query_safe('SELECT pg_stat_force_next_flush()');
 $worker->query_safe('SELECT 1');
 
 # A new backend's first claim scans from the front: over the dead entries.
 my $r0 = entries_read();
-$node->safe_psql('postgres', 'CALL claim(1); SELECT pg_stat_force_next_flush()');
+$node->safe_psql('postgres', q{CALL claim('pinned', 1); SELECT pg_stat_force_next_flush()});
 my $first = entries_read() - $r0;
 cmp_ok($first, '>=', $before, "a first claim from the front reads the $before dead entries ($first read)");
 
@@ -83,7 +83,7 @@ cmp_ok($first, '>=', $before, "a first claim from the front reads the $before de
 $worker->query_safe('SELECT pg_stat_force_next_flush()');
 $worker->query_safe('SELECT 1');
 my $r1 = entries_read();
-$worker->query_safe("CALL claim($counted)");
+$worker->query_safe("CALL claim('pinned', $counted)");
 $worker->query_safe('SELECT pg_stat_force_next_flush()');
 $worker->query_safe('SELECT 1');
 my $resumed = entries_read() - $r1;
@@ -99,5 +99,53 @@ is( $node->safe_psql('postgres',
 $pin->query_safe('COMMIT');
 $pin->quit;
 $worker->quit;
+
+# A deep backlog under a fresh horizon. The entries of claimed tasks are
+# killed as scans pass them (they are no longer read as entries), but the
+# pages they fill stay until VACUUM (autovacuum is off here, and looks at most
+# once a minute otherwise): a claim from the front reads every one of them. A
+# backend whose claims from the front read more buffers than a fresh queue's
+# would resumes its scans after its last claim, as under a pinned horizon.
+# Counted with the ready index's blocks read (idx_blks_hit + idx_blks_read).
+my ($deep, $drained) = (8000, 4000);
+$node->safe_psql('postgres', qq{
+  SELECT concurrency.create_queue('backlog');
+  SELECT count(*) FROM concurrency.enqueue_batch('backlog',
+    (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, $deep) AS i));
+});
+my $backlog_ready = $node->safe_psql('postgres', q{
+  SELECT indexrelid FROM pg_index
+   WHERE indrelid = 'concurrency."q_backlog"'::regclass AND pg_get_expr(indpred, indrelid) LIKE '%''ready''%'});
+sub blocks_read {
+	return $node->safe_psql('postgres',
+		"SELECT idx_blks_hit + idx_blks_read FROM pg_statio_all_indexes WHERE indexrelid = $backlog_ready");
+}
+my $drainer = $node->background_psql('postgres');
+$drainer->query_safe("CALL claim('backlog', $drained)");
+$drainer->query_safe('SELECT pg_stat_force_next_flush()');
+$drainer->query_safe('SELECT 1');
+
+# a new backend's first claim starts from the front: over the dead pages
+my $b0 = blocks_read();
+$node->safe_psql('postgres', q{CALL claim('backlog', 1); SELECT pg_stat_force_next_flush()});
+my $front = blocks_read() - $b0;
+cmp_ok($front, '>=', 10, "a claim from the front reads the pages of $drained dead entries ($front blocks)");
+
+# the backend that has been claiming reads a few blocks a claim: the descent
+# to its last claim's leaf, and a scan from the front every 100 ms
+$drainer->query_safe('SELECT pg_stat_force_next_flush()');
+$drainer->query_safe('SELECT 1');
+my $b1 = blocks_read();
+$drainer->query_safe("CALL claim('backlog', $counted)");
+$drainer->query_safe('SELECT pg_stat_force_next_flush()');
+$drainer->query_safe('SELECT 1');
+my $per_claim = (blocks_read() - $b1) / $counted;
+cmp_ok($per_claim, '<', $front / 2,
+	"$counted claims after $drained read few blocks each ($per_claim a claim, $front from the front)");
+is( $node->safe_psql('postgres',
+		q{SELECT count(*), min((payload->>'n')::int) FROM concurrency."q_backlog" WHERE state = 'ready'}),
+	($deep - $drained - 1 - $counted) . '|' . ($drained + 2 + $counted),
+	'the backlog was claimed in order, each task once');
+$drainer->quit;
 $node->stop;
 done_testing();

@@ -126,6 +126,62 @@ TEST(ClaimCursor, TasksMadeReadyAgainAreLookedForFromTheFront) {
 	EXPECT_TRUE(c.ready_floor().is_front());
 }
 
+TEST(ClaimCursor, DearFrontResumesUnderAFreshHorizon) {
+	ClaimCursor c;
+	const ScanPolicy policy;
+	// a dequeue from the front that read few buffers: the next starts there too
+	c.begin(0, fresh);
+	c.woke(false);
+	c.cost(policy.costly_front_buffers + policy.buffers_per_task, 1);
+	c.finish(key(0, 100, 7));
+	EXPECT_FALSE(c.costly_front());
+	c.begin(1 * ms, fresh);
+	EXPECT_FALSE(c.resuming());
+	c.woke(false);
+	EXPECT_TRUE(c.ready_floor().is_front());
+	// one that read more than the allowance for its tasks: a backlog of dead
+	// index entries at the front; the next resumes after the last claim
+	c.cost(policy.costly_front_buffers + 2 * policy.buffers_per_task + 1, 2);
+	c.finish(key(0, 101, 9));
+	EXPECT_TRUE(c.costly_front());
+	c.begin(2 * ms, fresh);
+	EXPECT_TRUE(c.resuming());
+	c.woke(false);
+	EXPECT_EQ(c.ready_floor(), key(0, 101, 9));
+	// a resumed dequeue is cheap, and says nothing about the front
+	c.cost(3, 1);
+	c.finish(key(0, 102, 10));
+	EXPECT_TRUE(c.costly_front());
+	// the rescan from the front (at least every interval) measures it again:
+	// found cheap (VACUUM removed the entries), claims start there again
+	c.begin(2 * ms + policy.rescan_interval_us, fresh);
+	EXPECT_TRUE(c.resuming());
+	c.woke(false);
+	EXPECT_TRUE(c.ready_floor().is_front());
+	c.cost(10, 1);
+	c.finish(key(0, 103, 11));
+	EXPECT_FALSE(c.costly_front());
+	c.begin(3 * ms + policy.rescan_interval_us, fresh);
+	EXPECT_FALSE(c.resuming());
+}
+
+TEST(ClaimCursor, DearFrontIsMeasuredByAShortResumedScanFromTheFront) {
+	ClaimCursor c;
+	c.begin(0, fresh);
+	c.woke(false);
+	c.cost(1000, 1);
+	c.finish(key(0, 100, 7));
+	c.begin(1 * ms, fresh);
+	c.woke(false);
+	EXPECT_FALSE(c.ready_floor().is_front());
+	// the resumed scan found nothing: from the front for the rest, which
+	// measures the front (here cheap: the backlog is gone)
+	EXPECT_TRUE(c.rescan_from_front(0, 1));
+	c.cost(9, 1);
+	c.finish(key(0, 50, 3));
+	EXPECT_FALSE(c.costly_front());
+}
+
 TEST(ClaimCursor, ThresholdIsConfigurable) {
 	ScanPolicy policy;
 	policy.pinned_horizon_xids = 10;
