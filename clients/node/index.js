@@ -278,6 +278,91 @@ const CLAIM_TYPES = { getTypeParser: (oid, format) => (oid === INT8 ? (value) =>
 
 const claimQuery = (db, text, values) => query(db, { text, values, types: CLAIM_TYPES });
 
+// The completing message (see Worker.finish) as node-postgres's Submittable
+// (the interface pg-cursor uses): a simple query whose replies are read
+// here. It keeps the rows of the message's second statement, the claim,
+// parsed as claimQuery parses them, and nothing of the others; it spares
+// what node-postgres's Query does for every message and statement (a copy
+// of its config, a result object and its parsers per statement, a row
+// object per row): the Node.js process's instructions a task of a busy
+// slot went from 215 000 to 160 000 (callgrind, the difference between
+// drains of 4,000 and 12,000 tasks; the raw loop's: 131 000). Resolves with
+// the claim's rows.
+class ChainedQuery {
+  constructor(text) {
+    this.text = text;
+    this.statement = 0; // statements the server has completed
+    this.names = null; // the claim's columns
+    this.parsers = null;
+    this.rows = [];
+    this.failure = null; // a row that could not be parsed
+    this.promise = new Promise((resolve, reject) => {
+      // node-postgres wraps it where a query_timeout applies
+      this.callback = (err, rows) => (err ? reject(err) : resolve(rows));
+    });
+  }
+
+  submit(connection) {
+    connection.query(this.text);
+    return null;
+  }
+
+  handleRowDescription(msg) {
+    if (this.statement !== 1) return;
+    this.names = msg.fields.map((f) => f.name);
+    this.parsers = msg.fields.map((f) => CLAIM_TYPES.getTypeParser(f.dataTypeID, f.format || 'text'));
+  }
+
+  handleDataRow(msg) {
+    if (this.statement !== 1 || this.failure) return;
+    const row = {};
+    const values = msg.fields;
+    try {
+      for (let i = 0; i < values.length; i++) row[this.names[i]] = values[i] === null ? null : this.parsers[i](values[i]);
+    } catch (err) {
+      this.failure = err;
+      return;
+    }
+    this.rows.push(row);
+  }
+
+  handleCommandComplete() {
+    this.statement++;
+  }
+
+  handleEmptyQuery() {}
+
+  handleReadyForQuery() {
+    if (this.failure) this.callback(this.failure);
+    else this.callback(null, this.rows);
+  }
+
+  handleError(err) {
+    this.callback(err);
+  }
+
+  // a simple query of these statements never gets these replies
+  handlePortalSuspended() {}
+  handleCopyInResponse(connection) {
+    connection.sendCopyFail('the completing message does not copy');
+  }
+  handleCopyData() {}
+}
+
+// Sends the completing message; resolves with the claim's rows. Through
+// ChainedQuery where the client is node-postgres's own (pg-native's, or a
+// client in pipeline mode, which refuses custom queries, takes the Query).
+async function chainedQuery(client, text) {
+  if (!client.connection || client.pipeline) return (await claimQuery(client, text))[1].rows;
+  const chained = new ChainedQuery(text);
+  client.query(chained);
+  try {
+    return await chained.promise;
+  } catch (err) {
+    throw queueError(err);
+  }
+}
+
 const POLL_MIN = 50; // ms: the first sleep after an empty claim when polling
 
 // The wait of a claim, ms: the worker's, but shorter than the connection's
@@ -734,8 +819,7 @@ class Worker extends EventEmitter {
       const args = [this.queue, this.options.batch, this.lease, this.options.name ?? null].map((v) => literal(client, v, ''));
       this.chainSql = `${TASK_COLUMNS} FROM concurrency.dequeue(${args.join(', ')}) WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'`;
     }
-    const results = await claimQuery(client, `${sql}; ${this.chainSql}; COMMIT; BEGIN`);
-    return results[1].rows;
+    return chainedQuery(client, `${sql}; ${this.chainSql}; COMMIT; BEGIN`);
   }
 
   async failTasks(tasks, err) {

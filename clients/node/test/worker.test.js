@@ -368,12 +368,22 @@ function recordingPool(messages) {
   const own = pool({ max: 4 });
   own.on('connect', (client) => {
     const query = client.query.bind(client);
-    client.query = async (...args) => {
-      const result = await query(...args);
-      // a text, or a query config (the worker sends its completing message as one)
+    client.query = (...args) => {
+      const sent = query(...args);
+      // a text, a query config, or the worker's own Submittable for its
+      // completing message (client.query returns it; it resolves its
+      // promise with the claim's rows, the message's second statement)
       const [text, values] = typeof args[0] === 'string' ? [args[0], args[1]] : [args[0]?.text, args[0]?.values];
-      if (typeof text === 'string' && values === undefined && /concurrency\.complete/.test(text)) messages.push({ text, result });
-      return result;
+      if (typeof text !== 'string' || values !== undefined || !/concurrency\.complete/.test(text)) return sent;
+      const chained = /; COMMIT; BEGIN$/.test(text);
+      if (typeof args[0].submit === 'function') {
+        args[0].promise.then((rows) => messages.push({ text, chained, claimed: rows }), () => {});
+        return sent;
+      }
+      return sent.then((result) => {
+        messages.push({ text, chained, claimed: chained ? result[1].rows : [] });
+        return result;
+      });
     };
   });
   return own;
@@ -408,9 +418,9 @@ test('a completion claims the next task in its own round trip, under READ COMMIT
     assert.deepEqual(seen.errors, []);
     assert.deepEqual(seen.failed, []);
     // complete; dequeue; COMMIT; BEGIN: the dequeue's rows are the second result
-    const chained = messages.filter((m) => Array.isArray(m.result) && m.result.length === 4);
+    const chained = messages.filter((m) => m.chained);
     assert.equal(chained.length, 20, `every completion was one message (${isolation})`);
-    const claimed = chained.filter((m) => m.result[1].rows.length === 1).length;
+    const claimed = chained.filter((m) => m.claimed.length === 1).length;
     if (isolation === 'read committed') assert.equal(claimed, 19, 'each completion but the last claimed the next task');
     else assert.equal(claimed, 0, 'no claim under an old snapshot');
   }
@@ -490,7 +500,7 @@ test('tasks claimed with a completion keep their leases by heartbeats too', asyn
   await until(async () => seen.completed.length === 3, '3 completions');
   await worker.stop();
   assert.deepEqual(held, [true, true, true], 'every lease was extended');
-  assert.equal(messages.filter((m) => Array.isArray(m.result) && m.result[1].rows.length === 1).length, 2, 'two tasks came with a completion');
+  assert.equal(messages.filter((m) => m.chained && m.claimed.length === 1).length, 2, 'two tasks came with a completion');
   assert.deepEqual(seen.leaseLost, []);
   assert.deepEqual(seen.errors, []);
   const { rows } = await db.query(`SELECT attempt FROM "r_${queue}" ORDER BY task_id`);
@@ -532,7 +542,9 @@ test('task ids and lease tokens stay exact text where the application parses int
     pool: db,
     queue,
     handler: async (task, client) => {
-      seen.push([typeof task.id, typeof task.leaseToken, task.id]);
+      // the rest of the row as node-postgres parses it, for claims on their
+      // own and those made with a completion (the second and third) alike
+      seen.push([typeof task.id, typeof task.leaseToken, task.id, task.payload, task.attempt, task.enqueuedAt instanceof Date, task.leaseExpiresAt instanceof Date]);
       await record(queue)(task, client);
     },
   });
@@ -541,9 +553,9 @@ test('task ids and lease tokens stay exact text where the application parses int
   await until(async () => events.completed.length === 3, '3 completions');
   await worker.stop();
   assert.deepEqual(seen, [
-    ['string', 'string', '9007199254740994'],
-    ['string', 'string', '9007199254740995'],
-    ['string', 'string', '9007199254740996'],
+    ['string', 'string', '9007199254740994', { i: 1 }, 1, true, true],
+    ['string', 'string', '9007199254740995', { i: 2 }, 1, true, true],
+    ['string', 'string', '9007199254740996', { i: 3 }, 1, true, true],
   ]);
   assert.deepEqual(events.leaseLost, []);
   assert.deepEqual(events.errors, []);
