@@ -100,12 +100,17 @@ async function runtimeDrain({ concurrency = 1, batch = 1, keyed = false }) {
 // completes the task, claims the next one in the same transaction, commits
 // and begins the next transaction (complete; dequeue; COMMIT; BEGIN), so
 // that a busy slot spends two round trips a job.
-async function rawDrain({ concurrency = 1, batch = 1, keyed = false }) {
+// With `columns`, its claim returns what the runtime's does (every column of
+// dequeue: the attempt, payload and timestamps a handler is given), which
+// shows how much of the runtime's cost is the data a task carries.
+async function rawDrain({ concurrency = 1, batch = 1, keyed = false, columns = false }) {
   await oursQueue(keyed);
   await resetResults();
   const pool = new pg.Pool({ max: concurrency });
   let done = 0;
-  const claim = `SELECT task_id::text AS id, lease_token::text AS token FROM concurrency.dequeue('peers', ${batch})`;
+  const claim = columns
+    ? `SELECT *, task_id AS id, lease_token AS token FROM concurrency.dequeue('peers', ${batch})`
+    : `SELECT task_id::text AS id, lease_token::text AS token FROM concurrency.dequeue('peers', ${batch})`;
   const loop = async () => {
     const c = await pool.connect();
     try {
@@ -235,7 +240,7 @@ async function enqueueRow(side, bulk) {
     await oursEmpty();
     if (bulk) for (const c of chunks(JOBS)) await ours.enqueueBatch(db, 'peers', c.map((i) => ({ i })));
     else for (let i = 0; i < JOBS; i++) await ours.enqueue(db, 'peers', { i });
-  } else if (side === 'raw SQL') {
+  } else if (side.startsWith('raw SQL')) {
     await oursEmpty();
     if (bulk) for (const c of chunks(JOBS)) await db.query('SELECT concurrency.enqueue_batch($1, $2::jsonb[])', ['peers', c.map((i) => JSON.stringify({ i }))]);
     else for (let i = 0; i < JOBS; i++) await db.query('SELECT concurrency.enqueue($1, $2)', ['peers', JSON.stringify({ i })]);
@@ -255,6 +260,7 @@ async function enqueueRow(side, bulk) {
   const counts = {
     runtime: oursCount,
     'raw SQL': oursCount,
+    'raw SQL, task columns': oursCount,
     'graphile-worker': 'SELECT count(*)::int AS n FROM graphile_worker._private_jobs',
     'pg-boss': "SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'peers'",
   };
@@ -324,10 +330,21 @@ const DRAINS = {
   c: ['(c) batched, 10 jobs per claim, one worker', { concurrency: 1, batch: 10 }],
   e: ['(e) keyed: one at a time per key, 100 keys, 8 workers', { concurrency: 8, keyed: true }],
 };
-const ALL_SIDES = { runtime: runtimeDrain, 'raw SQL': rawDrain, 'graphile-worker': graphileDrain, 'pg-boss': bossDrain };
-// PEERS_SIDES="runtime raw" (words the names start with) runs only those
+const ALL_SIDES = {
+  runtime: runtimeDrain,
+  'raw SQL': rawDrain,
+  'raw SQL, task columns': (options) => rawDrain({ ...options, columns: true }),
+  'graphile-worker': graphileDrain,
+  'pg-boss': bossDrain,
+};
+// PEERS_SIDES="runtime raw" (words the names start with) runs only those;
+// "raw SQL, task columns" only where named in full ("columns")
 const SIDES = Object.fromEntries(
-  Object.entries(ALL_SIDES).filter(([name]) => !process.env.PEERS_SIDES || process.env.PEERS_SIDES.split(/\s+/).some((w) => name.startsWith(w))),
+  Object.entries(ALL_SIDES).filter(([name]) => {
+    const words = process.env.PEERS_SIDES ? process.env.PEERS_SIDES.split(/\s+/) : null;
+    if (name.endsWith('task columns')) return !!words && words.includes('columns');
+    return !words || words.some((w) => name.startsWith(w));
+  }),
 );
 
 async function main() {

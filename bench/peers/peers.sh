@@ -14,7 +14,9 @@
 #   PEERS_ROUNDS  each row this many times, the order alternating; the table
 #                 shows the round of median time and the range (default 1)
 #   PEERS_SIDES   only the sides whose names start with these words
-#                 (e.g. "runtime raw graphile")
+#                 (e.g. "runtime raw graphile"); the word "columns" adds
+#                 the raw loop whose claim returns every column the runtime's
+#                 does (in the enqueue rows it enqueues as the raw loop)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
