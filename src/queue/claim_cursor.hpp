@@ -70,8 +70,8 @@ struct ScanPolicy {
 	// the claim's scan of the ready index from the front of a fresh queue
 	// reads the index's metapage, root and first leaf, and a table page per
 	// task it claims (fewer where they share one) or passes over (held by
-	// other claims): twice that leaves room for a dozen of those; 4,000 dead
-	// entries at the front fill about 20 leaf pages
+	// other claims): 16 leaves room for a dozen tasks passed over; 4,000
+	// dead entries at the front fill about 20 leaf pages
 	std::uint64_t costly_front_buffers = 16;
 	std::uint64_t buffers_per_task = 2;
 };
