@@ -58,6 +58,14 @@ sub entries_read {
 	return $node->safe_psql('postgres', "SELECT idx_tup_read FROM pg_stat_all_indexes WHERE indexrelid = $ready");
 }
 
+# Sends a session's pending statistics now (the flush happens at the end of
+# the statement after the request).
+sub flush_stats {
+	my ($session) = @_;
+	$session->query_safe('SELECT pg_stat_force_next_flush()');
+	$session->query_safe('SELECT 1');
+}
+
 # The old snapshot, then enough transaction ids after it for the cursor to
 # count the horizon as pinned.
 my $pin = $node->background_psql('postgres');
@@ -67,8 +75,7 @@ $node->safe_psql('postgres', 'CALL burn_xids(1500)');
 
 my $worker = $node->background_psql('postgres');
 $worker->query_safe("CALL claim('pinned', $before)");
-$worker->query_safe('SELECT pg_stat_force_next_flush()');
-$worker->query_safe('SELECT 1');
+flush_stats($worker);
 
 # A new backend's first claim scans from the front: over the dead entries.
 my $r0 = entries_read();
@@ -80,12 +87,10 @@ cmp_ok($first, '>=', $before, "a first claim from the front reads the $before de
 # Starting from the front, its claims would read about $before entries each;
 # the cursor still starts from the front every 100 ms, which a claim that
 # takes a few milliseconds does not reach often.
-$worker->query_safe('SELECT pg_stat_force_next_flush()');
-$worker->query_safe('SELECT 1');
+flush_stats($worker);
 my $r1 = entries_read();
 $worker->query_safe("CALL claim('pinned', $counted)");
-$worker->query_safe('SELECT pg_stat_force_next_flush()');
-$worker->query_safe('SELECT 1');
+flush_stats($worker);
 my $resumed = entries_read() - $r1;
 cmp_ok($resumed, '<', $counted * $before / 4,
 	"$counted resumed claims read far fewer entries than from the front ($resumed read)");
@@ -122,8 +127,7 @@ sub blocks_read {
 }
 my $drainer = $node->background_psql('postgres');
 $drainer->query_safe("CALL claim('backlog', $drained)");
-$drainer->query_safe('SELECT pg_stat_force_next_flush()');
-$drainer->query_safe('SELECT 1');
+flush_stats($drainer);
 
 # a new backend's first claim starts from the front: over the dead pages
 my $b0 = blocks_read();
@@ -133,12 +137,10 @@ cmp_ok($front, '>=', 10, "a claim from the front reads the pages of $drained dea
 
 # the backend that has been claiming reads a few blocks a claim: the descent
 # to its last claim's leaf, and a scan from the front every 100 ms
-$drainer->query_safe('SELECT pg_stat_force_next_flush()');
-$drainer->query_safe('SELECT 1');
+flush_stats($drainer);
 my $b1 = blocks_read();
 $drainer->query_safe("CALL claim('backlog', $counted)");
-$drainer->query_safe('SELECT pg_stat_force_next_flush()');
-$drainer->query_safe('SELECT 1');
+flush_stats($drainer);
 my $per_claim = (blocks_read() - $b1) / $counted;
 cmp_ok($per_claim, '<', $front / 2,
 	"$counted claims after $drained read few blocks each ($per_claim a claim, $front from the front)");
