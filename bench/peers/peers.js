@@ -389,7 +389,11 @@ async function main() {
     for (let i = 0; i < ROUNDS; i++) {
       const order = flip ? Object.keys(SIDES).reverse() : Object.keys(SIDES);
       flip = !flip;
-      for (const side of order) got[side].push(await run(side));
+      for (const side of order) {
+        const r = await run(side);
+        if (process.env.PEERS_VERBOSE) console.error(`round ${i + 1} ${side}: ${(r.seconds * 1000).toFixed(0)} ms, client ${(r.cpu.client / JOBS).toFixed(4)}, rest ${(r.cpu.server / JOBS).toFixed(4)} ms/job`);
+        got[side].push(r);
+      }
     }
     for (const side of Object.keys(SIDES)) line(label, side, got[side], got.runtime);
   };

@@ -17,6 +17,7 @@
 #                 (e.g. "runtime raw graphile"); the word "columns" adds
 #                 the raw loop whose claim returns every column the runtime's
 #                 does (in the enqueue rows it enqueues as the raw loop)
+#   PEERS_VERBOSE  set: each run's time and CPU on stderr, as it ends
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)

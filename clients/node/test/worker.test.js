@@ -399,7 +399,7 @@ async function recordedQueue(t, n, settings) {
   return { queue, messages, own };
 }
 
-test('a completion claims the next task in its own round trip, under READ COMMITTED only', async (t) => {
+test('a completion claims the next task in its own round trip, whatever the isolation level where nothing races it', async (t) => {
   for (const isolation of ['read committed', 'repeatable read']) {
     const { queue, messages, own } = await recordedQueue(t, 20);
     const worker = new Worker({
@@ -417,13 +417,59 @@ test('a completion claims the next task in its own round trip, under READ COMMIT
     assert.deepEqual(await results(queue), { n: 20, distinct: 20 });
     assert.deepEqual(seen.errors, []);
     assert.deepEqual(seen.failed, []);
+    assert.deepEqual(seen.released, []);
     // complete; dequeue; COMMIT; BEGIN: the dequeue's rows are the second result
     const chained = messages.filter((m) => m.chained);
     assert.equal(chained.length, 20, `every completion was one message (${isolation})`);
     const claimed = chained.filter((m) => m.claimed.length === 1).length;
-    if (isolation === 'read committed') assert.equal(claimed, 19, 'each completion but the last claimed the next task');
-    else assert.equal(claimed, 0, 'no claim under an old snapshot');
+    assert.equal(claimed, 19, `each completion but the last claimed the next task (${isolation})`);
+    assert.ok(chained.every((m) => !m.text.includes('transaction_isolation')), 'no guard before a claim raced');
   }
+});
+
+test('under REPEATABLE READ, a claim with the completion that meets a task claimed since hands the tasks back unspent, and guards the next claims', async (t) => {
+  const { queue, messages, own } = await recordedQueue(t, 6);
+  const runs = new Map(); // task id -> runs of its handler
+  let raced = false;
+  const worker = new Worker({
+    pool: own,
+    queue,
+    handler: async (task, client) => {
+      runs.set(task.id, (runs.get(task.id) || 0) + 1);
+      await client.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+      await record(queue)(task, client); // the snapshot is taken here
+      if (raced) return;
+      raced = true;
+      // another worker claims and completes the next task after that snapshot
+      const other = await db.connect();
+      try {
+        await other.query('BEGIN');
+        const { rows } = await other.query('SELECT task_id::text AS id, lease_token::text AS token, attempt, payload FROM concurrency.dequeue($1)', [queue]);
+        await record(queue)(rows[0], other);
+        await other.query('SELECT concurrency.complete($1, $2, $3)', [queue, rows[0].id, rows[0].token]);
+        await other.query('COMMIT');
+      } finally {
+        other.release();
+      }
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === 5, '5 completions');
+  await worker.stop();
+  assert.deepEqual(seen.errors, []);
+  assert.deepEqual(seen.failed, [], 'the raced claim failed no task');
+  assert.equal(seen.released.length, 1, 'the task whose completion raced was handed back');
+  const first = seen.released[0].id;
+  assert.equal(runs.get(first), 2, 'its handler ran again');
+  // each task's work once (the first run's was rolled back), each at its first attempt
+  assert.deepEqual(await results(queue), { n: 6, distinct: 6 });
+  const attempts = await db.query(`SELECT array_agg(DISTINCT attempt) AS a FROM "r_${queue}"`);
+  assert.deepEqual(attempts.rows[0].a, [1]);
+  // from then on the claim with the completion is guarded: under REPEATABLE READ it claims nothing
+  const chained = messages.filter((m) => m.chained);
+  assert.equal(chained.length, 5);
+  assert.ok(chained.every((m) => m.text.includes("current_setting('transaction_isolation') = 'read committed'") && m.claimed.length === 0));
 });
 
 test('a failure at COMMIT fails the task and undoes the claim made with it', async () => {
