@@ -130,8 +130,10 @@ const ENQUEUE_BATCH_OPTIONS = {
 async function enqueue(db, queue, payload, options = {}) {
   const values = [queue, json(payload)];
   const args = namedArguments(values, ENQUEUE_OPTIONS, options);
-  const sql = `SELECT concurrency.enqueue(queue => $1::text, payload => $2::jsonb${args.map((a) => ', ' + a).join('')})::text AS id`;
-  const { rows } = await query(db, sql, values);
+  // queue and payload positional, ids read as text (see CLAIM_TYPES): a
+  // named argument or a cast costs the server its resolution every call
+  const text = `SELECT concurrency.enqueue($1::text, $2::jsonb${args.map((a) => ', ' + a).join('')}) AS id`;
+  const { rows } = await query(db, { text, values, types: CLAIM_TYPES });
   return rows[0].id;
 }
 
@@ -140,11 +142,9 @@ async function enqueueBatch(db, queue, payloads, options = {}) {
   if (!Array.isArray(payloads)) throw new TypeError('payloads must be an array');
   const values = [queue, payloads.map(json)];
   const args = namedArguments(values, ENQUEUE_BATCH_OPTIONS, options);
-  const sql = `SELECT id::text AS id FROM concurrency.enqueue_batch(queue => $1::text, payloads => $2::jsonb[]${args
-    .map((a) => ', ' + a)
-    .join('')}) AS id`;
-  const { rows } = await query(db, sql, values);
-  return rows.map((r) => r.id);
+  const text = `SELECT * FROM concurrency.enqueue_batch($1::text, $2::jsonb[]${args.map((a) => ', ' + a).join('')}) AS id`;
+  const { rows } = await query(db, { text, values, types: CLAIM_TYPES, rowMode: 'array' });
+  return rows.map((r) => r[0]);
 }
 
 // enqueueGraph's task fields, as the server names them.
@@ -270,9 +270,10 @@ async function serverFeatures(db) {
 const TASK_COLUMNS = 'SELECT *';
 const CLAIM_COLUMNS = `${TASK_COLUMNS}, extract(epoch FROM lease_expires_at - clock_timestamp())::float8 AS left`;
 
-// The claims' rows parsed as node-postgres parses them, but bigint always as
-// text: task ids and lease tokens go past 2^53, and an application may have
-// told node-postgres to parse int8 as a number (pg.types.setTypeParser(20, …)).
+// The claims' rows (and enqueue's ids) parsed as node-postgres parses them,
+// but bigint always as text: task ids and lease tokens go past 2^53, and an
+// application may have told node-postgres to parse int8 as a number
+// (pg.types.setTypeParser(20, …)).
 const INT8 = 20;
 const CLAIM_TYPES = { getTypeParser: (oid, format) => (oid === INT8 ? (value) => value : pgTypes.getTypeParser(oid, format)) };
 

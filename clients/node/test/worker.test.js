@@ -582,7 +582,8 @@ test('task ids and lease tokens stay exact text where the application parses int
   const queue = await freshQueue(db, 'worker');
   // ids past 2^53, which a Number cannot hold exactly
   await db.query(`SELECT pg_catalog.setval(pg_catalog.pg_get_serial_sequence('concurrency."q_${queue}"', 'id'), 9007199254740993)`);
-  await enqueueBatch(db, queue, [{ i: 1 }, { i: 2 }, { i: 3 }]);
+  // enqueue's ids too
+  assert.deepEqual(await enqueueBatch(db, queue, [{ i: 1 }, { i: 2 }, { i: 3 }]), ['9007199254740994', '9007199254740995', '9007199254740996']);
   const seen = [];
   const worker = new Worker({
     pool: db,
@@ -607,6 +608,7 @@ test('task ids and lease tokens stay exact text where the application parses int
   assert.deepEqual(events.errors, []);
   const { rows } = await db.query(`SELECT task_id::text AS id FROM "r_${queue}" ORDER BY task_id`);
   assert.deepEqual(rows.map((r) => r.id), ['9007199254740994', '9007199254740995', '9007199254740996']);
+  assert.equal(await enqueue(db, queue, { i: 4 }), '9007199254740997');
 });
 
 test('claims wait less than the connections\' statement_timeout: no timeout errors while idle', async (t) => {
