@@ -24,8 +24,10 @@ export interface Task<P = Json> {
   /** 1 on the first claim, counting every claim of this task */
   attempt: number;
   payload: P;
-  enqueuedAt: Date;
-  leaseExpiresAt: Date;
+  /** parsed when first read, as node-postgres parses a timestamptz */
+  readonly enqueuedAt: Date;
+  /** as the claim set it (a heartbeat does not change it); parsed when first read */
+  readonly leaseExpiresAt: Date;
   /** aborted when the lease is lost (its reason the LeaseLostError) or the worker stopped past its deadline */
   signal: AbortSignal;
   /** extends the lease now, with progress where the server keeps it */
