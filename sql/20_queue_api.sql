@@ -139,19 +139,26 @@ SELECT count(*) AS effects FROM queue_effects;
 SELECT concurrency.complete('jobs', :e_task, :e_token);
 DROP TABLE queue_effects;
 
--- heartbeat: a new deadline; a later one is a HOT update (no index changes)
+-- heartbeat: a new deadline; a later one, while the indexed deadline is at
+-- least half the new lease away, is a HOT update (no index changes)
 SELECT concurrency.enqueue('jobs', '{"h": 1}') AS h \gset
 SELECT task_id AS h_task, lease_token AS h_token, lease_expires_at AS h_deadline
   FROM concurrency.dequeue('jobs', lease => '1 minute') \gset
 BEGIN;
 SELECT n_tup_upd AS upd0, n_tup_hot_upd AS hot0
   FROM pg_stat_xact_user_tables WHERE relid = 'concurrency."q_jobs"'::regclass \gset
-SELECT concurrency.heartbeat('jobs', :h_task, :h_token, '1 hour') > :'h_deadline'::timestamptz AS later;
+SELECT concurrency.heartbeat('jobs', :h_task, :h_token, '1 minute') > :'h_deadline'::timestamptz AS later;
 SELECT n_tup_upd - :upd0 AS updates, n_tup_hot_upd - :hot0 AS hot_updates
   FROM pg_stat_xact_user_tables WHERE relid = 'concurrency."q_jobs"'::regclass;
 COMMIT;
 SELECT state, lease_expires_at = :'h_deadline'::timestamptz AS index_deadline_kept,
        lease_extended_to > lease_expires_at AS extended
+  FROM concurrency."q_jobs" WHERE id = :h_task;
+-- closer than half the new lease, the heartbeat moves the indexed deadline
+-- itself (dequeue's wake-up leaves extended leases alone)
+SELECT concurrency.heartbeat('jobs', :h_task, :h_token, '1 hour') AS h_deadline2 \gset
+SELECT state, lease_expires_at = :'h_deadline2'::timestamptz AS index_deadline_moved,
+       lease_extended_to IS NULL AS no_extension
   FROM concurrency."q_jobs" WHERE id = :h_task;
 -- NULL extends by the queue's lease (30 seconds from the clock at the call)
 SELECT deadline >= before + interval '30 seconds' AND deadline <= clock_timestamp() + interval '30 seconds'

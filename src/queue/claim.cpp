@@ -453,7 +453,9 @@ constexpr int64 distributed_wait_look_us = 1'000'000;
 // sleeps no longer than.
 std::optional<TimestampTz> next_due(Queue &q) {
 	std::optional<TimestampTz> schedule = next_schedule_time(q);
-	if (q.run("next_due", q.sql().next_due(), 0, nullptr, nullptr) != 1)
+	static const Oid types[1] = {TIMESTAMPTZOID};
+	Datum values[1] = {TimestampTzGetDatum(GetCurrentTimestamp())};
+	if (q.run("next_due", q.sql().next_due(), 1, types, values) != 1)
 		return schedule;
 	bool isnull = false;
 	Datum due = column(0, 1, &isnull);

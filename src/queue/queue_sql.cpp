@@ -225,19 +225,21 @@ RETURNING id, dedupe_key)",
 // LOCKED and update them through `id = ANY (ARRAY(…))`: the update then finds
 // its rows through the primary key whatever the plan cache's generic plan
 // guesses for LIMIT $n (a join could turn into a hash join over the table).
+// The wake-up leaves alone a lease whose indexed deadline passed but which a
+// heartbeat extended (lease_extended_to): it neither locks nor writes it.
+// Moving that lease's deadline into the index here would lock the row until
+// the claim's transaction ends, and a waiting dequeue's transaction lasts
+// while it sleeps: the holder's next heartbeat or complete would wait for it,
+// and the lease lapse meanwhile (isolation spec queue_held_lease). The
+// holder's heartbeat moves the indexed deadline itself (lease_extension).
 std::string QueueSql::wake() const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
    SET state = CASE WHEN t.state )" EQ R"( 'scheduled' THEN 'ready'
-                    WHEN t.lease_extended_to )" GT R"( $1 THEN 'leased'
                     WHEN t.attempt )" LT R"( $4 THEN 'ready'
                     ELSE 'dead' END,
-       lease_expires_at = CASE WHEN t.lease_extended_to )" GT R"( $1 THEN t.lease_extended_to
-                               ELSE t.lease_expires_at END,
        lease_extended_to = NULL,
-       last_error = CASE WHEN t.state )" EQ R"( 'leased' AND NOT COALESCE(t.lease_extended_to )" GT
-	    R"( $1, false)
-                         THEN 'lease expired' ELSE t.last_error END
+       last_error = CASE WHEN t.state )" EQ R"( 'leased' THEN 'lease expired' ELSE t.last_error END
  WHERE {tk}t.id )" EQ R"( ANY (ARRAY(
          SELECT s.id FROM (SELECT id FROM {t}
                             WHERE {k}state )" EQ R"( 'scheduled' AND run_at )" LE R"( $1 AND run_at )" GE
@@ -247,6 +249,7 @@ std::string QueueSql::wake() const {
          SELECT l.id FROM (SELECT id FROM {t}
                             WHERE {k}state )" EQ R"( 'leased' AND lease_expires_at )" LE
 	    R"( $1 AND lease_expires_at )" GE R"( $3
+                              AND NOT COALESCE(lease_extended_to )" GT R"( $1, false)
                             ORDER BY lease_expires_at LIMIT $2 FOR UPDATE SKIP LOCKED) AS l))
 RETURNING t.state )" EQ R"( 'ready', t.state )" EQ R"( 'dead', t.concurrency_key, t.id{links})",
 	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("tk", tk_), fmt::arg("links", link_columns("t.")));
@@ -386,21 +389,36 @@ std::string QueueSql::drop_fair_index() const {
 }
 
 // A heartbeat that moves the deadline later writes lease_extended_to only (no
-// index covers it: a HOT update); dequeue's wake-up step moves it into
-// lease_expires_at when the indexed deadline passes. A shorter lease, or a
-// heartbeat from a holder whose expired task was made ready (or dead) but not
-// claimed again, sets the indexed deadline itself.
+// index covers it: a HOT update) while the indexed deadline is at least half
+// the new lease away; closer, it moves the indexed deadline (an index update,
+// every other heartbeat at the runtimes' pace of a third of the time left),
+// so that the wake-up, which leaves extended leases alone, seldom finds one
+// whose indexed deadline passed. A shorter lease, or a heartbeat from a
+// holder whose expired task was made ready (or dead) but not claimed again,
+// sets the indexed deadline too. `t`: the table's alias and a dot, or "".
+// $3 timestamptz now, $4 interval extend.
+std::string lease_extension(const std::string &t) {
+	return fmt::format(R"(lease_expires_at = CASE WHEN {t}state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GE
+	                   R"( {t}lease_expires_at
+                                 AND {t}lease_expires_at )" GE R"( ($3 )" PLUS R"( ($4 )" TIMES
+	                   R"( 0.5::pg_catalog.float8))
+                               THEN {t}lease_expires_at ELSE $3 )" PLUS R"( $4 END,
+       lease_extended_to = CASE WHEN {t}state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT
+	                   R"( {t}lease_expires_at
+                                  AND {t}lease_expires_at )" GE R"( ($3 )" PLUS R"( ($4 )" TIMES
+	                   R"( 0.5::pg_catalog.float8))
+                                THEN $3 )" PLUS R"( $4 END)",
+	                   fmt::arg("t", t));
+}
+
 std::string QueueSql::heartbeat() const {
 	return fmt::format(
 	    R"(UPDATE {t}
    SET state = 'leased',
-       lease_expires_at = CASE WHEN state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GE R"( lease_expires_at
-                               THEN lease_expires_at ELSE $3 )" PLUS R"( $4 END,
-       lease_extended_to = CASE WHEN state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT R"( lease_expires_at
-                                THEN $3 )" PLUS R"( $4 END
+       {extend}
  WHERE {k}id )" EQ R"( $1 AND lease_token )" EQ R"( $2
 RETURNING $3 )" PLUS R"( $4)",
-	    fmt::arg("t", table_), fmt::arg("k", k_));
+	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("extend", lease_extension("")));
 }
 
 std::string QueueSql::complete() const {
@@ -466,17 +484,12 @@ std::string QueueSql::heartbeat_many() const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
    SET state = 'leased',
-       lease_expires_at = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GE
-	    R"( t.lease_expires_at
-                               THEN t.lease_expires_at ELSE $3 )" PLUS R"( $4 END,
-       lease_extended_to = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT
-	    R"( t.lease_expires_at
-                                THEN $3 )" PLUS R"( $4 END
+       {extend}
   FROM {leases}
  WHERE {held}
 RETURNING t.id, $3 )" PLUS R"( $4)",
 	    fmt::arg("t", table_), fmt::arg("leases", named_leases),
-	    fmt::arg("held", tk_ + held_under_named_lease));
+	    fmt::arg("held", tk_ + held_under_named_lease), fmt::arg("extend", lease_extension("t.")));
 }
 
 std::string QueueSql::fail_lock_many() const {

@@ -129,7 +129,7 @@ class QueueSql {
 	std::string enqueue_batch(bool with_dedupe_keys) const;
 	// The wake-up step of dequeue: due scheduled tasks become ready; expired
 	// leases become ready (or dead when their attempts are used up); a lease
-	// extended by a heartbeat gets its new deadline into the index.
+	// extended by a heartbeat past its indexed deadline is left alone.
 	// $1 timestamptz now, $2 int4 limit per kind, $3 timestamptz floor,
 	// $4 int4 max_attempts -> made ready (bool), made dead (bool),
 	// concurrency_key: one row per task changed
@@ -221,8 +221,9 @@ class QueueSql {
 	// heartbeat_many's $1 to $4, and $5 jsonb[] progress at the tasks'
 	// positions (a NULL element leaves that task's progress as it is)
 	std::string heartbeat_many_progress() const;
-	// -> the earliest time at which a scheduled task comes due or a lease
-	// expires (NULL: none): how long dequeue(…, wait) may sleep at most
+	// $1 timestamptz now -> the earliest time at which a scheduled task comes
+	// due or a lease expires, or earlier (NULL: none): how long
+	// dequeue(…, wait) may sleep at most
 	std::string next_due() const;
 
 	// The text of statement `s` (one of the above).
@@ -264,6 +265,10 @@ class QueueSql {
 // settings), run by the admin functions (admin.cpp), the cache (queue.cpp)
 // and queue_stats (inspect.cpp). The catalog's columns: name, lease,
 // max_attempts, retain, key_limit, max_leased, created_by.
+// The SET of a heartbeat's lease (queue_sql.cpp): `t` the table's alias and
+// a dot, or "".
+std::string lease_extension(const std::string &t);
+
 namespace catalog_sql {
 // $1 name, $2..$6 the settings, $7 created_by: no row when the queue exists
 // (its rate limit, where it has one, is set by set_rate after it)

@@ -38,38 +38,37 @@ std::string QueueSql::heartbeat_progress() const {
 	return fmt::format(
 	    R"(UPDATE {t}
    SET state = 'leased',
-       lease_expires_at = CASE WHEN state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GE R"( lease_expires_at
-                               THEN lease_expires_at ELSE $3 )" PLUS R"( $4 END,
-       lease_extended_to = CASE WHEN state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT R"( lease_expires_at
-                                THEN $3 )" PLUS R"( $4 END,
+       {extend},
        progress = $5
  WHERE {k}id )" EQ R"( $1 AND lease_token )" EQ R"( $2
 RETURNING $3 )" PLUS R"( $4)",
-	    fmt::arg("t", table_), fmt::arg("k", k_));
+	    fmt::arg("t", table_), fmt::arg("k", k_), fmt::arg("extend", lease_extension("")));
 }
 
 std::string QueueSql::heartbeat_many_progress() const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
    SET state = 'leased',
-       lease_expires_at = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GE
-	    R"( t.lease_expires_at
-                               THEN t.lease_expires_at ELSE $3 )" PLUS R"( $4 END,
-       lease_extended_to = CASE WHEN t.state )" EQ R"( 'leased' AND $3 )" PLUS R"( $4 )" GT
-	    R"( t.lease_expires_at
-                                THEN $3 )" PLUS R"( $4 END,
+       {extend},
        progress = COALESCE(u.progress, t.progress)
   FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($5)) AS u(id, lease_token, progress)
  WHERE {tk}t.id )" EQ R"( u.id AND t.lease_token )" EQ R"( u.lease_token
 RETURNING t.id, $3 )" PLUS R"( $4)",
-	    fmt::arg("t", table_), fmt::arg("tk", tk_));
+	    fmt::arg("t", table_), fmt::arg("tk", tk_), fmt::arg("extend", lease_extension("t.")));
 }
 
+// A lease whose indexed deadline passed may have been extended (the wake-up
+// leaves it so): its own deadline counts. The leases past their indexed
+// deadline are few (the holder's heartbeats move it), and are read whole;
+// the first lease whose indexed deadline is ahead bounds the rest (a lease
+// never ends before its indexed deadline).
 std::string QueueSql::next_due() const {
 	return fmt::format(R"(SELECT LEAST((SELECT run_at FROM {t} WHERE state )" EQ
 	                   R"( 'scheduled' ORDER BY run_at LIMIT 1),
-             (SELECT lease_expires_at FROM {t} WHERE state )" EQ
-	                   R"( 'leased' ORDER BY lease_expires_at LIMIT 1)))",
+             (SELECT lease_expires_at FROM {t} WHERE state )" EQ R"( 'leased' AND lease_expires_at )" GT
+	                   R"( $1 ORDER BY lease_expires_at LIMIT 1),
+             (SELECT pg_catalog.min(GREATEST(lease_expires_at, lease_extended_to)) FROM {t}
+               WHERE state )" EQ R"( 'leased' AND lease_expires_at )" LE R"( $1)))",
 	                   fmt::arg("t", table_));
 }
 
