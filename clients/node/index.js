@@ -315,7 +315,7 @@ class ChainedQuery {
     this.failure = null; // a row that could not be parsed
     this.promise = new Promise((resolve, reject) => {
       // node-postgres wraps it where a query_timeout applies
-      this.callback = (err, rows) => (err ? reject(err) : resolve(rows));
+      this.callback = (err, rows) => (err ? reject(chainError(err, this.statement)) : resolve(rows));
     });
   }
 
@@ -379,21 +379,23 @@ class RacedClaim extends Error {
   }
 }
 
-// Sends the completing message; resolves with the claim's rows. A
-// serialization failure (40001) after the completion, at the claim or the
-// COMMIT, rejects with RacedClaim where the client is chainable.
-async function chainedQuery(client, text) {
-  if (!chainable(client)) return (await claimQuery(client, text))[1].rows;
+// The completing message's error, `statement` the index of the statement
+// that failed: a serialization failure (40001) after the completion, at the
+// claim or the COMMIT, is a RacedClaim.
+const SERIALIZATION_FAILURE = '40001';
+function chainError(err, statement) {
+  if (err && err.code === SERIALIZATION_FAILURE && statement >= 1) return new RacedClaim(err);
+  return queueError(err);
+}
+
+// Sends the completing message; resolves with the claim's rows (rejects with
+// chainError's errors where the client is chainable).
+function chainedQuery(client, text) {
+  if (!chainable(client)) return claimQuery(client, text).then((results) => results[1].rows);
   const chained = new ChainedQuery(text);
   client.query(chained);
-  try {
-    return await chained.promise;
-  } catch (err) {
-    if (err && err.code === SERIALIZATION_FAILURE && chained.statement >= 1) throw new RacedClaim(err);
-    throw queueError(err);
-  }
+  return chained.promise;
 }
-const SERIALIZATION_FAILURE = '40001';
 
 const POLL_MIN = 50; // ms: the first sleep after an empty claim when polling
 
@@ -444,6 +446,8 @@ function sendCancel(client) {
   });
 }
 const sleepFor = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+const RESOLVED = Promise.resolve();
 
 // A claimed task, as the handler gets it.
 class Task {
@@ -500,8 +504,8 @@ class Claim {
     this.worker = worker;
     this.tasks = tasks;
     this.lost = null; // the LeaseLostError a heartbeat got
-    this.chain = Promise.resolve(); // heartbeats, one at a time, then complete
-    this.timer = null;
+    this.chain = RESOLVED; // heartbeats, one at a time, then complete
+    this.due = null; // when the next heartbeat is due (Date.now() ms), if one is
     this.ended = false;
     for (const task of tasks) Task.attach(task, this);
     this.controller = null; // made when a handler reads task.signal
@@ -523,15 +527,12 @@ class Claim {
     if (this.controller) this.controller.abort(reason);
   }
 
-  // Heartbeats every third of the time the lease has left.
+  // Heartbeats every third of the time the lease has left (on the worker's
+  // one timer: see Worker.wakeAt).
   schedule(leftSeconds) {
     if (this.ended || !this.worker.options.heartbeat) return;
-    const every = Math.max(10, (leftSeconds * 1000) / 3);
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.heartbeat().catch(() => {}); // reported through the worker
-    }, every);
-    this.timer.unref?.();
+    this.due = Date.now() + Math.max(10, (leftSeconds * 1000) / 3);
+    this.worker.wakeAt(this.due);
   }
 
   // Extends the lease now (with the task's progress, where the server keeps
@@ -561,7 +562,6 @@ class Claim {
       }
       try {
         const { rows } = await query(w.pool, `SELECT extract(epoch FROM ${call} - clock_timestamp())::float8 AS left`, values);
-        if (this.timer) clearTimeout(this.timer);
         this.schedule(rows[0].left);
       } catch (err) {
         if (err instanceof LeaseLostError) {
@@ -572,7 +572,7 @@ class Claim {
           return;
         }
         w.report(err);
-        if (!this.timer) this.schedule(1); // try again soon
+        if (this.due === null) this.schedule(1); // try again soon
         throw err;
       }
     });
@@ -580,12 +580,13 @@ class Claim {
     return beat;
   }
 
-  // No heartbeat after this one; waits for the one in flight.
-  async end() {
+  // No heartbeat after this one. Returns the one in flight, to be awaited,
+  // if there is one (none: nothing to wait for, not even a turn of the
+  // event loop).
+  end() {
     this.ended = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-    await this.chain;
+    this.due = null;
+    return this.chain === RESOLVED ? null : this.chain;
   }
 }
 
@@ -625,6 +626,36 @@ class Worker extends EventEmitter {
     // once a handler raised its transaction's isolation level (see finish)
     this.guarded = false;
     this.clockOffset = 0; // ms the server's clock is ahead of this one's
+    // one timer for the heartbeats of every claim (a timer a claim, set and
+    // cleared for every task, was a cost of a busy slot): when it is set to
+    // go off (Date.now() ms)
+    this.beatTimer = null;
+    this.beatDue = Infinity;
+  }
+
+  // Sets the heartbeats' timer to go off by `due` (ms) at the latest.
+  wakeAt(due) {
+    if (this.beatTimer && this.beatDue <= due) return;
+    if (this.beatTimer) clearTimeout(this.beatTimer);
+    this.beatDue = due;
+    this.beatTimer = setTimeout(() => this.beat(), Math.max(0, due - Date.now()));
+    this.beatTimer.unref?.();
+  }
+
+  // Sends the heartbeats that are due, and sets the timer for the next.
+  beat() {
+    this.beatTimer = null;
+    this.beatDue = Infinity;
+    const now = Date.now();
+    let next = Infinity;
+    for (const claim of this.claims) {
+      if (claim.due === null) continue;
+      if (claim.due <= now) {
+        claim.due = null;
+        claim.heartbeat().catch(() => {}); // reported through the worker
+      } else if (claim.due < next) next = claim.due;
+    }
+    if (next < Infinity) this.wakeAt(next);
   }
 
   // Seconds the claim's lease has by the server's clock: the claim on its
@@ -792,11 +823,13 @@ class Worker extends EventEmitter {
     try {
       if (!begun) await client.query('BEGIN');
       result = await this.options.handler(batch ? tasks : tasks[0], client);
-      await claim.end();
+      const beating = claim.end();
+      if (beating) await beating;
       if (claim.lost) throw claim.lost;
       next = await this.finish(client, tasks, result);
     } catch (thrown) {
-      await claim.end();
+      const beating = claim.end();
+      if (beating) await beating;
       let healthy = true;
       try {
         // not where the failure was the COMMIT's: nothing is open then
@@ -863,7 +896,7 @@ class Worker extends EventEmitter {
   // cannot be told (pg-native, pipeline mode) the guard is always there.
   // Resolves with the claimed rows ([] when none: the begun transaction
   // is then empty), or null when it claimed nothing and committed.
-  async finish(client, tasks, result) {
+  finish(client, tasks, result) {
     const q = literal(client, this.queue, '::text');
     let sql;
     if (this.options.batch > 1) {
@@ -874,10 +907,7 @@ class Worker extends EventEmitter {
       const r = result === undefined ? 'NULL::jsonb' : literal(client, json(result), '::jsonb');
       sql = `SELECT concurrency.complete(${q}, ${literal(client, t.id, '::bigint')}, ${literal(client, t.leaseToken, '::bigint')}, ${r})`;
     }
-    if (this.stopping) {
-      await query(client, `${sql}; COMMIT`);
-      return null;
-    }
+    if (this.stopping) return query(client, `${sql}; COMMIT`).then(() => null);
     if (!this.chainSql) {
       // positional and untyped (dequeue has one signature, which types
       // them), and only as many as are set: each NULL or quoted number
@@ -971,7 +1001,7 @@ class Worker extends EventEmitter {
     for (const claim of this.claims) {
       running += claim.tasks.length;
       claim.ended = true;
-      if (claim.timer) clearTimeout(claim.timer);
+      claim.due = null;
       claim.abort(new Error('the worker stopped: the lease is left to lapse'));
     }
     return running;

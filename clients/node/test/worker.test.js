@@ -154,6 +154,36 @@ test('heartbeats keep a task longer than its lease', async () => {
   assert.deepEqual(rows, [{ attempt: 1 }], 'done once, at its first attempt');
 });
 
+test('the heartbeats of several slots, due at different times, keep every lease', async () => {
+  // three slots whose claims come 150 ms apart, so that their heartbeats
+  // fall due at different times on the worker's one timer
+  const queue = await freshQueue(db, 'worker', "lease => '300 milliseconds'");
+  const started = [];
+  const worker = new Worker({
+    pool: db,
+    queue,
+    concurrency: 3,
+    handler: async (task, client) => {
+      started.push(task.id);
+      await until(async () => Date.now() - task.leaseExpiresAt.getTime() > 900, 'the leases to pass');
+      await record(queue)(task, client);
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  for (let i = 1; i <= 3; i++) {
+    await enqueue(db, queue, { i });
+    await until(async () => started.length === i, `task ${i} to start`);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+  }
+  await until(async () => seen.completed.length === 3, '3 completions');
+  await worker.stop();
+  assert.deepEqual(seen.leaseLost, []);
+  assert.deepEqual(seen.errors, []);
+  const { rows } = await db.query(`SELECT attempt FROM "r_${queue}" ORDER BY task_id`);
+  assert.deepEqual(rows, [{ attempt: 1 }, { attempt: 1 }, { attempt: 1 }], 'each done once, at its first attempt');
+});
+
 test('no heartbeat races its own complete into a spurious CE001', async () => {
   // complete made slow (a trigger sleeps while it holds the task's row):
   // a heartbeat sent meanwhile would wait for the completing transaction,
