@@ -289,6 +289,8 @@ const CLAIM_TYPES = { getTypeParser: (oid, format) => (oid === INT8 || oid === T
 // application told it otherwise)
 const timestamp = (value) => (typeof value === 'string' ? pgTypes.getTypeParser(TIMESTAMPTZ, 'text')(value) : value);
 
+const ISO_TIMESTAMP = /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d/;
+
 const claimQuery = (db, text, values) => query(db, { text, values, types: CLAIM_TYPES });
 
 // The guard of the claim in the completing message, once it needs one (see
@@ -664,10 +666,11 @@ class Worker extends EventEmitter {
   // reckoned from that offset.
   leaseLeft(row) {
     const now = Date.now();
-    // the server's text as it comes (ISO, its offset): Date.parse reads it
-    // in a third of the time node-postgres's parser takes
+    // the server's text as it comes: Date.parse reads DateStyle ISO (what
+    // node-postgres expects) in a third of the time node-postgres's parser
+    // takes; another style is not guessed at (NaN: heartbeat soon)
     const expires = row.lease_expires_at;
-    const end = expires instanceof Date ? expires.getTime() : Date.parse(expires);
+    const end = expires instanceof Date ? expires.getTime() : ISO_TIMESTAMP.test(expires) ? Date.parse(expires) : NaN;
     if (typeof row.left === 'number') {
       if (Number.isFinite(end)) this.clockOffset = end - row.left * 1000 - now;
       return row.left;
