@@ -5,6 +5,9 @@ set -euo pipefail
 packages=(
   # building the module into an existing server (README "From source")
   g++ make libfmt-dev postgresql-server-dev-15
+  # the server's headers include GSSAPI's (Debian builds it with ENABLE_GSS);
+  # postgresql-server-dev-15 does not pull them in
+  libkrb5-dev
   # the server the tests run against, and its client tools
   postgresql-15 postgresql-contrib postgresql-common
   # unit tests, sanitizer run, TAP tests, fuzz suite and examples
