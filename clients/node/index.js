@@ -66,14 +66,29 @@ function interval(value, name) {
 }
 
 // A value written into a query text (for the one message that carries
-// several statements, which cannot have parameters): node-postgres's
-// escapeLiteral, NULL for null. A NUL character would end the message
-// early: refused.
-function literal(client, value, cast) {
+// several statements, which cannot have parameters), NULL for null. Quoted
+// as node-postgres's escapeLiteral quotes (quotes doubled; with a
+// backslash, an E'' string with backslashes doubled: right whatever
+// standard_conforming_strings says), but without its loop that builds the
+// text a character at a time: most values need no escape at all. A NUL
+// character would end the message early: refused.
+const ESCAPED = /['\\\0]/;
+function literal(value, cast) {
   if (value === null || value === undefined) return `NULL${cast}`;
   const text = String(value);
+  if (!ESCAPED.test(text)) return `'${text}'${cast}`;
   if (text.includes('\0')) throw new TypeError('a value sent to the server cannot contain a NUL character');
-  return `${client.escapeLiteral(text)}${cast}`;
+  const quoted = text.replace(/'/g, "''");
+  return text.includes('\\') ? ` E'${quoted.replace(/\\/g, '\\\\')}'${cast}` : `'${quoted}'${cast}`;
+}
+
+// A task id or lease token (bigint, as the claim's text) for a query text:
+// digits, checked rather than escaped.
+const BIGINT = /^-?[0-9]{1,19}$/;
+function bigintText(value) {
+  const text = typeof value === 'string' ? value : String(value);
+  if (!BIGINT.test(text)) throw new TypeError(`a task id or lease token must be an integer, not ${JSON.stringify(text)}`);
+  return text;
 }
 
 // A payload of any JSON type. node-postgres would send a JS array as a
@@ -307,12 +322,55 @@ const READ_COMMITTED_ONLY = " WHERE pg_catalog.current_setting('transaction_isol
 // slot went from 215 000 to 160 000 (callgrind, the difference between
 // drains of 4,000 and 12,000 tasks; the raw loop's: 131 000). Resolves with
 // the claim's rows.
+// The columns of a claim's row as the completing message reads them: where
+// each of the task's columns is, and its parser. Rows are built in one
+// shape from them (an object filled field by field under names read from
+// the reply is a dictionary to V8, slower to build and to read); worked
+// out once per worker and set of columns.
+const TASK_FIELDS = ['task_id', 'lease_token', 'attempt', 'payload', 'enqueued_at', 'lease_expires_at'];
+class ClaimColumns {
+  constructor(fields) {
+    this.key = ClaimColumns.key(fields);
+    this.at = TASK_FIELDS.map((name) => fields.findIndex((f) => f.name === name));
+    this.parsers = this.at.map((i) => (i < 0 ? null : CLAIM_TYPES.getTypeParser(fields[i].dataTypeID, fields[i].format || 'text')));
+  }
+
+  static key(fields) {
+    let key = '';
+    for (const f of fields) key += `${f.name}:${f.dataTypeID}:${f.format},`;
+    return key;
+  }
+
+  // the worker's columns if these fields are theirs, else new ones
+  static of(fields, known) {
+    return known && known.key === ClaimColumns.key(fields) ? known : new ClaimColumns(fields);
+  }
+
+  value(values, k) {
+    const i = this.at[k];
+    if (i < 0) return undefined;
+    const v = values[i];
+    return v === null ? null : this.parsers[k](v);
+  }
+
+  row(values) {
+    return {
+      task_id: this.value(values, 0),
+      lease_token: this.value(values, 1),
+      attempt: this.value(values, 2),
+      payload: this.value(values, 3),
+      enqueued_at: this.value(values, 4),
+      lease_expires_at: this.value(values, 5),
+    };
+  }
+}
+
 class ChainedQuery {
-  constructor(text) {
+  constructor(text, worker) {
     this.text = text;
+    this.worker = worker; // keeps the claim's columns (see ClaimColumns)
     this.statement = 0; // statements the server has completed
-    this.names = null; // the claim's columns
-    this.parsers = null;
+    this.columns = null;
     this.rows = [];
     this.failure = null; // a row that could not be parsed
     this.promise = new Promise((resolve, reject) => {
@@ -328,16 +386,14 @@ class ChainedQuery {
 
   handleRowDescription(msg) {
     if (this.statement !== 1) return;
-    this.names = msg.fields.map((f) => f.name);
-    this.parsers = msg.fields.map((f) => CLAIM_TYPES.getTypeParser(f.dataTypeID, f.format || 'text'));
+    this.columns = this.worker.claimColumns = ClaimColumns.of(msg.fields, this.worker.claimColumns);
   }
 
   handleDataRow(msg) {
     if (this.statement !== 1 || this.failure) return;
-    const row = {};
-    const values = msg.fields;
+    let row;
     try {
-      for (let i = 0; i < values.length; i++) row[this.names[i]] = values[i] === null ? null : this.parsers[i](values[i]);
+      row = this.columns.row(msg.fields);
     } catch (err) {
       this.failure = err;
       return;
@@ -392,9 +448,9 @@ function chainError(err, statement) {
 
 // Sends the completing message; resolves with the claim's rows (rejects with
 // chainError's errors where the client is chainable).
-function chainedQuery(client, text) {
+function chainedQuery(client, text, worker) {
   if (!chainable(client)) return claimQuery(client, text).then((results) => results[1].rows);
-  const chained = new ChainedQuery(text);
+  const chained = new ChainedQuery(text, worker);
   client.query(chained);
   return chained.promise;
 }
@@ -612,6 +668,7 @@ class Worker extends EventEmitter {
     this.pool = o.pool;
     this.queue = o.queue;
     this.lease = interval(o.lease, 'lease');
+    this.queueLiteral = literal(o.queue, '::text');
     this.features = null;
     this.stopping = false;
     this.slots = [];
@@ -624,6 +681,7 @@ class Worker extends EventEmitter {
     this.cancelled = new WeakSet();
     this.signalHandler = null;
     this.chainSql = null;
+    this.claimColumns = null; // the completing message's (see ClaimColumns)
     // the completing message's claim is made under READ COMMITTED only,
     // once a handler raised its transaction's isolation level (see finish)
     this.guarded = false;
@@ -900,15 +958,21 @@ class Worker extends EventEmitter {
   // Resolves with the claimed rows ([] when none: the begun transaction
   // is then empty), or null when it claimed nothing and committed.
   finish(client, tasks, result) {
-    const q = literal(client, this.queue, '::text');
+    const q = this.queueLiteral;
     let sql;
     if (this.options.batch > 1) {
-      const array = (values) => literal(client, `{${values.join(',')}}`, '::bigint[]');
-      sql = `SELECT concurrency.complete_batch(${q}, ${array(tasks.map((t) => t.id))}, ${array(tasks.map((t) => t.leaseToken))})`;
+      let ids = '';
+      let tokens = '';
+      for (const t of tasks) {
+        const comma = ids === '' ? '' : ',';
+        ids += comma + bigintText(t.id);
+        tokens += comma + bigintText(t.leaseToken);
+      }
+      sql = `SELECT concurrency.complete_batch(${q}, '{${ids}}'::bigint[], '{${tokens}}'::bigint[])`;
     } else {
       const t = tasks[0];
-      const r = result === undefined ? 'NULL::jsonb' : literal(client, json(result), '::jsonb');
-      sql = `SELECT concurrency.complete(${q}, ${literal(client, t.id, '::bigint')}, ${literal(client, t.leaseToken, '::bigint')}, ${r})`;
+      const r = result === undefined ? 'NULL::jsonb' : literal(json(result), '::jsonb');
+      sql = `SELECT concurrency.complete(${q}, '${bigintText(t.id)}'::bigint, '${bigintText(t.leaseToken)}'::bigint, ${r})`;
     }
     if (this.stopping) return query(client, `${sql}; COMMIT`).then(() => null);
     if (!this.chainSql) {
@@ -916,13 +980,13 @@ class Worker extends EventEmitter {
       // them), and only as many as are set: each NULL or quoted number
       // costs the server its coercion (5 800 instructions for the two)
       const name = this.options.name ?? null;
-      const args = [literal(client, this.queue, ''), String(this.options.batch)];
-      if (this.lease !== null || name !== null) args.push(literal(client, this.lease, ''));
-      if (name !== null) args.push(literal(client, name, ''));
+      const args = [literal(this.queue, ''), String(this.options.batch)];
+      if (this.lease !== null || name !== null) args.push(literal(this.lease, ''));
+      if (name !== null) args.push(literal(name, ''));
       this.chainSql = `${TASK_COLUMNS} FROM concurrency.dequeue(${args.join(', ')})`;
     }
     const guard = this.guarded || !chainable(client) ? READ_COMMITTED_ONLY : '';
-    return chainedQuery(client, `${sql}; ${this.chainSql}${guard}; COMMIT; BEGIN`);
+    return chainedQuery(client, `${sql}; ${this.chainSql}${guard}; COMMIT; BEGIN`, this);
   }
 
   async failTasks(tasks, err) {

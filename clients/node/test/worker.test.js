@@ -532,8 +532,7 @@ test('a failure at COMMIT fails the task and undoes the claim made with it', asy
   assert.deepEqual(seen.errors, []);
 });
 
-test('results written into the completing message keep every character', async () => {
-  const queue = await freshQueue(db, 'worker', "lease => '30 seconds', retain => '1 hour'");
+test('results written into the completing message keep every character, whatever standard_conforming_strings says', async (t) => {
   const values = [
     { s: "it's a \\ back'slash\\' E'x' \\x41 $$ $1 ; COMMIT; \u00e9 \u2603 \ud83d\ude00" },
     ['\\', "'", '\\\'', ''],
@@ -541,18 +540,33 @@ test('results written into the completing message keep every character', async (
     -0.5,
     null,
   ];
-  const ids = await enqueueBatch(db, queue, values.map((_, i) => ({ i })));
-  const worker = new Worker({ pool: db, queue, handler: async (task) => values[task.payload.i] });
-  const seen = collect(worker);
-  await worker.start();
-  await until(async () => seen.completed.length === values.length, 'the completions');
-  await worker.stop();
-  for (const [i, id] of ids.entries()) {
-    const { rows } = await db.query('SELECT result FROM concurrency.task_status($1, $2)', [queue, id]);
-    assert.deepEqual(rows[0].result, values[i]);
+  // off: a backslash in a plain '' string is an escape; the worker's name
+  // is written into the claim of the completing message too
+  const off = pool({ max: 4, options: '-c standard_conforming_strings=off' });
+  let worker = null;
+  // stopped before its pool ends, also when the test fails (a running
+  // worker keeps a connection: the pool's end would wait for it)
+  t.after(async () => {
+    await worker?.stop({ timeout: 1000 });
+    await off.end();
+  });
+  for (const [own, name] of [[db, undefined], [off, "w'\\n\\"]]) {
+    const queue = await freshQueue(db, 'worker', "lease => '30 seconds', retain => '1 hour'");
+    const ids = await enqueueBatch(db, queue, values.map((_, i) => ({ i })));
+    worker = new Worker({ pool: own, queue, name, handler: async (task) => values[task.payload.i] });
+    const seen = collect(worker);
+    await worker.start();
+    await until(async () => seen.completed.length === values.length, 'the completions', 10000);
+    await worker.stop();
+    for (const [i, id] of ids.entries()) {
+      const { rows } = await db.query('SELECT result, worker FROM concurrency.task_status($1, $2)', [queue, id]);
+      assert.deepEqual(rows[0].result, values[i]);
+      if (name) assert.equal(rows[0].worker, name);
+    }
+    assert.deepEqual(seen.errors, []);
   }
   assert.throws(() => new Worker({ pool: db, queue: 'a\0b', handler: async () => {} }), TypeError);
-  assert.throws(() => new Worker({ pool: db, queue, name: 'w\0', handler: async () => {} }), TypeError);
+  assert.throws(() => new Worker({ pool: db, queue: 'worker', name: 'w\0', handler: async () => {} }), TypeError);
 });
 
 test('tasks claimed with a completion keep their leases by heartbeats too', async (t) => {
