@@ -2,16 +2,27 @@
 // The Node.js runtime of concurrency_ext (clients/node) against
 // graphile-worker and pg-boss on one server, and against the raw SQL loop
 // that the runtime wraps. Each row runs every side in turn (the order
-// alternates from row to row), draining JOBS jobs, and checks that every job
-// was handled exactly once. Run by peers.sh, which installs the peers and
-// starts the server; PG* variables say where.
+// alternates from round to round), draining JOBS jobs, and checks that every
+// job was handled exactly once. Each run is a Node.js process of its own
+// (as each system's workers are in use), which first runs the same row
+// with WARMUP jobs, untimed: the figures are those of a worker that has run
+// a while, not of V8 compiling its code, nor of code that another side's
+// run left tuned to another side's calls. Run by peers.sh, which installs
+// the peers and starts the server; PG* variables say where.
 //
 //   node peers.js JOBS DEPS_DIR [ROWS]   (ROWS: e.g. "a b c d e latency")
+//   node peers.js JOBS DEPS_DIR --run ROW SIDE   (one run: its result as JSON)
 
 const path = require('node:path');
 const { performance } = require('node:perf_hooks');
 
-const [JOBS, DEPS, ROWS] = [Number(process.argv[2] || 20000), process.argv[3], (process.argv[4] || 'a b c d e latency').split(/\s+/)];
+const [TOTAL, DEPS, ROWS] = [Number(process.argv[2] || 20000), process.argv[3], (process.argv[4] || 'a b c d e latency').split(/\s+/)];
+// PEERS_WARMUP: the untimed jobs each run handles first (0: none; by
+// default as many as it times: V8 compiles a process's hot code over its
+// first thousands of calls, a batched drain's 2,000 jobs are 200 claims)
+const WARMUP = Math.max(0, Number(process.env.PEERS_WARMUP ?? TOTAL));
+// the jobs of the drain or enqueue under way (the warm-up's, then TOTAL)
+let JOBS = TOTAL;
 const need = (name) => require(require.resolve(name, { paths: [DEPS] }));
 const pg = need('pg');
 const { run: graphileRun, makeWorkerUtils } = need('graphile-worker');
@@ -22,6 +33,7 @@ process.env.NO_LOG_SUCCESS = '1';
 const quiet = { debug() {}, info() {}, warn() {}, error: (m) => console.error(m) };
 const graphileLogger = new (need('graphile-worker').Logger)(() => quiet.debug);
 const db = new pg.Pool({ max: 20 });
+const { spawn } = require('node:child_process');
 db.on('error', (e) => console.error('pool:', e.message));
 const CHUNK = 1000;
 const KEYS = 100;
@@ -347,6 +359,42 @@ const SIDES = Object.fromEntries(
   }),
 );
 
+// One run of a row ('a', 'b', 'c', 'e'; 'd1' enqueues one by one, 'dB' in
+// bulk) by one side, in this process: WARMUP jobs first, untimed, then JOBS.
+async function runOne(row, side) {
+  if (side === 'pg-boss') {
+    boss = new PgBoss({ connectionString: connString(), supervise: false, schedule: false, migrate: false });
+    boss.on('error', () => {});
+    await boss.start();
+  }
+  const run = DRAINS[row] ? () => SIDES[side](DRAINS[row][1]) : () => enqueueRow(side, row === 'dB');
+  let warm = { ok: true };
+  if (WARMUP > 0) {
+    JOBS = WARMUP;
+    warm = await run();
+    JOBS = TOTAL;
+  }
+  const result = await run();
+  if (boss) await boss.stop({ graceful: false, wait: true }).catch(() => {});
+  await db.end();
+  return { ...result, ok: result.ok && warm.ok };
+}
+
+// The same in a process of its own: its result.
+function child(row, side) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [__filename, String(TOTAL), DEPS, '--run', row, side], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.on('error', reject);
+    p.on('close', (code) => {
+      const last = out.trim().split('\n').pop();
+      if (code !== 0 || !last) reject(new Error(`the run of row ${row} by ${side} ended with code ${code}`));
+      else resolve(JSON.parse(last));
+    });
+  });
+}
+
 async function main() {
   const { rows } = await db.query("SELECT extversion FROM pg_extension WHERE extname = 'concurrency_ext'");
   boss = new PgBoss({ connectionString: connString(), supervise: false, schedule: false, migrate: true });
@@ -357,7 +405,7 @@ async function main() {
   await gw.release();
   const features = await ours.serverFeatures(db);
   console.log(
-    `concurrency_ext ${rows[0].extversion}; runtime claims ${features.wait ? 'with the waiting dequeue' : 'by polling (no waiting dequeue on this server)'}; ${JOBS} jobs per run; ${ROUNDS} round(s) per row`,
+    `concurrency_ext ${rows[0].extversion}; runtime claims ${features.wait ? 'with the waiting dequeue' : 'by polling (no waiting dequeue on this server)'}; ${JOBS} jobs per run, each run a process of its own after ${WARMUP} jobs untimed; ${ROUNDS} round(s) per row`,
   );
   console.log('');
   console.log('| row | side | seconds | jobs/s | exactly once | runtime ÷ side | client CPU ms/job | rest of the machine ms/job |');
@@ -399,12 +447,11 @@ async function main() {
   };
   for (const row of ROWS) {
     if (DRAINS[row]) {
-      const [label, options] = DRAINS[row];
-      await rounds(label, (side) => SIDES[side](options));
+      await rounds(DRAINS[row][0], (side) => child(row, side));
     } else if (row === 'd') {
       for (const bulk of [false, true]) {
         const label = bulk ? `(d) enqueue in bulk, ${CHUNK} per call` : '(d) enqueue one by one';
-        await rounds(label, (side) => enqueueRow(side, bulk));
+        await rounds(label, (side) => child(bulk ? 'dB' : 'd1', side));
       }
     } else if (row === 'latency') {
       console.log('');
@@ -420,7 +467,17 @@ async function main() {
   await db.end();
 }
 
-main().catch((e) => {
-  console.error(e);
-  process.exit(1);
-});
+if (process.argv[4] === '--run') {
+  runOne(process.argv[5], process.argv[6]).then(
+    (result) => console.log(JSON.stringify(result)),
+    (e) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
+} else {
+  main().catch((e) => {
+    console.error(e);
+    process.exit(1);
+  });
+}

@@ -18,6 +18,8 @@
 #                 the raw loop whose claim returns every column the runtime's
 #                 does (in the enqueue rows it enqueues as the raw loop)
 #   PEERS_VERBOSE  set: each run's time and CPU on stderr, as it ends
+#   PEERS_WARMUP  jobs each run handles first, untimed, in its own Node.js
+#                 process (default: PEERS_JOBS; 0: none)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
