@@ -312,16 +312,6 @@ const claimQuery = (db, text, values) => query(db, { text, values, types: CLAIM_
 // Worker.finish).
 const READ_COMMITTED_ONLY = " WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'";
 
-// The completing message (see Worker.finish) as node-postgres's Submittable
-// (the interface pg-cursor uses): a simple query whose replies are read
-// here. It keeps the rows of the message's second statement, the claim,
-// parsed as claimQuery parses them, and nothing of the others; it spares
-// what node-postgres's Query does for every message and statement (a copy
-// of its config, a result object and its parsers per statement, a row
-// object per row): the Node.js process's instructions a task of a busy
-// slot went from 215 000 to 160 000 (callgrind, the difference between
-// drains of 4,000 and 12,000 tasks; the raw loop's: 131 000). Resolves with
-// the claim's rows.
 // The columns of a claim's row as the completing message reads them: where
 // each of the task's columns is, and its parser. Rows are built in one
 // shape from them (an object filled field by field under names read from
@@ -365,6 +355,16 @@ class ClaimColumns {
   }
 }
 
+// The completing message (see Worker.finish) as node-postgres's Submittable
+// (the interface pg-cursor uses): a simple query whose replies are read
+// here. It keeps the rows of the message's second statement, the claim,
+// parsed as claimQuery parses them, and nothing of the others; it spares
+// what node-postgres's Query does for every message and statement (a copy
+// of its config, a result object and its parsers per statement, a row
+// object per row): the Node.js process's instructions a task of a busy
+// slot went from 215 000 to 160 000 (callgrind, the difference between
+// drains of 4,000 and 12,000 tasks; the raw loop's: 131 000). Resolves with
+// the claim's rows.
 class ChainedQuery {
   constructor(text, worker) {
     this.text = text;
