@@ -14,9 +14,10 @@
 #   PEERS_ROUNDS  each row this many times, the order alternating; the table
 #                 shows the round of median time and the range (default 1)
 #   PEERS_SIDES   only the sides whose names start with these words
-#                 (e.g. "runtime raw graphile"); the word "columns" adds
-#                 the raw loop whose claim returns every column the runtime's
-#                 does (in the enqueue rows it enqueues as the raw loop)
+#                 (e.g. "runtime raw graphile"); "raw" is two loops: one
+#                 whose claim returns ids and lease tokens only, one that
+#                 returns every column the runtime's does (not in the
+#                 enqueue rows, where it would enqueue as the other)
 #   PEERS_VERBOSE  set: each run's time and CPU on stderr, as it ends
 #   PEERS_WARMUP  jobs each run handles first, untimed, in its own Node.js
 #                 process (default: PEERS_JOBS; 0: none)
