@@ -961,14 +961,8 @@ class Worker extends EventEmitter {
     const q = this.queueLiteral;
     let sql;
     if (this.options.batch > 1) {
-      let ids = '';
-      let tokens = '';
-      for (const t of tasks) {
-        const comma = ids === '' ? '' : ',';
-        ids += comma + bigintText(t.id);
-        tokens += comma + bigintText(t.leaseToken);
-      }
-      sql = `SELECT concurrency.complete_batch(${q}, '{${ids}}'::bigint[], '{${tokens}}'::bigint[])`;
+      const array = (values) => `'{${values.map(bigintText).join(',')}}'::bigint[]`;
+      sql = `SELECT concurrency.complete_batch(${q}, ${array(tasks.map((t) => t.id))}, ${array(tasks.map((t) => t.leaseToken))})`;
     } else {
       const t = tasks[0];
       const r = result === undefined ? 'NULL::jsonb' : literal(json(result), '::jsonb');

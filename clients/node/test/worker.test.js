@@ -569,6 +569,25 @@ test('results written into the completing message keep every character, whatever
   assert.throws(() => new Worker({ pool: db, queue: 'worker', name: 'w\0', handler: async () => {} }), TypeError);
 });
 
+test('a task id a handler changed is never written into the completing message', async () => {
+  const queue = await freshQueue(db);
+  await enqueue(db, queue, {});
+  const worker = new Worker({
+    pool: db,
+    queue,
+    handler: async (task) => {
+      task.id = `0'::bigint, '0'::bigint, NULL); DROP TABLE "r_${queue}"; --`;
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.errors.length > 0, 'the refused completion');
+  await worker.stop();
+  assert.deepEqual(seen.completed, []);
+  const { rows } = await db.query('SELECT to_regclass($1) IS NOT NULL AS kept', [`"r_${queue}"`]);
+  assert.equal(rows[0].kept, true, 'the statement in the id never ran');
+});
+
 test('tasks claimed with a completion keep their leases by heartbeats too', async (t) => {
   // a claim in the completing message does not return the lease's time
   // left; the worker reckons it from the lease's end and the clocks
