@@ -320,20 +320,29 @@ const READ_COMMITTED_ONLY = " WHERE pg_catalog.current_setting('transaction_isol
 const TASK_FIELDS = ['task_id', 'lease_token', 'attempt', 'payload', 'enqueued_at', 'lease_expires_at'];
 class ClaimColumns {
   constructor(fields) {
-    this.key = ClaimColumns.key(fields);
-    this.at = TASK_FIELDS.map((name) => fields.findIndex((f) => f.name === name));
+    // what tells the reply's columns apart, to see that a later reply has
+    // the same (compared field by field: a key string made per reply cost
+    // its concatenations and number conversions)
+    this.names = fields.map((f) => f.name);
+    this.types = fields.map((f) => f.dataTypeID);
+    this.formats = fields.map((f) => f.format);
+    this.at = TASK_FIELDS.map((name) => this.names.indexOf(name));
     this.parsers = this.at.map((i) => (i < 0 ? null : CLAIM_TYPES.getTypeParser(fields[i].dataTypeID, fields[i].format || 'text')));
   }
 
-  static key(fields) {
-    let key = '';
-    for (const f of fields) key += `${f.name}:${f.dataTypeID}:${f.format},`;
-    return key;
+  matches(fields) {
+    const n = this.names.length;
+    if (fields.length !== n) return false;
+    for (let i = 0; i < n; i++) {
+      const f = fields[i];
+      if (f.name !== this.names[i] || f.dataTypeID !== this.types[i] || f.format !== this.formats[i]) return false;
+    }
+    return true;
   }
 
   // the worker's columns if these fields are theirs, else new ones
   static of(fields, known) {
-    return known && known.key === ClaimColumns.key(fields) ? known : new ClaimColumns(fields);
+    return known && known.matches(fields) ? known : new ClaimColumns(fields);
   }
 
   value(values, k) {
