@@ -21,6 +21,8 @@
 #   PEERS_VERBOSE  set: each run's time and CPU on stderr, as it ends
 #   PEERS_WARMUP  jobs each run handles first, untimed, in its own Node.js
 #                 process (default: PEERS_JOBS; 0: none)
+#   PEERS_WARMUP_RUNS  the runs those jobs are split into (default 2: V8
+#                 optimises again what a run's end first takes)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
