@@ -35,17 +35,19 @@ if ! (cd "$work/src" && make -s -j2 PG_CONFIG="$pg18/bin/pg_config" && make -s P
      >"$work/build.log" 2>&1; then
   tail -30 "$work/build.log"; echo "Citus: concurrency_ext build for PostgreSQL 18 failed"; echo "0 passed, 1 failed"; exit 1
 fi
-# test/citus/test_upgrade.py updates from 0.2.0: its install script, from
-# the release commit's parts (as scripts/upgrade-check.sh makes it)
+# test/citus/test_upgrade.py updates from the last released version: its
+# install script, from the release commit's parts (as scripts/upgrade-check.sh
+# makes it)
 extdir=$("$pg18/bin/pg_config" --sharedir)/extension
-commit=$(sed -n 's/^0\.2\.0 //p' src/sql/RELEASES)
-old=$work/old-0.2.0
+read -r from_version commit < <(grep -vE '^(#|$)' src/sql/RELEASES | tail -1)
+export CITUS_UPGRADE_FROM=$from_version
+old=$work/old-$from_version
 mkdir -p "$old"
 if git archive "$commit" src | tar -x -C "$old"; then
   { printf '%s\n' '\echo Use "CREATE EXTENSION concurrency_ext" to load this file. \quit'
-    cat "$old"/src/sql/[0-9][0-9]_*.sql; } >"$extdir/concurrency_ext--0.2.0.sql"
+    cat "$old"/src/sql/[0-9][0-9]_*.sql; } >"$extdir/concurrency_ext--$from_version.sql"
 else
-  echo "Citus: the 0.2.0 release commit $commit is not in this checkout; test_upgrade.py will fail"
+  echo "Citus: the $from_version release commit $commit is not in this checkout; test_upgrade.py will fail"
 fi
 
 read -r -a ports <<<"${CITUS_PORTS:-5621 5622 5623}"

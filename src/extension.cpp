@@ -9,7 +9,7 @@
 #include "pg/datum.hpp"
 
 #ifndef CONCURRENCY_EXT_VERSION
-#define CONCURRENCY_EXT_VERSION "0.3.0"
+#define CONCURRENCY_EXT_VERSION "0.4.0"
 #endif
 
 extern "C" {

@@ -1,17 +1,24 @@
 #!/usr/bin/env python3
-"""The update from 0.2.0 on a Citus cluster, with live tasks (runs last: it recreates the extension).
+"""The update from the last released version (FROM) on a Citus cluster, with live tasks (runs last: it recreates the extension).
 
-0.2.0's install script (scripts/citus-check.sh writes it from the release
-commit of src/sql/RELEASES) is installed next to the current module, as a
-package update leaves it. Under 0.2.0 a local queue and a distributed queue
+FROM's install script (scripts/citus-check.sh writes it from the last release
+commit of src/sql/RELEASES and names it in CITUS_UPGRADE_FROM) is installed next to the current module, as a
+package update leaves it. Under FROM a local queue and a distributed queue
 get tasks in every state, then ALTER EXTENSION concurrency_ext UPDATE runs on
 the coordinator (Citus runs it on every node). Checked: no task lost or
 changed, the distributed queue known on every node, the leases taken under
-0.2.0 completed with their tokens from a worker node, new ids and tokens made
-on the worker nodes unequal to every 0.2.0 number, and both queues drain.
+FROM completed with their tokens from a worker node, new ids and tokens made
+on the worker nodes unequal to every number FROM made, and both queues drain.
 """
+import os
+import re
+from pathlib import Path
+
 from citus_lib import COORDINATOR, NODES, check, connect, run, scalar
 
+FROM = os.environ.get("CITUS_UPGRADE_FROM", "0.3.0")
+CURRENT = re.search(r"default_version = '([^']+)'",
+                    (Path(__file__).resolve().parents[2] / "concurrency_ext.control").read_text()).group(1)
 STATES = "SELECT id, state, attempt, lease_token FROM concurrency.{} ORDER BY id"
 
 
@@ -20,15 +27,15 @@ def recreate(c, version=None):
     c.execute("CREATE EXTENSION concurrency_ext" + (f" VERSION '{version}'" if version else ""))
 
 
-def test_update_from_020_with_live_tasks():
+def test_update_with_live_tasks():
     c = connect(COORDINATOR)
-    recreate(c, "0.2.0")
-    check("0.2.0 is installed on every node",
-          all(scalar(connect(p), "SELECT extversion FROM pg_extension WHERE extname = 'concurrency_ext'") == "0.2.0"
+    recreate(c, FROM)
+    check(f"{FROM} is installed on every node",
+          all(scalar(connect(p), "SELECT extversion FROM pg_extension WHERE extname = 'concurrency_ext'") == FROM
               for p in NODES))
-    # 0.2.0's numbers from 4097 on: a worker node of group 1 whose sequence
+    # the old version's numbers from 4097 on: a worker node of group 1 whose sequence
     # were not moved would make the id (4 * 1024 + 1) * 1024 + p of its 4th
-    # number, which is the first 0.2.0 task's id 4097 * 1024 + p
+    # number, which is the first old task's id 4097 * 1024 + p
     c.execute("SELECT setval('concurrency.lease_token', 4096)")
     c.execute("SELECT concurrency.create_queue('up_local', lease => '1 hour')")
     c.execute("SELECT concurrency.create_queue('up_dist', lease => '1 hour', max_attempts => 3)")
@@ -53,7 +60,7 @@ def test_update_from_020_with_live_tasks():
 
     c.execute("ALTER EXTENSION concurrency_ext UPDATE")
     check("the update reached every node",
-          all(scalar(connect(p), "SELECT extversion FROM pg_extension WHERE extname = 'concurrency_ext'") == "0.3.0"
+          all(scalar(connect(p), "SELECT extversion FROM pg_extension WHERE extname = 'concurrency_ext'") == CURRENT
               for p in NODES))
     after = {q: c.execute(STATES.format("q_" + q)).fetchall() for q in ("up_local", "up_dist")}
     check("no task lost or changed by the update", after == before,
@@ -64,22 +71,22 @@ def test_update_from_020_with_live_tasks():
           and scalar(w, "SELECT count(*) FROM concurrency.queue WHERE name = 'up_dist'") == 1)
     check("every worker node's lease_token is past the coordinator's",
           all(scalar(connect(p), "SELECT last_value FROM concurrency.lease_token") >= last for p in NODES[1:]))
-    # leases of 0.2.0, completed under 0.3.0: the distributed ones on whichever node
+    # leases taken before the update, completed after it: the distributed ones on whichever node
     done = 0
     for (q, tid), token in held.items():
         node = NODES[1 + tid % 2] if q == "up_dist" else COORDINATOR
         connect(node).execute("SELECT concurrency.complete(%s, %s, %s)", (q, tid, token))
         done += 1
-    check("every lease taken under 0.2.0 completes with its token", done == len(held))
+    check("every lease taken before the update completes with its token", done == len(held))
     new_ids, new_tokens = set(), set()
     for p in NODES:
         k = connect(p)
         new_ids |= {r[0] for r in k.execute(
             "SELECT * FROM concurrency.enqueue_batch('up_dist', array_fill('{}'::jsonb, ARRAY[20]))").fetchall()}
         new_tokens |= {r[0] for r in k.execute("SELECT lease_token FROM concurrency.dequeue('up_dist', 20)").fetchall()}
-    check("new ids made on every node equal no 0.2.0 id", len(new_ids) == 60 and not new_ids & old_ids,
+    check("new ids made on every node equal no id made before the update", len(new_ids) == 60 and not new_ids & old_ids,
           f"{len(new_ids)} new, {len(new_ids & old_ids)} shared")
-    check("new lease tokens equal no 0.2.0 token", new_tokens and not new_tokens & old_tokens,
+    check("new lease tokens equal no token made before the update", new_tokens and not new_tokens & old_tokens,
           repr(new_tokens & old_tokens))
     for q in ("up_local", "up_dist"):
         for _ in range(40):
@@ -87,11 +94,11 @@ def test_update_from_020_with_live_tasks():
                              "FROM concurrency.dequeue(%s, 50, lease => '1 hour') t", (q, q)).fetchall()
             if not rows:
                 break
-    check("the ready and failed tasks of 0.2.0 drain under 0.3.0",
+    check("the ready and failed tasks made before the update drain after it",
           scalar(c, "SELECT count(*) FROM concurrency.q_up_local WHERE state NOT IN ('leased', 'scheduled')") == 0
           and scalar(c, "SELECT count(*) FROM concurrency.q_up_dist WHERE state NOT IN ('leased', 'scheduled')") == 0)
     recreate(c)
 
 
 if __name__ == "__main__":
-    run([test_update_from_020_with_live_tasks])
+    run([test_update_with_live_tasks])

@@ -1,9 +1,0 @@
--- ---------------------------------------------------------------------------
--- concurrency_ext 0.2.0 -> 0.3.0: the parts of src/sql/concurrency_ext--0.2.0--0.3.0/
--- (what turns 0.2.0's objects and data into 0.3.0's) and the install parts
--- that its INSTALL_PARTS names (objects new in 0.3.0, defined once), applied
--- in the order of their file names. Every part must keep the data of a live
--- 0.2.0 installation (queues with leased, scheduled and dead tasks, keys,
--- permissions, registered subsystems, lock history), and the result must
--- equal a fresh install (scripts/upgrade-check.sh).
--- ---------------------------------------------------------------------------
