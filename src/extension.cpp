@@ -1,7 +1,9 @@
 // Module entry: the magic block, _PG_init, and the version function.
 //
 // _PG_init calls each capability's init() (declared in its room's init.hpp);
-// a capability with nothing to register at start-up has no init.
+// a capability with nothing to register at start-up has no init. The
+// background host comes last: the rooms add their tenants to it.
+#include "bgworker/host.hpp"
 #include "citus/init.hpp"
 #include "diagnostics/init.hpp"
 #include "locks/init.hpp"
@@ -26,6 +28,7 @@ extern "C" void _PG_init(void) {
 	concurrency::queue::init();
 	concurrency::diagnostics::init();
 	concurrency::citus::init();
+	concurrency::bgworker::init(); // last: the rooms have added their tenants
 }
 
 // concurrency.version() — the version of the loaded module.

@@ -83,21 +83,6 @@ void define_settings() {
 		                        &history_size, 1000, 1, 100000, PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
 }
 
-void register_sampler() {
-	BackgroundWorker worker;
-	std::memset(&worker, 0, sizeof worker);
-	// A connection to no database: the sampler reads shared memory only, and
-	// shows in pg_stat_activity (backend_type) with its wait events.
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 5;
-	strlcpy(worker.bgw_library_name, "concurrency_ext", sizeof worker.bgw_library_name);
-	strlcpy(worker.bgw_function_name, "concurrency_history_main", sizeof worker.bgw_function_name);
-	strlcpy(worker.bgw_name, "concurrency_ext lock history", sizeof worker.bgw_name);
-	strlcpy(worker.bgw_type, "concurrency_ext lock history", sizeof worker.bgw_type);
-	RegisterBackgroundWorker(&worker);
-}
-
 } // namespace
 
 HistoryShared *history_shared() {
@@ -142,7 +127,7 @@ void history_init() {
 		return;
 	pg::add_shared_memory(request_shared_memory, start_shared_memory);
 	history_exits_init();
-	register_sampler();
+	history_sampler_tenant();
 }
 
 } // namespace concurrency::diagnostics

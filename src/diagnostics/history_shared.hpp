@@ -86,7 +86,10 @@ void history_write(HistoryShared &shared, uint32 i, const HistoryEpisode &episod
 bool history_read(const HistoryShared &shared, uint32 i, HistoryEpisode *out);
 
 // Registers the GUCs, and when preloading the shared memory, the exit marks
-// (history_exits.hpp) and the sampler.
+// (history_exits.hpp) and the sampler (a tenant of the background host).
 void history_init();
+
+// Adds the sampler (history_worker.cpp) to the background host's tenants.
+void history_sampler_tenant();
 
 } // namespace concurrency::diagnostics

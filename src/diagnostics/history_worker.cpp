@@ -3,17 +3,18 @@
 // concurrency.history_interval, turns it into episodes (history_episodes) and
 // writes them into the shared ring (history_shared).
 //
-// It connects to no database: sessions' details come from the backend status
+// It runs in the module's background process (bgworker/host.hpp), which
+// connects to no database: sessions' details come from the backend status
 // array in shared memory (what pg_stat_activity reads), copied only when
 // somebody waits or an episode is open, and then at most once a second unless
 // a new blocker appears or an episode ends (see Backends). Nothing escapes
-// it: a failed sample is logged (at most once a minute) and the next one is
-// taken; SIGTERM ends it at the next wake-up, SIGHUP rereads the settings.
-// It is also the launcher of the schedule runners (queue/schedule_runner.hpp).
+// it: a failed sample is logged by the host (at most once a minute) and the
+// next one is taken.
 #include <netdb.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <optional>
 #include <cstring>
 #include <ctime>
 #include <string>
@@ -27,7 +28,7 @@
 #include "diagnostics/history_exits.hpp"
 #include "diagnostics/history_shared.hpp"
 #include "diagnostics/lock_snapshot.hpp"
-#include "queue/schedule_runner.hpp"
+#include "bgworker/host.hpp"
 
 extern "C" {
 #include "common/ip.h"
@@ -42,8 +43,6 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
-
-PGDLLEXPORT void concurrency_history_main(Datum);
 }
 
 namespace concurrency::diagnostics {
@@ -449,114 +448,63 @@ class Sampler {
 	TimestampTz previous_ = 0;
 };
 
-// Runs until SIGTERM. noexcept: nothing may unwind into the worker's C frames.
-void run(HistoryShared &ring, MemoryContext sample_context) noexcept {
-	TimestampTz last_error_logged = 0;
-	auto report = [&](const char *what) noexcept {
-		TimestampTz now = GetCurrentTimestamp();
-		if (last_error_logged && now - last_error_logged < 60 * USECS_PER_SEC)
-			return;
-		last_error_logged = now;
-		PG_TRY();
-		{ ereport(LOG, (errmsg("lock history sample failed: %s", what))); }
-		PG_CATCH();
-		{ FlushErrorState(); }
-		PG_END_TRY();
-	};
-	try {
-		queue::schedule_launcher_start();
-	} catch (const std::exception &e) {
-		report(e.what());
-	}
-	try {
-		Sampler sampler(ring);
-		TimestampTz last_start = 0;
-		while (!ShutdownRequestPending) {
-			if (ConfigReloadPending) {
-				ConfigReloadPending = false;
-				pg::guard([] { ProcessConfigFile(PGC_SIGHUP); });
-			}
-			const int interval_ms = history_interval_ms;
-			long timeout_ms = -1;
-			if (interval_ms > 0) {
-				TimestampTz now = GetCurrentTimestamp();
-				TimestampTz due = last_start + static_cast<TimestampTz>(interval_ms) * 1000;
-				if (last_start == 0 || now >= due) {
-					last_start = now;
-					MemoryContext caller = MemoryContextSwitchTo(sample_context);
-					std::int64_t cpu = process_cpu_ns();
-					try {
-						sampler.sample(static_cast<std::int64_t>(interval_ms) * 1000);
-					} catch (const std::exception &e) {
-						report(e.what());
-						sampler.forget_backends();
-					} catch (...) {
-						report("unknown error");
-						sampler.forget_backends();
-					}
-					// after a failure: locks; after every sample: memory
-					pg::guard([] { LWLockReleaseAll(); });
-					MemoryContextSwitchTo(caller);
-					MemoryContextReset(sample_context);
-					pg_atomic_fetch_add_u64(&ring.sample_cpu_ns, static_cast<uint64>(process_cpu_ns() - cpu));
-					pg_atomic_fetch_add_u64(&ring.samples, 1);
-					continue;
-				}
-				timeout_ms = static_cast<long>((due - now + 999) / 1000);
-			}
-			// schedules: a runner for each database whose due time has come
-			long runner_ms = queue::schedule_launcher_tick();
-			if (runner_ms >= 0 && (timeout_ms < 0 || runner_ms < timeout_ms))
-				timeout_ms = runner_ms;
-			pg::guard([&] {
-				(void)WaitLatch(MyLatch,
-				                WL_LATCH_SET | WL_EXIT_ON_PM_DEATH | (timeout_ms >= 0 ? WL_TIMEOUT : 0),
-				                timeout_ms, PG_WAIT_EXTENSION);
-				ResetLatch(MyLatch);
-			});
-			try {
-				pg::guard([] { CHECK_FOR_INTERRUPTS(); }); // procsignal barriers, cancel requests
-			} catch (const std::exception &e) {
-				report(e.what());
-			}
-		}
-	} catch (const std::exception &e) {
-		report(e.what());
-	} catch (...) {
-		report("unknown error");
-	}
+// The sampler's state in the host (bgworker/host.hpp), which calls these.
+std::optional<Sampler> sampler;
+MemoryContext sample_context = nullptr;
+TimestampTz last_start = 0;
+
+void sampler_start() {
+	HistoryShared *ring = history_shared();
+	if (ring == nullptr || ring->capacity == 0)
+		return; // not preloaded: nothing to sample
+	if (!sample_context)
+		sample_context = pg::guard([] {
+			return AllocSetContextCreate(TopMemoryContext, "concurrency_ext lock history sample",
+			                             ALLOCSET_DEFAULT_SIZES);
+		});
+	sampler.emplace(*ring);
+	pg_atomic_write_u32(&ring->worker_pid, static_cast<uint32>(MyProcPid));
 }
 
-void forget_worker_pid(int, Datum arg) {
-	auto *ring = reinterpret_cast<HistoryShared *>(DatumGetPointer(arg));
-	pg_atomic_write_u32(&ring->worker_pid, 0);
-	concurrency::queue::schedule_launcher_stop();
+long sampler_tick() {
+	const int interval_ms = history_interval_ms;
+	if (!sampler || interval_ms <= 0)
+		return -1;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz due = last_start + static_cast<TimestampTz>(interval_ms) * 1000;
+	if (last_start != 0 && now < due)
+		return static_cast<long>((due - now + 999) / 1000);
+	last_start = now;
+	HistoryShared &ring = *history_shared();
+	MemoryContext caller = MemoryContextSwitchTo(sample_context);
+	std::int64_t cpu = process_cpu_ns();
+	auto done = [&] {
+		MemoryContextSwitchTo(caller);
+		MemoryContextReset(sample_context);
+		pg_atomic_fetch_add_u64(&ring.sample_cpu_ns, static_cast<uint64>(process_cpu_ns() - cpu));
+		pg_atomic_fetch_add_u64(&ring.samples, 1);
+	};
+	try {
+		sampler->sample(static_cast<std::int64_t>(interval_ms) * 1000);
+	} catch (...) {
+		sampler->forget_backends();
+		done();
+		throw; // logged by the host as "lock history sample failed: …"
+	}
+	pg::guard([] { LWLockReleaseAll(); });
+	done();
+	return interval_ms;
+}
+
+void sampler_stop() noexcept {
+	if (HistoryShared *ring = history_shared())
+		pg_atomic_write_u32(&ring->worker_pid, 0);
 }
 
 } // namespace
 
-} // namespace concurrency::diagnostics
-
-using namespace concurrency::diagnostics;
-
-// The entry point of the background worker (bgw_function_name).
-extern "C" void concurrency_history_main(Datum) {
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
-
-	HistoryShared *ring = history_shared();
-	if (ring == nullptr || ring->capacity == 0)
-		proc_exit(0); // not preloaded: nothing to do, and no restart
-	pg_atomic_write_u32(&ring->worker_pid, static_cast<uint32>(MyProcPid));
-	before_shmem_exit(forget_worker_pid, PointerGetDatum(ring));
-	MemoryContext sample_context = AllocSetContextCreate(
-	    TopMemoryContext, "concurrency_ext lock history sample", ALLOCSET_DEFAULT_SIZES);
-
-	run(*ring, sample_context);
-	// Leaving on SIGTERM (or after an error that run() could not survive):
-	// exit status 1, so that the postmaster starts it again after
-	// bgw_restart_time unless the server is shutting down.
-	proc_exit(1);
+void history_sampler_tenant() {
+	bgworker::add_tenant(bgworker::Tenant{"lock history sample", sampler_start, sampler_tick, sampler_stop});
 }
+
+} // namespace concurrency::diagnostics

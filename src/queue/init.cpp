@@ -3,6 +3,7 @@
 #include "queue/claim.hpp"
 #include "queue/dependencies.hpp"
 #include "queue/fair.hpp"
+#include "queue/notifier.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "queue/schedule.hpp"
@@ -16,6 +17,7 @@ void init() {
 	define_claim_settings();
 	permissions_init();
 	wait_init();
+	notifier_init();
 	fair_init();
 	schedule_init();
 	schedule_runner_init();

@@ -15,6 +15,7 @@
 #include "queue/queue.hpp"
 #include "queue/claim_direct.hpp"
 #include "queue/distributed.hpp"
+#include "queue/notifier.hpp"
 #include "queue/rate.hpp"
 #include "queue/wait.hpp"
 
@@ -692,6 +693,16 @@ void notify_listeners(std::string_view queue) {
 	// the node where the call was made notifies its listeners instead.
 	if (citus::in_routed_call())
 		return;
+	switch (static_cast<NotifyMode>(notify_mode)) {
+	case NotifyMode::off:
+		return;
+	case NotifyMode::background: // the database's notifier tells them (queue/notifier.hpp)
+		if (note_listeners(queue))
+			return;
+		break; // not preloaded: at commit
+	case NotifyMode::commit:
+		break;
+	}
 	std::string channel = queue_channel(queue);
 	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
 }

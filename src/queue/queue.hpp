@@ -214,9 +214,11 @@ class TableGeneration {
 TimestampTz clock_now();
 // The owner of relation `relid` (from the syscache).
 Oid relation_owner(Oid relid);
-// NOTIFY concurrency_<queue>, delivered at commit (Queue::notify wakes the
-// waiters of dequeue(…, wait) as well); nothing in a call that another
-// Citus node routed here (that node notifies).
+// Tells LISTEN users of concurrency_<queue> after commit, as
+// concurrency.notify says (queue/notifier.hpp: by default the database's
+// notifier, with no NOTIFY in this transaction); Queue::notify wakes the
+// waiters of dequeue(…, wait) as well. Nothing in a call that another Citus
+// node routed here (that node tells them).
 void notify_listeners(std::string_view queue);
 
 // CE001 for an acknowledgement of task `task_id` of `queue` that does not

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "bgworker/host.hpp"
 #include "pg/guard.hpp"
 #include "pg/shmem.hpp"
 #include "pg/spi.hpp"
@@ -305,6 +306,8 @@ void schedule_runner_init() {
 		return;
 	RegisterXactCallback(on_transaction_end, nullptr);
 	pg::add_shared_memory(request_shared_memory, start_shared_memory);
+	bgworker::add_tenant(bgworker::Tenant{"schedule launcher", schedule_launcher_start,
+	                                      schedule_launcher_tick, schedule_launcher_stop});
 }
 
 void schedule_launcher_start() {

@@ -1,6 +1,6 @@
-// Schedules without any dequeue: where the module is preloaded, the lock
-// history's background worker (diagnostics/history_worker.cpp) also
-// launches, at each database's next due time, a short-lived background
+// Schedules without any dequeue: where the module is preloaded, the module's
+// background process (bgworker/host.hpp) has the schedule launcher as a
+// tenant, which launches, at each database's next due time, a short-lived background
 // worker connected to that database (the schedule runner) that enqueues the
 // due times of its schedules exactly as a dequeue would (materialize_due:
 // row locks make each due time one task, whoever gets there first) and
@@ -17,10 +17,11 @@
 namespace concurrency::queue {
 
 // Defines concurrency.schedule_runner and, when preloading, requests the
-// shared memory and registers the commit callback (from _PG_init).
+// shared memory, registers the commit callback and adds the launcher to the
+// background host's tenants (from _PG_init).
 void schedule_runner_init();
 
-// For the launcher (the lock history's worker, connected to no database):
+// The launcher, a tenant of the background host (connected to no database):
 // call once at its start; reads pg_database and asks for a runner in every
 // database that accepts connections (templates aside). Throws on errors.
 void schedule_launcher_start();

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "common/names.hpp"
+#include "queue/notifier.hpp"
 #include "queue/shared_queues.hpp"
 #include "queue/wait.hpp"
 #include "pg/guard.hpp"
@@ -35,7 +36,14 @@ namespace {
 struct WaitEntry {
 	SharedQueueKey key; // hash key: must come first
 	ConditionVariable cv;
+	pg_atomic_uint32 marked; // committed work LISTEN users have not been told of
 };
+
+void init_entry(void *made) {
+	auto *entry = static_cast<WaitEntry *>(made);
+	ConditionVariableInit(&entry->cv);
+	pg_atomic_init_u32(&entry->marked, 0);
+}
 
 // no table (not preloaded): waiters poll. Its lock guards the table, not
 // the entries' condition variables.
@@ -56,10 +64,29 @@ constexpr int max_notes = 16;
 struct Note {
 	SharedQueueKey key;
 	uint64_t tasks;
+	WaitEntry *listened; // the entry to mark at commit for LISTEN users, or nullptr
 };
 Note notes[max_notes];
 int note_count = 0;
 bool notes_overflowed = false;
+bool listeners_overflowed = false; // every queue of the database is marked at commit
+
+void forget_notes() {
+	note_count = 0;
+	notes_overflowed = false;
+	listeners_overflowed = false;
+}
+
+// The note of `key`, added when missing; nullptr when there is no room.
+Note *note_of(const SharedQueueKey &key) {
+	for (int i = 0; i < note_count; ++i)
+		if (std::memcmp(&notes[i].key, &key, sizeof key) == 0)
+			return &notes[i];
+	if (note_count == max_notes)
+		return nullptr;
+	notes[note_count] = Note{key, 0, nullptr};
+	return &notes[note_count++];
+}
 
 int my_procno() {
 #if PG_VERSION_NUM >= 170000
@@ -87,6 +114,17 @@ void signal_waiters(ConditionVariable *cv, uint64_t n) {
 // Called when this transaction has committed (its tasks are visible to every
 // new snapshot by then).
 void wake_noted() {
+	// LISTEN users: a queue's first mark since its notifier last looked asks
+	// the notifier to look again (entries are never removed: the pointers
+	// taken during the transaction stay valid)
+	bool marked = listeners_overflowed;
+	for (int i = 0; i < note_count; ++i)
+		if (notes[i].listened && pg_atomic_exchange_u32(&notes[i].listened->marked, 1) == 0)
+			marked = true;
+	if (marked)
+		notifier_wanted(MyDatabaseId, listeners_overflowed);
+	if (note_count == 0 && !notes_overflowed)
+		return;
 	LWLockAcquire(wait_queues.lock(), LW_SHARED);
 	if (notes_overflowed) {
 		HASH_SEQ_STATUS scan;
@@ -96,6 +134,8 @@ void wake_noted() {
 				ConditionVariableBroadcast(&entry->cv);
 	} else {
 		for (int i = 0; i < note_count; ++i) {
+			if (notes[i].tasks == 0)
+				continue;
 			auto *entry =
 			    static_cast<WaitEntry *>(hash_search(wait_queues.table(), &notes[i].key, HASH_FIND, nullptr));
 			if (entry)
@@ -114,15 +154,14 @@ void wake_noted() {
 void on_resources_released(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void *) noexcept {
 	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || !is_commit || !is_top_level)
 		return;
-	if (note_count == 0 && !notes_overflowed)
+	if (note_count == 0 && !notes_overflowed && !listeners_overflowed)
 		return;
 	wake_noted();
-	note_count = 0;
-	notes_overflowed = false;
+	forget_notes();
 }
 
 void on_transaction_end(XactEvent event, void *) noexcept {
-	if (note_count == 0 && !notes_overflowed)
+	if (note_count == 0 && !notes_overflowed && !listeners_overflowed)
 		return;
 	switch (event) {
 	case XACT_EVENT_COMMIT: // woken later, on_resources_released
@@ -131,8 +170,7 @@ void on_transaction_end(XactEvent event, void *) noexcept {
 	case XACT_EVENT_PREPARE: // COMMIT PREPARED, from another session, wakes no one
 	case XACT_EVENT_PARALLEL_COMMIT:
 	case XACT_EVENT_PARALLEL_ABORT:
-		note_count = 0;
-		notes_overflowed = false;
+		forget_notes();
 		break;
 	default:
 		break;
@@ -166,17 +204,44 @@ void wait_init() {
 void note_claimable(std::string_view queue, uint64_t tasks) {
 	if (!wait_queues.exists() || tasks == 0 || notes_overflowed)
 		return;
-	SharedQueueKey key = shared_queue_key(queue);
-	for (int i = 0; i < note_count; ++i)
-		if (std::memcmp(&notes[i].key, &key, sizeof key) == 0) {
-			notes[i].tasks += tasks;
-			return;
-		}
-	if (note_count == max_notes) {
+	Note *note = note_of(shared_queue_key(queue));
+	if (note)
+		note->tasks += tasks;
+	else
 		notes_overflowed = true;
-		return;
+}
+
+bool note_listeners(std::string_view queue) {
+	if (!wait_queues.exists() || !notifier_available())
+		return false;
+	if (listeners_overflowed)
+		return true;
+	SharedQueueKey key = shared_queue_key(queue);
+	Note *note = note_of(key);
+	if (!note) {
+		listeners_overflowed = true;
+		return true;
 	}
-	notes[note_count++] = Note{key, tasks};
+	if (!note->listened) {
+		note->listened =
+		    pg::guard([&] { return static_cast<WaitEntry *>(wait_queues.find_or_enter(key, init_entry)); });
+		if (!note->listened) // every entry taken: every queue of the database
+			listeners_overflowed = true;
+	}
+	return true;
+}
+
+void take_marked_queues(Oid database, std::vector<std::string> &queues) {
+	if (!wait_queues.exists())
+		return;
+	pg::guard([&] { LWLockAcquire(wait_queues.lock(), LW_SHARED); });
+	HASH_SEQ_STATUS scan;
+	hash_seq_init(&scan, wait_queues.table());
+	while (auto *entry = static_cast<WaitEntry *>(hash_seq_search(&scan)))
+		if (entry->key.database == database && pg_atomic_read_u32(&entry->marked) != 0 &&
+		    pg_atomic_exchange_u32(&entry->marked, 0) != 0)
+			queues.emplace_back(entry->key.queue);
+	LWLockRelease(wait_queues.lock());
 }
 
 QueueWait::QueueWait(std::string_view queue) {
@@ -184,8 +249,7 @@ QueueWait::QueueWait(std::string_view queue) {
 		return;
 	SharedQueueKey key = shared_queue_key(queue);
 	cv_ = pg::guard([&] {
-		auto *entry = static_cast<WaitEntry *>(wait_queues.find_or_enter(
-		    key, [](void *made) { ConditionVariableInit(&static_cast<WaitEntry *>(made)->cv); }));
+		auto *entry = static_cast<WaitEntry *>(wait_queues.find_or_enter(key, init_entry));
 		if (!entry)
 			return static_cast<ConditionVariable *>(nullptr); // every slot taken: poll
 		// on the list before the first look: a commit from now on wakes us

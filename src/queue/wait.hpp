@@ -14,7 +14,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "pg/postgres.hpp"
 
@@ -36,6 +38,18 @@ void wait_init();
 // This transaction made `tasks` tasks of `queue` claimable (or may have):
 // as many waiters are woken when it commits. Nothing happens if it aborts.
 void note_claimable(std::string_view queue, uint64_t tasks);
+
+// This transaction added work to `queue` that LISTEN users are told of: when
+// it commits, the queue is marked in shared memory and its database's
+// notifier (queue/notifier.hpp) is asked to notify the queue's channel. No
+// NOTIFY is sent by this transaction. False (nothing noted) where there is
+// no shared memory for it: the module is not preloaded.
+bool note_listeners(std::string_view queue);
+
+// For a notifier: the queues of `database` marked since the last call, with
+// their marks cleared; `all` is set when a transaction marked more queues
+// than it could note (every queue of the database is to be notified).
+void take_marked_queues(Oid database, std::vector<std::string> &queues);
 
 // One dequeue call's wait on a queue. Create it before the call's first look
 // at the queue; between looks, sleep(). The destructor leaves the wait list,

@@ -111,7 +111,7 @@ SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM (result->>
 cmp_ok($late, '<', 1, "the median task is claimed ${late}s after its due time");
 
 # With no dequeue at all, the schedule runner (a background worker that the
-# lock history's worker starts at each due time) enqueues the due times:
+# module's background process starts at each due time) enqueues the due times:
 # each once, on time, and again after a restart (the runner of every
 # database at server start catches up).
 my $idle_sql = q(SELECT count(*), count(DISTINCT payload->>'scheduled_for'),
@@ -126,8 +126,8 @@ $node->poll_query_until('postgres', q(SELECT count(*) >= 3 FROM concurrency."q_i
 my ($idle, $idle_distinct, $idle_late) = split /\|/, $node->safe_psql('postgres', $idle_sql);
 is($idle, $idle_distinct, "with no dequeue, the runner enqueued $idle due times, each once");
 cmp_ok($idle_late, '<', 1, "each within a second of its due time (latest: ${idle_late}s)");
-is($node->safe_psql('postgres', q(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'concurrency_ext lock history')),
-	'1', 'the lock history worker launches the runners');
+is($node->safe_psql('postgres', q(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'concurrency_ext background')),
+	'1', 'the background process (one) launches the runners');
 # concurrency.schedule_runner off for the database: its runners leave it alone
 $node->safe_psql('postgres', q(ALTER DATABASE postgres SET concurrency.schedule_runner = off));
 $node->safe_psql('postgres', q(SELECT concurrency.schedule('idle_tick', 'idle', every => '1 second', priority => 1)));

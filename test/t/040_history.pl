@@ -295,7 +295,7 @@ my $started = $node->safe_psql('postgres', 'SELECT pg_postmaster_start_time()');
 kill 'KILL', $sampler;
 $node->poll_query_until('postgres', "SELECT sampler_pid IS NOT NULL AND sampler_pid <> $sampler FROM concurrency.lock_history_status()")
   or die 'the sampler did not come back after a crash';
-like(slurp_file($node->logfile), qr/background worker "concurrency_ext lock history" \(PID $sampler\) was terminated by signal 9/,
+like(slurp_file($node->logfile), qr/background worker "concurrency_ext background" \(PID $sampler\) was terminated by signal 9/,
 	'SIGKILL of the sampler is a crash: the postmaster reinitializes');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM concurrency.lock_history'), '0', 'history lives in memory: a crash clears it');
 is($node->safe_psql('postgres', "SELECT pg_postmaster_start_time() = '$started'"), 't', 'the postmaster itself stayed up');
