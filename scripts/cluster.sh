@@ -6,6 +6,8 @@
 # with any PG_CONFIG (Debian's 15, a PostgreSQL built from source).
 #
 #   cluster_start PG_CONFIG [postgresql.conf lines...]
+#       (fsync = off unless CLUSTER_DURABLE=1: tests skip the flushes,
+#       benchmarks keep the server's durable defaults)
 #       starts one and exports PGHOST PGPORT PGUSER PGDATABASE, CLUSTER_DIR
 #       (its directory) and CLUSTER_BIN (the server's bin directory)
 #   cluster_stop
@@ -46,7 +48,9 @@ cluster_start() { # pg_config [conf lines...]
     echo "port = $port"
     echo "unix_socket_directories = '$dir'"
     echo "listen_addresses = ''"
-    echo "fsync = off"
+    # the tests' clusters skip the flushes; a benchmark's (CLUSTER_DURABLE=1)
+    # keeps the server's durable defaults
+    [ "${CLUSTER_DURABLE:-0}" = 1 ] || echo "fsync = off"
     echo "max_prepared_transactions = 10"
     for line in "$@"; do echo "$line"; done
   } >>"$dir/data/postgresql.conf"

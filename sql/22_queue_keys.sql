@@ -104,6 +104,20 @@ SELECT concurrency.enqueue_batch('dedupe_limit', ARRAY['{}', '{}']::jsonb[], ded
 SELECT concurrency.enqueue_batch('dedupe_limit', ARRAY['{}']::jsonb[], dedupe_keys => ARRAY[repeat('d', 1025)]);
 SELECT count(*) AS written FROM concurrency."q_dedupe_limit";
 SELECT concurrency.enqueue('dedupe_limit', '{}', dedupe_key => repeat('d', 1024)) > 0 AS longest_accepted;
+-- a payload over concurrency.max_payload_size (default 4MB) is refused with
+-- 22023 and a HINT naming the setting; nothing is written
+SET concurrency.max_payload_size = '1kB';
+\set VERBOSITY default
+SELECT concurrency.enqueue('dedupe_limit', jsonb_build_object('big', repeat('p', 2000)));
+SELECT :'LAST_ERROR_SQLSTATE' AS sqlstate;
+SELECT concurrency.enqueue_batch('dedupe_limit', ARRAY['{}', jsonb_build_object('big', repeat('p', 2000))]);
+SELECT * FROM concurrency.enqueue_graph('dedupe_limit', jsonb_build_array(jsonb_build_object('ref', 'a'),
+       jsonb_build_object('ref', 'b', 'payload', jsonb_build_object('big', repeat('p', 2000)))));
+\set VERBOSITY sqlstate
+SELECT count(*) AS written FROM concurrency."q_dedupe_limit" WHERE payload ? 'big';
+SELECT concurrency.enqueue('dedupe_limit', jsonb_build_object('big', repeat('p', 900))) > 0 AS under_the_limit;
+RESET concurrency.max_payload_size;
+SELECT concurrency.enqueue('dedupe_limit', jsonb_build_object('big', repeat('p', 2000))) > 0 AS default_limit;
 SELECT concurrency.drop_queue('dedupe_limit');
 
 -- the key table holds the keys in use: a key's row goes with its last live

@@ -8,6 +8,8 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "utils/array.h"
+#include "access/detoast.h"
+#include "utils/guc.h"
 #include "utils/lsyscache.h"
 }
 
@@ -108,6 +110,28 @@ std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *ar
 		out.push_back(DatumGetInt64(elems[i]));
 	}
 	return out;
+}
+
+int max_payload_kb = 4 * 1024;
+
+void define_payload_setting() {
+	DefineCustomIntVariable("concurrency.max_payload_size", "The largest payload a task may have.",
+	                        "enqueue, enqueue_batch and enqueue_graph refuse a larger payload (22023).",
+	                        &max_payload_kb, 4 * 1024, 1, 1024 * 1024, PGC_USERSET, GUC_UNIT_KB, nullptr,
+	                        nullptr, nullptr);
+}
+
+void check_payload_size(Datum payload, const char *what, int element, SourceLocation at) {
+	Size bytes = pg::guard([&] { return toast_raw_datum_size(payload); }) - VARHDRSZ;
+	Size max_bytes = static_cast<Size>(max_payload_kb) * 1024;
+	if (bytes <= max_bytes)
+		return;
+	std::string name = element < 0 ? std::string(what) : fmt::format("{}[{}]", what, element + 1);
+	throw Error(sqlstate::invalid_parameter_value, fmt::format("{} is too large", name),
+	            fmt::format("It has {} bytes; concurrency.max_payload_size allows {}.", bytes, max_bytes),
+	            "Keep large data in a table of your own and put its key in the payload, or raise "
+	            "concurrency.max_payload_size.",
+	            at);
 }
 
 } // namespace concurrency::queue

@@ -30,6 +30,16 @@ std::string queue_name_arg(FunctionCallInfo fcinfo, SourceLocation at = SourceLo
 // The same into a fixed buffer (no allocation).
 QueueName queue_name(FunctionCallInfo fcinfo, SourceLocation at = SourceLocation::current());
 
+// concurrency.max_payload_size, in kB: the largest payload a task may have.
+extern int max_payload_kb;
+// From _PG_init: defines concurrency.max_payload_size.
+void define_payload_setting();
+// 22023, with a HINT naming concurrency.max_payload_size, when the jsonb
+// datum `payload` is larger than it; `what` names it ("payload",
+// "payloads[3]", "tasks[2].payload").
+void check_payload_size(Datum payload, const char *what, int element = -1,
+                        SourceLocation at = SourceLocation::current());
+
 // Whether argument n is NULL or missing (a 0.1.0 declaration calling this
 // module passes fewer arguments: a missing one counts as NULL).
 bool arg_null(FunctionCallInfo fcinfo, int n);

@@ -249,6 +249,7 @@ void add_id_row(pg::ResultSet &out, int64 id) {
 CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	pg::require_arg(fcinfo, 1, "payload");
+	queue::check_payload_size(PG_GETARG_DATUM(1), "payload");
 	bool replace = on_conflict_arg(fcinfo, 6);
 	int32 priority = int32_arg(fcinfo, 3, "priority");
 	check_run_at(fcinfo, 2);
@@ -324,6 +325,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 		if (payloads.nulls[i])
 			throw Error(sqlstate::null_value_not_allowed, "payloads must not contain null",
 			            fmt::format("Element {} is null.", i + 1));
+		else
+			queue::check_payload_size(payloads.elems[i], "payloads", i);
 	bool has_dedupe = !arg_null(fcinfo, 4);
 	bool has_keys = !arg_null(fcinfo, 5);
 	ArrayArg dedupe_keys, concurrency_keys;

@@ -229,6 +229,7 @@ std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue)
 		if (f[payload_key]) {
 			JsonbValue v = *f[payload_key];
 			t.payload = pg::guard([&] { return JsonbPGetDatum(JsonbValueToJsonb(&v)); });
+			check_payload_size(t.payload, fmt::format("tasks[{}].payload", at).c_str());
 		} else {
 			t.payload = empty_object;
 		}

@@ -1,5 +1,6 @@
 // Backend start-up for the task-queue capability.
 #include "queue/init.hpp"
+#include "queue/args.hpp"
 #include "queue/claim.hpp"
 #include "queue/dependencies.hpp"
 #include "queue/fair.hpp"
@@ -15,6 +16,7 @@ namespace concurrency::queue {
 void init() {
 	cache_init();
 	define_claim_settings();
+	define_payload_setting();
 	permissions_init();
 	wait_init();
 	notifier_init();

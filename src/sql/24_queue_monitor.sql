@@ -16,9 +16,16 @@
 DO $monitor$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname OPERATOR(pg_catalog.=) 'concurrency_monitor') THEN
-        CREATE ROLE concurrency_monitor NOLOGIN;
-        COMMENT ON ROLE concurrency_monitor IS
-            'members hold permission read on every concurrency_ext queue (counts, keys, task status), present and future';
+        -- CREATE EXTENSION in another database at the same time may create
+        -- it first: its commit makes this CREATE ROLE fail on the unique
+        -- index of role names, and the role is there
+        BEGIN
+            CREATE ROLE concurrency_monitor NOLOGIN;
+            COMMENT ON ROLE concurrency_monitor IS
+                'members hold permission read on every concurrency_ext queue (counts, keys, task status), present and future';
+        EXCEPTION WHEN unique_violation OR duplicate_object THEN
+            NULL;
+        END;
     END IF;
 END
 $monitor$;

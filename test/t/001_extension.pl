@@ -1,5 +1,6 @@
 # The extension loads in a fresh cluster, survives an immediate restart, and
-# a backend crash elsewhere does not take it down with it.
+# a backend crash elsewhere does not take it down with it; CREATE EXTENSION
+# in two databases at once succeeds in both.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -25,6 +26,30 @@ $node->safe_psql('postgres', 'DROP EXTENSION concurrency_ext');
 is($node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_namespace WHERE nspname = 'concurrency'"),
 	'0', 'DROP EXTENSION leaves no schema behind');
+
+# CREATE EXTENSION in two databases at once: the second waits for the
+# first's cluster-wide role (concurrency_monitor) and then finds it, instead
+# of failing on the unique index of role names
+$node->safe_psql('postgres', 'DROP ROLE concurrency_monitor');
+$node->safe_psql('postgres', "CREATE DATABASE db_$_") for (1, 2);
+my $first = $node->background_psql('db_1');
+$first->query_safe('BEGIN');
+$first->query_safe('CREATE EXTENSION concurrency_ext');
+my $second = $node->background_psql('db_2', on_error_stop => 0);
+$second->query_safe("SET application_name = 'second_create'");
+$second->{stdin} .= "BEGIN; CREATE EXTENSION concurrency_ext; COMMIT; SELECT 'second done';\n";
+$second->{run}->pump_nb;
+$node->poll_query_until('postgres',
+	q(SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'second_create' AND wait_event_type = 'Lock'))
+  or die 'the second CREATE EXTENSION does not wait for the first';
+$first->query_safe('COMMIT');
+$first->quit;
+$second->{timeout}->start($PostgreSQL::Test::Utils::timeout_default) if $second->{timeout};
+$second->{run}->pump until $second->{stdout} =~ /second done/ || $second->{stderr} =~ /ERROR/;
+unlike($second->{stderr}, qr/ERROR/, 'CREATE EXTENSION in two databases at once: both succeed');
+$second->quit;
+is($node->safe_psql('db_2', "SELECT count(*) FROM pg_extension WHERE extname = 'concurrency_ext'"), '1',
+	'the second database has the extension');
 
 $node->stop;
 done_testing();
