@@ -3,7 +3,7 @@
 # the server's durable defaults (fsync, synchronous_commit, full_page_writes
 # on) and the module preloaded, as the docs ask:
 #
-#   sudo bash bench/durable.sh            # writes bench/results/durable-<time>.json
+#   sudo bash bench/durable.sh            # writes docs/results/durable-<time>.json
 #
 # 1. Producers: 1, 8, 32 and 64 pgbench clients, each transaction one
 #    `SELECT concurrency.enqueue('benchq', '{"n": 1}')`, against a plain
@@ -42,7 +42,7 @@ trap cluster_stop EXIT
 export PATH="$CLUSTER_BIN:$PATH"
 work=$(mktemp -d /tmp/concurrency_ext-durable.XXXXXX); chmod 755 "$work"
 suffix=; [ $durable = 1 ] || suffix=-fsync-off
-out=$root/bench/results/durable-$(date -u +%Y%m%dT%H%M%SZ)$suffix.json
+out=$root/docs/results/durable-$(date -u +%Y%m%dT%H%M%SZ)$suffix.json
 
 psql -Xq <<'SQL'
 CREATE EXTENSION concurrency_ext;
