@@ -11,7 +11,10 @@
 #include "pg/shmem.hpp"
 
 extern "C" {
+#include "access/twophase.h"
 #include "access/xact.h"
+#include "nodes/parsenodes.h"
+#include "tcop/utility.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
@@ -49,14 +52,6 @@ void init_entry(void *made) {
 // the entries' condition variables.
 SharedQueues wait_queues("concurrency_ext queue waits", 1024, sizeof(WaitEntry));
 
-void request_shared_memory() {
-	wait_queues.request();
-}
-
-void start_shared_memory() {
-	wait_queues.start();
-}
-
 // This transaction's wake-ups, per queue; kept in static storage so that the
 // commit callback allocates nothing. More queues than that in one
 // transaction: every waiter of the database is woken at commit.
@@ -66,16 +61,47 @@ struct Note {
 	uint64_t tasks;
 	WaitEntry *listened; // the entry to mark at commit for LISTEN users, or nullptr
 };
-Note notes[max_notes];
-int note_count = 0;
-bool notes_overflowed = false;
-bool listeners_overflowed = false; // every queue of the database is marked at commit
+// One transaction's notes: this backend's transaction's, or a prepared
+// transaction's, kept in shared memory until COMMIT PREPARED (Stash).
+struct Notes {
+	Note notes[max_notes];
+	int count;
+	bool overflowed;           // more queues than notes: every waiter of the database is woken
+	bool listeners_overflowed; // every queue of the database is marked for LISTEN users
+};
+Notes mine{};
+Note (&notes)[max_notes] = mine.notes;
+int &note_count = mine.count;
+bool &notes_overflowed = mine.overflowed;
+bool &listeners_overflowed = mine.listeners_overflowed;
 
 void forget_notes() {
 	note_count = 0;
 	notes_overflowed = false;
 	listeners_overflowed = false;
 }
+
+bool have_notes(const Notes &n) {
+	return n.count > 0 || n.overflowed || n.listeners_overflowed;
+}
+
+// The notes of prepared transactions, by GID, until COMMIT PREPARED applies
+// them or ROLLBACK PREPARED drops them. Shared memory: the server may restart
+// in between (prepared transactions survive it, these do not: waiters and
+// listeners then hear of the work at their next look or commit).
+constexpr int max_stashed = 64;
+struct Stashed {
+	char gid[GIDSIZE]; // "": a free slot
+	Oid database;
+	Notes notes;
+};
+struct Stash {
+	slock_t mutex;
+	Stashed entries[max_stashed];
+};
+Stash *stash = nullptr;
+char preparing_gid[GIDSIZE] = ""; // set by the utility hook around PREPARE TRANSACTION
+ProcessUtility_hook_type previous_utility = nullptr;
 
 // The note of `key`, added when missing; nullptr when there is no room.
 Note *note_of(const SharedQueueKey &key) {
@@ -86,6 +112,23 @@ Note *note_of(const SharedQueueKey &key) {
 		return nullptr;
 	notes[note_count] = Note{key, 0, nullptr};
 	return &notes[note_count++];
+}
+
+void request_shared_memory() {
+	wait_queues.request();
+	RequestAddinShmemSpace(sizeof(Stash));
+}
+
+void start_shared_memory() {
+	wait_queues.start();
+	bool found = false;
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	stash = static_cast<Stash *>(ShmemInitStruct("concurrency_ext prepared wake-ups", sizeof(Stash), &found));
+	if (!found) {
+		std::memset(static_cast<void *>(stash), 0, sizeof *stash);
+		SpinLockInit(&stash->mutex);
+	}
+	LWLockRelease(AddinShmemInitLock);
 }
 
 int my_procno() {
@@ -111,38 +154,120 @@ void signal_waiters(ConditionVariable *cv, uint64_t n) {
 	}
 }
 
-// Called when this transaction has committed (its tasks are visible to every
-// new snapshot by then).
-void wake_noted() {
+// Called when the transaction of `n` has committed (its tasks are visible to
+// every new snapshot by then), in `database`.
+void wake_noted(const Notes &n, Oid database) {
 	// LISTEN users: a queue's first mark since its notifier last looked asks
 	// the notifier to look again (entries are never removed: the pointers
 	// taken during the transaction stay valid)
-	bool marked = listeners_overflowed;
-	for (int i = 0; i < note_count; ++i)
-		if (notes[i].listened && pg_atomic_exchange_u32(&notes[i].listened->marked, 1) == 0)
+	bool marked = n.listeners_overflowed;
+	for (int i = 0; i < n.count; ++i)
+		if (n.notes[i].listened && pg_atomic_exchange_u32(&n.notes[i].listened->marked, 1) == 0)
 			marked = true;
 	if (marked)
-		notifier_wanted(MyDatabaseId, listeners_overflowed);
-	if (note_count == 0 && !notes_overflowed)
+		notifier_wanted(database, n.listeners_overflowed);
+	if (n.count == 0 && !n.overflowed)
 		return;
 	LWLockAcquire(wait_queues.lock(), LW_SHARED);
-	if (notes_overflowed) {
+	if (n.overflowed) {
 		HASH_SEQ_STATUS scan;
 		hash_seq_init(&scan, wait_queues.table());
 		while (auto *entry = static_cast<WaitEntry *>(hash_seq_search(&scan)))
-			if (entry->key.database == MyDatabaseId)
+			if (entry->key.database == database)
 				ConditionVariableBroadcast(&entry->cv);
 	} else {
-		for (int i = 0; i < note_count; ++i) {
-			if (notes[i].tasks == 0)
+		for (int i = 0; i < n.count; ++i) {
+			if (n.notes[i].tasks == 0)
 				continue;
-			auto *entry =
-			    static_cast<WaitEntry *>(hash_search(wait_queues.table(), &notes[i].key, HASH_FIND, nullptr));
+			auto *entry = static_cast<WaitEntry *>(
+			    hash_search(wait_queues.table(), &n.notes[i].key, HASH_FIND, nullptr));
 			if (entry)
-				signal_waiters(&entry->cv, notes[i].tasks);
+				signal_waiters(&entry->cv, n.notes[i].tasks);
 		}
 	}
 	LWLockRelease(wait_queues.lock());
+}
+
+// At PREPARE TRANSACTION: this transaction's notes kept under its GID (none
+// kept when every stash slot is taken: its waiters and listeners hear of the
+// work at their next look).
+void stash_notes() noexcept {
+	if (!stash || preparing_gid[0] == '\0' || !have_notes(mine))
+		return;
+	SpinLockAcquire(&stash->mutex);
+	for (Stashed &e : stash->entries)
+		if (e.gid[0] == '\0') {
+			strlcpy(e.gid, preparing_gid, sizeof e.gid);
+			e.database = MyDatabaseId;
+			e.notes = mine;
+			break;
+		}
+	SpinLockRelease(&stash->mutex);
+}
+
+// At COMMIT PREPARED (apply) or ROLLBACK PREPARED: the stashed notes of `gid`
+// taken out of the stash.
+bool unstash(const char *gid, Notes &out, Oid &database) {
+	if (!stash)
+		return false;
+	bool found = false;
+	SpinLockAcquire(&stash->mutex);
+	for (Stashed &e : stash->entries)
+		if (e.gid[0] != '\0' && std::strncmp(e.gid, gid, sizeof e.gid) == 0) {
+			out = e.notes;
+			database = e.database;
+			e.gid[0] = '\0';
+			found = true;
+			break;
+		}
+	SpinLockRelease(&stash->mutex);
+	return found;
+}
+
+// PREPARE TRANSACTION names the GID the transaction callback stashes its
+// notes under; after COMMIT PREPARED, the prepared transaction's waiters and
+// listeners are told, as its own commit would have told them.
+void utility_hook(PlannedStmt *pstmt, const char *query, bool read_only_tree, ProcessUtilityContext context,
+                  ParamListInfo params, QueryEnvironment *env, DestReceiver *dest, QueryCompletion *qc) {
+	auto *stmt =
+	    IsA(pstmt->utilityStmt, TransactionStmt) ? castNode(TransactionStmt, pstmt->utilityStmt) : nullptr;
+	auto next = [&] {
+		if (previous_utility)
+			previous_utility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+		else
+			standard_ProcessUtility(pstmt, query, read_only_tree, context, params, env, dest, qc);
+	};
+	if (!stmt || !stmt->gid) {
+		next();
+		return;
+	}
+	switch (stmt->kind) {
+	case TRANS_STMT_PREPARE:
+		// the transaction is prepared when the statement has returned: the
+		// transaction callback reads the GID then, and forgets it at the
+		// transaction's end whatever it is
+		strlcpy(preparing_gid, stmt->gid, sizeof preparing_gid);
+		next();
+		return;
+	case TRANS_STMT_COMMIT_PREPARED: {
+		next(); // committed when it returns
+		Notes n;
+		Oid database = InvalidOid;
+		if (unstash(stmt->gid, n, database))
+			wake_noted(n, database);
+		return;
+	}
+	case TRANS_STMT_ROLLBACK_PREPARED: {
+		next();
+		Notes n;
+		Oid database = InvalidOid;
+		(void)unstash(stmt->gid, n, database);
+		return;
+	}
+	default:
+		next();
+		return;
+	}
 }
 
 // The wake-ups of a committed transaction are sent once its invalidation
@@ -154,20 +279,28 @@ void wake_noted() {
 void on_resources_released(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void *) noexcept {
 	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || !is_commit || !is_top_level)
 		return;
-	if (note_count == 0 && !notes_overflowed && !listeners_overflowed)
+	if (!have_notes(mine))
 		return;
-	wake_noted();
+	wake_noted(mine, MyDatabaseId);
 	forget_notes();
 }
 
 void on_transaction_end(XactEvent event, void *) noexcept {
-	if (note_count == 0 && !notes_overflowed && !listeners_overflowed)
+	if (preparing_gid[0] != '\0' && event != XACT_EVENT_PRE_PREPARE && event != XACT_EVENT_PRE_COMMIT &&
+	    event != XACT_EVENT_PARALLEL_PRE_COMMIT) {
+		if (event == XACT_EVENT_PREPARE)
+			stash_notes();
+		preparing_gid[0] = '\0';
+	}
+	if (!have_notes(mine))
 		return;
 	switch (event) {
 	case XACT_EVENT_COMMIT: // woken later, on_resources_released
 		break;
+	case XACT_EVENT_PREPARE: // stashed above: COMMIT PREPARED, from any session, tells them
+		forget_notes();
+		break;
 	case XACT_EVENT_ABORT:
-	case XACT_EVENT_PREPARE: // COMMIT PREPARED, from another session, wakes no one
 	case XACT_EVENT_PARALLEL_COMMIT:
 	case XACT_EVENT_PARALLEL_ABORT:
 		forget_notes();
@@ -199,6 +332,8 @@ void wait_init() {
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	pg::add_shared_memory(request_shared_memory, start_shared_memory);
+	previous_utility = ProcessUtility_hook;
+	ProcessUtility_hook = utility_hook;
 }
 
 void note_claimable(std::string_view queue, uint64_t tasks) {

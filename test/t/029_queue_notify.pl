@@ -5,7 +5,8 @@
 # hears it, a burst of commits is told in few notifications (at most one per
 # concurrency.notify_interval), more queues in one transaction than it notes
 # are all told, a terminated notifier is replaced at the next commit, and
-# concurrency.notify = commit brings back the NOTIFY inside the transaction.
+# concurrency.notify = commit brings back the NOTIFY inside the transaction;
+# COMMIT PREPARED of a prepared enqueue wakes its waiters and listeners.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -19,6 +20,7 @@ $node->append_conf(
 	'postgresql.conf', q(
 shared_preload_libraries = 'concurrency_ext'
 max_prepared_transactions = 5
+concurrency.wait_poll_interval = '1h'
 autovacuum = off
 ));
 $node->start;
@@ -123,6 +125,28 @@ PREPARE TRANSACTION 'enq3';
 COMMIT PREPARED 'enq3';
 ));
 is($rc, 0, 'with notify = off the transaction can be prepared') or diag($err);
+
+# --- COMMIT PREPARED tells the prepared transaction's waiters and listeners ---
+$node->safe_psql('postgres', q(SELECT concurrency.create_queue('tp')));
+my $waiter = $node->background_psql('postgres', on_error_stop => 0);
+$waiter->query_safe("SET application_name = 'prepared_waiter'");
+$waiter->{stdin} .= "SELECT 'claimed ' || count(*) FROM concurrency.dequeue('tp', wait => '1 hour');\n";
+$waiter->{run}->pump_nb;
+$node->poll_query_until('postgres',
+	q(SELECT count(*) = 1 FROM pg_stat_activity WHERE application_name = 'prepared_waiter' AND wait_event_type = 'Extension'))
+  or die 'the waiter does not wait';
+$node->safe_psql('postgres', q(
+BEGIN;
+SELECT concurrency.enqueue('tp', '{"prepared": 1}');
+PREPARE TRANSACTION 'woken';
+));
+$listener->query_safe('LISTEN concurrency_tp');
+heard();
+$node->safe_psql('postgres', q(COMMIT PREPARED 'woken'));
+$waiter->{run}->pump until $waiter->{stdout} =~ /claimed \d+/ || $waiter->{stderr} =~ /ERROR/;
+like($waiter->{stdout}, qr/claimed 1/, 'COMMIT PREPARED wakes a waiter of the prepared enqueue (no polling here)');
+$waiter->quit;
+ok(await_heard('concurrency_tp'), "COMMIT PREPARED tells the queue's listeners");
 
 $listener->quit;
 $node->stop;
