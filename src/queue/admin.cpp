@@ -476,8 +476,10 @@ Datum set_paused(FunctionCallInfo fcinfo, bool paused, const char *function) {
 		changed = execute(catalog_sql::set_paused, 2, types, values) == 1;
 		if (changed && distributed) // every node serves it: the flag on every node
 			queue::sync_catalog(name);
-		if (changed && !paused)
+		if (changed && !paused) {
 			q.notify(static_cast<uint64>(MaxBackends));
+			schedule_changed_in_transaction(); // its schedules' runner looks again
+		}
 	}
 	pg::spi_finish();
 	PG_RETURN_BOOL(changed);

@@ -212,8 +212,9 @@ std::vector<std::string> due_queues(TimestampTz now, bool &installed) {
 	static const Oid types[1] = {TIMESTAMPTZOID};
 	Datum values[1] = {TimestampTzGetDatum(now)};
 	uint64 n =
-	    pg::execute("SELECT DISTINCT queue FROM concurrency.schedule WHERE enabled AND next_run_at <= $1 "
-	                "ORDER BY queue",
+	    pg::execute("SELECT DISTINCT s.queue FROM concurrency.schedule s WHERE s.enabled AND s.next_run_at <= $1 "
+	                "AND NOT EXISTS (SELECT FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) s.queue "
+	                "AND q.paused) ORDER BY s.queue",
 	                1, types, values, nullptr, true);
 	for (uint64 i = 0; i < n; ++i)
 		queues.push_back(pg::text_column(i, 1).value_or(""));
@@ -226,8 +227,11 @@ std::vector<std::string> due_queues(TimestampTz now, bool &installed) {
 TimestampTz next_due_in_database() {
 	pg::spi_connect();
 	TimestampTz at = never;
-	if (pg::execute("SELECT min(next_run_at) FROM concurrency.schedule WHERE enabled", 0, nullptr, nullptr,
-	                nullptr, true) == 1) {
+	// a paused queue's schedules wait for its resume (which asks for a look):
+	// their missed due times are then caught up as catch_up says
+	if (pg::execute("SELECT min(s.next_run_at) FROM concurrency.schedule s WHERE s.enabled AND NOT EXISTS "
+	                "(SELECT FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) s.queue AND q.paused)",
+	                0, nullptr, nullptr, nullptr, true) == 1) {
 		bool isnull = false;
 		Datum d = pg::column(0, 1, &isnull);
 		if (!isnull)
@@ -254,7 +258,8 @@ TimestampTz run_schedules() noexcept {
 		bool ok = in_transaction(fmt::format("queue \"{}\"", name).c_str(), [&] {
 			pg::spi_connect();
 			Queue q(name);
-			materialize_due(q, GetCurrentTimestamp());
+			if (!q.info().paused) // paused since it was read: left to the resume
+				materialize_due(q, GetCurrentTimestamp());
 			pg::spi_finish();
 		});
 		if (!ok)

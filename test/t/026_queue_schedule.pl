@@ -142,6 +142,24 @@ $node->safe_psql('postgres', q(SELECT concurrency.schedule('idle_tick', 'idle', 
 $node->poll_query_until('postgres', qq(SELECT count(*) >= 2 FROM concurrency."q_idle" WHERE enqueued_at > '$off_since'))
   or die 'the runner did not come back';
 pass('with the setting reset, the runner enqueues again');
+# a paused queue: the runner leaves its schedule alone; the resume catches up
+# by catch_up (1: the latest missed due time), the others counted as skipped
+$node->safe_psql('postgres', q(SELECT concurrency.pause_queue('idle')));
+my $paused_since = $node->safe_psql('postgres', q(SELECT clock_timestamp()));
+my $skipped_before = $node->safe_psql('postgres', q(SELECT skipped FROM concurrency.schedules WHERE name = 'idle_tick'));
+$node->poll_query_until('postgres', qq(SELECT clock_timestamp() > '$paused_since'::timestamptz + interval '3.5 seconds'))
+  or die 'the clock stands still';
+is($node->safe_psql('postgres', qq(SELECT count(*) FROM concurrency."q_idle" WHERE enqueued_at > '$paused_since')),
+	'0', 'nothing is enqueued for a paused queue');
+my $resumed_at = $node->safe_psql('postgres', q(SELECT clock_timestamp()));
+$node->safe_psql('postgres', q(SELECT concurrency.resume_queue('idle')));
+$node->poll_query_until('postgres', qq(SELECT count(*) >= 1 FROM concurrency."q_idle" WHERE enqueued_at > '$paused_since'))
+  or die 'the resume did not catch up';
+is($node->safe_psql('postgres', qq(SELECT count(*) FROM concurrency."q_idle" WHERE enqueued_at > '$paused_since'
+                                      AND (payload->>'scheduled_for')::timestamptz < '$resumed_at')),
+	'1', 'the resume enqueues one missed due time (catch_up 1)');
+cmp_ok($node->safe_psql('postgres', q(SELECT skipped FROM concurrency.schedules WHERE name = 'idle_tick')) - $skipped_before,
+	'>=', 2, 'the other missed due times are counted as skipped');
 # a database with a schedule can be dropped (its runners do not stay connected)
 $node->safe_psql('postgres', q(CREATE DATABASE runner_drop));
 $node->safe_psql('runner_drop', q(
