@@ -38,8 +38,12 @@ durable=1
 export CLUSTER_DURABLE=$durable
 cluster_start "$pg_config" "shared_preload_libraries = 'concurrency_ext'" "max_connections = 200" \
   "shared_buffers = '512MB'" "max_wal_size = '4GB'" "checkpoint_timeout = '30min'" || exit 1
-trap cluster_stop EXIT
+# the server's CPU (every process of it, in a cpuacct cgroup where the
+# controller is writable): per commit, the cost each side pays
+cg=$(cpuacct_group "concurrency_ext_durable_$$" "$(head -1 "$CLUSTER_DIR/data/postmaster.pid")")
+trap 'cpuacct_release "$cg"; cluster_stop' EXIT
 export PATH="$CLUSTER_BIN:$PATH"
+cpu_ns() { if [ -n "$cg" ]; then cat "$cg/cpuacct.usage"; else echo 0; fi; }
 work=$(mktemp -d /tmp/concurrency_ext-durable.XXXXXX); chmod 755 "$work"
 suffix=; [ $durable = 1 ] || suffix=-fsync-off
 out=$root/docs/results/durable-$(date -u +%Y%m%dT%H%M%SZ)$suffix.json
@@ -67,6 +71,12 @@ DELETE FROM bench_raw WHERE id = :task_id;
 SQL
 
 tps() { sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$1" | head -1; }
+# the server's CPU microseconds per pgbench transaction of the last run
+# (0 where no cgroup counts it)
+per_tx() { # log cpu_before cpu_after
+  local n; n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1" | head -1)
+  awk -v n="$n" -v a="$2" -v b="$3" 'BEGIN { printf "%.1f", (n > 0 && b > a) ? (b - a) / 1000 / n : 0 }'
+}
 fresh() { psql -Xqc "TRUNCATE bench_plain; SELECT concurrency.purge('benchq'); DELETE FROM concurrency.q_benchq;" -c "VACUUM ANALYZE bench_plain, concurrency.q_benchq" -c CHECKPOINT >/dev/null; }
 results=$work/results.txt; : >"$results"
 
@@ -80,9 +90,10 @@ for clients in 1 8 32 64; do
       script=$work/enqueue.sql; opts=
       [ $side = insert ] && script=$work/insert.sql
       [ $side = enqueue_notify_commit ] && opts='-c concurrency.notify=commit'
+      c0=$(cpu_ns)
       PGOPTIONS=$opts pgbench -n -f "$script" -c "$clients" -j "$(( clients < 2 ? 1 : 2 ))" -T "$seconds" >"$work/run.log" 2>&1 \
         || { cat "$work/run.log"; exit 1; }
-      echo "producers $clients $r $side $(tps "$work/run.log")" | tee -a "$results"
+      echo "producers $clients $r $side $(tps "$work/run.log") $(per_tx "$work/run.log" "$c0" "$(cpu_ns)")" | tee -a "$results"
     done
   done
 done
@@ -100,9 +111,10 @@ INSERT INTO bench_raw (payload) SELECT '{"n": 1}' FROM generate_series(1, $n);
 VACUUM ANALYZE bench_raw, concurrency.q_benchw;
 CHECKPOINT;
 SQL
+      c0=$(cpu_ns)
       pgbench -n -f "$work/$side.sql" -c "$clients" -j 2 -t "$per" >"$work/run.log" 2>&1 || { cat "$work/run.log"; exit 1; }
       # pgbench's "transaction" is the script: one task (two commits)
-      echo "workers $clients $r $side $(tps "$work/run.log")" | tee -a "$results"
+      echo "workers $clients $r $side $(tps "$work/run.log") $(per_tx "$work/run.log" "$c0" "$(cpu_ns)")" | tee -a "$results"
     done
   done
 done
@@ -116,8 +128,13 @@ import json, statistics, sys, subprocess
 results, listen, out, durable, rounds, seconds, version = sys.argv[1:]
 rows = [l.split() for l in open(results) if l.strip()]
 data = {}
-for kind, clients, r, side, tps in rows:
+cpu = {}
+for kind, clients, r, side, tps, us in rows:
     data.setdefault((kind, int(clients)), {}).setdefault(int(r), {})[side] = float(tps)
+    cpu.setdefault((kind, int(clients), side), []).append(float(us))
+def cpu_of(kind, c, side):
+    xs = [x for x in cpu.get((kind, c, side), []) if x > 0]
+    return med(xs)
 def med(xs): return statistics.median(xs) if xs else None
 report = {"durable": durable == "1", "rounds": int(rounds), "seconds": int(seconds), "server": version,
           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
@@ -132,7 +149,9 @@ for (kind, c), by_round in sorted(data.items()):
     old = [v["enqueue_notify_commit"] for v in by_round.values()]
     ratio = med([v["enqueue"] / v["insert"] for v in by_round.values()])
     report["producers"].append({"clients": c, "insert": med(ins), "enqueue": med(enq), "enqueue_notify_commit": med(old),
-                                "ratio": ratio, "ratios": [v["enqueue"] / v["insert"] for v in by_round.values()], "goal": 0.9})
+                                "ratio": ratio, "ratios": [v["enqueue"] / v["insert"] for v in by_round.values()], "goal": 0.9,
+                                "ratios_notify_commit": [v["enqueue_notify_commit"] / v["insert"] for v in by_round.values()],
+                                "cpu_us": {s: cpu_of("producers", c, s) for s in ("insert", "enqueue", "enqueue_notify_commit")}})
     print(f"| {c} | {med(ins):,.0f} | {med(enq):,.0f} | {med(old):,.0f} | {ratio:.2f} | ≥ 0.9 {'met' if ratio >= 0.9 else 'missed'} |")
 print()
 print("| workers | raw claim + delete tasks/s | dequeue + complete tasks/s | ours / raw | goal |")
@@ -142,7 +161,8 @@ for (kind, c), by_round in sorted(data.items()):
     raw = [v["raw"] for v in by_round.values()]; ours = [v["ours"] for v in by_round.values()]
     ratio = med([v["ours"] / v["raw"] for v in by_round.values()])
     report["workers"].append({"clients": c, "raw": med(raw), "ours": med(ours), "ratio": ratio,
-                              "ratios": [v["ours"] / v["raw"] for v in by_round.values()], "goal": 1.0})
+                              "ratios": [v["ours"] / v["raw"] for v in by_round.values()], "goal": 1.0,
+                              "cpu_us": {s: cpu_of("workers", c, s) for s in ("raw", "ours")}})
     print(f"| {c} | {med(raw):,.0f} | {med(ours):,.0f} | {ratio:.2f} | ≥ 1.0 {'met' if ratio >= 1.0 else 'missed'} |")
 json.dump(report, open(out, "w"), indent=1)
 print("\nwritten", out)

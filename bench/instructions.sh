@@ -34,6 +34,9 @@
 # 8. a look at an empty queue (what a polling worker pays while there is no
 #    work: dequeue finding nothing), against the raw SQL's claim statement
 #    of 1. on an empty table.
+# 9. enqueue of one task in its own transaction, against a plain INSERT of
+#    the same payload into a table with the same columns and indexes
+#    (CREATE TABLE … (LIKE concurrency.q_plain INCLUDING ALL)).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pg_config=${PG_CONFIG:-pg_config}
@@ -71,6 +74,7 @@ SELECT concurrency.create_queue('sched');
 SELECT concurrency.create_queue('rated', rate_limit => 100, rate_period => '1 millisecond');
 SELECT count(concurrency.schedule('bench_yearly_' || n, 'sched', cron => '0 0 1 1 *')) FROM generate_series(1, 100) n;
 SELECT concurrency.register_subsystem('bench_lock', 7428001, 'bench/instructions.sh');
+CREATE TABLE plain_insert (LIKE concurrency.q_plain INCLUDING ALL);
 CREATE TABLE raw_jobs (
     id       bigserial PRIMARY KEY,
     status   text        NOT NULL DEFAULT 'pending',
@@ -94,6 +98,8 @@ DELETE FROM raw_jobs WHERE id = :id;
 EOF
 echo "SELECT task_id FROM concurrency.dequeue('empty');" >"$w/empty.sql"
 head -3 "$w/raw.sql" | sed 's/ \\gset$/;/' >"$w/raw_empty.sql"
+echo "SELECT concurrency.enqueue('plain', '{\"n\": 1}');" >"$w/enqueue.sql"
+echo "INSERT INTO plain_insert (payload) VALUES ('{\"n\": 1}');" >"$w/insert.sql"
 printf "BEGIN;\nSELECT concurrency.xact_lock('bench_lock');\nCOMMIT;\n" >"$w/named_lock.sql"
 printf "BEGIN;\nSELECT pg_advisory_xact_lock(7428001);\nCOMMIT;\n" >"$w/advisory_lock.sql"
 # the same as prepared statements (what drivers using the extended protocol
@@ -117,6 +123,8 @@ fill() { # side rows: fresh tasks (or rows) for a session of that side (locks ne
 		-c 'VACUUM ANALYZE concurrency."q_keyed"' ;;
 	empty) sql -c 'TRUNCATE concurrency."q_empty"' -c 'VACUUM ANALYZE concurrency."q_empty"' ;;
 	raw_empty) sql -c 'TRUNCATE raw_jobs' -c 'VACUUM ANALYZE raw_jobs' ;;
+	enqueue) sql -c 'TRUNCATE concurrency."q_plain"' ;;
+	insert) sql -c 'TRUNCATE plain_insert' ;;
 	raw) sql -c 'TRUNCATE raw_jobs' \
 		-c "INSERT INTO raw_jobs (payload) SELECT jsonb_build_object('n', i) FROM generate_series(1, $n) AS i" \
 		-c 'VACUUM ANALYZE raw_jobs' ;;
@@ -175,3 +183,4 @@ line "5. permission checks of 1. (2 calls) vs the task" "$(part_per_op plain 'qu
 line "6. 1. with 100 schedules on the queue vs none" "$(per_op sched)" "$plain" "<= 1.1"
 line "7. 1. under a rate limit vs none" "$(per_op rated)" "$plain" "<= 1.1"
 line "8. dequeue on an empty queue vs raw SQL's claim" "$(per_op empty)" "$(per_op raw_empty)" "-"
+line "9. enqueue vs a plain INSERT" "$(per_op enqueue)" "$(per_op insert)" "<= 1.1"

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Writes docs/benchmarks.md (and its plots in docs/figures/) from the last
+run's result files in docs/results/: for each workload, the newest file of
+its kind. Run it after a benchmark has written a result file:
+
+    python3 bench/report.py
+
+Each kind of result file has a renderer below; a file of a kind without one
+is listed at the end. Nothing here measures anything: every figure comes
+from a result file, which names the command that made it.
+"""
+import glob
+import json
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "docs", "results")
+FIGURES = os.path.join(ROOT, "docs", "figures")
+
+
+def newest(kind):
+    files = sorted(glob.glob(os.path.join(RESULTS, f"{kind}-*.json")))
+    files = [f for f in files if "fsync-off" not in os.path.basename(f)]
+    return files[-1] if files else None
+
+
+def fmt(x, digits=0):
+    return "—" if x is None else f"{x:,.{digits}f}"
+
+
+def met(ratio, goal, at_least=True):
+    if ratio is None:
+        return "—"
+    ok = ratio >= goal if at_least else ratio <= goal
+    return f"{'≥' if at_least else '≤'} {goal:g}: {'met' if ok else 'missed'}"
+
+
+def bar_chart(path, title, groups, series, unit):
+    """A grouped bar chart as SVG: groups = [(label, {series: value})]."""
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"]
+    w, h, left, bottom, top = 640, 300, 60, 40, 30
+    top_value = max((v for _, vals in groups for v in vals.values() if v), default=1) * 1.1
+    gw = (w - left - 20) / max(len(groups), 1)
+    bw = gw * 0.8 / max(len(series), 1)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<text x="{w / 2}" y="18" text-anchor="middle" font-size="14">{title}</text>',
+           f'<line x1="{left}" y1="{h - bottom}" x2="{w - 10}" y2="{h - bottom}" stroke="black"/>',
+           f'<line x1="{left}" y1="{top}" x2="{left}" y2="{h - bottom}" stroke="black"/>']
+    for k in range(5):
+        v = top_value * k / 4
+        y = h - bottom - (h - bottom - top) * k / 4
+        out.append(f'<text x="{left - 5}" y="{y + 4}" text-anchor="end">{v:,.0f}</text>')
+    for g, (label, vals) in enumerate(groups):
+        x0 = left + g * gw + gw * 0.1
+        for i, s in enumerate(series):
+            v = vals.get(s) or 0
+            bh = (h - bottom - top) * v / top_value
+            out.append(f'<rect x="{x0 + i * bw:.1f}" y="{h - bottom - bh:.1f}" width="{bw * 0.95:.1f}" '
+                       f'height="{bh:.1f}" fill="{colors[i % len(colors)]}"/>')
+        out.append(f'<text x="{x0 + gw * 0.4:.1f}" y="{h - bottom + 16}" text-anchor="middle">{label}</text>')
+    for i, s in enumerate(series):
+        out.append(f'<rect x="{left + 10 + i * 170}" y="{top}" width="10" height="10" fill="{colors[i % len(colors)]}"/>'
+                   f'<text x="{left + 24 + i * 170}" y="{top + 10}">{s}</text>')
+    out.append(f'<text x="12" y="{top - 8}">{unit}</text></svg>')
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def durable(path):
+    d = json.load(open(path))
+    name = os.path.basename(path)
+    lines = [
+        "## Durable commits: producers, workers and LISTEN",
+        "",
+        f"`{d['command']}` — result file [{name}](results/{name}); {d['server']}, commit {d['commit']}; "
+        f"durable commits: {'yes' if d['durable'] else 'no (fsync = off: the CPU cost only)'}; "
+        f"{d['rounds']} rounds, the order of the sides turning every round; a figure is the median of the rounds, "
+        "a ratio the median of the rounds' ratios.",
+        "",
+        "**Producers**: pgbench clients, each transaction one `SELECT concurrency.enqueue('benchq', '{\"n\": 1}')`, "
+        f"{d['seconds']} s a run, against a plain `INSERT` of the same payload into a table with the same columns "
+        "and indexes (`CREATE TABLE … (LIKE concurrency.q_benchq INCLUDING ALL)`), and against `enqueue` with "
+        "`concurrency.notify = commit` (a `NOTIFY` in every transaction, as 0.3.0 did).",
+        "",
+        "| producers | INSERT commits/s | enqueue commits/s | enqueue with notify = commit | enqueue / INSERT | goal | notify = commit / INSERT |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in d["producers"]:
+        old = p.get("ratios_notify_commit")
+        old_ratio = sorted(old)[len(old) // 2] if old else (p["enqueue_notify_commit"] / p["insert"])
+        lines.append(f"| {p['clients']} | {fmt(p['insert'])} | {fmt(p['enqueue'])} | {fmt(p['enqueue_notify_commit'])} | "
+                     f"{p['ratio']:.2f} | {met(p['ratio'], p['goal'])} | {old_ratio:.2f} |")
+    lines += ["", "Each round's enqueue / INSERT: " + "; ".join(
+        f"{p['clients']} producers " + ", ".join(f"{r:.2f}" for r in p["ratios"]) for p in d["producers"]) + ".", ""]
+    plot = f"durable-producers.svg"
+    bar_chart(os.path.join(FIGURES, plot), "Producers: commits/s (durable, medians)",
+              [(f"{p['clients']}", {"INSERT": p["insert"], "enqueue": p["enqueue"],
+                                     "enqueue, notify = commit": p["enqueue_notify_commit"]}) for p in d["producers"]],
+              ["INSERT", "enqueue", "enqueue, notify = commit"], "commits/s")
+    lines += [f"![Producers: commits/s by number of producers](figures/{plot})", ""]
+    lines += [
+        "**Workers**: pgbench clients draining a prefilled queue, each task two transactions as the runtimes do "
+        "(`dequeue`, then `complete`), against the seeds' raw SQL on a table with the same columns and indexes "
+        "(`UPDATE … WHERE id = (SELECT id … ORDER BY … FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id`, then `DELETE`).",
+        "",
+        "| workers | raw claim + delete tasks/s | dequeue + complete tasks/s | ours / raw | goal |",
+        "|---|---|---|---|---|",
+    ]
+    for w in d["workers"]:
+        lines.append(f"| {w['clients']} | {fmt(w['raw'])} | {fmt(w['ours'])} | {w['ratio']:.2f} | {met(w['ratio'], w['goal'])} |")
+    lines += ["", "Each round's ratio: " + "; ".join(
+        f"{w['clients']} workers " + ", ".join(f"{r:.2f}" for r in w["ratios"]) for w in d["workers"]) + ".", ""]
+    l = d["listen"]
+    lines += [
+        f"**LISTEN**: one enqueue every {l['spacing_ms']} ms, the time from its commit (the statement's return to the "
+        f"producer) to a listener hearing `concurrency_benchq` (`bench/listen_latency.py`): {l['samples']} samples, "
+        f"p50 {l['p50_ms']} ms, p99 {l['p99_ms']} ms, max {l['max_ms']} ms; {l['lost']} not heard within 5 s.",
+        "",
+    ]
+    return lines
+
+
+RENDERERS = {"durable": durable}
+
+
+def main():
+    out = [
+        "# Benchmarks",
+        "",
+        "Generated by `python3 bench/report.py` from the newest result file of each benchmark in "
+        "[docs/results](results/); edit the benchmarks or the report script, not this page. Earlier runs and "
+        "their discussion are in the git history of this page and of docs/results.",
+        "",
+        "**How.** Every benchmark runs on a throw-away cluster with the server's durable defaults (`fsync`, "
+        "`synchronous_commit` and `full_page_writes` on) and the module preloaded, as the docs ask; a variant "
+        "with `fsync = off` is labelled as the CPU cost. The machine has 2 cores, and its disk's flush time varies "
+        "several-fold from minute to minute: the sides of a comparison alternate within a run, their order "
+        "turning every round, and a figure is the median of the rounds.",
+        "",
+    ]
+    rendered = set()
+    for kind, render in RENDERERS.items():
+        path = newest(kind)
+        if path:
+            out += render(path)
+            rendered.add(path)
+    others = sorted(set(glob.glob(os.path.join(RESULTS, "*.json"))) - rendered)
+    kinds = sorted({re.sub(r"-\d{8}T\d{6}Z.*$", "", os.path.basename(f)) for f in others} - set(RENDERERS))
+    if kinds:
+        out += ["## Other result files", ""] + [f"- `{k}`: see docs/results/" for k in kinds] + [""]
+    with open(os.path.join(ROOT, "docs", "benchmarks.md"), "w") as f:
+        f.write("\n".join(out))
+    print("wrote docs/benchmarks.md")
+
+
+if __name__ == "__main__":
+    main()
