@@ -1,11 +1,11 @@
 # concurrency_ext — PGXS build. The compile flags are in src/cxx.mk, shared
 # with the test module (test/module) and, through PGXS itself
 # (cmake/pgxs_flags.mk), with CMakeLists.txt, which builds the same sources
-# from the same globs (src/*.cpp, src/*/*.cpp).
+# from the same globs (src/*.cpp, src/*/*.cpp, src/*/*/*.cpp).
 
 EXTENSION    = concurrency_ext
 MODULE_big   = concurrency_ext
-SOURCES      = $(sort $(wildcard src/*.cpp src/*/*.cpp))
+SOURCES      = $(sort $(wildcard src/*.cpp src/*/*.cpp src/*/*/*.cpp))
 OBJS         = $(SOURCES:.cpp=.o)
 
 # The install script is built from one source per capability (src/sql/NN_*.sql,

@@ -1,20 +1,22 @@
 // Backend start-up for the task-queue capability.
 #include "queue/init.hpp"
 #include "queue/args.hpp"
-#include "queue/claim.hpp"
-#include "queue/dependencies.hpp"
-#include "queue/fair.hpp"
-#include "queue/notifier.hpp"
+#include "queue/lifecycle/claim.hpp"
+#include "queue/graphs/dependencies.hpp"
+#include "queue/flow/fair.hpp"
+#include "queue/time/notifier.hpp"
 #include "queue/permissions.hpp"
+#include "queue/distributed/distributed.hpp"
 #include "queue/queue.hpp"
-#include "queue/schedule.hpp"
-#include "queue/schedule_runner.hpp"
-#include "queue/wait.hpp"
+#include "queue/time/schedule.hpp"
+#include "queue/time/schedule_runner.hpp"
+#include "queue/time/wait.hpp"
 
 namespace concurrency::queue {
 
 void init() {
 	cache_init();
+	distributed_init();
 	define_claim_settings();
 	define_payload_setting();
 	permissions_init();

@@ -10,7 +10,7 @@
 #include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "queue/permissions.hpp"
-#include "queue/distributed.hpp"
+#include "queue/distributed/distributed.hpp"
 
 extern "C" {
 #include "access/htup_details.h"

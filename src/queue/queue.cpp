@@ -13,11 +13,11 @@
 #include "citus/node.hpp"
 #include "common/sql_text.hpp"
 #include "queue/queue.hpp"
-#include "queue/claim_direct.hpp"
-#include "queue/distributed.hpp"
-#include "queue/notifier.hpp"
-#include "queue/rate.hpp"
-#include "queue/wait.hpp"
+#include "queue/shard.hpp"
+#include "queue/lifecycle/claim_direct.hpp"
+#include "queue/time/notifier.hpp"
+#include "queue/flow/rate.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -40,6 +40,10 @@ extern "C" {
 }
 
 namespace concurrency::queue {
+
+namespace {
+DistributedHooks distributed_hooks; // set by queue/distributed/ at start-up
+} // namespace
 
 namespace {
 
@@ -670,21 +674,27 @@ uint64 Queue::purge(TimestampTz now, int32 chunk) {
 void Queue::maybe_purge(TimestampTz now) {
 	if (now < info_->next_purge)
 		return;
-	// a distributed queue: a chunk of one shard (src/queue/distributed.hpp)
-	uint64 purged = !on_shard() && is_distributed(info_->relid)
-	                    ? distributed_purge_chunk(*this, purge_chunk, now)
-	                    : purge(now, purge_chunk);
+	// a distributed queue: a chunk of one shard (queue/distributed/); the
+	// distributed room is asked once
+	const bool whole_distributed =
+	    !on_shard() && distributed_hooks.is_distributed && distributed_hooks.is_distributed(info_->relid);
+	uint64 purged =
+	    whole_distributed ? distributed_hooks.purge_chunk(*this, purge_chunk, now) : purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 	// key_rate_limit: the slots of keys not claimed for long (rate.cpp,
 	// forget_old_key_rate_slots); a distributed queue's on each shard, by
 	// the claims that visit it (the slots are beside the shard's tasks)
-	if (info_->key_rate_limit > 0 && (on_shard() || !is_distributed(info_->relid)))
+	if (info_->key_rate_limit > 0 && !whole_distributed)
 		forget_old_key_rate_slots(*this, now, purge_chunk);
 }
 
 void Queue::notify(uint64 tasks) {
 	note_claimable(name(), tasks);
 	notify_listeners(name());
+}
+
+void set_distributed_hooks(const DistributedHooks &hooks) {
+	distributed_hooks = hooks;
 }
 
 void notify_listeners(std::string_view queue) {

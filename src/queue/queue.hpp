@@ -9,10 +9,10 @@
 
 #include "common/names.hpp"
 #include "queue/args.hpp"
-#include "queue/claim_cursor.hpp"
-#include "queue/keys_sql.hpp"
+#include "queue/lifecycle/claim_cursor.hpp"
+#include "queue/flow/keys_sql.hpp"
 #include "queue/queue_sql.hpp"
-#include "queue/rate_sql.hpp"
+#include "queue/flow/rate_sql.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
 
@@ -25,7 +25,7 @@ extern "C" {
 namespace concurrency::queue {
 
 struct DirectClaim; // claim_direct.cpp
-struct LocalShard;  // distributed.hpp
+struct LocalShard;  // shard.hpp
 
 // Longest cache key: a queue name, or a queue name, \x1f and a shard id.
 inline constexpr std::size_t max_queue_key_bytes = max_queue_name_bytes + 1 + 20;
@@ -220,6 +220,16 @@ Oid relation_owner(Oid relid);
 // waiters of dequeue(…, wait) as well. Nothing in a call that another Citus
 // node routed here (that node tells them).
 void notify_listeners(std::string_view queue);
+
+// What the queue's own code asks of the distributed room (queue/distributed/),
+// which sets them at start-up, so that the queue does not depend on it:
+// whether a queue's table is distributed (Citus), and a chunk of purge of a
+// distributed queue. Before they are set, no queue is distributed.
+struct DistributedHooks {
+	bool (*is_distributed)(Oid relid) = nullptr;
+	uint64 (*purge_chunk)(Queue &whole, int32 chunk, TimestampTz now) = nullptr;
+};
+void set_distributed_hooks(const DistributedHooks &hooks);
 
 // CE001 for an acknowledgement of task `task_id` of `queue` that does not
 // exist (any more).

@@ -5,7 +5,7 @@
 #include "sql_checks.hpp"
 
 #include "common/names.hpp"
-#include "queue/keys_sql.hpp"
+#include "queue/flow/keys_sql.hpp"
 
 using concurrency::max_queue_name_bytes;
 using concurrency::queue::key_table_name;

@@ -6,7 +6,7 @@
 #include "sql_checks.hpp"
 
 #include "common/names.hpp"
-#include "queue/rate_sql.hpp"
+#include "queue/flow/rate_sql.hpp"
 
 using concurrency::max_queue_name_bytes;
 using concurrency::queue::rate_table_name;

@@ -6,7 +6,7 @@
 
 #include "common/names.hpp"
 #include "queue/queue_sql.hpp"
-#include "queue/stats_sql.hpp"
+#include "queue/lifecycle/stats_sql.hpp"
 
 using concurrency::max_queue_name_bytes;
 using concurrency::queue::queue_index_name;

@@ -1,4 +1,4 @@
-#include "queue/rate_sql.hpp"
+#include "queue/flow/rate_sql.hpp"
 
 #include <fmt/format.h>
 

@@ -18,26 +18,13 @@
 #include "pg/srf.hpp"
 #include "pg/spi.hpp"
 #include "queue/queue.hpp"
+#include "queue/shard.hpp"
 
 extern "C" {
 #include "utils/timestamp.h"
 }
 
 namespace concurrency::queue {
-
-// One shard of a distributed queue whose placement is on this node.
-struct LocalShard {
-	int64 shard_id;
-	int32 position;  // among the queue's shards, in shard id order (the low 10 bits of its task ids)
-	int32 shard_key; // the shard's value of the distribution column
-	int32 group;     // this node's Citus group
-	Oid ready_index, scheduled_index, leased_index;
-	std::string relname;     // the shard's table (unquoted)
-	std::string key_relname; // the key table's shard beside it (unquoted; "" if missing)
-	// the shard of the slots of key_rate_limit beside it (unquoted; "" if
-	// the queue has no such limit)
-	std::string key_rate_relname;
-};
 
 // The shards of a distributed queue as this node sees them.
 struct Shards {
@@ -159,6 +146,10 @@ const LocalShard *next_local_shard(const Shards &shards);
 // once per backend and table, until a relcache invalidation of the table.
 // Call while SPI is connected.
 bool is_distributed(Oid relid);
+
+// From _PG_init: gives the queue's own code (queue.hpp, DistributedHooks)
+// is_distributed and distributed_purge_chunk.
+void distributed_init();
 
 // Calls queue function concurrency.<function> (its SQL name) with `nargs`
 // arguments on the node that holds the queue's shard at `position`, in this

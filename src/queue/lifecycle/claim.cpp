@@ -1,6 +1,6 @@
 // The claim (src/sql/20_queue.sql): dequeue, and the Claim it runs (see
 // claim.hpp).
-#include "queue/claim.hpp"
+#include "queue/lifecycle/claim.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -10,15 +10,15 @@
 #include "citus/node.hpp"
 #include "pg/horizon.hpp"
 #include "pg/relation.hpp"
-#include "queue/claim_direct.hpp"
-#include "queue/dependencies.hpp"
-#include "queue/distributed.hpp"
-#include "queue/fair.hpp"
-#include "queue/keys.hpp"
-#include "queue/rate.hpp"
+#include "queue/lifecycle/claim_direct.hpp"
+#include "queue/graphs/dependencies.hpp"
+#include "queue/distributed/distributed.hpp"
+#include "queue/flow/fair.hpp"
+#include "queue/flow/keys.hpp"
+#include "queue/flow/rate.hpp"
 #include "queue/permissions.hpp"
-#include "queue/schedule.hpp"
-#include "queue/wait.hpp"
+#include "queue/time/schedule.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "access/xact.h"

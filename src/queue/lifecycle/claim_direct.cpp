@@ -1,7 +1,7 @@
 // dequeue's claim without the executor (see claim_direct.hpp). Everything
 // here is plain PostgreSQL C, called inside pg::guard: no C++ object with a
 // destructor lives in these functions.
-#include "queue/claim_direct.hpp"
+#include "queue/lifecycle/claim_direct.hpp"
 
 #include <cstdio>
 #include <cstring>

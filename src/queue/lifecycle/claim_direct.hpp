@@ -5,8 +5,8 @@
 #pragma once
 
 #include "pg/postgres.hpp"
-#include "queue/claim_cursor.hpp"
-#include "queue/fair.hpp"
+#include "queue/lifecycle/claim_cursor.hpp"
+#include "queue/flow/fair.hpp"
 
 extern "C" {
 #include "utils/timestamp.h"

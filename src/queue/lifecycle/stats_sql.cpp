@@ -1,4 +1,4 @@
-#include "queue/stats_sql.hpp"
+#include "queue/lifecycle/stats_sql.hpp"
 
 #include <fmt/format.h>
 

@@ -8,9 +8,9 @@
 #include <fmt/format.h>
 
 #include "common/sql_text.hpp"
-#include "queue/keys.hpp"
-#include "queue/keys_sql.hpp"
-#include "queue/wait.hpp"
+#include "queue/flow/keys.hpp"
+#include "queue/flow/keys_sql.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"

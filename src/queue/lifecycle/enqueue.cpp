@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 
 #include "pg/srf.hpp"
-#include "queue/dependencies.hpp"
-#include "queue/distributed.hpp"
-#include "queue/keys.hpp"
+#include "queue/graphs/dependencies.hpp"
+#include "queue/distributed/distributed.hpp"
+#include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 

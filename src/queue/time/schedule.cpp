@@ -9,7 +9,7 @@
 // row lock already makes them unique, and a key would take names out of the
 // users' own key space (a user's task with the same key would swallow a due
 // time).
-#include "queue/schedule.hpp"
+#include "queue/time/schedule.hpp"
 
 #include <cstdint>
 #include <string>
@@ -21,7 +21,7 @@
 #include "common/cron.hpp"
 #include "pg/srf.hpp"
 #include "queue/permissions.hpp"
-#include "queue/schedule_runner.hpp"
+#include "queue/time/schedule_runner.hpp"
 
 extern "C" {
 #include "access/xact.h"

@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "pg/srf.hpp"
-#include "queue/distributed.hpp"
-#include "queue/keys_sql.hpp"
+#include "queue/distributed/distributed.hpp"
+#include "queue/flow/keys_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
-#include "queue/stats_sql.hpp"
+#include "queue/lifecycle/stats_sql.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"

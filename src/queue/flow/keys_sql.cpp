@@ -1,4 +1,4 @@
-#include "queue/keys_sql.hpp"
+#include "queue/flow/keys_sql.hpp"
 
 #include <fmt/format.h>
 

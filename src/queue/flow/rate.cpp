@@ -1,6 +1,6 @@
 // Rate limits: the slots a claim takes and uses, and the slot table that
 // create_queue and alter_queue keep (see queue/rate_sql.hpp).
-#include "queue/rate.hpp"
+#include "queue/flow/rate.hpp"
 
 #include <algorithm>
 #include <type_traits>
@@ -9,7 +9,7 @@
 #include "pg/guard.hpp"
 #include "pg/relation.hpp"
 #include "pg/spi.hpp"
-#include "queue/rate_sql.hpp"
+#include "queue/flow/rate_sql.hpp"
 
 extern "C" {
 #include "access/htup_details.h"

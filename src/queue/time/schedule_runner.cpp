@@ -8,7 +8,7 @@
 // again later) and the database's next due time last. A runner that cannot
 // connect (the database was dropped) leaves `never`, which the launcher
 // wrote before starting it.
-#include "queue/schedule_runner.hpp"
+#include "queue/time/schedule_runner.hpp"
 
 #include <algorithm>
 #include <array>
@@ -23,7 +23,7 @@
 #include "pg/shmem.hpp"
 #include "pg/spi.hpp"
 #include "queue/queue.hpp"
-#include "queue/schedule.hpp"
+#include "queue/time/schedule.hpp"
 
 extern "C" {
 #include "access/heapam.h"
@@ -211,11 +211,11 @@ std::vector<std::string> due_queues(TimestampTz now, bool &installed) {
 	pg::spi_connect();
 	static const Oid types[1] = {TIMESTAMPTZOID};
 	Datum values[1] = {TimestampTzGetDatum(now)};
-	uint64 n =
-	    pg::execute("SELECT DISTINCT s.queue FROM concurrency.schedule s WHERE s.enabled AND s.next_run_at <= $1 "
-	                "AND NOT EXISTS (SELECT FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) s.queue "
-	                "AND q.paused) ORDER BY s.queue",
-	                1, types, values, nullptr, true);
+	uint64 n = pg::execute(
+	    "SELECT DISTINCT s.queue FROM concurrency.schedule s WHERE s.enabled AND s.next_run_at <= $1 "
+	    "AND NOT EXISTS (SELECT FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) s.queue "
+	    "AND q.paused) ORDER BY s.queue",
+	    1, types, values, nullptr, true);
 	for (uint64 i = 0; i < n; ++i)
 		queues.push_back(pg::text_column(i, 1).value_or(""));
 	pg::spi_finish();
@@ -229,9 +229,10 @@ TimestampTz next_due_in_database() {
 	TimestampTz at = never;
 	// a paused queue's schedules wait for its resume (which asks for a look):
 	// their missed due times are then caught up as catch_up says
-	if (pg::execute("SELECT min(s.next_run_at) FROM concurrency.schedule s WHERE s.enabled AND NOT EXISTS "
-	                "(SELECT FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) s.queue AND q.paused)",
-	                0, nullptr, nullptr, nullptr, true) == 1) {
+	if (pg::execute(
+	        "SELECT min(s.next_run_at) FROM concurrency.schedule s WHERE s.enabled AND NOT EXISTS "
+	        "(SELECT FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) s.queue AND q.paused)",
+	        0, nullptr, nullptr, nullptr, true) == 1) {
 		bool isnull = false;
 		Datum d = pg::column(0, 1, &isnull);
 		if (!isnull)

@@ -4,9 +4,9 @@
 #include <cstring>
 
 #include "common/names.hpp"
-#include "queue/notifier.hpp"
+#include "queue/time/notifier.hpp"
 #include "queue/shared_queues.hpp"
-#include "queue/wait.hpp"
+#include "queue/time/wait.hpp"
 #include "pg/guard.hpp"
 #include "pg/shmem.hpp"
 

@@ -1,6 +1,6 @@
 // Dependencies between tasks: what happens to children when their parents
 // end, and the parents of a task enqueued with `after` (queue/dependencies.hpp).
-#include "queue/dependencies.hpp"
+#include "queue/graphs/dependencies.hpp"
 
 #include <algorithm>
 #include <map>
@@ -14,8 +14,8 @@
 
 #include "citus/node.hpp"
 #include "queue/args.hpp"
-#include "queue/distributed.hpp"
-#include "queue/keys.hpp"
+#include "queue/distributed/distributed.hpp"
+#include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/sql_operators.hpp"
 

@@ -16,9 +16,9 @@
 
 #include "common/names.hpp"
 #include "pg/srf.hpp"
-#include "queue/dependencies.hpp"
-#include "queue/distributed.hpp"
-#include "queue/keys.hpp"
+#include "queue/graphs/dependencies.hpp"
+#include "queue/distributed/distributed.hpp"
+#include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "queue/sql_operators.hpp"

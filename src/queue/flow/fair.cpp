@@ -1,5 +1,5 @@
 // Fair claims: the rotation's position of each queue (see queue/fair.hpp).
-#include "queue/fair.hpp"
+#include "queue/flow/fair.hpp"
 
 #include <algorithm>
 #include <cstring>

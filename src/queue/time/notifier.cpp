@@ -8,7 +8,7 @@
 // and none runs. A notifier leaves (clears its latch) only under the
 // spinlock and only while nothing is wanted, so that no request is left
 // with nobody to serve it.
-#include "queue/notifier.hpp"
+#include "queue/time/notifier.hpp"
 
 #include <algorithm>
 #include <array>
@@ -22,7 +22,7 @@
 #include "pg/shmem.hpp"
 #include "pg/spi.hpp"
 #include "queue/queue.hpp"
-#include "queue/wait.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "access/xact.h"

@@ -21,12 +21,12 @@
 #include "common/backoff.hpp"
 
 #include "pg/srf.hpp"
-#include "queue/dependencies.hpp"
-#include "queue/distributed.hpp"
-#include "queue/keys.hpp"
+#include "queue/graphs/dependencies.hpp"
+#include "queue/distributed/distributed.hpp"
+#include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
-#include "queue/wait.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"

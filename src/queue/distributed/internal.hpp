@@ -1,0 +1,58 @@
+// What the files of src/queue/distributed share and nothing else uses.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pg/guard.hpp"
+#include "queue/distributed/distributed.hpp"
+
+extern "C" {
+#include "utils/guc.h"
+}
+
+namespace concurrency::queue {
+
+// The next shard position to start a claim at, per backend (shards.cpp).
+uint32 next_cursor();
+
+// Whether the objects installed are 0.3.0's or later (schema
+// concurrency_internal), not 0.2.0's (shards.cpp).
+bool objects_current();
+
+// The routed function `function`, qualified with its schema (routing.cpp).
+std::string routed_function(const char *function);
+
+// Runs a routed statement `sql` (whose first "{}" stands for the qualified
+// routed function `function`); the number of rows, in SPI_tuptable
+// (routing.cpp).
+uint64 run_routed(const char *function, const char *sql, int nargs, const Oid *types, const Datum *values,
+                  const char *nulls = nullptr);
+
+// One shard position on each other node that holds shards of the queue
+// (routing.cpp).
+std::vector<int32> other_nodes(const Shards &shards);
+
+// Runs `fn` with the settings `settings` (name, value) made for that while
+// only, as a function's SET clause makes them: undone after it, whether it
+// returns or raises.
+template <typename F>
+auto with_settings(std::initializer_list<std::pair<const char *, const char *>> settings, F &&fn)
+    -> decltype(fn()) {
+	int level = pg::guard([&] {
+		int nest = NewGUCNestLevel();
+		for (const auto &[name, value] : settings)
+			(void)set_config_option(name, value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+		return nest;
+	});
+	try {
+		auto result = fn();
+		pg::guard([&] { AtEOXact_GUC(true, level); });
+		return result;
+	} catch (...) {
+		pg::guard([&] { AtEOXact_GUC(false, level); });
+		throw;
+	}
+}
+
+} // namespace concurrency::queue
