@@ -63,6 +63,8 @@ COMMENT ON TABLE concurrency.counter_permission IS
 SELECT pg_catalog.pg_extension_config_dump('concurrency.counter_permission',
     'WHERE grantee OPERATOR(pg_catalog.=) 0 OR EXISTS (SELECT FROM pg_catalog.pg_roles AS r '
     'WHERE r.oid OPERATOR(pg_catalog.=) grantee::pg_catalog.oid)');
+-- Who holds what is no secret (as for queues); changing it goes through the functions.
+GRANT SELECT ON concurrency.counter_permission TO PUBLIC;
 
 CREATE FUNCTION concurrency.create_counter(name text, slots integer DEFAULT 16,
                                            min_value numeric DEFAULT NULL, max_value numeric DEFAULT NULL)
