@@ -140,7 +140,24 @@ uint64 add_on_busy_slot(const Counter &c, Datum delta) {
 	    "  AND (s.floor IS NULL OR s.value + $2 >= s.floor) AND (s.ceiling IS NULL OR s.value + $2 <= s.ceiling)",
 	    3, types, CURSOR_OPT_GENERIC_PLAN);
 	Datum values[3] = {pg::text_datum(c.name), delta, Int32GetDatum(spread_shift(c))};
-	return pg::execute(plan, values, nullptr, false, 0, pg::Visibility::latest);
+	// An UPDATE that waited for a row and then finds it no longer matches
+	// keeps the row locked (READ COMMITTED locks the newest version before it
+	// checks it again). The subtransaction, rolled back then, lets it go: the
+	// next stage must hold nothing while it waits.
+	uint64 rows = 0;
+	ErrorData *error = nullptr;
+	try {
+		error = pg::in_subtransaction([&] {
+			rows = pg::execute(plan, values, nullptr, false, 0, pg::Visibility::latest);
+			if (rows == 0)
+				throw NotEnoughFree{};
+		});
+	} catch (const NotEnoughFree &) {
+		rows = 0;
+	}
+	if (error)
+		throw pg::PgException(error);
+	return rows;
 }
 
 // Locks every slot of the counter in ascending order, waiting for holders.
@@ -228,6 +245,10 @@ CONCURRENCY_FUNCTION(concurrency_counter_add) {
 			} else {
 				if (counters::gather_free(c, delta) || counters::add_on_busy_slot(c, delta) == 1)
 					break;
+				// the slot it waited for changed under it: look again, a few
+				// times, before the last resort of holding every slot
+				if (attempt < 3)
+					continue;
 				counters::lock_all_slots(c);
 				if (counters::gather(c, delta) > 0)
 					break;
