@@ -41,6 +41,31 @@ namespace concurrency::counters {
 
 namespace {
 
+// The common case in one statement: the caller may use the counter, and a
+// free slot takes the delta (stage 1 without reading the catalog first).
+// 1 row, or 0 for anything else (no such counter, no permission, no free
+// slot that fits), which the full path then sorts out.
+uint64 add_fast(const std::string &name, Oid user, Datum delta) {
+	static const Oid types[4] = {TEXTOID, NUMERICOID, INT4OID, OIDOID};
+	SPIPlanPtr plan = pg::prepared_plan(
+	    "counters:add-fast",
+	    "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
+	    "FROM (SELECT f.slot FROM concurrency.counter_slot AS f "
+	    "        JOIN concurrency.counter AS c ON c.name = f.counter "
+	    "      WHERE f.counter = $1 AND (f.floor IS NULL OR f.value + $2 >= f.floor) "
+	    "        AND (f.ceiling IS NULL OR f.value + $2 <= f.ceiling) "
+	    "        AND (pg_has_role($4, c.owner::oid, 'USAGE') "
+	    "             OR EXISTS (SELECT FROM concurrency.counter_permission AS p "
+	    "                         WHERE p.counter = c.name AND p.permission = 'use' "
+	    "                           AND (p.grantee::oid = 0 OR pg_has_role($4, p.grantee::oid, 'USAGE')))) "
+	    "      ORDER BY (f.slot + 1048576 - $3 % c.slots) % 1048576 LIMIT 1 "
+	    "      FOR NO KEY UPDATE OF f SKIP LOCKED) AS t "
+	    "WHERE s.counter = $1 AND s.slot = t.slot",
+	    4, types, CURSOR_OPT_GENERIC_PLAN);
+	Datum values[4] = {pg::text_datum(name), delta, Int32GetDatum(MyProcPid), ObjectIdGetDatum(user)};
+	return pg::execute(plan, values, nullptr, false, 0, pg::Visibility::latest);
+}
+
 // Takes a free slot where the delta fits, and adds it there. 1 row, or 0 when
 // every slot that could take it is held by another transaction.
 uint64 add_on_free_slot(const Counter &c, Datum delta) {
@@ -232,7 +257,7 @@ CONCURRENCY_FUNCTION(concurrency_counter_add) {
 		counters::AsExtensionOwner as_owner;
 		// A slot may go away while we wait for it (alter_counter took the
 		// counter to fewer slots): then the call starts again.
-		for (int attempt = 0;; ++attempt) {
+		for (int attempt = 0; sign == 0 || counters::add_fast(name, user, delta) == 0; ++attempt) {
 			Counter c = counters::open_counter(name, user, Need::use, "counter_add");
 			if (sign == 0)
 				break;
