@@ -46,23 +46,32 @@ namespace {
 // 1 row, or 0 for anything else (no such counter, no permission, no free
 // slot that fits), which the full path then sorts out.
 uint64 add_fast(const std::string &name, Oid user, Datum delta) {
-	static const Oid types[4] = {TEXTOID, NUMERICOID, INT4OID, OIDOID};
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "counters:add-fast",
+	// The same statement twice: first from the start slot upwards, in the
+	// primary key's order (the index scan stops at the first free slot: one
+	// row read in the common case); then, when every slot from there up is
+	// held, all slots from the start slot round.
+	static const char *text =
 	    "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
 	    "FROM (SELECT f.slot FROM concurrency.counter_slot AS f "
 	    "        JOIN concurrency.counter AS c ON c.name = f.counter "
-	    "      WHERE f.counter = $1 AND (f.floor IS NULL OR f.value + $2 >= f.floor) "
+	    "      WHERE f.counter = $1 AND {} "
+	    "        AND (f.floor IS NULL OR f.value + $2 >= f.floor) "
 	    "        AND (f.ceiling IS NULL OR f.value + $2 <= f.ceiling) "
 	    "        AND (pg_has_role($4, c.owner::oid, 'USAGE') "
 	    "             OR EXISTS (SELECT FROM concurrency.counter_permission AS p "
 	    "                         WHERE p.counter = c.name AND p.permission = 'use' "
 	    "                           AND (p.grantee::oid = 0 OR pg_has_role($4, p.grantee::oid, 'USAGE')))) "
-	    "      ORDER BY (f.slot + 1048576 - $3 % c.slots) % 1048576 LIMIT 1 "
+	    "      ORDER BY {} LIMIT 1 "
 	    "      FOR NO KEY UPDATE OF f SKIP LOCKED) AS t "
-	    "WHERE s.counter = $1 AND s.slot = t.slot",
-	    4, types, CURSOR_OPT_GENERIC_PLAN);
+	    "WHERE s.counter = $1 AND s.slot = t.slot";
+	static const std::string upwards = fmt::format(fmt::runtime(text), "f.slot >= $3 % c.slots", "f.slot");
+	static const std::string round = fmt::format(fmt::runtime(text), "true", "(f.slot + 1048576 - $3 % c.slots) % 1048576");
+	static const Oid types[4] = {TEXTOID, NUMERICOID, INT4OID, OIDOID};
 	Datum values[4] = {pg::text_datum(name), delta, Int32GetDatum(MyProcPid), ObjectIdGetDatum(user)};
+	SPIPlanPtr plan = pg::prepared_plan("counters:add-fast-up", upwards.c_str(), 4, types, CURSOR_OPT_GENERIC_PLAN);
+	if (pg::execute(plan, values, nullptr, false, 0, pg::Visibility::latest) == 1)
+		return 1;
+	plan = pg::prepared_plan("counters:add-fast", round.c_str(), 4, types, CURSOR_OPT_GENERIC_PLAN);
 	return pg::execute(plan, values, nullptr, false, 0, pg::Visibility::latest);
 }
 

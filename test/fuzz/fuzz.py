@@ -198,8 +198,8 @@ def known_names(conn):
     names = [r[0] for r in conn.execute("SELECT name FROM concurrency.subsystem").fetchall()]
     if conn.execute("SELECT to_regclass('concurrency.queue') IS NOT NULL").fetchone()[0]:
         names += [r[0] for r in conn.execute("SELECT name FROM concurrency.queue").fetchall()]
-    if conn.execute("SELECT to_regclass('concurrency.counter') IS NOT NULL").fetchone()[0]:
-        names += [r[0] for r in conn.execute("SELECT name FROM concurrency.counter").fetchall()]
+    if conn.execute("SELECT to_regclass('concurrency.counters') IS NOT NULL").fetchone()[0]:
+        names += [r[0] for r in conn.execute("SELECT name FROM concurrency.counters").fetchall()]
     return names
 
 
