@@ -65,10 +65,12 @@ uint64 add_fast(const std::string &name, Oid user, Datum delta) {
 	    "      FOR NO KEY UPDATE OF f SKIP LOCKED) AS t "
 	    "WHERE s.counter = $1 AND s.slot = t.slot";
 	static const std::string upwards = fmt::format(fmt::runtime(text), "f.slot >= $3 % c.slots", "f.slot");
-	static const std::string round = fmt::format(fmt::runtime(text), "true", "(f.slot + 1048576 - $3 % c.slots) % 1048576");
+	static const std::string round =
+	    fmt::format(fmt::runtime(text), "true", "(f.slot + 1048576 - $3 % c.slots) % 1048576");
 	static const Oid types[4] = {TEXTOID, NUMERICOID, INT4OID, OIDOID};
 	Datum values[4] = {pg::text_datum(name), delta, Int32GetDatum(MyProcPid), ObjectIdGetDatum(user)};
-	SPIPlanPtr plan = pg::prepared_plan("counters:add-fast-up", upwards.c_str(), 4, types, CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan =
+	    pg::prepared_plan("counters:add-fast-up", upwards.c_str(), 4, types, CURSOR_OPT_GENERIC_PLAN);
 	if (pg::execute(plan, values, nullptr, false, 0, pg::Visibility::latest) == 1)
 		return 1;
 	plan = pg::prepared_plan("counters:add-fast", round.c_str(), 4, types, CURSOR_OPT_GENERIC_PLAN);
@@ -119,18 +121,19 @@ struct NotEnoughFree {};
 // nothing held) when they cannot take it all.
 bool gather_free(const Counter &c, Datum delta) {
 	static const Oid types[4] = {TEXTOID, NUMERICOID, NUMERICOID, INT4OID};
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "counters:gather-free",
-	    "UPDATE concurrency.counter_slot AS s SET value = s.value + sign($2) * t.take "
-	    "FROM (SELECT f.slot, LEAST(CASE WHEN $2 < 0 THEN f.value - f.floor ELSE f.ceiling - f.value END, $3) "
-	    "             AS take "
-	    "        FROM concurrency.counter_slot AS f "
-	    "       WHERE f.counter = $1 AND f.slot > $4 "
-	    "         AND CASE WHEN $2 < 0 THEN f.value > f.floor ELSE f.value < f.ceiling END "
-	    "       ORDER BY f.slot LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED) AS t "
-	    "WHERE s.counter = $1 AND s.slot = t.slot "
-	    "RETURNING s.slot, $3 - t.take",
-	    4, types, CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan =
+	    pg::prepared_plan("counters:gather-free",
+	                      "UPDATE concurrency.counter_slot AS s SET value = s.value + sign($2) * t.take "
+	                      "FROM (SELECT f.slot, LEAST(CASE WHEN $2 < 0 THEN f.value - f.floor ELSE f.ceiling "
+	                      "- f.value END, $3) "
+	                      "             AS take "
+	                      "        FROM concurrency.counter_slot AS f "
+	                      "       WHERE f.counter = $1 AND f.slot > $4 "
+	                      "         AND CASE WHEN $2 < 0 THEN f.value > f.floor ELSE f.value < f.ceiling END "
+	                      "       ORDER BY f.slot LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED) AS t "
+	                      "WHERE s.counter = $1 AND s.slot = t.slot "
+	                      "RETURNING s.slot, $3 - t.take",
+	                      4, types, CURSOR_OPT_GENERIC_PLAN);
 	Datum remaining = pg::guard([&] { return DirectFunctionCall1(numeric_abs, delta); });
 	bool placed = false;
 	ErrorData *error = nullptr;
@@ -163,16 +166,17 @@ bool gather_free(const Counter &c, Datum delta) {
 // no longer does once we have it, or no slot does.
 uint64 add_on_busy_slot(const Counter &c, Datum delta) {
 	static const Oid types[3] = {TEXTOID, NUMERICOID, INT4OID};
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "counters:add-busy",
-	    "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
-	    "FROM (SELECT f.slot FROM concurrency.counter_slot AS f "
-	    "      WHERE f.counter = $1 AND (f.floor IS NULL OR f.value + $2 >= f.floor) "
-	    "        AND (f.ceiling IS NULL OR f.value + $2 <= f.ceiling) "
-	    "      ORDER BY (f.slot + $3) % 1048576 LIMIT 1) AS t "
-	    "WHERE s.counter = $1 AND s.slot = t.slot "
-	    "  AND (s.floor IS NULL OR s.value + $2 >= s.floor) AND (s.ceiling IS NULL OR s.value + $2 <= s.ceiling)",
-	    3, types, CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan =
+	    pg::prepared_plan("counters:add-busy",
+	                      "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
+	                      "FROM (SELECT f.slot FROM concurrency.counter_slot AS f "
+	                      "      WHERE f.counter = $1 AND (f.floor IS NULL OR f.value + $2 >= f.floor) "
+	                      "        AND (f.ceiling IS NULL OR f.value + $2 <= f.ceiling) "
+	                      "      ORDER BY (f.slot + $3) % 1048576 LIMIT 1) AS t "
+	                      "WHERE s.counter = $1 AND s.slot = t.slot "
+	                      "  AND (s.floor IS NULL OR s.value + $2 >= s.floor) AND (s.ceiling IS NULL OR "
+	                      "s.value + $2 <= s.ceiling)",
+	                      3, types, CURSOR_OPT_GENERIC_PLAN);
 	Datum values[3] = {pg::text_datum(c.name), delta, Int32GetDatum(spread_shift(c))};
 	// An UPDATE that waited for a row and then finds it no longer matches
 	// keeps the row locked (READ COMMITTED locks the newest version before it
@@ -229,11 +233,12 @@ uint64 gather(const Counter &c, Datum delta) {
 
 [[noreturn]] void bound_crossed(const Counter &c, Datum delta, bool downwards) {
 	static const Oid types[2] = {TEXTOID, NUMERICOID};
-	SPIPlanPtr plan = pg::prepared_plan("counters:bound-detail",
-	                                    "SELECT (SELECT sum(value) FROM concurrency.counter_slot WHERE counter = $1)::text, "
-	                                    "$2::text, min_value::text, max_value::text "
-	                                    "FROM concurrency.counter WHERE name = $1",
-	                                    2, types);
+	SPIPlanPtr plan = pg::prepared_plan(
+	    "counters:bound-detail",
+	    "SELECT (SELECT sum(value) FROM concurrency.counter_slot WHERE counter = $1)::text, "
+	    "$2::text, min_value::text, max_value::text "
+	    "FROM concurrency.counter WHERE name = $1",
+	    2, types);
 	Datum values[2] = {pg::text_datum(c.name), delta};
 	pg::execute(plan, values, nullptr, true, 0, pg::Visibility::latest);
 	std::string value = pg::text_column(0, 1).value_or("?");

@@ -32,10 +32,10 @@ namespace {
 int slots_arg(FunctionCallInfo fcinfo, int n, SourceLocation at = SourceLocation::current()) {
 	int slots = pg::int32_arg(fcinfo, n, "slots", at);
 	if (slots < 1 || slots > max_slots)
-		throw Error(sqlstate::invalid_parameter_value, fmt::format("slots must be between 1 and {}", max_slots),
-		            fmt::format("slots is {}.", slots),
-		            "16 slots let 16 transactions change the counter at once; more help only with more writers.",
-		            at);
+		throw Error(
+		    sqlstate::invalid_parameter_value, fmt::format("slots must be between 1 and {}", max_slots),
+		    fmt::format("slots is {}.", slots),
+		    "16 slots let 16 transactions change the counter at once; more help only with more writers.", at);
 	return slots;
 }
 
@@ -51,8 +51,10 @@ void lay_out(const std::string &name, int slots, Datum total) {
 	    "    FROM concurrency.counter AS c WHERE c.name = $1), "
 	    "r AS ("
 	    "  SELECT g.k, p.*, "
-	    "         CASE WHEN p.m IS NULL THEN NULL WHEN g.k = 0 THEN p.m - (p.n - 1) * p.fm ELSE p.fm END AS lo, "
-	    "         CASE WHEN p.x IS NULL THEN NULL WHEN g.k = 0 THEN p.x - (p.n - 1) * p.fx ELSE p.fx END AS hi "
+	    "         CASE WHEN p.m IS NULL THEN NULL WHEN g.k = 0 THEN p.m - (p.n - 1) * p.fm ELSE p.fm END AS "
+	    "lo, "
+	    "         CASE WHEN p.x IS NULL THEN NULL WHEN g.k = 0 THEN p.x - (p.n - 1) * p.fx ELSE p.fx END AS "
+	    "hi "
 	    "    FROM p, generate_series(0, p.n - 1) AS g(k)), "
 	    "v AS ("
 	    "  SELECT r.k, r.lo, r.hi, CASE "
@@ -128,8 +130,9 @@ void change_permission(FunctionCallInfo fcinfo, bool grant) {
 	std::string role = pg::guard([&] { return NameStr(*PG_GETARG_NAME(1)); });
 	std::string permission = pg::text_arg(fcinfo, 2, "permission");
 	if (permission != "use" && permission != "read")
-		throw Error(sqlstate::invalid_parameter_value, fmt::format("unknown counter permission \"{}\"", permission),
-		            "", "The permissions are use (add and read) and read.");
+		throw Error(sqlstate::invalid_parameter_value,
+		            fmt::format("unknown counter permission \"{}\"", permission), "",
+		            "The permissions are use (add and read) and read.");
 	bool is_public = role == "public";
 	Oid grantee = is_public ? InvalidOid : pg::guard([&] { return get_role_oid(role.c_str(), true); });
 	if (!is_public && !OidIsValid(grantee))
@@ -143,10 +146,11 @@ void change_permission(FunctionCallInfo fcinfo, bool grant) {
 		static const Oid types[3] = {TEXTOID, OIDOID, TEXTOID};
 		Datum values[3] = {pg::text_datum(name), ObjectIdGetDatum(grantee), pg::text_datum(permission)};
 		SPIPlanPtr plan =
-		    grant ? pg::prepared_plan("counters:grant",
-		                              "INSERT INTO concurrency.counter_permission (counter, grantee, permission) "
-		                              "VALUES ($1, $2::regrole, $3) ON CONFLICT DO NOTHING",
-		                              3, types)
+		    grant ? pg::prepared_plan(
+		                "counters:grant",
+		                "INSERT INTO concurrency.counter_permission (counter, grantee, permission) "
+		                "VALUES ($1, $2::regrole, $3) ON CONFLICT DO NOTHING",
+		                3, types)
 		          : pg::prepared_plan("counters:revoke",
 		                              "DELETE FROM concurrency.counter_permission WHERE counter = $1 "
 		                              "AND grantee::oid = $2 AND permission = $3",
@@ -170,8 +174,10 @@ CONCURRENCY_FUNCTION(concurrency_create_counter) {
 	auto max_value = counters::nullable_finite_numeric_arg(fcinfo, 3, "max_value");
 	if (min_value && max_value && counters::numeric_compare(*min_value, *max_value) > 0)
 		throw Error(sqlstate::invalid_parameter_value, "min_value must not be greater than max_value");
-	if ((min_value && counters::numeric_sign(*min_value) > 0) || (max_value && counters::numeric_sign(*max_value) < 0))
-		throw Error(sqlstate::invalid_parameter_value, "a counter starts at 0, which must be within its bounds",
+	if ((min_value && counters::numeric_sign(*min_value) > 0) ||
+	    (max_value && counters::numeric_sign(*max_value) < 0))
+		throw Error(sqlstate::invalid_parameter_value,
+		            "a counter starts at 0, which must be within its bounds",
 		            "min_value must be at most 0 and max_value at least 0.",
 		            "Create it with min_value 0 and add the starting amount with concurrency.counter_add.");
 	Oid user = pg::guard([] { return GetUserId(); });
@@ -179,8 +185,8 @@ CONCURRENCY_FUNCTION(concurrency_create_counter) {
 	{
 		counters::AsExtensionOwner as_owner;
 		static const Oid types[5] = {TEXTOID, INT4OID, NUMERICOID, NUMERICOID, OIDOID};
-		Datum values[5] = {pg::text_datum(name), Int32GetDatum(slots), min_value.value_or(0), max_value.value_or(0),
-		                   ObjectIdGetDatum(user)};
+		Datum values[5] = {pg::text_datum(name), Int32GetDatum(slots), min_value.value_or(0),
+		                   max_value.value_or(0), ObjectIdGetDatum(user)};
 		char nulls[6] = "     ";
 		if (!min_value)
 			nulls[2] = 'n';
@@ -213,8 +219,9 @@ CONCURRENCY_FUNCTION(concurrency_drop_counter) {
 		counters::open_counter(name, user, counters::Need::own, "drop_counter", true);
 		static const Oid types[1] = {TEXTOID};
 		Datum values[1] = {pg::text_datum(name)};
-		pg::execute(pg::prepared_plan("counters:drop", "DELETE FROM concurrency.counter WHERE name = $1", 1, types),
-		            values, nullptr, false, 0, pg::Visibility::latest);
+		pg::execute(
+		    pg::prepared_plan("counters:drop", "DELETE FROM concurrency.counter WHERE name = $1", 1, types),
+		    values, nullptr, false, 0, pg::Visibility::latest);
 	}
 	pg::spi_finish();
 	PG_RETURN_VOID();

@@ -38,7 +38,8 @@ Oid extension_owner() {
 		return relowner;
 	});
 	if (!OidIsValid(owner))
-		throw Error(sqlstate::object_not_in_prerequisite_state, "counters need concurrency_ext 0.4.0's objects",
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            "counters need concurrency_ext 0.4.0's objects",
 		            "The table concurrency.counter does not exist in this database.",
 		            "ALTER EXTENSION concurrency_ext UPDATE");
 	return owner;
@@ -61,7 +62,8 @@ const char *need_name(Need need) {
 AsExtensionOwner::AsExtensionOwner() {
 	Oid owner = extension_owner();
 	GetUserIdAndSecContext(&saved_user_, &saved_context_);
-	SetUserIdAndSecContext(owner, saved_context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+	SetUserIdAndSecContext(owner,
+	                       saved_context_ | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
 }
 
 AsExtensionOwner::~AsExtensionOwner() {
@@ -72,7 +74,9 @@ std::string counter_name_arg(FunctionCallInfo fcinfo, int n, SourceLocation at) 
 	std::string name = pg::text_arg(fcinfo, n, "name", at);
 	if (name.empty())
 		throw Error(sqlstate::invalid_parameter_value, "a counter's name must not be empty", "", "", at);
-	std::size_t chars = pg::guard([&] { return static_cast<std::size_t>(pg_mbstrlen_with_len(name.data(), static_cast<int>(name.size()))); });
+	std::size_t chars = pg::guard([&] {
+		return static_cast<std::size_t>(pg_mbstrlen_with_len(name.data(), static_cast<int>(name.size())));
+	});
 	if (chars > static_cast<std::size_t>(max_name_length))
 		throw Error(sqlstate::invalid_parameter_value,
 		            fmt::format("a counter's name must be at most {} characters", max_name_length),
@@ -88,14 +92,17 @@ Counter open_counter(const std::string &name, Oid user, Need need, const char *f
 	    "SELECT c.slots, c.min_value IS NOT NULL, c.max_value IS NOT NULL, "
 	    "pg_has_role($2, c.owner::oid, 'USAGE') AS is_owner, "
 	    "EXISTS (SELECT FROM concurrency.counter_permission AS p WHERE p.counter = c.name "
-	    "AND (p.grantee::oid = 0 OR pg_has_role($2, p.grantee::oid, 'USAGE')) AND p.permission = 'use') AS uses, "
+	    "AND (p.grantee::oid = 0 OR pg_has_role($2, p.grantee::oid, 'USAGE')) AND p.permission = 'use') AS "
+	    "uses, "
 	    "EXISTS (SELECT FROM concurrency.counter_permission AS p WHERE p.counter = c.name "
-	    "AND (p.grantee::oid = 0 OR pg_has_role($2, p.grantee::oid, 'USAGE')) AND p.permission = 'read') AS reads "
+	    "AND (p.grantee::oid = 0 OR pg_has_role($2, p.grantee::oid, 'USAGE')) AND p.permission = 'read') AS "
+	    "reads "
 	    "FROM concurrency.counter AS c WHERE c.name = $1";
 	static const std::string plain = columns;
 	static const std::string locked = std::string(columns) + " FOR NO KEY UPDATE OF c";
-	SPIPlanPtr plan = lock ? pg::prepared_plan("counters:open-locked", locked.c_str(), 2, types)
-	                       : pg::prepared_plan("counters:open", plain.c_str(), 2, types, CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan =
+	    lock ? pg::prepared_plan("counters:open-locked", locked.c_str(), 2, types)
+	         : pg::prepared_plan("counters:open", plain.c_str(), 2, types, CURSOR_OPT_GENERIC_PLAN);
 	Datum values[2] = {pg::text_datum(name), ObjectIdGetDatum(user)};
 	uint64 rows = pg::execute(plan, values, nullptr, !lock, 0, pg::Visibility::latest);
 	if (rows == 0)
@@ -118,10 +125,11 @@ Counter open_counter(const std::string &name, Oid user, Need need, const char *f
 		            fmt::format("role \"{}\" lacks {} on counter \"{}\"", role, need_name(need), name),
 		            need == Need::own ? fmt::format("{} is for the counter's owner.", function)
 		                              : fmt::format("{} needs permission {}.", function, need_name(need)),
-		            need == Need::own ? std::string("Ask the counter's owner, or a superuser.")
-		                              : fmt::format("The counter's owner can grant it: SELECT "
-		                                            "concurrency.grant_counter({}, {}, '{}');",
-		                                            quote_literal(name), quote_literal(role), need_name(need)));
+		            need == Need::own
+		                ? std::string("Ask the counter's owner, or a superuser.")
+		                : fmt::format("The counter's owner can grant it: SELECT "
+		                              "concurrency.grant_counter({}, {}, '{}');",
+		                              quote_literal(name), quote_literal(role), need_name(need)));
 	}
 	return c;
 }
