@@ -54,9 +54,7 @@ async def payment(pool, variant, amount, waits, retries, row):
         while True:
             attempts += 1
             await conn.execute("BEGIN")
-            if variant == "own_row":
-                final = c.execute("SELECT sum(balance) FROM bench_hot.spread").fetchone()[0]
-            elif variant == "counter":
+            if variant == "counter":
                 await conn.execute("SELECT concurrency.counter_add('bench_hot_merchant', %s)", (amount,))
                 waits.append((time.perf_counter() - start) * 1000)
                 await conn.execute("SELECT pg_sleep(%s)", (HOLD,))
