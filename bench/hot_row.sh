@@ -16,6 +16,11 @@
 #     machine's ceiling, a third side updates one of 64 rows at random (no
 #     hot row at all: what the server commits with these clients).
 #
+# On a throw-away server of its own, as root:
+#   source scripts/cluster.sh
+#   cluster_start "$PG_CONFIG" "fsync = on" "max_connections = 450"   # later lines win
+#   psql -c "CREATE EXTENSION concurrency_ext"; bench/hot_row.sh; cluster_stop
+#
 # Writes bench/results/hot_row-<date>.json and prints a table.
 # Everything lives in schema bench_hot and counters bench_hot_*, dropped at
 # the end. LAB=0 skips (a), THROUGHPUT=0 skips (b).
