@@ -247,8 +247,9 @@ uint64 gather(const Counter &c, Datum delta) {
 	throw Error(sqlstate::check_violation,
 	            fmt::format("counter \"{}\" would go {} its {}", c.name, downwards ? "below" : "above",
 	                        downwards ? "min_value" : "max_value"),
-	            fmt::format("The counter holds {} (committed); adding {} would cross the {} {}.", value, d,
-	                        downwards ? "min_value" : "max_value", bound),
+	            fmt::format("The counter holds {} (as committed, with this transaction's own changes); "
+	                        "adding {} would cross the {} {}.",
+	                        value, d, downwards ? "min_value" : "max_value", bound),
 	            "Nothing was changed. Add a smaller amount, or retry once the counter has room.");
 }
 
