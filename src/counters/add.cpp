@@ -17,6 +17,9 @@
 //      order, so two such calls never deadlock), and then, as of committed
 //      data, the delta gathered from the slots in ascending order, or 23514
 //      when all of them together cannot take it, nothing changed.
+// Stages 1-3 are tried up to four times (a slot waited for may have changed)
+// before stage 4. Stage 1 first runs without reading the catalog: the
+// permission check, the free slot and the add in one statement.
 // Each slot stays within [floor, ceiling], the floors sum to min_value and
 // the ceilings to max_value: the total never crosses a bound.
 #include <string>
@@ -28,7 +31,6 @@
 #include "counters/numeric_arg.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
-
 #include "pg/xact.hpp"
 
 extern "C" {
