@@ -27,6 +27,7 @@ DOCUMENTED = {
     "42704",  # undefined object
     "42710",  # duplicate object
     "23505",  # unique violation (subsystem name or key taken)
+    "23514",  # check violation (a counter's bound would be crossed)
     "55P03",  # lock not available
     "CE001",  # lease lost
     "42501",  # insufficient privilege
@@ -80,6 +81,8 @@ ROLES = ["fuzz_user", "fuzz_worker", "public", "postgres"] * 3 + [
     None, "PUBLIC", "-", "", "no_such_role", "x'); DROP TABLE concurrency.queue; --", 'r"; DROP ROLE fuzz_user; --',
     "n" * 100]
 PERMISSIONS = ["enqueue", "work", "read", "manage"] * 4 + ["Work", "all", "", None]
+NUMERICS = [None, "0", "1", "-1", "3", "-3", "0.5", "-0.001", "1e20", "-1e20", "NaN", "Infinity", "-Infinity",
+            "1e131071", "-1e131071", "12345678901234567890.123456789"]
 JSONS = [None, "{}", "[]", "null", '"x"', '{"a": [1, 2, {"b": null}]}', "[" * 200 + "]" * 200,
          '{"k": "' + "v" * 5000 + '"}']
 
@@ -172,6 +175,8 @@ def value_for(type_name, rng, names):
         return crafted_lock_row(rng)
     if type_name == "oid":
         return rng.choice([None, 0, 1, 1259, 16384, 4294967295])
+    if type_name == "numeric":
+        return rng.choice(NUMERICS)
     if type_name == "smallint":
         return rng.choice([None, 0, 1, 2, 16, -1, 32767, -32768])
     raise ValueError(f"no generator for type {type_name}")
@@ -193,6 +198,8 @@ def known_names(conn):
     names = [r[0] for r in conn.execute("SELECT name FROM concurrency.subsystem").fetchall()]
     if conn.execute("SELECT to_regclass('concurrency.queue') IS NOT NULL").fetchone()[0]:
         names += [r[0] for r in conn.execute("SELECT name FROM concurrency.queue").fetchall()]
+    if conn.execute("SELECT to_regclass('concurrency.counters') IS NOT NULL").fetchone()[0]:
+        names += [r[0] for r in conn.execute("SELECT name FROM concurrency.counters").fetchall()]
     return names
 
 
