@@ -31,7 +31,9 @@ type Task struct {
 	mu        sync.Mutex // serializes heartbeats with the completion
 	finishing bool
 	lost      error
-	result    *string
+
+	resultMu sync.Mutex
+	result   *string
 }
 
 // Decode unmarshals the task's payload into v.
@@ -45,15 +47,15 @@ func (t *Task) SetResult(v any) error {
 	if err != nil {
 		return fmt.Errorf("concurrency: result: %w", err)
 	}
-	t.mu.Lock()
+	t.resultMu.Lock()
 	t.result = &s
-	t.mu.Unlock()
+	t.resultMu.Unlock()
 	return nil
 }
 
 func (t *Task) resultArg() any {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+	t.resultMu.Lock()
+	defer t.resultMu.Unlock()
 	if t.result == nil {
 		return nil
 	}
