@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Task is a claimed task, as concurrency.dequeue returned it.
@@ -95,6 +97,11 @@ func Dequeue(ctx context.Context, q Querier, queue string, opts DequeueOptions) 
 	if err != nil {
 		return nil, wrap("dequeue", err)
 	}
+	return scanTasks(rows, queue)
+}
+
+// scanTasks reads dequeue's rows (with the lease's time left as a last column).
+func scanTasks(rows pgx.Rows, queue string) ([]*Task, error) {
 	defer rows.Close()
 	var tasks []*Task
 	for rows.Next() {
@@ -123,6 +130,8 @@ func Heartbeat(ctx context.Context, q Querier, queue string, id, leaseToken int6
 	return until, wrap("heartbeat", err)
 }
 
+const completeSQL = "SELECT concurrency.complete($1::text, $2::bigint, $3::bigint, $4::jsonb)"
+
 // Complete finishes task id held with leaseToken (concurrency.complete); run
 // it in the transaction of the work's own writes. result is nil or any
 // JSON-marshalable value. ErrLeaseLost when the lease was lost.
@@ -135,8 +144,7 @@ func Complete(ctx context.Context, q Querier, queue string, id, leaseToken int64
 		}
 		res = s
 	}
-	_, err := q.Exec(ctx, "SELECT concurrency.complete($1::text, $2::bigint, $3::bigint, $4::jsonb)",
-		queue, id, leaseToken, res)
+	_, err := q.Exec(ctx, completeSQL, queue, id, leaseToken, res)
 	return wrap("complete", err)
 }
 

@@ -294,7 +294,14 @@ func (w *Worker) fetch(claimCtx, workCtx context.Context, q *queueRunner, handle
 			go func() {
 				defer handlers.Done()
 				defer func() { slots <- struct{}{} }()
-				w.work(workCtx, q, t)
+				// a slot goes on with the task claimed in its last completing transaction
+				for t != nil {
+					t = w.work(claimCtx, workCtx, q, t)
+					if t != nil && claimCtx.Err() != nil {
+						w.release(context.WithoutCancel(claimCtx), []*Task{t})
+						return
+					}
+				}
 			}()
 		}
 	}
@@ -358,35 +365,37 @@ func (w *Worker) release(ctx context.Context, tasks []*Task) {
 	}
 }
 
-// work runs one task's handler with its heartbeats and finishes the task.
-func (w *Worker) work(workCtx context.Context, q *queueRunner, t *Task) {
+// work runs one task's handler with its heartbeats and finishes the task;
+// it returns the next task when the completing transaction claimed one.
+func (w *Worker) work(claimCtx, workCtx context.Context, q *queueRunner, t *Task) *Task {
 	ctx, cancel := context.WithCancelCause(workCtx)
 	defer cancel(nil)
 	stopBeats := w.heartbeat(t, cancel)
 	defer stopBeats()
 	if q.handleTx != nil {
-		w.workTx(ctx, q, t, stopBeats)
-		return
+		return w.workTx(claimCtx, ctx, q, t)
 	}
 	if err := callHandler(func() error { return q.handle(ctx, t) }); err != nil {
 		w.failed(ctx, t, err)
-		return
+		return nil
 	}
 	if w.finishing(t) {
-		return
+		return nil
 	}
-	if err := Complete(ctx, w.q, t.Queue, t.ID, t.LeaseToken, resultValue(t.resultArg())); err != nil {
+	next, err := w.finish(claimCtx, ctx, w.pool, t)
+	if err != nil {
 		w.finishError(ctx, t, err)
-		return
+		return nil
 	}
 	w.completed(t)
+	return next
 }
 
-func (w *Worker) workTx(ctx context.Context, q *queueRunner, t *Task, stopBeats func()) {
+func (w *Worker) workTx(claimCtx, ctx context.Context, q *queueRunner, t *Task) *Task {
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {
 		w.failed(ctx, t, fmt.Errorf("concurrency: begin: %w", err))
-		return
+		return nil
 	}
 	rollback := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -396,24 +405,84 @@ func (w *Worker) workTx(ctx context.Context, q *queueRunner, t *Task, stopBeats 
 	if err := callHandler(func() error { return q.handleTx(ctx, tx, t) }); err != nil {
 		rollback()
 		w.failed(ctx, t, err)
-		return
+		return nil
 	}
 	if w.finishing(t) {
 		rollback()
-		return
+		return nil
 	}
-	if err := Complete(ctx, WithExecMode(tx, w.cfg.ExecMode), t.Queue, t.ID, t.LeaseToken,
-		resultValue(t.resultArg())); err != nil {
+	next, err := w.finish(claimCtx, ctx, tx, t)
+	if err != nil {
 		rollback()
 		w.finishError(ctx, t, err)
-		return
+		return nil
 	}
 	if err := tx.Commit(ctx); err != nil {
-		// e.g. a deferred constraint or a serialization failure: nothing committed
+		// e.g. a deferred constraint or a serialization failure: nothing
+		// committed, the next claim neither
 		w.finishError(ctx, t, wrap("commit", err))
-		return
+		return nil
 	}
 	w.completed(t)
+	return next
+}
+
+// batcher is what finish sends its statements on: *pgxpool.Pool (one
+// implicit transaction per batch) or pgx.Tx.
+type batcher interface {
+	Querier
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+const claimNextSQL = `SELECT task_id, lease_token, attempt, payload, enqueued_at, lease_expires_at,
+       extract(epoch FROM lease_expires_at - pg_catalog.clock_timestamp())::float8
+  FROM concurrency.dequeue($1::text, 1, $2::interval, $3::text)
+ WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'`
+
+// finish completes t on q and, unless the worker is stopping, claims the
+// slot's next task in the same transaction, in the same round trip (a
+// pipelined batch): one commit a task instead of two. The claim is made only
+// under READ COMMITTED (a handler that raised its transaction's isolation
+// level claims nothing there, where its older snapshot would fail on tasks
+// claimed since). With WorkerConfig.ExecMode set, it only completes.
+func (w *Worker) finish(claimCtx, ctx context.Context, q batcher, t *Task) (*Task, error) {
+	result := resultValue(t.resultArg())
+	if w.cfg.ExecMode != 0 || claimCtx.Err() != nil {
+		return nil, Complete(ctx, WithExecMode(q, w.cfg.ExecMode), t.Queue, t.ID, t.LeaseToken, result)
+	}
+	var res any
+	if result != nil {
+		res = string(result.(jsonRaw))
+	}
+	var worker any
+	if w.cfg.Name != "" {
+		worker = w.cfg.Name
+	}
+	b := &pgx.Batch{}
+	b.Queue(completeSQL, t.Queue, t.ID, t.LeaseToken, res)
+	b.Queue(claimNextSQL, t.Queue, interval(w.cfg.Lease), worker)
+	br := q.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return nil, wrap("complete", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		_ = br.Close()
+		return nil, wrap("dequeue", err)
+	}
+	next, err := scanTasks(rows, t.Queue)
+	if err != nil {
+		_ = br.Close()
+		return nil, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, wrap("dequeue", err)
+	}
+	if len(next) == 0 {
+		return nil, nil
+	}
+	return next[0], nil
 }
 
 // resultValue turns a stored JSON text into complete's argument.

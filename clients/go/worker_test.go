@@ -484,3 +484,33 @@ func TestKillRestartExactlyOnce(t *testing.T) {
 	}
 	t.Logf("%d tasks were leased at the kill", leased)
 }
+
+// A slot claims its next task in the completing transaction only under READ
+// COMMITTED: a handler that raised the isolation level gets its next task
+// from a claim of its own, and nothing fails.
+func TestWorkerHandlerRaisingTheIsolationLevel(t *testing.T) {
+	pool := testPool(t, 6)
+	createQueue(t, pool, "go_iso", "")
+	ctx := context.Background()
+	if _, err := EnqueueBatch(ctx, pool, "go_iso", []any{1, 2, 3, 4, 5, 6}); err != nil {
+		t.Fatal(err)
+	}
+	var completed atomic.Int64
+	errs := &errorLog{}
+	w := NewWorker(pool, WorkerConfig{Wait: time.Second, OnError: errs.add, OnComplete: func(*Task) { completed.Add(1) }})
+	w.HandleTx("go_iso", func(ctx context.Context, tx pgx.Tx, task *Task) error {
+		if task.Payload[0]%2 == 0 {
+			return nil
+		}
+		_, err := tx.Exec(ctx, "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+		return err
+	})
+	stop := runWorker(t, w)
+	waitFor(t, 10*time.Second, "6 completions", func() bool { return completed.Load() == 6 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if e := errs.list(); len(e) != 0 {
+		t.Fatal(e)
+	}
+}
