@@ -21,7 +21,13 @@
 //     pool (its own transaction) and River completes the job afterwards with
 //     its batched completer; FetchCooldown 1 ms and FetchPollInterval 20 ms
 //     (the defaults, 100 ms and 1 s, cap a worker at ten fetches a second);
-//     Client.Insert for row (d).
+//     Client.Insert for row (d);
+//   - river-tx: the same, but the handler inserts and completes the job with
+//     river.JobCompleteTx in one transaction (River's way to exactly-once
+//     effects, the runtime's guarantee); drains only.
+//
+// Besides wall time, each run reports its process's CPU time and the rest of
+// the machine's (/proc/stat less the process: the server's, mostly), per job.
 package main
 
 import (
@@ -39,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -59,7 +66,14 @@ var rows = map[string]struct {
 	"d": {"(d) enqueue one by one", 1, false},
 }
 
-var sides = []string{"runtime", "river"}
+var allSides = []string{"runtime", "river", "river-tx"}
+
+func sidesOf(row string) []string {
+	if rows[row].drain {
+		return allSides
+	}
+	return allSides[:2]
+}
 
 // result is one timed run.
 type result struct {
@@ -70,7 +84,9 @@ type result struct {
 	// ClientCPUms is the CPU time (user + system) of the run's process,
 	// warm-up excluded.
 	ClientCPUms float64 `json:"client_cpu_ms"`
-	OK          bool    `json:"exactly_once"`
+	// RestCPUms is the CPU time of the rest of the machine over the run.
+	RestCPUms float64 `json:"rest_of_machine_cpu_ms"`
+	OK        bool    `json:"exactly_once"`
 }
 
 func main() {
@@ -102,17 +118,20 @@ func main() {
 	env := environment(ctx, pool)
 	fmt.Printf("%s\n%d jobs per run, each run a process of its own after %d jobs untimed; %d rounds per row, the order alternating\n\n",
 		env["summary"], *jobs, *warmup, *rounds)
-	fmt.Println("| row | side | median s | jobs/s (range) | exactly once | river s ÷ runtime s (range) | client CPU ms/job |")
-	fmt.Println("|---|---|---:|---:|---|---:|---:|")
+	fmt.Println("| row | side | median s | jobs/s (range) | exactly once | side s ÷ runtime s (range) | client CPU ms/job | rest of the machine ms/job |")
+	fmt.Println("|---|---|---:|---:|---|---:|---:|---:|")
 	report := map[string]any{"environment": env, "jobs": *jobs, "warmup": *warmup, "rounds": *rounds}
 	var table []map[string]any
 	flip := false
 	for _, row := range strings.Fields(*rowList) {
 		got := map[string][]result{}
+		sides := sidesOf(row)
 		for range *rounds {
 			order := append([]string(nil), sides...)
 			if flip {
-				order[0], order[1] = order[1], order[0]
+				for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+					order[i], order[j] = order[j], order[i]
+				}
 			}
 			flip = !flip
 			for _, side := range order {
@@ -134,26 +153,27 @@ func main() {
 			}
 			ratios := make([]float64, len(runs))
 			for i := range runs {
-				ratios[i] = got["river"][i].Seconds / got["runtime"][i].Seconds
+				ratios[i] = runs[i].Seconds / got["runtime"][i].Seconds
 			}
 			med := median(secs)
-			var cpu float64
+			var cpu, rest float64
 			for _, r := range runs {
 				if r.Seconds == med {
 					cpu = r.ClientCPUms / float64(r.Jobs)
+					rest = r.RestCPUms / float64(r.Jobs)
 				}
 			}
 			ratio := ""
-			if side == "river" {
+			if side != "runtime" {
 				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", median(ratios), minOf(ratios), maxOf(ratios))
 			}
-			fmt.Printf("| %s | %s | %.3f | %d (%d–%d) | %v | %s | %.3f |\n", rows[row].label, side, med,
+			fmt.Printf("| %s | %s | %.3f | %d (%d–%d) | %v | %s | %.3f | %.3f |\n", rows[row].label, side, med,
 				int(float64(*jobs)/med), int(float64(*jobs)/maxOf(secs)), int(float64(*jobs)/minOf(secs)),
-				map[bool]string{true: "yes", false: "NO"}[ok], ratio, cpu)
+				map[bool]string{true: "yes", false: "NO"}[ok], ratio, cpu, rest)
 			entry := map[string]any{"row": row, "label": rows[row].label, "side": side, "runs": runs,
 				"median_seconds": med, "median_jobs_per_second": float64(*jobs) / med, "exactly_once": ok}
-			if side == "river" {
-				entry["river_seconds_over_runtime_seconds"] = map[string]float64{"median": median(ratios),
+			if side != "runtime" {
+				entry["side_seconds_over_runtime_seconds"] = map[string]float64{"median": median(ratios),
 					"min": minOf(ratios), "max": maxOf(ratios)}
 			}
 			table = append(table, entry)
@@ -243,6 +263,33 @@ func child(row, side string, jobs, warmup int) (result, error) {
 	return r, json.Unmarshal(out, &r)
 }
 
+// machineMillis is the CPU time of the whole machine so far (user, nice,
+// system, irq, softirq of every core; USER_HZ = 100).
+func machineMillis() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	var sum float64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		var v float64
+		fmt.Sscan(f[i], &v)
+		sum += v
+	}
+	return sum * 10
+}
+
+// measure returns a function that fills in a run's times since measure was called.
+func measure() func(*result) {
+	cpu0, m0, t0 := cpuMillis(), machineMillis(), time.Now()
+	return func(r *result) {
+		r.Seconds = time.Since(t0).Seconds()
+		r.ClientCPUms = cpuMillis() - cpu0
+		r.RestCPUms = machineMillis() - m0 - r.ClientCPUms
+	}
+}
+
 func cpuMillis() float64 {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -261,7 +308,7 @@ func runOne(ctx context.Context, pool *pgxpool.Pool, row, side string, jobs, war
 		if side == "runtime" {
 			return runtimeDrain(ctx, spec.concurrency, n)
 		}
-		return riverDrain(ctx, pool, spec.concurrency, n)
+		return riverDrain(ctx, pool, spec.concurrency, n, side == "river-tx")
 	}
 	if warmup > 0 {
 		if _, err := run(warmup); err != nil {
@@ -334,12 +381,12 @@ func runtimeDrain(ctx context.Context, workers, jobs int) (result, error) {
 		return result{}, err
 	}
 	defer pool.Close()
-	var done atomic.Int64
+	var completed atomic.Int64
 	finished := make(chan struct{})
 	w := concurrency.NewWorker(pool, concurrency.WorkerConfig{Name: "peers",
-		OnError:    func(t *concurrency.Task, err error) { log.Printf("runtime: task %d: %v", t.ID, err) },
+		OnError: func(t *concurrency.Task, err error) { log.Printf("runtime: task %d: %v", t.ID, err) },
 		OnComplete: func(*concurrency.Task) {
-			if done.Add(1) == int64(jobs) {
+			if completed.Add(1) == int64(jobs) {
 				close(finished)
 			}
 		}})
@@ -348,7 +395,7 @@ func runtimeDrain(ctx context.Context, workers, jobs int) (result, error) {
 		return err
 	}, concurrency.WithConcurrency(workers))
 	runCtx, cancel := context.WithCancel(ctx)
-	cpu0, t0 := cpuMillis(), time.Now()
+	done := measure()
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(runCtx) }()
 	select {
@@ -357,7 +404,8 @@ func runtimeDrain(ctx context.Context, workers, jobs int) (result, error) {
 		cancel()
 		return result{}, fmt.Errorf("runtime: Run returned early: %v", err)
 	}
-	r := result{Seconds: time.Since(t0).Seconds(), ClientCPUms: cpuMillis() - cpu0}
+	var r result
+	done(&r)
 	cancel()
 	if err := <-errc; err != nil {
 		return result{}, err
@@ -377,16 +425,26 @@ func (peerArgs) Kind() string { return "peer" }
 type peerWorker struct {
 	river.WorkerDefaults[peerArgs]
 	pool *pgxpool.Pool
+	tx   bool // insert and complete in one transaction
 }
 
 func (w *peerWorker) Work(ctx context.Context, job *river.Job[peerArgs]) error {
-	_, err := w.pool.Exec(ctx, "INSERT INTO peers_results VALUES ($1)", job.ID)
-	return err
+	if !w.tx {
+		_, err := w.pool.Exec(ctx, "INSERT INTO peers_results VALUES ($1)", job.ID)
+		return err
+	}
+	return pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "INSERT INTO peers_results VALUES ($1)", job.ID); err != nil {
+			return err
+		}
+		_, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job)
+		return err
+	})
 }
 
-func riverClient(pool *pgxpool.Pool, workers int) (*river.Client[pgxTx], error) {
+func riverClient(pool *pgxpool.Pool, workers int, tx bool) (*river.Client[pgxTx], error) {
 	ws := river.NewWorkers()
-	river.AddWorker(ws, &peerWorker{pool: pool})
+	river.AddWorker(ws, &peerWorker{pool: pool, tx: tx})
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: workers}},
 		Workers:           ws,
@@ -396,11 +454,11 @@ func riverClient(pool *pgxpool.Pool, workers int) (*river.Client[pgxTx], error) 
 	})
 }
 
-func riverDrain(ctx context.Context, setup *pgxpool.Pool, workers, jobs int) (result, error) {
+func riverDrain(ctx context.Context, setup *pgxpool.Pool, workers, jobs int, tx bool) (result, error) {
 	if err := reset(ctx, setup); err != nil {
 		return result{}, err
 	}
-	inserter, err := riverClient(setup, 1)
+	inserter, err := riverClient(setup, 1, false)
 	if err != nil {
 		return result{}, err
 	}
@@ -418,14 +476,14 @@ func riverDrain(ctx context.Context, setup *pgxpool.Pool, workers, jobs int) (re
 		return result{}, err
 	}
 	defer pool.Close()
-	client, err := riverClient(pool, workers)
+	client, err := riverClient(pool, workers, tx)
 	if err != nil {
 		return result{}, err
 	}
 	events, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: jobs + 100,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
 	defer unsubscribe()
-	cpu0, t0 := cpuMillis(), time.Now()
+	done := measure()
 	if err := client.Start(ctx); err != nil {
 		return result{}, err
 	}
@@ -437,7 +495,8 @@ func riverDrain(ctx context.Context, setup *pgxpool.Pool, workers, jobs int) (re
 			log.Printf("river: job %d failed", e.Job.ID)
 		}
 	}
-	r := result{Seconds: time.Since(t0).Seconds(), ClientCPUms: cpuMillis() - cpu0}
+	var r result
+	done(&r)
 	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := client.Stop(stopCtx); err != nil {
@@ -460,11 +519,11 @@ func enqueueRun(ctx context.Context, setup *pgxpool.Pool, side string, jobs int)
 	defer pool.Close()
 	var client *river.Client[pgxTx]
 	if side == "river" {
-		if client, err = riverClient(pool, 1); err != nil {
+		if client, err = riverClient(pool, 1, false); err != nil {
 			return result{}, err
 		}
 	}
-	cpu0, t0 := cpuMillis(), time.Now()
+	done := measure()
 	for i := range jobs {
 		if side == "river" {
 			_, err = client.Insert(ctx, peerArgs{I: i}, nil)
@@ -475,7 +534,8 @@ func enqueueRun(ctx context.Context, setup *pgxpool.Pool, side string, jobs int)
 			return result{}, err
 		}
 	}
-	r := result{Seconds: time.Since(t0).Seconds(), ClientCPUms: cpuMillis() - cpu0}
+	var r result
+	done(&r)
 	n := 0
 	countSQL := `SELECT count(*) FROM concurrency."q_peers"`
 	if side == "river" {
