@@ -217,7 +217,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	return result
 }
 
-// fail stops the worker on an error that retrying cannot cure.
+// stopOn stops the worker on an error that retrying cannot cure.
 func (w *Worker) stopOn(err error) {
 	w.mu.Lock()
 	if w.fatal == nil {
