@@ -600,35 +600,36 @@ func (w *Worker) onError(t *Task, err error) {
 
 // heartbeat extends the task's lease every third of it until the returned
 // function is called (or the task is finishing); a lost lease cancels the
-// handler's context with ErrLeaseLost as its cause.
+// handler's context with ErrLeaseLost as its cause. It runs on a timer (no
+// goroutine of its own between heartbeats).
 func (w *Worker) heartbeat(t *Task, cancel context.CancelCauseFunc) func() {
 	every := t.leaseLeft / 3
 	if every < 50*time.Millisecond {
 		every = 50 * time.Millisecond
 	}
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ticker := time.NewTicker(every)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-ticker.C:
-			}
-			stop, lost := w.beat(t, every, cancel)
-			if lost != nil {
-				w.onError(t, lost)
-			}
-			if stop {
-				return
-			}
+	var mu sync.Mutex
+	stopped := false
+	var timer *time.Timer
+	fire := func() {
+		stop, lost := w.beat(t, every, cancel)
+		if lost != nil {
+			w.onError(t, lost)
 		}
-	}()
-	var once sync.Once
-	return func() { once.Do(func() { close(stop); <-done }) }
+		mu.Lock()
+		defer mu.Unlock()
+		if !stop && !stopped {
+			timer.Reset(every)
+		}
+	}
+	mu.Lock()
+	timer = time.AfterFunc(every, fire)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		timer.Stop()
+	}
 }
 
 // beat sends one heartbeat; true when no more are to be sent, with the

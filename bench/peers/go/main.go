@@ -17,6 +17,10 @@
 //   - runtime: concurrency.Worker with HandleTx: the handler's insert and
 //     the task's completion commit in one transaction (exactly-once
 //     effects); Enqueue for row (d);
+//   - raw: the loop the runtime's HandleTx wraps, written by hand on pgx
+//     (a claim on its own when a slot has nothing; then BEGIN, the insert,
+//     complete and the next claim in one pipelined batch, COMMIT), to show
+//     what the runtime's machinery costs; drains only;
 //   - river: a river.Client with one worker; the handler inserts with the
 //     pool (its own transaction) and River completes the job afterwards with
 //     its batched completer; FetchCooldown 1 ms and FetchPollInterval 20 ms
@@ -39,6 +43,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -66,13 +71,13 @@ var rows = map[string]struct {
 	"d": {"(d) enqueue one by one", 1, false},
 }
 
-var allSides = []string{"runtime", "river", "river-tx"}
+var allSides = []string{"runtime", "raw", "river", "river-tx"}
 
 func sidesOf(row string) []string {
 	if rows[row].drain {
 		return allSides
 	}
-	return allSides[:2]
+	return []string{"runtime", "river"}
 }
 
 // result is one timed run.
@@ -97,6 +102,7 @@ func main() {
 	out := flag.String("out", "", "write the results as JSON to this file")
 	runRow := flag.String("run", "", "internal: run one row ...")
 	runSide := flag.String("side", "", "internal: ... by one side, print its result as JSON")
+	cpuProfile := flag.String("cpuprofile", "", "with -run: write a CPU profile of the run to this file")
 	flag.Parse()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, "")
@@ -105,11 +111,21 @@ func main() {
 	}
 	defer pool.Close()
 	if *runRow != "" {
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				log.Fatal(err)
+			}
+			defer pprof.StopCPUProfile()
+		}
 		r, err := runOne(ctx, pool, *runRow, *runSide, *jobs, *warmup)
 		if err != nil {
 			log.Fatal(err)
 		}
-		json.NewEncoder(os.Stdout).Encode(r)
+		_ = json.NewEncoder(os.Stdout).Encode(r)
 		return
 	}
 	if err := setup(ctx, pool); err != nil {
@@ -305,8 +321,11 @@ func runOne(ctx context.Context, pool *pgxpool.Pool, row, side string, jobs, war
 		if !spec.drain {
 			return enqueueRun(ctx, pool, side, n)
 		}
-		if side == "runtime" {
-			return runtimeDrain(ctx, spec.concurrency, n)
+		switch side {
+		case "runtime":
+			return runtimeDrain(ctx, spec.concurrency, n, false)
+		case "raw":
+			return runtimeDrain(ctx, spec.concurrency, n, true)
 		}
 		return riverDrain(ctx, pool, spec.concurrency, n, side == "river-tx")
 	}
@@ -358,7 +377,7 @@ func newPool(ctx context.Context, conns int32) (*pgxpool.Pool, error) {
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-func runtimeDrain(ctx context.Context, workers, jobs int) (result, error) {
+func runtimeDrain(ctx context.Context, workers, jobs int, raw bool) (result, error) {
 	setupPool, err := newPool(ctx, 2)
 	if err != nil {
 		return result{}, err
@@ -381,6 +400,9 @@ func runtimeDrain(ctx context.Context, workers, jobs int) (result, error) {
 		return result{}, err
 	}
 	defer pool.Close()
+	if raw {
+		return rawDrain(ctx, pool, setupPool, workers, jobs)
+	}
 	var completed atomic.Int64
 	finished := make(chan struct{})
 	w := concurrency.NewWorker(pool, concurrency.WorkerConfig{Name: "peers",
@@ -411,6 +433,87 @@ func runtimeDrain(ctx context.Context, workers, jobs int) (result, error) {
 		return result{}, err
 	}
 	r.OK, err = verify(ctx, setupPool, "runtime", jobs)
+	return r, err
+}
+
+const rawClaim = "SELECT task_id, lease_token FROM concurrency.dequeue('peers', 1)"
+
+// rawDrain: each of workers goroutines holds a connection and loops.
+func rawDrain(ctx context.Context, pool, setup *pgxpool.Pool, workers, jobs int) (result, error) {
+	var handled atomic.Int64
+	errc := make(chan error, workers)
+	done := measure()
+	for range workers {
+		go func() {
+			errc <- func() error {
+				conn, err := pool.Acquire(ctx)
+				if err != nil {
+					return err
+				}
+				defer conn.Release()
+				var id, token int64
+				have := false
+				for {
+					if !have {
+						if handled.Load() >= int64(jobs) {
+							return nil
+						}
+						err := conn.QueryRow(ctx, rawClaim).Scan(&id, &token)
+						if err == pgx.ErrNoRows {
+							time.Sleep(time.Millisecond)
+							continue
+						}
+						if err != nil {
+							return err
+						}
+						have = true
+					}
+					tx, err := conn.Begin(ctx)
+					if err != nil {
+						return err
+					}
+					if _, err := tx.Exec(ctx, "INSERT INTO peers_results VALUES ($1)", id); err != nil {
+						return err
+					}
+					b := &pgx.Batch{}
+					b.Queue("SELECT concurrency.complete('peers', $1, $2)", id, token)
+					b.Queue(rawClaim)
+					br := tx.SendBatch(ctx, b)
+					if _, err := br.Exec(); err != nil {
+						return err
+					}
+					have = false
+					rows, err := br.Query()
+					if err != nil {
+						return err
+					}
+					for rows.Next() {
+						if err := rows.Scan(&id, &token); err != nil {
+							return err
+						}
+						have = true
+					}
+					rows.Close()
+					if err := br.Close(); err != nil {
+						return err
+					}
+					if err := tx.Commit(ctx); err != nil {
+						return err
+					}
+					handled.Add(1)
+				}
+			}()
+		}()
+	}
+	for range workers {
+		if err := <-errc; err != nil {
+			return result{}, err
+		}
+	}
+	var r result
+	done(&r)
+	var err error
+	r.OK, err = verify(ctx, setup, "raw", jobs)
 	return r, err
 }
 
