@@ -31,7 +31,9 @@
 //     effects, the runtime's guarantee); drains only.
 //
 // Besides wall time, each run reports its process's CPU time and the rest of
-// the machine's (/proc/stat less the process: the server's, mostly), per job.
+// the machine's (/proc/stat less the process: the server's, and that of
+// anything else running on the machine then), per job. The load averages at
+// the start and the end go into the JSON.
 package main
 
 import (
@@ -196,6 +198,9 @@ func main() {
 		}
 	}
 	report["rows"] = table
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		env["loadavg_at_end"] = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
 	if *out != "" {
 		b, _ := json.MarshalIndent(report, "", "  ")
 		if err := os.WriteFile(*out, append(b, '\n'), 0o644); err != nil {
