@@ -37,7 +37,8 @@ type WorkerConfig struct {
 	// Lease is the lease asked for at claim and heartbeat; 0: the queue's.
 	Lease time.Duration
 	// Wait is how long one waiting dequeue sleeps for work; default 10 s.
-	// Keep it below the connections' statement_timeout.
+	// Where the connections have a statement_timeout (read at Run), the
+	// claims wait less: the longer of half of it and all of it but a second.
 	Wait time.Duration
 	// ShutdownTimeout is how long Run waits for running handlers once its
 	// context is cancelled; default 30 s.
@@ -178,6 +179,8 @@ func (w *Worker) Run(ctx context.Context) error {
 			"worker", w.cfg.Name, "max_conns", max, "needed", need)
 	}
 
+	w.capWait(claimCtx)
+
 	// the handlers' contexts outlive ctx (graceful shutdown) until the timeout
 	workCtx, cancelWork := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelWork(nil)
@@ -215,6 +218,24 @@ func (w *Worker) Run(ctx context.Context) error {
 		return w.fatal
 	}
 	return result
+}
+
+// capWait shortens the claims' wait below the connections' statement_timeout,
+// which would end a longer wait with an error (57014) each time: to the
+// longer of half of it and all of it but a second.
+func (w *Worker) capWait(ctx context.Context) {
+	var timeout float64
+	err := w.q.QueryRow(ctx,
+		"SELECT extract(epoch FROM pg_catalog.current_setting('statement_timeout')::interval)::float8").Scan(&timeout)
+	if err != nil || timeout <= 0 {
+		return
+	}
+	t := time.Duration(timeout * float64(time.Second))
+	if limit := max(t-time.Second, t/2); w.cfg.Wait > limit {
+		w.log.Info("concurrency: the claims wait less than WorkerConfig.Wait, under statement_timeout",
+			"worker", w.cfg.Name, "wait", limit, "statement_timeout", t)
+		w.cfg.Wait = limit
+	}
 }
 
 // stopOn stops the worker on an error that retrying cannot cure.

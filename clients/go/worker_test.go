@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // errorLog collects the errors a worker reports.
@@ -514,3 +516,48 @@ func TestWorkerHandlerRaisingTheIsolationLevel(t *testing.T) {
 		t.Fatal(e)
 	}
 }
+
+// A claim waits less than the connections' statement_timeout, which would
+// otherwise cancel each idle wait with an error.
+func TestWorkerWaitUnderStatementTimeout(t *testing.T) {
+	if skipReason != "" {
+		t.Skip(skipReason)
+	}
+	cfg := poolConfig(t, 4)
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = "1200ms"
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	createQueue(t, pool, "go_timeout", "")
+	var logged strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.Write(p)
+	}), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var completed atomic.Int64
+	w := NewWorker(pool, WorkerConfig{Wait: 10 * time.Second, Logger: logger,
+		OnComplete: func(*Task) { completed.Add(1) }})
+	w.Handle("go_timeout", func(ctx context.Context, task *Task) error { return nil })
+	stop := runWorker(t, w)
+	time.Sleep(2500 * time.Millisecond) // idle, longer than the timeout
+	if _, err := Enqueue(context.Background(), pool, "go_timeout", 1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the completion", func() bool { return completed.Load() == 1 })
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if logged.Len() != 0 {
+		t.Fatalf("logged: %s", logged.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
