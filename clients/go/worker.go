@@ -14,7 +14,7 @@ import (
 )
 
 // HandlerFunc handles one task. A nil error completes the task (in a
-// statement of its own, after the handler returned); an error fails it with
+// transaction of its own, after the handler returned); an error fails it with
 // the error's message (retried after the queue's backoff, or the delay of
 // RetryIn, or dead when its attempts are used up). ctx is cancelled when the
 // lease is lost (context.Cause is then ErrLeaseLost) and at the end of the
