@@ -16,13 +16,15 @@
 #     (scripts/format-check.sh), GoogleTest unit tests (CTest),
 #     the Node.js client's tests (clients/node, with PgBouncer), the Python
 #     client's tests (clients/python/run-tests.sh, pytest, with PgBouncer),
+#     the Go client's (clients/go/run-tests.sh, go vet and go test -race, with
+#     PgBouncer; Go from PATH or /usr/local/go/bin),
 #     the Debian package (built, installed, smoke-tested) and the check that the
 #     module needs no shared library beyond the server and the C/C++ runtime.
 # Usage: sudo scripts/test.sh
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
 #   SKIP="sanitize package" to leave out steps (dashboard, sanitize, format,
-#   unit, node, python, package, and citus: the Citus suite on PostgreSQL 18);
+#   unit, node, python, go, package, and citus: the Citus suite on PostgreSQL 18);
 #   CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -265,6 +267,12 @@ if ! skipped python; then
   bash clients/python/run-tests.sh /usr/lib/postgresql/15/bin/pg_config >"$logs/python.log" 2>&1
   grep -E '^(FAILED|ERROR) |^SKIPPED' "$logs/python.log"
   count_summary python "$logs/python.log"
+fi
+if ! skipped go; then
+  echo "== Go client: go vet and go test -race on PostgreSQL 15, with PgBouncer (clients/go/run-tests.sh)"
+  bash clients/go/run-tests.sh /usr/lib/postgresql/15/bin/pg_config >"$logs/go.log" 2>&1
+  grep -E '^--- (FAIL|SKIP): ' "$logs/go.log"
+  count_summary go "$logs/go.log"
 fi
 
 if ! skipped package; then

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The Go runtime of concurrency_ext (clients/go) against River, on one
+# throw-away server with durable commits (fsync = on, synchronous_commit =
+# on): see main.go for the rows and sides. River comes from the Go module
+# proxy into this directory's module (bench/peers/go/go.mod), so that
+# clients/go does not depend on it.
+#
+#   sudo PG_CONFIG=/path/to/pg_config bash bench/peers/go/peers-go.sh
+#
+# The extension must be installed into that server. Environment:
+#   PEERS_JOBS     jobs per run (default 5000)
+#   PEERS_WARMUP   jobs each run handles first, untimed (default 1000)
+#   PEERS_ROUNDS   rounds per row, the order alternating (default 3)
+#   PEERS_ROWS     rows to run (default "a b d")
+# Writes bench/results/peers-go-<UTC time>.json.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../../.." && pwd)
+PG_CONFIG=${PG_CONFIG:-pg_config}
+export PATH=$PATH:/usr/local/go/bin GOFLAGS=${GOFLAGS:--mod=mod}
+. "$root/scripts/cluster.sh"
+
+bin=$(mktemp -d)/peers-go
+(cd "$here" && go build -o "$bin" .)
+trap 'cluster_stop; rm -rf "$(dirname "$bin")"' EXIT
+# scripts/cluster.sh writes fsync = off; the later line wins
+cluster_start "$PG_CONFIG" "max_connections = 100" "shared_buffers = 256MB" "fsync = on" "synchronous_commit = on" \
+  "shared_preload_libraries = 'concurrency_ext'"  # the waiting dequeue is woken by commits only with the preload
+psql -Xq -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION concurrency_ext'
+mkdir -p "$root/bench/results"
+out=$root/bench/results/peers-go-$(date -u +%Y%m%dT%H%M%SZ).json
+echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
+"$bin" -jobs "${PEERS_JOBS:-5000}" -warmup "${PEERS_WARMUP:-1000}" -rounds "${PEERS_ROUNDS:-3}" \
+  -rows "${PEERS_ROWS:-a b d}" -out "$out"
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"

@@ -1,0 +1,24 @@
+// Package concurrency is the Go runtime of concurrency_ext, a PostgreSQL
+// extension whose task queue lives in the database (schema concurrency).
+//
+// It has three parts:
+//
+//   - a producer API: [Enqueue] and [EnqueueBatch] run on any [Querier] (a
+//     *pgxpool.Pool, a *pgx.Conn or a pgx.Tx), so that a task enqueued inside
+//     the caller's transaction commits or rolls back with the caller's own
+//     writes; [Client] wraps a pool for the common case;
+//   - a [Worker] that runs handlers per queue: it claims tasks with the
+//     waiting concurrency.dequeue (one statement, no LISTEN), heartbeats
+//     every third of the lease, completes a task in its handler's
+//     transaction ([Worker.HandleTx]: exactly-once effects), fails it with the
+//     handler's error (or a recovered panic), and on shutdown hands claimed
+//     but unstarted tasks back with concurrency.release;
+//   - [RunInTx], a transaction helper that retries serialization failures
+//     (40001) and deadlocks (40P01) with jittered exponential backoff.
+//
+// Every error a server call returns is an [*Error] carrying the SQLSTATE;
+// SQLSTATE CE001 (the caller's lease on a task was lost) matches
+// [ErrLeaseLost] with errors.Is. The statements are those of
+// clients/python and clients/node; see docs/queue.md in the repository for
+// what each SQL function does.
+package concurrency
