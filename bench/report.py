@@ -169,7 +169,40 @@ def hot_row(path):
     return lines
 
 
-RENDERERS = {"durable": durable, "hot_row": hot_row}
+def peers_go(path):
+    d = json.load(open(path))
+    name = os.path.basename(path)
+    env = d["environment"]
+    lines = [
+        "## The Go runtime against River",
+        "",
+        f"`sudo bash bench/peers/go/peers-go.sh` — result file [{name}](results/{name}); {env['summary']}; "
+        f"{d['jobs']} jobs a run after an untimed warm-up, {d['rounds']} rounds, the order of the sides alternating; "
+        f"load average at the start {env['loadavg_at_start']}, at the end {env['loadavg_at_end']}. Sides: `runtime` "
+        "(clients/go, the handler's writes and `complete` in one transaction), `raw` (the same SQL loop written by "
+        "hand), `river` (River's default worker, completion batched), `river-tx` (River completing in the handler's "
+        "transaction, `JobCompleteTx`). Every run checked each job handled exactly once.",
+        "",
+        "| row | side | jobs/s (median) | runtime's speed / side's (median of rounds, range) | goal |",
+        "|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        ratio = r.get("side_seconds_over_runtime_seconds")
+        # the side's seconds over the runtime's: the runtime's speed over the side's
+        if r["side"] == "runtime":
+            cell, goal = "—", "—"
+        else:
+            cell = f"{ratio['median']:.2f} ({ratio['min']:.2f}–{ratio['max']:.2f})" if ratio else "—"
+            goal = met(ratio["median"], 1.5) if ratio and r["side"] == "river" else "—"
+        once = "" if r.get("exactly_once", True) else " (NOT exactly once)"
+        lines.append(f"| {r['label']} | {r['side']} | {fmt(r['median_jobs_per_second'])}{once} | {cell} | {goal} |")
+    lines += ["", "Where (b) misses its goal: River completes jobs in batches, one commit for many; the runtime "
+              "commits once a task so that a handler's writes and `complete` are one transaction (exactly-once "
+              "effects), which River does only with `JobCompleteTx` (the `river-tx` side).", ""]
+    return lines
+
+
+RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go}
 
 
 def main():

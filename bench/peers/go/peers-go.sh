@@ -12,7 +12,7 @@
 #   PEERS_WARMUP   jobs each run handles first, untimed (default 1000)
 #   PEERS_ROUNDS   rounds per row, the order alternating (default 3)
 #   PEERS_ROWS     rows to run (default "a b d")
-# Writes bench/results/peers-go-<UTC time>.json.
+# Writes docs/results/peers-go-<UTC time>.json (bench/report.py reports it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -23,12 +23,13 @@ export PATH=$PATH:/usr/local/go/bin GOFLAGS=${GOFLAGS:--mod=mod}
 bin=$(mktemp -d)/peers-go
 (cd "$here" && go build -o "$bin" .)
 trap 'cluster_stop; rm -rf "$(dirname "$bin")"' EXIT
-# scripts/cluster.sh writes fsync = off; the later line wins
+# durable commits (scripts/cluster.sh keeps the server's defaults with CLUSTER_DURABLE=1)
+export CLUSTER_DURABLE=1
 cluster_start "$PG_CONFIG" "max_connections = 100" "shared_buffers = 256MB" "fsync = on" "synchronous_commit = on" \
   "shared_preload_libraries = 'concurrency_ext'"  # the waiting dequeue is woken by commits only with the preload
 psql -Xq -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION concurrency_ext'
-mkdir -p "$root/bench/results"
-out=$root/bench/results/peers-go-$(date -u +%Y%m%dT%H%M%SZ).json
+mkdir -p "$root/docs/results"
+out=$root/docs/results/peers-go-$(date -u +%Y%m%dT%H%M%SZ).json
 echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 "$bin" -jobs "${PEERS_JOBS:-5000}" -warmup "${PEERS_WARMUP:-1000}" -rounds "${PEERS_ROUNDS:-3}" \
   -rows "${PEERS_ROWS:-a b d}" -out "$out"
