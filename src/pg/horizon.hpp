@@ -1,7 +1,7 @@
 // A statement that sleeps inside a function holds its snapshot, and with it
 // the xmin horizon that vacuum and pruning clean up to, for as long as it
 // sleeps. Where nothing can read with that snapshot any more, the sleeper may
-// stop holding the horizon back (dequeue(…, wait): queue/claim.cpp).
+// stop holding the horizon back (dequeue(…, wait): queue/lifecycle/claim.cpp).
 #pragma once
 
 #include "pg/postgres.hpp"

@@ -429,7 +429,7 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		info->acl_checked = info->acl_granted = 0;
 	}
 	if (shard) {
-		// where the shard is, as the caller found it (distributed.cpp): its
+		// where the shard is, as the caller found it (queue/distributed/shards.cpp): its
 		// indexes come with it, named as Citus names a shard's indexes
 		info->shard_id = shard->shard_id;
 		std::strncpy(info->shard_relname, shard->relname.c_str(), NAMEDATALEN - 1);

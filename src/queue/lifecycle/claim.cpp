@@ -535,7 +535,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		return claim.claimed();
 	};
 	// A claim of up to `wanted` tasks of distributed queue `q` (Citus:
-	// src/queue/distributed.hpp), its rows into `rows`: this node's shards
+	// src/queue/distributed/distributed.hpp), its rows into `rows`: this node's shards
 	// first, then, without tasks there, the other nodes' shards.
 	auto claim_distributed = [&](Queue &q, int32 wanted, pg::ResultSet &rows) {
 		bool visited = false, every_shard = false;

@@ -271,7 +271,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
 	std::optional<Queue> shard;
-	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed/distributed.hpp
 		if (!after.empty()) {                    // beside its parents, on their node
 			if (!queue::shards_served_here(q, false))
 				queue::refuse_not_served_here(name, "enqueue with after");
@@ -377,7 +377,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
 	std::optional<Queue> shard;
-	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed.hpp
+	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed/distributed.hpp
 		// a batch whose tasks all go to one shard of this node is served
 		// there; otherwise each shard's tasks are enqueued on its node, and
 		// the ids put back in payload order

@@ -5,7 +5,7 @@
 // the one before it, and group commit is lost. So enqueue, a schedule's tick,
 // a parent's completion and the other calls that add work send no NOTIFY of
 // their own (concurrency.notify = 'background', the default): their commit
-// marks the queue in shared memory (queue/wait.cpp, note_listeners), and the
+// marks the queue in shared memory (queue/time/wait.cpp, note_listeners), and the
 // database's notifier, a background worker connected to that database,
 // notifies the channel concurrency_<queue> of each marked queue in a short
 // transaction of its own (synchronous_commit off), at most once per
