@@ -56,6 +56,8 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
+# durable commits, as production runs (BENCH_FSYNC_OFF=1: the CPU-cost variant)
+[ "${BENCH_FSYNC_OFF:-0}" = 1 ] || export CLUSTER_DURABLE=1
 bash scripts/citus-cluster.sh start "$dir/cluster" "${ports[@]}" >/dev/null
 # one cpuacct cgroup per node: its postmaster and every process it has, so
 # that the processes it forks later (backends) are counted there too

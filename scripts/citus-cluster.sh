@@ -27,6 +27,10 @@ start)
   for i in "${!ports[@]}"; do
     data=$dir/node$i
     if [ ! -d "$data" ]; then
+      # the tests' clusters skip the flushes; a benchmark's (CLUSTER_DURABLE=1)
+      # keeps the server's durable defaults
+      durability=$'fsync = off\nsynchronous_commit = off\nfull_page_writes = off'
+      [ "${CLUSTER_DURABLE:-0}" = 1 ] && durability='# durable commits: the server defaults'
       preload=citus
       [ "$i" = 0 ] && preload=citus,concurrency_ext
       as_pg "$bin/initdb" -D "$data" -A trust -U postgres >/dev/null
@@ -37,9 +41,7 @@ unix_socket_directories = '$dir'
 shared_preload_libraries = '$preload'
 max_connections = 300
 max_prepared_transactions = 200
-fsync = off
-synchronous_commit = off
-full_page_writes = off
+$durability
 shared_buffers = 64MB
 log_min_messages = warning
 log_line_prefix = '%m [%p] '

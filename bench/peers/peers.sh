@@ -18,6 +18,7 @@
 #                 whose claim returns ids and lease tokens only, one that
 #                 returns every column the runtime's does (not in the
 #                 enqueue rows, where it would enqueue as the other)
+#   PEERS_FSYNC_OFF=1  fsync = off (the CPU cost only; default: durable commits)
 #   PEERS_VERBOSE  set: each run's time and CPU on stderr, as it ends
 #   PEERS_WARMUP  jobs each run handles first, untimed, in its own Node.js
 #                 process (default: PEERS_JOBS; 0: none)
@@ -40,6 +41,8 @@ fi
 (cd "$root/clients/node" && [ -d node_modules/pg ] || npm ci --no-audit --no-fund --loglevel=error)
 
 trap cluster_stop EXIT
+# durable commits, as production runs (PEERS_FSYNC_OFF=1: the CPU-cost variant)
+[ "${PEERS_FSYNC_OFF:-0}" = 1 ] || export CLUSTER_DURABLE=1
 cluster_start "$PG_CONFIG" "max_connections = 100" "shared_buffers = 256MB" "synchronous_commit = on" \
   "shared_preload_libraries = 'concurrency_ext'"  # the waiting dequeue is woken by commits only with the preload
 psql -Xq -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION concurrency_ext'
