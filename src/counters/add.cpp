@@ -17,11 +17,14 @@
 //      order, so two such calls never deadlock), and then, as of committed
 //      data, the delta gathered from the slots in ascending order, or 23514
 //      when all of them together cannot take it, nothing changed.
-// Stages 1-3 are tried up to four times (a slot waited for may have changed)
+// The stages that do not wait run in a subtransaction rolled back when they
+// add nothing, so that a stale lock of theirs is not held into a wait (see
+// without_stale_locks). Stages 1-3 are tried up to four times (a slot waited for may have changed)
 // before stage 4. Stage 1 first runs without reading the catalog: the
 // permission check, the free slot and the add in one statement.
 // Each slot stays within [floor, ceiling], the floors sum to min_value and
 // the ceilings to max_value: the total never crosses a bound.
+#include <functional>
 #include <string>
 
 #include <fmt/format.h>
@@ -255,6 +258,30 @@ uint64 gather(const Counter &c, Datum delta) {
 	            "Nothing was changed. Add a smaller amount, or retry once the counter has room.");
 }
 
+// Runs a stage that never waits (its statement locks with SKIP LOCKED) in a
+// subtransaction, kept when it added the delta (1 row) and rolled back
+// otherwise. A row that SKIP LOCKED locked and then found changed by a
+// commit since the statement's snapshot, no longer fitting, stays locked by
+// the statement even though it is skipped: rolled back with the
+// subtransaction, it is let go, so that the stages that wait hold nothing
+// (two calls each holding a slot the other waits for would deadlock).
+uint64 without_stale_locks(const std::function<uint64()> &stage) {
+	uint64 rows = 0;
+	ErrorData *error = nullptr;
+	try {
+		error = pg::in_subtransaction([&] {
+			rows = stage();
+			if (rows == 0)
+				throw NotEnoughFree{};
+		});
+	} catch (const NotEnoughFree &) {
+		rows = 0;
+	}
+	if (error)
+		throw pg::PgException(error);
+	return rows;
+}
+
 } // namespace
 
 } // namespace concurrency::counters
@@ -274,11 +301,12 @@ CONCURRENCY_FUNCTION(concurrency_counter_add) {
 		counters::AsExtensionOwner as_owner;
 		// A slot may go away while we wait for it (alter_counter took the
 		// counter to fewer slots): then the call starts again.
-		for (int attempt = 0; sign == 0 || counters::add_fast(name, user, delta) == 0; ++attempt) {
+		auto fast = [&] { return counters::add_fast(name, user, delta); };
+		for (int attempt = 0; sign == 0 || counters::without_stale_locks(fast) == 0; ++attempt) {
 			Counter c = counters::open_counter(name, user, Need::use, "counter_add");
 			if (sign == 0)
 				break;
-			if (counters::add_on_free_slot(c, delta) == 1)
+			if (counters::without_stale_locks([&] { return counters::add_on_free_slot(c, delta); }) == 1)
 				break;
 			bool towards_bound = (sign < 0 && c.has_min) || (sign > 0 && c.has_max);
 			if (!towards_bound) {
