@@ -25,7 +25,9 @@
 # figures are medians of the rounds; ratios are taken per round, then their
 # median. Environment: BENCH_ROUNDS (default 5), BENCH_SECONDS (a producer
 # run, default 5), BENCH_FSYNC_OFF=1 (the CPU-cost variant, labelled so),
-# PG_CONFIG (default pg_config on PATH).
+# PG_CONFIG (default pg_config on PATH), BENCH_CLIENTS (producers, default
+# "1 8 32 64"), BENCH_PARTS (default "1 2 3"; a result file is written only
+# with all three).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -80,9 +82,11 @@ per_tx() { # log cpu_before cpu_after
 fresh() { psql -Xqc "TRUNCATE bench_plain; SELECT concurrency.purge('benchq'); DELETE FROM concurrency.q_benchq;" -c "VACUUM ANALYZE bench_plain, concurrency.q_benchq" -c CHECKPOINT >/dev/null; }
 results=$work/results.txt; : >"$results"
 
+parts=" ${BENCH_PARTS:-1 2 3} "
+if [[ $parts == *" 1 "* ]]; then
 echo "== 1. producers: enqueue against a plain INSERT ($rounds rounds of ${seconds} s, durable=$durable)"
 sides=(insert enqueue enqueue_notify_commit)
-for clients in 1 8 32 64; do
+for clients in ${BENCH_CLIENTS:-1 8 32 64}; do
   for r in $(seq 1 "$rounds"); do
     order=("${sides[@]}"); [ $((r % 2)) = 0 ] && order=(enqueue_notify_commit enqueue insert)
     for side in "${order[@]}"; do
@@ -98,6 +102,8 @@ for clients in 1 8 32 64; do
   done
 done
 
+fi
+if [[ $parts == *" 2 "* ]]; then
 echo "== 2. workers: dequeue + complete against the raw claim + delete"
 for clients in 8 32; do
   per=$(( clients == 8 ? 2000 : 700 )); n=$((clients * per))
@@ -119,6 +125,8 @@ SQL
   done
 done
 
+fi
+[[ $parts == " 1 2 3 " ]] || { echo "(no result file: only parts$parts)"; exit 0; }
 echo "== 3. LISTEN users: from an enqueue's commit to the notification"
 /usr/bin/python3 bench/listen_latency.py >"$work/listen.txt"
 cat "$work/listen.txt"

@@ -9,6 +9,7 @@
 #  - the queue's enqueue, dequeue, heartbeat and complete work across pooled
 #    transactions, and examples/worker.py (the Python runtime, which prepares
 #    no statement on the server and does not LISTEN) drains a queue through it;
+#  - a counter's adds are part of the caller's pooled transaction;
 #  - LISTEN does not work through it: the client that listened never gets
 #    the notification (a direct listener does).
 # Skipped when pgbouncer is not installed.
@@ -146,6 +147,22 @@ is($done, 3, 'dequeue, heartbeat and complete work in separate pooled transactio
 is($node->safe_psql('postgres',
 		q{SELECT ready + leased + dead FROM concurrency.queue_stats WHERE queue = 'emails'}),
 	'0', 'every task is done');
+
+# --- a counter through the pooler: part of the caller's pooled transaction ---
+$node->safe_psql('postgres', q{
+  SELECT concurrency.create_counter('pooled_stock', slots => 4, min_value => 0);
+  CREATE TABLE pooled_orders (units integer NOT NULL);
+});
+($rc, $out, $err) = pooled($four, q{SELECT concurrency.counter_add('pooled_stock', 10)});
+is($rc, 0, 'counter_add through the pooler') or diag($err);
+($rc, $out, $err) = pooled($four, q{BEGIN; INSERT INTO pooled_orders VALUES (3);
+  SELECT concurrency.counter_add('pooled_stock', -3); ROLLBACK;});
+($rc, $out, $err) = pooled($four, q{BEGIN; INSERT INTO pooled_orders VALUES (4);
+  SELECT concurrency.counter_add('pooled_stock', -4); COMMIT;});
+($rc, $out, $err) = pooled($four, q{SELECT concurrency.counter_add('pooled_stock', -7)});
+like($err, qr/23514/, 'a withdrawal past the bound is refused through the pooler (23514)');
+is($node->safe_psql('postgres', q{SELECT concurrency.counter_value('pooled_stock') || ' ' || (SELECT sum(units) FROM pooled_orders)}),
+	'6 4', 'the rolled-back order took nothing, the committed one took its units with it');
 
 # --- examples/worker.py through the pooler -----------------------------------------
 SKIP:

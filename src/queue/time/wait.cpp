@@ -168,6 +168,17 @@ void wake_noted(const Notes &n, Oid database) {
 		notifier_wanted(database, n.listeners_overflowed);
 	if (n.count == 0 && !n.overflowed)
 		return;
+	// the entries the transaction already holds need no lookup (nor the
+	// table's lock, which guards the table, not the condition variables)
+	bool lookups = n.overflowed;
+	for (int i = 0; i < n.count && !lookups; ++i)
+		lookups = n.notes[i].tasks > 0 && !n.notes[i].listened;
+	if (!lookups) {
+		for (int i = 0; i < n.count; ++i)
+			if (n.notes[i].tasks > 0)
+				signal_waiters(&n.notes[i].listened->cv, n.notes[i].tasks);
+		return;
+	}
 	LWLockAcquire(wait_queues.lock(), LW_SHARED);
 	if (n.overflowed) {
 		HASH_SEQ_STATUS scan;
@@ -179,6 +190,10 @@ void wake_noted(const Notes &n, Oid database) {
 		for (int i = 0; i < n.count; ++i) {
 			if (n.notes[i].tasks == 0)
 				continue;
+			if (n.notes[i].listened) {
+				signal_waiters(&n.notes[i].listened->cv, n.notes[i].tasks);
+				continue;
+			}
 			auto *entry = static_cast<WaitEntry *>(
 			    hash_search(wait_queues.table(), &n.notes[i].key, HASH_FIND, nullptr));
 			if (entry)
@@ -358,10 +373,22 @@ bool note_listeners(std::string_view queue) {
 		return true;
 	}
 	if (!note->listened) {
+		// the entry of the queue this backend noted last is kept (entries
+		// are never removed): most calls look up nothing
+		static SharedQueueKey last_key;
+		static WaitEntry *last_entry = nullptr;
+		if (last_entry && std::memcmp(&last_key, &key, sizeof key) == 0) {
+			note->listened = last_entry;
+			return true;
+		}
 		note->listened =
 		    pg::guard([&] { return static_cast<WaitEntry *>(wait_queues.find_or_enter(key, init_entry)); });
-		if (!note->listened) // every entry taken: every queue of the database
+		if (note->listened) {
+			last_key = key;
+			last_entry = note->listened;
+		} else { // every entry taken: every queue of the database
 			listeners_overflowed = true;
+		}
 	}
 	return true;
 }
