@@ -211,11 +211,13 @@ std::vector<std::string> due_queues(TimestampTz now, bool &installed) {
 	pg::spi_connect();
 	static const Oid types[1] = {TIMESTAMPTZOID};
 	Datum values[1] = {TimestampTzGetDatum(now)};
-	uint64 n = pg::execute(
-	    "SELECT DISTINCT s.queue FROM concurrency.schedule s WHERE s.enabled AND s.next_run_at <= $1 "
-	    "AND NOT EXISTS (SELECT FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) s.queue "
-	    "AND q.paused) ORDER BY s.queue",
-	    1, types, values, nullptr, true);
+	// concurrency.schedule only: a transaction that locks it and then
+	// concurrency.queue would deadlock with DROP EXTENSION, which takes them
+	// the other way round (the paused queues are left out queue by queue)
+	uint64 n =
+	    pg::execute("SELECT DISTINCT queue FROM concurrency.schedule WHERE enabled AND next_run_at <= $1 "
+	                "ORDER BY queue",
+	                1, types, values, nullptr, true);
 	for (uint64 i = 0; i < n; ++i)
 		queues.push_back(pg::text_column(i, 1).value_or(""));
 	pg::spi_finish();
@@ -223,20 +225,21 @@ std::vector<std::string> due_queues(TimestampTz now, bool &installed) {
 }
 
 // The earliest next due time of this database's enabled schedules (the same
-// per queue is schedule.cpp's earliest_due).
-TimestampTz next_due_in_database() {
+// per queue is schedule.cpp's earliest_due), leaving out the queues in
+// `paused`: a paused queue's schedules wait for its resume (which asks for a
+// look), whose catch-up then follows catch_up.
+TimestampTz next_due_in_database(const std::vector<std::string> &paused) {
 	pg::spi_connect();
 	TimestampTz at = never;
-	// a paused queue's schedules wait for its resume (which asks for a look):
-	// their missed due times are then caught up as catch_up says
-	if (pg::execute(
-	        "SELECT min(s.next_run_at) FROM concurrency.schedule s WHERE s.enabled AND NOT EXISTS "
-	        "(SELECT FROM concurrency.queue q WHERE q.name OPERATOR(pg_catalog.=) s.queue AND q.paused)",
-	        0, nullptr, nullptr, nullptr, true) == 1) {
+	uint64 n =
+	    pg::execute("SELECT queue, min(next_run_at) FROM concurrency.schedule WHERE enabled GROUP BY queue",
+	                0, nullptr, nullptr, nullptr, true);
+	for (uint64 i = 0; i < n; ++i) {
+		std::string queue = pg::text_column(i, 1).value_or("");
 		bool isnull = false;
-		Datum d = pg::column(0, 1, &isnull);
-		if (!isnull)
-			at = DatumGetTimestampTz(d);
+		Datum d = pg::column(i, 2, &isnull);
+		if (!isnull && std::find(paused.begin(), paused.end(), queue) == paused.end())
+			at = std::min(at, DatumGetTimestampTz(d));
 	}
 	pg::spi_finish();
 	return at;
@@ -254,12 +257,15 @@ TimestampTz run_schedules() noexcept {
 		return GetCurrentTimestamp() + retry_after;
 	if (!installed)
 		return never;
+	std::vector<std::string> paused;
 	for (const std::string &name : queues) {
 		// (its writes ask for no runner: `quiet` is set for the whole runner)
 		bool ok = in_transaction(fmt::format("queue \"{}\"", name).c_str(), [&] {
 			pg::spi_connect();
 			Queue q(name);
-			if (!q.info().paused) // paused since it was read: left to the resume
+			if (q.info().paused) // left to its resume
+				paused.push_back(name);
+			else
 				materialize_due(q, GetCurrentTimestamp());
 			pg::spi_finish();
 		});
@@ -267,7 +273,7 @@ TimestampTz run_schedules() noexcept {
 			next = std::min(next, GetCurrentTimestamp() + retry_after);
 	}
 	TimestampTz due = never;
-	if (!in_transaction("reading schedules", [&] { due = next_due_in_database(); }))
+	if (!in_transaction("reading schedules", [&] { due = next_due_in_database(paused); }))
 		return GetCurrentTimestamp() + retry_after;
 	return std::min(next, due);
 }
