@@ -69,8 +69,9 @@ def test_update_with_live_tasks():
     check("the distributed queue is known on a worker node after the update",
           scalar(w, "SELECT count(*) FROM concurrency.distributed_queue WHERE queue = 'up_dist'") == 1
           and scalar(w, "SELECT count(*) FROM concurrency.queue WHERE name = 'up_dist'") == 1)
-    check("every worker node's lease_token is past the coordinator's",
-          all(scalar(connect(p), "SELECT last_value FROM concurrency.lease_token") >= last for p in NODES[1:]))
+    if FROM == "0.2.0":  # the update to 0.3.0 moved each worker node's sequence past the coordinator's
+        check("every worker node's lease_token is past the coordinator's",
+              all(scalar(connect(p), "SELECT last_value FROM concurrency.lease_token") >= last for p in NODES[1:]))
     # leases taken before the update, completed after it: the distributed ones on whichever node
     done = 0
     for (q, tid), token in held.items():
