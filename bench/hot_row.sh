@@ -18,7 +18,7 @@
 #
 # On a throw-away server of its own, as root:
 #   source scripts/cluster.sh
-#   cluster_start "$PG_CONFIG" "fsync = on" "max_connections = 450"   # later lines win
+#   CLUSTER_DURABLE=1 cluster_start "$PG_CONFIG" "max_connections = 450"   # durable commits
 #   psql -c "CREATE EXTENSION concurrency_ext"; bench/hot_row.sh; cluster_stop
 #
 # Writes docs/results/hot_row-<date>.json (bench/report.py reports it in

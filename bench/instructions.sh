@@ -11,7 +11,9 @@
 #   PG_CONFIG=… bash bench/instructions.sh        (as root: the server runs as postgres)
 #
 # Needs valgrind, psql, and concurrency_ext installed into PG_CONFIG's server
-# (make install). About 5 minutes: everything runs about 50 times slower
+# (make install). The server runs with fsync = off: an instruction count is
+# the CPU cost of an operation, labelled so, never a production figure (the
+# durable figures are bench/durable.sh's). About 5 minutes: everything runs about 50 times slower
 # under callgrind. Environment: LOW (default 200), HIGH (default 1200).
 #
 # 1. dequeue + complete, two autocommit statements per task, against the
@@ -172,7 +174,7 @@ line() { # label ours theirs goal
 		'BEGIN { printf "%-48s %10.1f %10.1f %7.3f   %s\n", l, a / 1000, b / 1000, a / b, g }'
 }
 
-echo "instructions per operation (thousands), counted by callgrind; PostgreSQL $("$pg_config" --version | awk '{print $2}')"
+echo "instructions per operation (thousands), counted by callgrind with fsync = off: the CPU cost, not a production figure; PostgreSQL $("$pg_config" --version | awk '{print $2}')"
 printf "%-48s %10s %10s %7s   %s\n" "" "extension" "compared" "ratio" "goal"
 plain=$(per_op plain)
 line "1. dequeue + complete vs raw SQL" "$plain" "$(per_op raw)" "<= 1.0"
