@@ -342,7 +342,7 @@ CONCURRENCY_FUNCTION(concurrency_emit_event) {
 
 // concurrency.await_task(queue, task_id, wait) -> (state, result, last_error)
 // as soon as the task has ended, or its state when `wait` has passed; no row
-// for a task that does not exist.
+// for a task that does not exist (any more).
 CONCURRENCY_FUNCTION(concurrency_await_task) {
 	QueueName name = queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
@@ -378,20 +378,11 @@ CONCURRENCY_FUNCTION(concurrency_await_task) {
 	std::optional<TaskEndWait> waiter;
 	if (until > now)
 		waiter.emplace(q.name()); // on the list before the first look
-	bool seen = false;
 	for (;;) {
-		uint64 n = q.run_internal("task_end", sql, 1, types, values, nullptr, Access::latest);
-		if (n == 0) {
-			// seen live, then gone: completed without a result on a queue
-			// that retains nothing
-			if (seen) {
-				Datum cols[3] = {pg::text_datum("done"), Datum(0), Datum(0)};
-				bool nulls[3] = {false, true, true};
-				pg::add_row(out, cols, nulls);
-			}
+		// none: never was, or gone (completed without a result or cancelled
+		// on a queue that retains nothing, purged): nothing says which
+		if (q.run_internal("task_end", sql, 1, types, values, nullptr, Access::latest) == 0)
 			break;
-		}
-		seen = true;
 		std::string state = pg::text_column(0, 1).value_or("");
 		bool ended = state == "done" || state == "dead" || state == "cancelled";
 		if (ended || clock_now() >= until) {
