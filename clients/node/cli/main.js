@@ -26,8 +26,8 @@ const USAGE = `usage: concurrency-ext COMMAND [options]
   dashboard ...             the dashboard (concurrency-ext dashboard --help)
 
 options of every command:
-  --url URL    where to connect (default: the PG* variables: PGHOST, PGPORT, PGUSER,
-               PGPASSWORD, PGDATABASE, ...)
+  --url URL    where to connect (default: DATABASE_URL, then the PG* variables: PGHOST,
+               PGPORT, PGUSER, PGPASSWORD, PGDATABASE, ...)
   --json       print the result as JSON
   -h, --help   this text
 
@@ -132,7 +132,7 @@ async function main(argv, out = process.stdout, err = process.stderr) {
 
   let session;
   try {
-    session = await Session.open(values.url);
+    session = await Session.open(values.url ?? process.env.DATABASE_URL);
     const { result, exitCode, text } = await command.run(session, args);
     out.write(values.json ? `${JSON.stringify(result, null, 2)}\n` : `${text}\n`);
     return exitCode;

@@ -15,8 +15,9 @@ after(() => db.end());
 const BIN = path.join(__dirname, '..', 'bin', 'concurrency-ext.js');
 
 // Runs the command line; resolves to { code, stdout, stderr, json }.
-function cli(args, { database } = {}) {
-  const env = { ...process.env, ...(database ? { PGDATABASE: database } : {}) };
+function cli(args, { database, env: extra = {} } = {}) {
+  const env = { ...process.env, ...(database ? { PGDATABASE: database } : {}), ...extra };
+  if (!('DATABASE_URL' in extra)) delete env.DATABASE_URL;
   return new Promise((resolve) => {
     execFile(process.execPath, [BIN, ...args], { env, timeout: 60000 }, (err, stdout, stderr) => {
       let json;
@@ -165,6 +166,12 @@ test('exit codes: 2 for a usage error, 3 for a connection or a statement that fa
   const nodb = await cli(['stats', '--json'], { database: 'no_such_database' });
   assert.equal(nodb.code, 3);
   assert.equal(nodb.json.sqlstate, '3D000');
+  const url = `postgresql://${process.env.PGUSER}@/no_such_database?host=${encodeURIComponent(process.env.PGHOST)}`
+    + `&port=${process.env.PGPORT}`;
+  for (const how of [{ args: ['--url', url] }, { env: { DATABASE_URL: url } }]) {
+    const r = await cli(['stats', '--json', ...(how.args ?? [])], { env: how.env });
+    assert.equal(r.json.sqlstate, '3D000', `${JSON.stringify(how)}: ${r.stderr}`);
+  }
   const noQueue = await cli(['cancel', 'no_such_queue', '1', '--json']);
   assert.equal(noQueue.code, 3);
   assert.match(noQueue.json.error, /no_such_queue/);
