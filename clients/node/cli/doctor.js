@@ -184,7 +184,8 @@ const CHECKS = [
       return rows.map((r) => (r.enabled ? {
         check: 'schedule_behind', severity: 'warning', ...r,
         message: `schedule "${r.name}" (queue "${r.queue}", ${r.spec}) is ${secs(r.behind_seconds)} behind its next `
-          + 'due time: nothing has enqueued it (no worker dequeues from the queue, and the module is not preloaded)',
+          + 'due time: nothing has enqueued it (a dequeue on the queue does, and with the module preloaded its '
+          + 'schedule runner does)',
       } : {
         check: 'schedule_disabled', severity: 'warning', ...r,
         message: `schedule "${r.name}" (queue "${r.queue}") is disabled: its row holds settings schedule() refuses; `
