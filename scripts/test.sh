@@ -14,7 +14,8 @@
 #   once: the dashboard's browser tests (clients/dashboard/test/run.sh), the
 #     memory-safety run (PostgreSQL 15), the C++ formatting check
 #     (scripts/format-check.sh), GoogleTest unit tests (CTest),
-#     the Node.js client's tests (clients/node, with PgBouncer), the Python
+#     the Node.js client's tests (clients/node, with PgBouncer; they include its
+#     command line and the KEDA query of docs/operations.md), the Python
 #     client's tests (clients/python/run-tests.sh, pytest, with PgBouncer),
 #     the Go client's (clients/go/run-tests.sh, go vet and go test -race, with
 #     PgBouncer; Go from PATH or /usr/local/go/bin),
