@@ -77,11 +77,13 @@ UPDATE concurrency."q_wf_orders" SET run_at = now() - interval '1 second' WHERE 
 SELECT lease_token AS tok5 FROM concurrency.dequeue('wf_orders') \gset
 SELECT * FROM concurrency.await_event('wf_orders', :t1, :tok5, 'never', '1 hour');
 SELECT count(*) AS waits_left FROM concurrency.event_wait;
--- awaited again, it parks again
-SELECT status FROM concurrency.await_event('wf_orders', :t1, :tok5, 'never', '1 hour');
+-- the timeout is kept as the event's step (result null): awaited again, in
+-- this run or a later one, it times out at once; a late emit changes nothing
+SELECT * FROM concurrency.await_event('wf_orders', :t1, :tok5, 'never', '1 hour');
+SELECT concurrency.step_result('wf_orders', :t1, :tok5, 'event:never') AS step_after_timeout;
 SELECT concurrency.emit_event('never', 'null') AS woken;
-SELECT lease_token AS tok6 FROM concurrency.dequeue('wf_orders') \gset
-SELECT * FROM concurrency.await_event('wf_orders', :t1, :tok6, 'never');
+SELECT * FROM concurrency.await_event('wf_orders', :t1, :tok5, 'never');
+\set tok6 :tok5
 
 -- results: a queue that retains nothing keeps a result for await_task
 SELECT * FROM concurrency.await_task('wf_orders', :t1);
@@ -119,6 +121,9 @@ SELECT lease_token AS tok FROM concurrency.dequeue('wf_once') \gset
 SELECT concurrency.record_step('wf_once', :t5, :tok, NULL, '1');
 SELECT concurrency.record_step('wf_once', :t5, :tok, '', '1');
 SELECT concurrency.record_step('wf_once', :t5, :tok, repeat('x', 1001), '1');
+SET concurrency.max_payload_size = '1kB';
+SELECT concurrency.record_step('wf_once', :t5, :tok, 'big', jsonb_build_object('x', repeat('x', 2000)));
+RESET concurrency.max_payload_size;
 SELECT concurrency.step_result('wf_once', :t5, :tok, NULL);
 SELECT * FROM concurrency.await_event('wf_once', :t5, :tok, NULL);
 SELECT * FROM concurrency.await_event('wf_once', :t5, :tok, '');

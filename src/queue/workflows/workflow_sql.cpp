@@ -34,6 +34,25 @@ std::string step_result(const QueueSql &q) {
 	                   q.table(), q.shard_filter(false));
 }
 
+std::string event_taken(const QueueSql &q) {
+	return fmt::format(
+	    "SELECT (steps OPERATOR(pg_catalog.->) $3::pg_catalog.text) OPERATOR(pg_catalog.->) 'result', "
+	    "COALESCE((steps OPERATOR(pg_catalog.->) $3::pg_catalog.text) OPERATOR(pg_catalog.?) 'timed_out', false), "
+	    "awaiting FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ " $2",
+	    q.table(), q.shard_filter(false));
+}
+
+std::string record_timeout(const QueueSql &q) {
+	return fmt::format(
+	    R"(UPDATE {t}
+   SET steps = COALESCE(steps, '{{}}'::pg_catalog.jsonb) )" CONCAT
+	    R"( pg_catalog.jsonb_build_object($3::pg_catalog.text, pg_catalog.jsonb_build_object('result', 'null'::pg_catalog.jsonb, 'at', $4::pg_catalog.timestamptz, 'timed_out', true)),
+       awaiting = NULL
+ WHERE {k}id )" EQ R"( $1 AND lease_token )" EQ R"( $2
+RETURNING id)",
+	    fmt::arg("t", q.table()), fmt::arg("k", q.shard_filter(false)));
+}
+
 std::string task_steps(const QueueSql &q) {
 	return fmt::format(
 	    R"(SELECT s.key, s.value OPERATOR(pg_catalog.->) 'result',

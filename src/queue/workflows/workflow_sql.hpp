@@ -21,6 +21,14 @@ std::string record_step(const QueueSql &q);
 // $1 id, $2 lease_token, $3 step -> one row (the step's result, NULL when
 // not recorded; the task's awaiting) when the lease holds.
 std::string step_result(const QueueSql &q);
+// $1 id, $2 lease_token, $3 text the event's step -> one row (the payload
+// taken, NULL when none; whether the await timed out; the task's awaiting)
+// when the lease holds.
+std::string event_taken(const QueueSql &q);
+// An await ended by its timeout, kept as the event's step (result null,
+// "timed_out": true) so that later runs time out at once: $1 id,
+// $2 lease_token, $3 text step, $4 timestamptz now.
+std::string record_timeout(const QueueSql &q);
 // $1 id -> the task's steps in the order they were recorded:
 // (step, result, recorded_at).
 std::string task_steps(const QueueSql &q);

@@ -135,6 +135,7 @@ CONCURRENCY_FUNCTION(concurrency_record_step) {
 	Datum result =
 	    arg_null(fcinfo, 4) ? pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("null")); })
 	                        : PG_GETARG_DATUM(4);
+	check_payload_size(result, "result");
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
@@ -221,14 +222,21 @@ CONCURRENCY_FUNCTION(concurrency_await_event) {
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "await_event");
 	refuse_distributed(q, "await_event");
-	// taken already (an earlier await of this attempt or of an earlier one)
+	// taken already, or timed out (an earlier await of this run or of an
+	// earlier one): the same answer again
 	static const Oid look_types[3] = {INT8OID, INT8OID, TEXTOID};
 	Datum look[3] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step)};
-	if (q.run("step_result", workflow_sql::step_result(q.sql()), 3, look_types, look) == 0)
+	if (q.run("event_taken", workflow_sql::event_taken(q.sql()), 3, look_types, look) == 0)
 		q.lease_lost(task_id);
 	bool taken_null = false;
 	Datum taken = column(0, 1, &taken_null);
-	std::optional<std::string> awaiting = pg::text_column(0, 2);
+	bool timed_out = pg::column_as<bool>(0, 2).value_or(false);
+	std::optional<std::string> awaiting = pg::text_column(0, 3);
+	if (timed_out) {
+		add_two(out, pg::text_datum("timed_out"), false, Datum(0), true);
+		pg::spi_finish();
+		return Datum(0);
+	}
 	if (!taken_null) {
 		Datum payload = transferred(taken, false);
 		add_two(out, pg::text_datum("received"), false, payload, false);
@@ -257,9 +265,11 @@ CONCURRENCY_FUNCTION(concurrency_await_event) {
 		return Datum(0);
 	}
 	if (awaiting == event) {
-		// parked for it before, and claimed again after the timeout
-		static const Oid clear_types[2] = {INT8OID, INT8OID};
-		if (q.run("clear_awaiting", workflow_sql::clear_awaiting(q.sql()), 2, clear_types, task_args) == 0)
+		// parked for it before, and claimed again after the timeout: kept
+		// as the event's step, so that later runs time out at once
+		static const Oid timeout_types[4] = {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID};
+		Datum timeout_args[4] = {task_args[0], task_args[1], task_args[2], task_args[4]};
+		if (q.run("record_timeout", workflow_sql::record_timeout(q.sql()), 4, timeout_types, timeout_args) == 0)
 			q.lease_lost(task_id);
 		run_event_sql("workflow:drop_wait", workflow_sql::drop_wait, 3, wait_types, wait_args);
 		add_two(out, pg::text_datum("timed_out"), false, Datum(0), true);
