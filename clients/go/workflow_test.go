@@ -3,6 +3,8 @@ package concurrency
 import (
 	"context"
 	"errors"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -572,3 +574,34 @@ func TestSuspendedTaskIsNotFailed(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// The example of the README's "Durable workflows" runs as a user would run
+// it, against the test database.
+func TestWorkflowExample(t *testing.T) {
+	pool := testPool(t, 2)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goTool, "run", "./examples/workflow")
+	cmd.Env = append(os.Environ(), "DATABASE_URL=dbname="+testDatabase)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	text := string(out)
+	for _, want := range []string{"placed", "charged ana@example.org 49.90",
+		"the customer confirmed the address", "shipped to Rua Augusta 12, Lisboa: payment pay_1, receipt"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("the example did not say %q:\n%s", want, text)
+		}
+	}
+	if strings.Count(text, "charged") != 1 {
+		t.Fatalf("charged more than once:\n%s", text)
+	}
+	if n := count(t, pool, "SELECT count(*) FROM receipts r JOIN shipments s USING (order_id)"); n < 1 {
+		t.Fatal("no receipt with its shipment")
+	}
+}
