@@ -601,7 +601,7 @@ func TestWorkflowExample(t *testing.T) {
 	if strings.Count(text, "charged") != 1 {
 		t.Fatalf("charged more than once:\n%s", text)
 	}
-	if n := count(t, pool, "SELECT count(*) FROM receipts r JOIN shipments s USING (order_id)"); n < 1 {
+	if n := count(t, pool, "SELECT count(*) FROM shop_receipts r JOIN shop_shipments s USING (order_id)"); n < 1 {
 		t.Fatal("no receipt with its shipment")
 	}
 }

@@ -5,7 +5,7 @@
 // customer — and carry on where it was: a step that is done is not done
 // again.
 //
-// It places one order, runs a worker for queue "orders", plays the customer
+// It places one order, runs a worker for queue "shop_orders", plays the customer
 // (who confirms the address a moment later) and prints the outcome.
 //
 //	PGHOST=/var/run/postgresql PGDATABASE=app go run ./examples/workflow
@@ -99,7 +99,7 @@ func handleOrder(pay *payments) concurrency.HandlerFunc {
 		// write and the step's record commit together).
 		receipt, err := concurrency.StepTx(ctx, task, "receipt", func(ctx context.Context, tx pgx.Tx) (int64, error) {
 			var id int64
-			err := tx.QueryRow(ctx, "INSERT INTO receipts (order_id, payment, amount_cents) VALUES ($1, $2, $3) RETURNING id",
+			err := tx.QueryRow(ctx, "INSERT INTO shop_receipts (order_id, payment, amount_cents) VALUES ($1, $2, $3) RETURNING id",
 				o.ID, p.ID, o.AmountCents).Scan(&id)
 			return id, err
 		})
@@ -131,7 +131,7 @@ func handleOrder(pay *payments) concurrency.HandlerFunc {
 		// 4. Ship.
 		shipment, err := concurrency.StepTx(ctx, task, "ship", func(ctx context.Context, tx pgx.Tx) (int64, error) {
 			var id int64
-			err := tx.QueryRow(ctx, "INSERT INTO shipments (order_id, address) VALUES ($1, $2) RETURNING id",
+			err := tx.QueryRow(ctx, "INSERT INTO shop_shipments (order_id, address) VALUES ($1, $2) RETURNING id",
 				o.ID, address).Scan(&id)
 			return id, err
 		})
@@ -158,12 +158,12 @@ func main() {
 	}
 	defer pool.Close()
 
-	setup := `CREATE TABLE IF NOT EXISTS orders (id bigserial PRIMARY KEY, customer text NOT NULL, amount_cents bigint NOT NULL);
-	          CREATE TABLE IF NOT EXISTS receipts (id bigserial PRIMARY KEY, order_id bigint NOT NULL UNIQUE,
+	setup := `CREATE TABLE IF NOT EXISTS shop_orders (id bigserial PRIMARY KEY, customer text NOT NULL, amount_cents bigint NOT NULL);
+	          CREATE TABLE IF NOT EXISTS shop_receipts (id bigserial PRIMARY KEY, order_id bigint NOT NULL UNIQUE,
 	                                               payment text NOT NULL, amount_cents bigint NOT NULL);
-	          CREATE TABLE IF NOT EXISTS shipments (id bigserial PRIMARY KEY, order_id bigint NOT NULL UNIQUE, address text NOT NULL);
-	          SELECT concurrency.create_queue('orders', lease => '30 seconds', max_attempts => 5)
-	           WHERE NOT EXISTS (SELECT FROM concurrency.queue WHERE name = 'orders')`
+	          CREATE TABLE IF NOT EXISTS shop_shipments (id bigserial PRIMARY KEY, order_id bigint NOT NULL UNIQUE, address text NOT NULL);
+	          SELECT concurrency.create_queue('shop_orders', lease => '30 seconds', max_attempts => 5)
+	           WHERE NOT EXISTS (SELECT FROM concurrency.queue WHERE name = 'shop_orders')`
 	if _, err := pool.Exec(ctx, setup, pgx.QueryExecModeSimpleProtocol); err != nil {
 		log.Fatal(err)
 	}
@@ -173,11 +173,11 @@ func main() {
 	o := order{Customer: "ana@example.org", AmountCents: 4990}
 	var taskID int64
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, "INSERT INTO orders (customer, amount_cents) VALUES ($1, $2) RETURNING id",
+		if err := tx.QueryRow(ctx, "INSERT INTO shop_orders (customer, amount_cents) VALUES ($1, $2) RETURNING id",
 			o.Customer, o.AmountCents).Scan(&o.ID); err != nil {
 			return err
 		}
-		taskID, err = client.EnqueueTx(ctx, tx, "orders", o)
+		taskID, err = client.EnqueueTx(ctx, tx, "shop_orders", o)
 		return err
 	})
 	if err != nil {
@@ -186,7 +186,7 @@ func main() {
 	log.Printf("order %d placed", o.ID)
 
 	w := concurrency.NewWorker(pool, concurrency.WorkerConfig{ShutdownTimeout: 10 * time.Second})
-	w.Handle("orders", handleOrder(&payments{charges: map[string]payment{}}))
+	w.Handle("shop_orders", handleOrder(&payments{charges: map[string]payment{}}))
 	workerCtx, stopWorker := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(workerCtx) }()
@@ -207,7 +207,7 @@ func main() {
 
 	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	out, err := client.AwaitTask(waitCtx, "orders", taskID)
+	out, err := client.AwaitTask(waitCtx, "shop_orders", taskID)
 	stopWorker()
 	if werr := <-done; werr != nil {
 		log.Print(werr)
