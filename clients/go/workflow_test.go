@@ -2,6 +2,7 @@ package concurrency
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -421,6 +422,55 @@ func TestWaitForEvent(t *testing.T) {
 	}
 	if names := stepNames(t, pool, "go_wf_event", late); len(names) != 1 || names[0] != "event:go-reply-late" {
 		t.Fatalf("steps %v", names)
+	}
+}
+
+// A wait inside a step keeps its timeout: an attempt that fails after it
+// does not wait again.
+func TestEventTimeoutKeptInAStep(t *testing.T) {
+	pool := testPool(t, 8)
+	createQueue(t, pool, "go_wf_timeout", "retain => '1 hour'")
+	ctx := context.Background()
+	id, err := Enqueue(ctx, pool, "go_wf_timeout", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var runs []time.Time
+	w := NewWorker(pool, WorkerConfig{Name: "wf", Wait: time.Second, OnError: func(*Task, error) {}})
+	w.Handle("go_wf_timeout", func(ctx context.Context, task *Task) error {
+		mu.Lock()
+		runs = append(runs, time.Now())
+		mu.Unlock()
+		reply, err := Step(ctx, task, "reply", func(ctx context.Context) (json.RawMessage, error) {
+			p, err := task.WaitForEvent(ctx, "go-timeout-kept", time.Second)
+			if errors.Is(err, ErrEventTimeout) {
+				return nil, nil
+			}
+			return p, err
+		})
+		if err != nil {
+			return err
+		}
+		if task.Attempt == 1 {
+			return RetryIn(errors.New("failed after the wait"), RetryNow)
+		}
+		return task.SetResult(map[string]any{"reply": reply})
+	})
+	stop := runWorker(t, w)
+	actx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	out, err := AwaitTask(actx, pool, "go_wf_timeout", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if out.State != "done" || string(out.Result) != `{"reply": null}` {
+		t.Fatalf("outcome %+v", out)
+	}
+	// parked; woken by the timeout (recorded, then failed); retried at once
+	if len(runs) != 3 || runs[1].Sub(runs[0]) < time.Second || runs[2].Sub(runs[1]) > 900*time.Millisecond {
+		t.Fatalf("runs at %v", runs)
 	}
 }
 
