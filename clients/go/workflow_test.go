@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -268,7 +269,7 @@ func TestSleepSuspendsWithoutSpendingAnAttempt(t *testing.T) {
 			return err
 		}
 		if err := task.Sleep(ctx, 0); err != nil { // the second sleep is a sleep of its own
-			return err
+			return fmt.Errorf("second sleep: %w", err) // wrapped, still a suspension
 		}
 		return task.SetResult("woke up")
 	})
