@@ -1,7 +1,7 @@
 // Package concurrency is the Go runtime of concurrency_ext, a PostgreSQL
 // extension whose task queue lives in the database (schema concurrency).
 //
-// It has three parts:
+// It has four parts:
 //
 //   - a producer API: [Enqueue] and [EnqueueBatch] run on any [Querier] (a
 //     *pgxpool.Pool, a *pgx.Conn or a pgx.Tx), so that a task enqueued inside
@@ -13,6 +13,11 @@
 //     transaction ([Worker.HandleTx]: exactly-once effects), fails it with the
 //     handler's error (or a recovered panic), and on shutdown hands claimed
 //     but unstarted tasks back with concurrency.release;
+//   - durable workflows: [Step] and [StepTx] (steps whose results are kept
+//     with the task, the database ones exactly once), [Task.Sleep] and
+//     [Task.WaitForEvent] (the task is handed back to the server until it
+//     is due: the handler returns [ErrSuspended]), and on the producing
+//     side [EmitEvent] and [AwaitTask];
 //   - [RunInTx], a transaction helper that retries serialization failures
 //     (40001) and deadlocks (40P01) with jittered exponential backoff.
 //

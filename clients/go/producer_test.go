@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -199,10 +200,12 @@ func TestExecModes(t *testing.T) {
 	pool := testPool(t, 4)
 	createQueue(t, pool, "go_modes", "")
 	ctx := context.Background()
+	// a key of its own per mode: the task completed with a result in the
+	// mode before keeps its key (result_retention) on this queue too
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol,
 		pgx.QueryExecModeDescribeExec, pgx.QueryExecModeCacheDescribe} {
 		q := WithExecMode(pool, mode)
-		id, err := Enqueue(ctx, q, "go_modes", map[string]any{"s": "it's \"quoted\""}, Priority(1), DedupeKey("d'k"),
+		id, err := Enqueue(ctx, q, "go_modes", map[string]any{"s": "it's \"quoted\""}, Priority(1), DedupeKey(fmt.Sprintf("d'k%d", mode)),
 			RunAt(time.Now().Add(-time.Second)), After())
 		if err != nil {
 			t.Fatalf("%v: enqueue: %v", mode, err)

@@ -30,9 +30,12 @@ type Task struct {
 
 	leaseLeft time.Duration // the lease by the server's clock at the claim
 
-	mu        sync.Mutex // serializes heartbeats with the completion
+	mu        sync.Mutex // serializes heartbeats with the completion and suspensions
 	finishing bool
 	lost      error
+	suspended bool        // a Sleep or WaitForEvent handed the task back
+	wf        *workflowDB // where workflow calls run (set by the worker)
+	sleeps    int         // Sleep calls of this run
 
 	resultMu sync.Mutex
 	result   *string

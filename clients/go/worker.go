@@ -391,12 +391,17 @@ func (w *Worker) release(ctx context.Context, tasks []*Task) {
 func (w *Worker) work(claimCtx, workCtx context.Context, q *queueRunner, t *Task) *Task {
 	ctx, cancel := context.WithCancelCause(workCtx)
 	defer cancel(nil)
+	t.wf = &workflowDB{db: w.pool, q: w.q, mode: w.cfg.ExecMode}
 	stopBeats := w.heartbeat(t, cancel)
 	defer stopBeats()
 	if q.handleTx != nil {
 		return w.workTx(claimCtx, ctx, q, t)
 	}
-	if err := callHandler(func() error { return q.handle(ctx, t) }); err != nil {
+	err := callHandler(func() error { return q.handle(ctx, t) })
+	if w.suspended(t, err) {
+		return nil
+	}
+	if err != nil {
 		w.failed(ctx, t, err)
 		return nil
 	}
@@ -423,7 +428,12 @@ func (w *Worker) workTx(claimCtx, ctx context.Context, q *queueRunner, t *Task) 
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}
-	if err := callHandler(func() error { return q.handleTx(ctx, tx, t) }); err != nil {
+	err = callHandler(func() error { return q.handleTx(ctx, tx, t) })
+	if w.suspended(t, err) {
+		rollback()
+		return nil
+	}
+	if err != nil {
 		rollback()
 		w.failed(ctx, t, err)
 		return nil
@@ -545,6 +555,21 @@ type retryError struct {
 
 func (e *retryError) Error() string { return e.err.Error() }
 func (e *retryError) Unwrap() error { return e.err }
+
+// suspended reports whether the handler's run ended with the task handed
+// back to the server (Task.Sleep, Task.WaitForEvent): the task is neither
+// completed nor failed, and its heartbeats have stopped. A handler that
+// returned something else than ErrSuspended after the suspension is logged.
+func (w *Worker) suspended(t *Task, err error) bool {
+	if !t.isSuspended() {
+		return false
+	}
+	if !errors.Is(err, ErrSuspended) {
+		w.log.Warn("concurrency: the handler did not return ErrSuspended after suspending the task; the task stays suspended",
+			"worker", w.cfg.Name, "queue", t.Queue, "task", t.ID, "returned", err)
+	}
+	return true
+}
 
 // finishing stops the task's heartbeats (waiting for one in flight) before
 // its completion; true when a heartbeat found the lease lost already (and
