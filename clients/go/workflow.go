@@ -336,12 +336,11 @@ var awaitSlice = 30 * time.Second
 // most each), woken by the server as soon as the task ends. It waits until
 // ctx is done: when ctx's deadline comes first it returns the state the task
 // is in and an error matching context.DeadlineExceeded (errors.Is). A task
-// that does not exist is ErrNoTask. On a queue that retains nothing, a task
-// completed without a result is removed at once: AwaitTask reports it done
-// (with no result) when it had seen it before it went.
+// that does not exist (any more) is ErrNoTask: on a queue that retains
+// nothing, a task completed without a result, or cancelled, is removed at
+// once, and nothing tells which it was.
 func AwaitTask(ctx context.Context, q Querier, queue string, id int64) (TaskOutcome, error) {
 	var out TaskOutcome
-	seen := false
 	for {
 		wait := awaitSlice
 		deadline, hasDeadline := ctx.Deadline()
@@ -359,9 +358,6 @@ func AwaitTask(ctx context.Context, q Querier, queue string, id int64) (TaskOutc
 		var result, lastError *string
 		err := q.QueryRow(ctx, awaitTaskSQL, queue, id, micros(wait)).Scan(&state, &result, &lastError)
 		if errors.Is(err, pgx.ErrNoRows) {
-			if seen { // the server saw it too: ended without a trace
-				return TaskOutcome{State: "done"}, nil
-			}
 			return out, ErrNoTask
 		}
 		if err != nil {
@@ -370,7 +366,6 @@ func AwaitTask(ctx context.Context, q Querier, queue string, id int64) (TaskOutc
 			}
 			return out, wrap("await_task", err)
 		}
-		seen = true
 		out = TaskOutcome{State: state}
 		if result != nil {
 			out.Result = json.RawMessage(*result)
