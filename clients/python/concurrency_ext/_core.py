@@ -62,6 +62,25 @@ UNSCHEDULE_SQL = "SELECT concurrency.unschedule(%s)"
 PARENT_RESULTS_SQL = ("SELECT p.task_id, p.parent_queue, p.result FROM concurrency.parent_results(%s, %s) AS p"
                       " ORDER BY p.parent_queue, p.task_id")
 
+# Durable workflows (docs/workflows.md). A step's recorded result: whether it
+# is missing (SQL NULL; a step recorded without a result reads JSON null,
+# which psycopg would also decode to None), and the result.
+STEP_RESULT_SQL = "SELECT r IS NULL, r FROM concurrency.step_result(%s, %s, %s, %s) AS r"
+RECORD_STEP_SQL = "SELECT concurrency.record_step(%s, %s, %s, %s, %s)"
+# A numbered sleep: when it ends if recorded, and whether that is still to come.
+SLEEP_STEP_SQL = """
+    SELECT r IS NULL, u.until, u.until > pg_catalog.clock_timestamp()
+      FROM concurrency.step_result(%s, %s, %s, %s) AS r,
+           LATERAL (SELECT CAST(r #>> '{}' AS timestamptz) AS until) AS u"""
+SLEEP_UNTIL_SQL = "SELECT pg_catalog.clock_timestamp() + %s::interval"
+SLEEP_TASK_SQL = "SELECT concurrency.sleep_task(%s, %s, %s, %s)"
+AWAIT_EVENT_SQL = "SELECT status, payload FROM concurrency.await_event(%s, %s, %s, %s, %s)"
+EMIT_EVENT_SQL = "SELECT concurrency.emit_event(%s, %s)"
+AWAIT_TASK_SQL = "SELECT state, result, last_error FROM concurrency.await_task(%s, %s, %s)"
+# await_task statements last at most this long, so that none holds a
+# pooler's server connection (or meets a statement_timeout) for long
+AWAIT_TASK_SLICE = 30.0
+
 # Without dequeue(wait): the pause after an empty claim starts here and
 # doubles up to the worker's poll_interval; any claim that gets a task resets it.
 FIRST_POLL = 0.05
@@ -86,6 +105,29 @@ class Task:
     payload: typing.Any
     enqueued_at: datetime.datetime
     lease_expires_at: datetime.datetime
+    # the durable-workflow calls of this run of the handler (Worker only)
+    _workflow: typing.Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    def step(self, name, fn, *, transaction=False):
+        """Runs fn once for this task: its result is recorded under name and returned again, without running
+        fn, when the handler runs again (after a failure, a crash, a sleep or an event). transaction=True: fn
+        gets a connection in a transaction, which records the step before it commits (exactly once)."""
+        return self._flow().step(name, fn, transaction)
+
+    def sleep(self, duration):
+        """Sleeps duration (seconds or a timedelta) without holding a worker: the task leaves this handler and
+        comes back after it, its steps kept, no attempt spent."""
+        self._flow().sleep(duration)
+
+    def wait_for_event(self, name, timeout=None):
+        """The payload of the event name (emit_event), waiting for it without holding a worker; None once
+        timeout (seconds or a timedelta; None: no end) has passed without it."""
+        return self._flow().wait_for_event(name, timeout)
+
+    def _flow(self):
+        if self._workflow is None:
+            raise RuntimeError("durable workflow calls are made in a handler run by concurrency_ext.Worker")
+        return self._workflow
 
 
 def seconds(value):
