@@ -9,9 +9,9 @@
 
 See README.md next to this package.
 """
-from ._core import Task
+from ._core import Task, TaskEnd
 from .errors import LeaseLostError, QueueError
-from .producer import (TaskEnd, await_task, emit_event, enqueue, enqueue_batch, enqueue_graph, parent_results,
+from .producer import (await_task, emit_event, enqueue, enqueue_batch, enqueue_graph, parent_results,
                        schedule, unschedule)
 from .worker import Worker
 from .workflow import TaskSuspended

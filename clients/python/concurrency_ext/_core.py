@@ -1,5 +1,6 @@
 """What the synchronous and asyncio runtimes share: the SQL they send, the
 task they hand to a handler, what the server offers, and the timings."""
+import collections
 import dataclasses
 import datetime
 import logging
@@ -77,6 +78,22 @@ SLEEP_TASK_SQL = "SELECT concurrency.sleep_task(%s, %s, %s, %s)"
 AWAIT_EVENT_SQL = "SELECT status, payload FROM concurrency.await_event(%s, %s, %s, %s, %s)"
 EMIT_EVENT_SQL = "SELECT concurrency.emit_event(%s, %s)"
 AWAIT_TASK_SQL = "SELECT state, result, last_error FROM concurrency.await_task(%s, %s, %s)"
+TaskEnd = collections.namedtuple("TaskEnd", "state result last_error")
+TaskEnd.__doc__ = "What await_task found: state 'done' (with result), 'dead' or 'cancelled' (with last_error)."
+
+
+def task_end(row, seen):
+    """One await_task statement's row read: (TaskEnd once the task has ended, else None; whether it was seen).
+
+    No row for a task seen alive by an earlier statement: it was completed without a result on a queue that
+    retains nothing, so done."""
+    if row is None:
+        return (TaskEnd("done", None, None) if seen else None), seen
+    if row[0] in ("done", "dead", "cancelled"):
+        return TaskEnd(*row), True
+    return None, True
+
+
 # await_task statements last at most this long, so that none holds a
 # pooler's server connection (or meets a statement_timeout) for long
 AWAIT_TASK_SLICE = 30.0

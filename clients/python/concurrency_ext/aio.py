@@ -62,6 +62,34 @@ async def parent_results(conn, queue, task_id):
         return await cur.fetchall()
 
 
+async def await_task(conn, queue, task_id, *, timeout=None):
+    """Waits for the task to end; TaskEnd(state, result, last_error), None for no such task, TimeoutError once
+    timeout has passed first (see concurrency_ext.await_task)."""
+    limit = _core.seconds(timeout)
+    deadline = None if limit is None else time.monotonic() + limit
+    seen = False
+    while True:
+        left = _core.AWAIT_TASK_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
+        with translating:
+            cur = await conn.execute(_core.AWAIT_TASK_SQL,
+                                     (queue, task_id, _core.interval(min(left, _core.AWAIT_TASK_SLICE))))
+            row = await cur.fetchone()
+        end, seen = _core.task_end(row, seen)
+        if end is not None:
+            return end
+        if not seen:
+            return None
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"task {task_id} of queue {queue!r} is still {row[0]} after {limit} s")
+
+
+async def emit_event(conn, name, payload=None):
+    """Emits the event name with payload; returns how many waiting tasks it woke (see concurrency_ext.emit_event)."""
+    with translating:
+        cur = await conn.execute(_core.EMIT_EVENT_SQL, (name, _core.payload_param(payload)))
+        return (await cur.fetchone())[0]
+
+
 async def _one(conn, query, params=None):
     """One statement as a transaction of its own (see worker._one)."""
     try:

@@ -7,7 +7,6 @@ autocommit): a task enqueued with the producer's writes exists exactly when
 they commit. Payloads are any JSON value: objects, arrays, strings, numbers,
 booleans, None (JSON null).
 """
-import collections
 import time
 
 from . import _core
@@ -68,10 +67,6 @@ def parent_results(conn, queue, task_id):
         return conn.execute(_core.PARENT_RESULTS_SQL, (queue, task_id)).fetchall()
 
 
-TaskEnd = collections.namedtuple("TaskEnd", "state result last_error")
-TaskEnd.__doc__ = "What await_task found: state 'done' (with result), 'dead' or 'cancelled' (with last_error)."
-
-
 def await_task(conn, queue, task_id, *, timeout=None):
     """Waits for the task to end; returns TaskEnd(state, result, last_error), or None when there is no such
     task. Raises TimeoutError once timeout (seconds or a timedelta; None: no end) has passed first.
@@ -86,16 +81,13 @@ def await_task(conn, queue, task_id, *, timeout=None):
         with translating:
             row = conn.execute(_core.AWAIT_TASK_SQL,
                                (queue, task_id, _core.interval(min(left, _core.AWAIT_TASK_SLICE)))).fetchone()
-        if row is None:
-            # seen alive by an earlier statement, now gone: completed without a result on a queue that
-            # retains nothing
-            return TaskEnd("done", None, None) if seen else None
-        end = TaskEnd(*row)
-        if end.state in ("done", "dead", "cancelled"):
+        end, seen = _core.task_end(row, seen)
+        if end is not None:
             return end
-        seen = True
+        if not seen:
+            return None
         if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"task {task_id} of queue {queue!r} is still {end.state} after {limit} s")
+            raise TimeoutError(f"task {task_id} of queue {queue!r} is still {row[0]} after {limit} s")
 
 
 def emit_event(conn, name, payload=None):

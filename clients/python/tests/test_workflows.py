@@ -1,6 +1,7 @@
 """Durable workflows in the synchronous Worker: steps kept across runs,
 database steps exactly once, durable sleeps and events that take the task
 away from its worker without completing or failing it, and await_task."""
+import asyncio
 import datetime
 import os
 import subprocess
@@ -8,6 +9,7 @@ import sys
 import threading
 import time
 
+import psycopg
 import pytest
 
 from concurrency_ext import TaskEnd, Worker, await_task, emit_event, enqueue
@@ -236,3 +238,66 @@ def test_orders_example(admin, dsn):
     assert out.stdout.startswith("done {'order': 1001, 'status': 'shipped', 'charge_id': 'ch_orders_"), out.stdout
     assert admin.execute("SELECT count(*) FROM receipts WHERE order_id = 1001").fetchone() == (1,)
     assert admin.execute("SELECT address FROM shipments WHERE order_id = 1001").fetchall() == [("1 Main St",)]
+
+
+def test_batch_of_workflows(admin, queue, running):
+    """Tasks claimed together: one sleeps (its savepoint rolled back, not completed), the others complete."""
+    runs = []
+
+    def handler(task, conn):
+        runs.append(task.id)
+        if task.payload["sleeps"]:
+            task.sleep(0.3)
+        conn.execute(f"INSERT INTO {results_table(queue)} (task_id, attempt) VALUES (%s, %s)", (task.id, task.attempt))
+
+    ids = [enqueue(admin, queue, {"n": n, "sleeps": n == 1}) for n in range(3)]
+    running(handler, batch=3)
+    # complete_batch keeps no result: on this queue, which retains nothing, the tasks are removed
+    wait_until(lambda: admin.execute(f'SELECT count(*) FROM concurrency."q_{queue}"').fetchone()[0] == 0,
+               "every task completed")
+    assert sorted(admin.execute(f"SELECT task_id, attempt FROM {results_table(queue)}").fetchall()) == \
+        [(task_id, 1) for task_id in ids]
+    assert runs.count(ids[1]) == 2
+
+
+def test_workflow_through_pgbouncer(admin, queue, pgbouncer):
+    runs = []
+
+    def handler(task, conn):
+        runs.append(task.id)
+        first = task.step("first", lambda: "kept")
+        task.sleep(0.2)
+        return {"first": first, "reply": task.wait_for_event("bouncer-reply")}
+
+    worker = Worker(pgbouncer, queue, handler, wait=1.0)
+    worker.start()
+    try:
+        task_id = enqueue(admin, queue, {})
+        wait_until(lambda: row(admin, queue, task_id)[0] == "scheduled" and len(runs) == 2, "the wait for the event")
+        # the producer's side through the pooler too
+        with psycopg.connect(pgbouncer, autocommit=True, prepare_threshold=None) as bouncer:
+            emit_event(bouncer, "bouncer-reply", "yes")
+            assert await_task(bouncer, queue, task_id, timeout=60) == TaskEnd("done", {"first": "kept", "reply": "yes"},
+                                                                             None)
+    finally:
+        assert worker.stop(30)
+
+
+def test_async_await_task_and_emit_event(admin, queue, running):
+    from concurrency_ext import aio
+
+    def handler(task, conn):
+        return {"reply": task.wait_for_event("async-reply")}
+
+    task_id = enqueue(admin, queue, {})
+    running(handler)
+
+    async def produce():
+        async with await psycopg.AsyncConnection.connect(admin.info.dsn, autocommit=True) as conn:
+            assert await aio.await_task(conn, queue, task_id + 1000) is None
+            with pytest.raises(TimeoutError):
+                await aio.await_task(conn, queue, task_id, timeout=0.2)
+            await aio.emit_event(conn, "async-reply", {"ok": True})
+            return await aio.await_task(conn, queue, task_id, timeout=60)
+
+    assert asyncio.run(produce()) == TaskEnd("done", {"reply": {"ok": True}}, None)
