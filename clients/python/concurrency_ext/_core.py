@@ -82,16 +82,35 @@ TaskEnd = collections.namedtuple("TaskEnd", "state result last_error")
 TaskEnd.__doc__ = "What await_task found: state 'done' (with result), 'dead' or 'cancelled' (with last_error)."
 
 
-def task_end(row, seen):
-    """One await_task statement's row read: (TaskEnd once the task has ended, else None; whether it was seen).
+class TaskWait:
+    """The loop of await_task, for the synchronous and the asyncio call: each statement's parameters, and
+    what its row means."""
 
-    No row for a task seen alive by an earlier statement: it was completed without a result on a queue that
-    retains nothing, so done."""
-    if row is None:
-        return (TaskEnd("done", None, None) if seen else None), seen
-    if row[0] in ("done", "dead", "cancelled"):
-        return TaskEnd(*row), True
-    return None, True
+    def __init__(self, queue, task_id, timeout):
+        self.queue, self.task_id = queue, task_id
+        self.limit = seconds(timeout)
+        self.deadline = None if self.limit is None else time.monotonic() + self.limit
+        self.seen = False
+        self.end = None
+
+    def params(self):
+        left = AWAIT_TASK_SLICE if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        return (self.queue, self.task_id, interval(min(left, AWAIT_TASK_SLICE)))
+
+    def over(self, row):
+        """True when the wait is over (end holds the TaskEnd, or None for no such task); TimeoutError when the
+        timeout passed first. No row for a task seen alive by an earlier statement: it was completed without
+        a result on a queue that retains nothing, so done."""
+        if row is None:
+            self.end = TaskEnd("done", None, None) if self.seen else None
+            return True
+        if row[0] in ("done", "dead", "cancelled"):
+            self.end = TaskEnd(*row)
+            return True
+        self.seen = True
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise TimeoutError(f"task {self.task_id} of queue {self.queue!r} is still {row[0]} after {self.limit} s")
+        return False
 
 
 # await_task statements last at most this long, so that none holds a

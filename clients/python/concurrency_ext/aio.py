@@ -65,22 +65,12 @@ async def parent_results(conn, queue, task_id):
 async def await_task(conn, queue, task_id, *, timeout=None):
     """Waits for the task to end; TaskEnd(state, result, last_error), None for no such task, TimeoutError once
     timeout has passed first (see concurrency_ext.await_task)."""
-    limit = _core.seconds(timeout)
-    deadline = None if limit is None else time.monotonic() + limit
-    seen = False
+    wait = _core.TaskWait(queue, task_id, timeout)
     while True:
-        left = _core.AWAIT_TASK_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
         with translating:
-            cur = await conn.execute(_core.AWAIT_TASK_SQL,
-                                     (queue, task_id, _core.interval(min(left, _core.AWAIT_TASK_SLICE))))
-            row = await cur.fetchone()
-        end, seen = _core.task_end(row, seen)
-        if end is not None:
-            return end
-        if not seen:
-            return None
-        if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"task {task_id} of queue {queue!r} is still {row[0]} after {limit} s")
+            row = await (await conn.execute(_core.AWAIT_TASK_SQL, wait.params())).fetchone()
+        if wait.over(row):
+            return wait.end
 
 
 async def emit_event(conn, name, payload=None):

@@ -7,8 +7,6 @@ autocommit): a task enqueued with the producer's writes exists exactly when
 they commit. Payloads are any JSON value: objects, arrays, strings, numbers,
 booleans, None (JSON null).
 """
-import time
-
 from . import _core
 from .errors import translating
 
@@ -73,21 +71,12 @@ def await_task(conn, queue, task_id, *, timeout=None):
 
     Each statement waits at most 30 seconds (through a pooler, none holds a server connection for long);
     on an autocommit connection each is a transaction of its own."""
-    limit = _core.seconds(timeout)
-    deadline = None if limit is None else time.monotonic() + limit
-    seen = False
+    wait = _core.TaskWait(queue, task_id, timeout)
     while True:
-        left = _core.AWAIT_TASK_SLICE if deadline is None else max(0.0, deadline - time.monotonic())
         with translating:
-            row = conn.execute(_core.AWAIT_TASK_SQL,
-                               (queue, task_id, _core.interval(min(left, _core.AWAIT_TASK_SLICE)))).fetchone()
-        end, seen = _core.task_end(row, seen)
-        if end is not None:
-            return end
-        if not seen:
-            return None
-        if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"task {task_id} of queue {queue!r} is still {row[0]} after {limit} s")
+            row = conn.execute(_core.AWAIT_TASK_SQL, wait.params()).fetchone()
+        if wait.over(row):
+            return wait.end
 
 
 def emit_event(conn, name, payload=None):
