@@ -207,9 +207,10 @@ def main(args):
     check(kills > 0, "workers were killed")
 
     again = admin.query(f'SELECT count(*) FROM concurrency."q_{QUEUE}" WHERE attempt > 1')[0][0]
-    print(f"workflows {n} ({again} ran again after a lost worker or a failed attempt), worker processes {args.workers} x {args.concurrency} slots, SIGKILLs {kills}, "
-          f"workers started again after the restart {restarts_of_workers}, server restart at "
-          f"{server_restarted_at if server_restarted_at is None else round(server_restarted_at, 1)} s, "
+    restart = "none" if server_restarted_at is None else f"at {server_restarted_at:.1f} s"
+    print(f"workflows {n} ({again} ran again after a lost worker or a failed attempt), "
+          f"worker processes {args.workers} x {args.concurrency} slots, SIGKILLs {kills}, "
+          f"workers that ended on their own and were started again {restarts_of_workers}, server restart {restart}, "
           f"{emitted or 'emitter did not finish'}, duration {duration:.1f} s")
     failed = checks.count(False)
     print(f"{len(checks) - failed} passed, {failed} failed")

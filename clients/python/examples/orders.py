@@ -50,7 +50,8 @@ def fulfil(task, conn):
 def main(conninfo):
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute("SELECT concurrency.create_queue('orders')")
-        conn.execute("CREATE TABLE IF NOT EXISTS receipts (order_id bigint PRIMARY KEY, charge_id text, amount numeric)")
+        conn.execute("CREATE TABLE IF NOT EXISTS receipts "
+                     "(order_id bigint PRIMARY KEY, charge_id text, amount numeric)")
         conn.execute("CREATE TABLE IF NOT EXISTS shipments (order_id bigint PRIMARY KEY, address text)")
 
         worker = Worker(conninfo, "orders", fulfil, concurrency=2)
