@@ -148,12 +148,12 @@ class Task:
         """Runs fn once for this task: its result is recorded under name and returned again, without running
         fn, when the handler runs again (after a failure, a crash, a sleep or an event). transaction=True: fn
         gets a connection in a transaction, which records the step before it commits (exactly once)."""
-        return self._flow().step(name, fn, transaction)
+        return self._flow().step(name, fn, transaction)  # in an AsyncWorker's handler: awaited
 
     def sleep(self, duration):
         """Sleeps duration (seconds or a timedelta) without holding a worker: the task leaves this handler and
         comes back after it, its steps kept, no attempt spent."""
-        self._flow().sleep(duration)
+        return self._flow().sleep(duration)
 
     def wait_for_event(self, name, timeout=None):
         """The payload of the event name (emit_event), waiting for it without holding a worker; None once
@@ -162,7 +162,7 @@ class Task:
 
     def _flow(self):
         if self._workflow is None:
-            raise RuntimeError("durable workflow calls are made in a handler run by concurrency_ext.Worker")
+            raise RuntimeError("durable workflow calls are made in a handler run by Worker or AsyncWorker")
         return self._workflow
 
 

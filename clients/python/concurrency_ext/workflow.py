@@ -64,8 +64,9 @@ def _one(conn, query, params):
         return cur.fetchall() if cur.description else []
 
 
-class Workflow:
-    """The workflow calls of one run of a handler on one task."""
+class _Flow:
+    """What the synchronous and asyncio workflow calls share: the task's key, the names of sleeps and timeouts,
+    and what a lost lease or a suspension does to the held task (the callers hold held.lock)."""
 
     def __init__(self, task, held, steps):
         self._task = task
@@ -73,8 +74,40 @@ class Workflow:
         self._steps = steps
         self._sleeps = 0  # numbered in call order within this run: sleep:1, sleep:2, ...
 
-    def _key(self):
-        return (self._task.queue, self._task.id, self._task.lease_token)
+    def _key(self, *more):
+        return (self._task.queue, self._task.id, self._task.lease_token) + more
+
+    def _next_sleep(self):
+        self._sleeps += 1
+        return f"sleep:{self._sleeps}"
+
+    @staticmethod
+    def _timeout_step(name):
+        """The step that remembers a timeout met: await_event would park the task again in a later run."""
+        return f"event-timeout:{name}"
+
+    def _mark_lost(self, error):
+        """The lease is gone: the worker reports it once and does not fail the task."""
+        if self._held.lost.get(self._task.id) in (None, _SUSPENDING):
+            self._held.lost[self._task.id] = error
+
+    def _mark_suspending(self):
+        """Heartbeats leave the task alone from now on."""
+        self._held.lost.setdefault(self._task.id, _SUSPENDING)
+
+    def _mark_resumed(self, error):
+        """The task stays with this handler after all: heartbeats again, unless the lease was lost."""
+        if isinstance(error, LeaseLostError):
+            self._mark_lost(error)
+        elif self._held.lost.get(self._task.id) is _SUSPENDING:
+            del self._held.lost[self._task.id]
+
+    def _suspended(self, why):
+        return TaskSuspended(f"task {self._task.id} {why}")
+
+
+class Workflow(_Flow):
+    """The workflow calls of one run of a handler on one task."""
 
     def _call(self, query, params):
         try:
@@ -85,34 +118,31 @@ class Workflow:
             raise
 
     def _lost(self, error):
-        """The lease is gone: the worker reports it once and does not fail the task."""
         with self._held.lock:
-            if self._held.lost.get(self._task.id) in (None, _SUSPENDING):
-                self._held.lost[self._task.id] = error
+            self._mark_lost(error)
 
     def step(self, name, fn, transaction):
-        missing, result = self._call(_core.STEP_RESULT_SQL, self._key() + (name,))[0]
+        missing, result = self._call(_core.STEP_RESULT_SQL, self._key(name))[0]
         if not missing:
             return result
         if not transaction:
             result = fn()
-            self._call(_core.RECORD_STEP_SQL, self._key() + (name, Jsonb(result)))
+            self._call(_core.RECORD_STEP_SQL, self._key(name, Jsonb(result)))
             return result
         conn = self._steps.get()
         try:
             with conn.transaction():
                 result = fn(conn)
                 with translating:
-                    conn.execute(_core.RECORD_STEP_SQL, self._key() + (name, Jsonb(result)))
+                    conn.execute(_core.RECORD_STEP_SQL, self._key(name, Jsonb(result)))
         except LeaseLostError as e:
             self._lost(e)
             raise
         return result
 
     def sleep(self, duration):
-        self._sleeps += 1
-        name = f"sleep:{self._sleeps}"
-        missing, until, to_come = self._call(_core.SLEEP_STEP_SQL, self._key() + (name,))[0]
+        name = self._next_sleep()
+        missing, until, to_come = self._call(_core.SLEEP_STEP_SQL, self._key(name))[0]
         if not missing and not to_come:
             return  # slept already
         self._suspending()
@@ -121,43 +151,36 @@ class Workflow:
             with translating, conn.transaction():
                 if missing:
                     until = conn.execute(_core.SLEEP_UNTIL_SQL, (_core.interval(duration),)).fetchone()[0]
-                    conn.execute(_core.RECORD_STEP_SQL, self._key() + (name, Jsonb(until.isoformat())))
+                    conn.execute(_core.RECORD_STEP_SQL, self._key(name, Jsonb(until.isoformat())))
                 # recorded and still to come: woken early, asleep again until then
-                conn.execute(_core.SLEEP_TASK_SQL, self._key() + (until,))
+                conn.execute(_core.SLEEP_TASK_SQL, self._key(until))
         except BaseException as e:
             self._resumed(e)
             raise
-        raise TaskSuspended(f"task {self._task.id} sleeps until {until}")
+        raise self._suspended(f"sleeps until {until}")
 
     def wait_for_event(self, name, timeout):
-        # a timeout already met in an earlier run stays met: await_event would park the task again
-        timed_out = f"event-timeout:{name}"
-        missing, _ = self._call(_core.STEP_RESULT_SQL, self._key() + (timed_out,))[0]
+        timed_out = self._timeout_step(name)
+        missing, _ = self._call(_core.STEP_RESULT_SQL, self._key(timed_out))[0]
         if not missing:
             return None
         self._suspending()
         try:
-            status, payload = self._call(_core.AWAIT_EVENT_SQL, self._key() + (name, _core.interval(timeout)))[0]
+            status, payload = self._call(_core.AWAIT_EVENT_SQL, self._key(name, _core.interval(timeout)))[0]
             if status == "timed_out":
-                self._call(_core.RECORD_STEP_SQL, self._key() + (timed_out, None))
+                self._call(_core.RECORD_STEP_SQL, self._key(timed_out, None))
         except BaseException as e:
             self._resumed(e)
             raise
         if status == "waiting":
-            raise TaskSuspended(f"task {self._task.id} waits for event {name!r}")
+            raise self._suspended(f"waits for event {name!r}")
         self._resumed(None)
         return payload
 
     def _suspending(self):
-        """Heartbeats stop before the lease is handed back (waiting for one in flight)."""
-        with self._held.lock:
-            self._held.lost.setdefault(self._task.id, _SUSPENDING)
+        with self._held.lock:  # waits for a heartbeat in flight
+            self._mark_suspending()
 
     def _resumed(self, error):
-        """The task stays with this handler after all: heartbeats again (unless the lease was lost)."""
-        if isinstance(error, LeaseLostError):
-            self._lost(error)
-            return
         with self._held.lock:
-            if self._held.lost.get(self._task.id) is _SUSPENDING:
-                del self._held.lost[self._task.id]
+            self._mark_resumed(error)

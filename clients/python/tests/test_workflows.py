@@ -12,7 +12,7 @@ import time
 import psycopg
 import pytest
 
-from concurrency_ext import TaskEnd, Worker, await_task, emit_event, enqueue
+from concurrency_ext import TaskEnd, Worker, aio, await_task, emit_event, enqueue
 from conftest import admin_connect, results_table, run_in_thread, wait_until
 
 
@@ -284,8 +284,6 @@ def test_workflow_through_pgbouncer(admin, queue, pgbouncer):
 
 
 def test_async_await_task_and_emit_event(admin, queue, running):
-    from concurrency_ext import aio
-
     def handler(task, conn):
         return {"reply": task.wait_for_event("async-reply")}
 
@@ -301,3 +299,47 @@ def test_async_await_task_and_emit_event(admin, queue, running):
             return await aio.await_task(conn, queue, task_id, timeout=60)
 
     assert asyncio.run(produce()) == TaskEnd("done", {"reply": {"ok": True}}, None)
+
+
+def test_async_workflow(admin, dsn, queue):
+    """The same calls, awaited, in an AsyncWorker's handler: a step kept across a failed attempt, a database
+    step (fn a coroutine function), a sleep and an event, with no error reported but the one raised."""
+    table = results_table(queue)
+    charged, errors = [], []
+
+    async def write(tx):
+        await tx.execute(f"INSERT INTO {table} (task_id, attempt) VALUES (1, 0)")
+        return "written"
+
+    async def handler(task, conn):
+        charge = await task.step("charge", lambda: charged.append(task.attempt) or "ch_1")
+        if task.attempt == 1:
+            raise ValueError("first attempt fails")
+        receipt = await task.step("receipt", write, transaction=True)
+        await task.sleep(0.2)
+        reply = await task.wait_for_event("async-workflow-reply")
+        return {"charge": charge, "receipt": receipt, "reply": reply}
+
+    async def main():
+        worker = aio.AsyncWorker(dsn, queue, handler, wait=1.0, on_error=lambda e, t: errors.append(e))
+        await worker.start()
+        try:
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+                task_id = await aio.enqueue(conn, queue, {})
+                while (await (await conn.execute(f'SELECT state FROM concurrency."q_{queue}"')).fetchone())[0] \
+                        != "scheduled":
+                    await asyncio.sleep(0.02)
+                await conn.execute(f'UPDATE concurrency."q_{queue}" SET run_at = clock_timestamp()')  # no backoff
+                parked = "SELECT count(*) FROM concurrency.event_wait WHERE event = 'async-workflow-reply'"
+                while not (await (await conn.execute(parked)).fetchone())[0]:
+                    await asyncio.sleep(0.02)
+                await aio.emit_event(conn, "async-workflow-reply", "yes")
+                return await aio.await_task(conn, queue, task_id, timeout=60)
+        finally:
+            assert await worker.stop(30)
+
+    end = asyncio.run(main())
+    assert end[:2] == ("done", {"charge": "ch_1", "receipt": "written", "reply": "yes"})
+    assert charged == [1]
+    assert admin.execute(f"SELECT count(*) FROM {table}").fetchone() == (1,)
+    assert [type(e) for e in errors] == [ValueError]
