@@ -1,6 +1,7 @@
-"""Durable workflows in the synchronous worker: a task's steps, sleeps and
-events (task.step, task.sleep, task.wait_for_event), and how a handler
-leaves its task without completing or failing it (TaskSuspended).
+"""Durable workflows in the synchronous worker (the asyncio twin, aio._Workflow,
+shares _Flow): a task's steps, sleeps and events (task.step, task.sleep,
+task.wait_for_event), and how a handler leaves its task without completing
+or failing it (TaskSuspended).
 
 The calls go through a second connection of the slot, not the handler's:
 the handler's connection is inside the transaction that ends with
