@@ -7,7 +7,8 @@
 #     upgrade check (each on a throw-away cluster of its own, scripts/cluster.sh),
 #     on a cluster with the library preloaded the docs' SQL blocks
 #     (test/docs/run_docs.py) and make installcheck leaving the lock history
-#     alone (test/live/installcheck_live.py),
+#     alone (test/live/installcheck_live.py), and on 15 the durable-workflow
+#     chaos test (test/chaos/workflows.sh: workers SIGKILLed, a server restart),
 #     TAP tests (PostgreSQL::Test::Cluster, run as the postgres user because
 #     initdb refuses root; they include PgBouncer and postgres_exporter);
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
@@ -25,7 +26,8 @@
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
 #   SKIP="sanitize package" to leave out steps (dashboard, sanitize, format,
-#   unit, node, python, go, package, and citus: the Citus suite on PostgreSQL 18);
+#   unit, node, python, go, package, chaos, and citus: the Citus suite on PostgreSQL 18);
+#   CHAOS_WORKFLOWS: how many workflows the chaos test runs (default 1000, about 45 s on 2 cores);
 #   CI runs them all.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -160,6 +162,14 @@ test_version() { # version pg_config
     grep -E '^(ok|FAIL) ' "$logs/live-$v.log"
     grep -q '^FAIL ' "$logs/live-$v.log" && sed -n '/^FAIL /,$p' "$logs/live-$v.log" | head -n 80
     count_summary "$v installcheck on a live server" "$logs/live-$v.log"
+
+    # last on this server: it restarts it
+    if [ "$v" = 15 ] && ! skipped chaos; then
+      echo "== $v: durable workflows with workers SIGKILLed and a server restart (test/chaos/workflows.sh)"
+      bash test/chaos/workflows.sh >"$logs/chaos-$v.log" 2>&1
+      grep -E '^(ok|FAIL) |^workflows ' "$logs/chaos-$v.log"
+      count_summary "$v chaos: workflows" "$logs/chaos-$v.log"
+    fi
     cluster_stop
   else
     count 0 1 "$v cluster start (preloaded)"

@@ -9,13 +9,15 @@
 
 See README.md next to this package.
 """
-from ._core import Task
+from ._core import Task, TaskEnd
 from .errors import LeaseLostError, QueueError
-from .producer import enqueue, enqueue_batch, enqueue_graph, parent_results, schedule, unschedule
+from .producer import (await_task, emit_event, enqueue, enqueue_batch, enqueue_graph, parent_results,
+                       schedule, unschedule)
 from .worker import Worker
+from .workflow import TaskSuspended
 
 __all__ = ["Worker", "Task", "QueueError", "LeaseLostError", "enqueue", "enqueue_batch", "enqueue_graph", "parent_results",
-           "schedule", "unschedule",
+           "schedule", "unschedule", "await_task", "emit_event", "TaskEnd", "TaskSuspended",
            "AsyncWorker"]
 __version__ = "0.3.0"
 

@@ -1,5 +1,6 @@
 """What the synchronous and asyncio runtimes share: the SQL they send, the
 task they hand to a handler, what the server offers, and the timings."""
+import collections
 import dataclasses
 import datetime
 import logging
@@ -62,6 +63,60 @@ UNSCHEDULE_SQL = "SELECT concurrency.unschedule(%s)"
 PARENT_RESULTS_SQL = ("SELECT p.task_id, p.parent_queue, p.result FROM concurrency.parent_results(%s, %s) AS p"
                       " ORDER BY p.parent_queue, p.task_id")
 
+# Durable workflows (docs/workflows.md). A step's recorded result: whether it
+# is missing (SQL NULL; a step recorded without a result reads JSON null,
+# which psycopg would also decode to None), and the result.
+STEP_RESULT_SQL = "SELECT r IS NULL, r FROM concurrency.step_result(%s, %s, %s, %s) AS r"
+RECORD_STEP_SQL = "SELECT concurrency.record_step(%s, %s, %s, %s, %s)"
+# A numbered sleep: when it ends if recorded, and whether that is still to come.
+SLEEP_STEP_SQL = """
+    SELECT r IS NULL, u.until, u.until > pg_catalog.clock_timestamp()
+      FROM concurrency.step_result(%s, %s, %s, %s) AS r,
+           LATERAL (SELECT CAST(r #>> '{}' AS timestamptz) AS until) AS u"""
+SLEEP_UNTIL_SQL = "SELECT pg_catalog.clock_timestamp() + %s::interval"
+SLEEP_TASK_SQL = "SELECT concurrency.sleep_task(%s, %s, %s, %s)"
+AWAIT_EVENT_SQL = "SELECT status, payload FROM concurrency.await_event(%s, %s, %s, %s, %s)"
+EMIT_EVENT_SQL = "SELECT concurrency.emit_event(%s, %s)"
+AWAIT_TASK_SQL = "SELECT state, result, last_error FROM concurrency.await_task(%s, %s, %s)"
+TaskEnd = collections.namedtuple("TaskEnd", "state result last_error")
+TaskEnd.__doc__ = "What await_task found: state 'done' (with result), 'dead' or 'cancelled' (with last_error)."
+
+
+class TaskWait:
+    """The loop of await_task, for the synchronous and the asyncio call: each statement's parameters, and
+    what its row means."""
+
+    def __init__(self, queue, task_id, timeout):
+        self.queue, self.task_id = queue, task_id
+        self.limit = seconds(timeout)
+        self.deadline = None if self.limit is None else time.monotonic() + self.limit
+        self.seen = False
+        self.end = None
+
+    def params(self):
+        left = AWAIT_TASK_SLICE if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        return (self.queue, self.task_id, interval(min(left, AWAIT_TASK_SLICE)))
+
+    def over(self, row):
+        """True when the wait is over (end holds the TaskEnd, or None for no such task); TimeoutError when the
+        timeout passed first. No row for a task seen alive by an earlier statement: it was completed without
+        a result on a queue that retains nothing, so done."""
+        if row is None:
+            self.end = TaskEnd("done", None, None) if self.seen else None
+            return True
+        if row[0] in ("done", "dead", "cancelled"):
+            self.end = TaskEnd(*row)
+            return True
+        self.seen = True
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise TimeoutError(f"task {self.task_id} of queue {self.queue!r} is still {row[0]} after {self.limit} s")
+        return False
+
+
+# await_task statements last at most this long, so that none holds a
+# pooler's server connection (or meets a statement_timeout) for long
+AWAIT_TASK_SLICE = 30.0
+
 # Without dequeue(wait): the pause after an empty claim starts here and
 # doubles up to the worker's poll_interval; any claim that gets a task resets it.
 FIRST_POLL = 0.05
@@ -86,6 +141,29 @@ class Task:
     payload: typing.Any
     enqueued_at: datetime.datetime
     lease_expires_at: datetime.datetime
+    # the durable-workflow calls of this run of the handler (Worker only)
+    _workflow: typing.Any = dataclasses.field(default=None, repr=False, compare=False)
+
+    def step(self, name, fn, *, transaction=False):
+        """Runs fn once for this task: its result is recorded under name and returned again, without running
+        fn, when the handler runs again (after a failure, a crash, a sleep or an event). transaction=True: fn
+        gets a connection in a transaction, which records the step before it commits (exactly once)."""
+        return self._flow().step(name, fn, transaction)  # in an AsyncWorker's handler: awaited
+
+    def sleep(self, duration):
+        """Sleeps duration (seconds or a timedelta) without holding a worker: the task leaves this handler and
+        comes back after it, its steps kept, no attempt spent."""
+        return self._flow().sleep(duration)
+
+    def wait_for_event(self, name, timeout=None):
+        """The payload of the event name (emit_event), waiting for it without holding a worker; None once
+        timeout (seconds or a timedelta; None: no end) has passed without it."""
+        return self._flow().wait_for_event(name, timeout)
+
+    def _flow(self):
+        if self._workflow is None:
+            raise RuntimeError("durable workflow calls are made in a handler run by Worker or AsyncWorker")
+        return self._workflow
 
 
 def seconds(value):

@@ -2,6 +2,8 @@
 psycopg's AsyncConnection, with an asyncio task per slot."""
 import asyncio
 import contextlib
+import dataclasses
+import inspect
 import logging
 import signal
 import time
@@ -11,6 +13,7 @@ import psycopg
 from . import _core
 from .errors import LEASE_LOST, LeaseLostError, QueueError, translate, translating
 from .worker import default_on_error, lost_task_id
+from .workflow import TaskSuspended, _Flow
 
 log = logging.getLogger("concurrency_ext")
 
@@ -62,6 +65,24 @@ async def parent_results(conn, queue, task_id):
         return await cur.fetchall()
 
 
+async def await_task(conn, queue, task_id, *, timeout=None):
+    """Waits for the task to end; TaskEnd(state, result, last_error), None for no such task, TimeoutError once
+    timeout has passed first (see concurrency_ext.await_task)."""
+    wait = _core.TaskWait(queue, task_id, timeout)
+    while True:
+        with translating:
+            row = await (await conn.execute(_core.AWAIT_TASK_SQL, wait.params())).fetchone()
+        if wait.over(row):
+            return wait.end
+
+
+async def emit_event(conn, name, payload=None):
+    """Emits the event name with payload; returns how many waiting tasks it woke (see concurrency_ext.emit_event)."""
+    with translating:
+        cur = await conn.execute(_core.EMIT_EVENT_SQL, (name, _core.payload_param(payload)))
+        return (await cur.fetchone())[0]
+
+
 async def _one(conn, query, params=None):
     """One statement as a transaction of its own (see worker._one)."""
     try:
@@ -100,6 +121,117 @@ class _Slot:
         self.conn = None
         self.waiting = False
         self.busy = False
+        self.steps = None  # the connection of workflow calls (_StepConnection)
+
+
+class _StepConnection:
+    """The slot's connection for workflow calls (see workflow.StepConnection)."""
+
+    def __init__(self, source):
+        self._source = source
+        self._stack = contextlib.AsyncExitStack()
+        self._conn = None
+
+    async def get(self):
+        if self._conn is not None and (self._conn.broken or self._conn.closed):
+            await self.close()
+        if self._conn is None:
+            self._conn = await self._stack.enter_async_context(self._source.connect())
+        return self._conn
+
+    async def handler_done(self):
+        if self._source.pool is not None:
+            await self.close()
+
+    async def close(self):
+        self._conn = None
+        with contextlib.suppress(Exception):
+            await self._stack.aclose()
+        self._stack = contextlib.AsyncExitStack()
+
+
+async def _value(result):
+    """A step's result: what fn returned, awaited if it is awaitable (fn may be a coroutine function)."""
+    return await result if inspect.isawaitable(result) else result
+
+
+class _Workflow(_Flow):
+    """The workflow calls of one run of an async handler: `await task.step(...)`, `await task.sleep(...)`,
+    `await task.wait_for_event(...)` (see workflow.Workflow)."""
+
+    async def _call(self, query, params):
+        conn = await self._steps.get()
+        try:
+            with translating:
+                async with conn.transaction():
+                    cur = await conn.execute(query, params)
+                    return await cur.fetchall()
+        except LeaseLostError as e:
+            async with self._held.lock:
+                self._mark_lost(e)
+            raise
+
+    async def step(self, name, fn, transaction):
+        missing, result = (await self._call(_core.STEP_RESULT_SQL, self._key(name)))[0]
+        if not missing:
+            return result
+        if not transaction:
+            result = await _value(fn())
+            await self._call(_core.RECORD_STEP_SQL, self._key(name, _core.Jsonb(result)))
+            return result
+        conn = await self._steps.get()
+        try:
+            with translating:
+                async with conn.transaction():
+                    result = await _value(fn(conn))
+                    await conn.execute(_core.RECORD_STEP_SQL, self._key(name, _core.Jsonb(result)))
+        except LeaseLostError as e:
+            async with self._held.lock:
+                self._mark_lost(e)
+            raise
+        return result
+
+    async def sleep(self, duration):
+        name = self._next_sleep()
+        missing, until, to_come = (await self._call(_core.SLEEP_STEP_SQL, self._key(name)))[0]
+        if not missing and not to_come:
+            return
+        async with self._held.lock:
+            self._mark_suspending()
+        try:
+            conn = await self._steps.get()
+            with translating:
+                async with conn.transaction():
+                    if missing:
+                        cur = await conn.execute(_core.SLEEP_UNTIL_SQL, (_core.interval(duration),))
+                        until = (await cur.fetchone())[0]
+                        await conn.execute(_core.RECORD_STEP_SQL, self._key(name, _core.Jsonb(until.isoformat())))
+                    await conn.execute(_core.SLEEP_TASK_SQL, self._key(until))
+        except BaseException as e:
+            async with self._held.lock:
+                self._mark_resumed(e)
+            raise
+        raise self._suspended(f"sleeps until {until}")
+
+    async def wait_for_event(self, name, timeout):
+        timed_out = self._timeout_step(name)
+        if not (await self._call(_core.STEP_RESULT_SQL, self._key(timed_out)))[0][0]:
+            return None
+        async with self._held.lock:
+            self._mark_suspending()
+        try:
+            status, payload = (await self._call(_core.AWAIT_EVENT_SQL, self._key(name, _core.interval(timeout))))[0]
+            if status == "timed_out":
+                await self._call(_core.RECORD_STEP_SQL, self._key(timed_out, None))
+        except BaseException as e:
+            async with self._held.lock:
+                self._mark_resumed(e)
+            raise
+        if status == "waiting":
+            raise self._suspended(f"waits for event {name!r}")
+        async with self._held.lock:
+            self._mark_resumed(None)
+        return payload
 
 
 class AsyncWorker(_core.Settings):
@@ -191,12 +323,15 @@ class AsyncWorker(_core.Settings):
         return not pending
 
     async def _slot_main(self, slot):
+        slot.steps = _StepConnection(self._source)
         try:
             await self._slot_loop(slot)
         except Exception as e:  # e.g. 42501 at the claim: the whole worker stops and run() raises it
             log.error("worker %s: stopping on an error: %s", self.name, e)
             self._error = self._error or e
             self._begin_stop()
+        finally:
+            await slot.steps.close()
 
     async def _slot_loop(self, slot):
         pause = _core.FIRST_POLL
@@ -274,6 +409,7 @@ class AsyncWorker(_core.Settings):
         every = self.heartbeat_every(lease_seconds)
         held = _core.Held(tasks, lease_seconds, every, time.monotonic())
         held.lock = asyncio.Lock()
+        held.steps = slot.steps
         slot.busy = True
         async with self._beats:
             self._held.append(held)
@@ -286,6 +422,11 @@ class AsyncWorker(_core.Settings):
             async with self._beats:
                 self._held.remove(held)
             slot.busy = False
+            await slot.steps.handler_done()
+
+    async def _run_handler(self, task, conn, held):
+        """The handler, with task's workflow calls bound to this run; TaskSuspended when the task left it."""
+        return await self.handler(dataclasses.replace(task, _workflow=_Workflow(task, held, held.steps)), conn)
 
     async def _finishing(self, held, finishing=True):
         async with held.lock:
@@ -297,7 +438,7 @@ class AsyncWorker(_core.Settings):
         try:
             async with conn.transaction():
                 try:
-                    result = await self.handler(task, conn)
+                    result = await self._run_handler(task, conn, held)
                 except Exception as exc:
                     if conn.broken:
                         raise
@@ -311,6 +452,8 @@ class AsyncWorker(_core.Settings):
                                                             _core.result_param(result)))
                     following = await self._claim_next(conn)
             self._completed([task])
+        except TaskSuspended:
+            pass  # sleeping or waiting for an event: not complete, not failed, not heartbeated
         except _Rollback:
             if failure is not None:
                 await self._fail(conn, held, task, failure)
@@ -339,8 +482,10 @@ class AsyncWorker(_core.Settings):
                             continue
                         try:
                             async with conn.transaction():
-                                await self.handler(task, conn)
+                                await self._run_handler(task, conn, held)
                             done.append(task)
+                        except TaskSuspended:
+                            pass  # its savepoint rolled back; not complete, not failed
                         except Exception as exc:
                             if conn.broken:
                                 raise

@@ -1,5 +1,6 @@
 """Adding tasks: enqueue, enqueue_batch, enqueue_graph and schedule (unschedule), on a psycopg
-connection (and parent_results, which a child's worker reads).
+connection (and parent_results, which a child's worker reads); waiting for a task's end (await_task) and
+emitting the events workflows wait for (emit_event).
 
 They run in the connection's current transaction (or their own, in
 autocommit): a task enqueued with the producer's writes exists exactly when
@@ -62,3 +63,25 @@ def parent_results(conn, queue, task_id):
     """The results of the task's parents that are done: (task_id, parent_queue, result) per parent."""
     with translating:
         return conn.execute(_core.PARENT_RESULTS_SQL, (queue, task_id)).fetchall()
+
+
+def await_task(conn, queue, task_id, *, timeout=None):
+    """Waits for the task to end; returns TaskEnd(state, result, last_error), or None when there is no such
+    task. Raises TimeoutError once timeout (seconds or a timedelta; None: no end) has passed first.
+
+    Each statement waits at most 30 seconds (through a pooler, none holds a server connection for long);
+    on an autocommit connection each is a transaction of its own."""
+    wait = _core.TaskWait(queue, task_id, timeout)
+    while True:
+        with translating:
+            row = conn.execute(_core.AWAIT_TASK_SQL, wait.params()).fetchone()
+        if wait.over(row):
+            return wait.end
+
+
+def emit_event(conn, name, payload=None):
+    """Emits the event name with payload (any JSON value): the tasks waiting for it go on, and a task that
+    waits for it later gets it at once (kept for concurrency.event_retention). Returns how many tasks it woke.
+    Needs EXECUTE on concurrency.emit_event (granted by the extension's owner)."""
+    with translating:
+        return conn.execute(_core.EMIT_EVENT_SQL, (name, _core.payload_param(payload))).fetchone()[0]

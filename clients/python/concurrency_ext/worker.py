@@ -1,5 +1,6 @@
 """The synchronous worker: a thread per slot, one heartbeat thread."""
 import contextlib
+import dataclasses
 import logging
 import re
 import signal
@@ -10,6 +11,7 @@ import psycopg
 
 from . import _core
 from .errors import LEASE_LOST, LeaseLostError, QueueError, translate, translating
+from .workflow import StepConnection, TaskSuspended, Workflow
 
 log = logging.getLogger("concurrency_ext")
 
@@ -66,6 +68,7 @@ class _Slot:
         self.conn = None
         self.waiting = False  # in a dequeue(wait): stop() cancels it
         self.busy = False  # running a handler
+        self.steps = None  # the connection of workflow calls (StepConnection)
 
 
 class Worker(_core.Settings):
@@ -195,6 +198,7 @@ class Worker(_core.Settings):
 
     def _slot_main(self, slot):
         pause = _core.FIRST_POLL
+        slot.steps = StepConnection(self._source)
         try:
             while not self._stopping.is_set():
                 try:
@@ -224,6 +228,7 @@ class Worker(_core.Settings):
             self._error = self._error or e
             self._begin_stop()
         finally:
+            slot.steps.close()
             self._slot_done()
 
     def _serve(self, slot, conn):
@@ -280,6 +285,7 @@ class Worker(_core.Settings):
         every = self.heartbeat_every(lease_seconds)
         held = _core.Held(tasks, lease_seconds, every, time.monotonic())
         held.lock = threading.Lock()
+        held.steps = slot.steps
         with slot.lock:
             slot.busy = True
         with self._beats:
@@ -294,6 +300,11 @@ class Worker(_core.Settings):
                 self._held.remove(held)
             with slot.lock:
                 slot.busy = False
+            slot.steps.handler_done()
+
+    def _run_handler(self, task, conn, held):
+        """The handler, with task's workflow calls bound to this run; TaskSuspended when the task left it."""
+        return self.handler(dataclasses.replace(task, _workflow=Workflow(task, held, held.steps)), conn)
 
     def _finishing(self, held, finishing=True):
         with held.lock:  # waits for a heartbeat in flight
@@ -305,7 +316,7 @@ class Worker(_core.Settings):
         try:
             with conn.transaction():
                 try:
-                    result = self.handler(task, conn)
+                    result = self._run_handler(task, conn, held)
                 except Exception as exc:
                     if conn.broken:
                         raise
@@ -319,6 +330,8 @@ class Worker(_core.Settings):
                                                       _core.result_param(result)))
                     following = self._claim_next(conn)
             self._completed([task])
+        except TaskSuspended:
+            pass  # sleeping or waiting for an event: not complete, not failed, not heartbeated
         except _Rollback:
             if failure is not None:
                 self._fail(conn, held, task, failure)
@@ -348,8 +361,10 @@ class Worker(_core.Settings):
                             continue
                         try:
                             with conn.transaction():  # a savepoint: a failure undoes only its task
-                                self.handler(task, conn)
+                                self._run_handler(task, conn, held)
                             done.append(task)
+                        except TaskSuspended:
+                            pass  # its savepoint rolled back; not complete, not failed
                         except Exception as exc:
                             if conn.broken:
                                 raise
