@@ -353,3 +353,29 @@ test('the workflow calls refuse a batch, and a handler that goes on after a susp
   assert.deepEqual(seen.completed, []);
   assert.deepEqual(seen.failed, []);
 });
+
+test('the order example of the README runs: charged once, a receipt, the reply awaited, shipped', async () => {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  const { execFile } = require('node:child_process');
+  // the example requires the package by its name, as an application does
+  const modules = fs.mkdtempSync(path.join(os.tmpdir(), 'concurrency-ext-example-'));
+  fs.symlinkSync(path.join(__dirname, '..'), path.join(modules, 'concurrency-ext'));
+  const queue = `orders_${process.pid}`;
+  const [stdout, stderr] = await new Promise((resolve, reject) =>
+    execFile(process.execPath, [path.join(__dirname, '..', 'examples', 'order-workflow.js'), queue], { env: { ...process.env, NODE_PATH: modules }, timeout: 60000 }, (err, out, errOut) =>
+      err ? reject(new Error(`${err.message}\n${errOut}`)) : resolve([out, errOut]),
+    ),
+  );
+  assert.match(stderr, /waits for order-confirmed:/, 'the order waited for the reply');
+  fs.rmSync(modules, { recursive: true });
+  const out = JSON.parse(stdout.trim().split('\n').pop());
+  assert.equal(out.state, 'done');
+  assert.equal(out.result.status, 'shipped');
+  assert.equal(out.charges, 1, 'charged once');
+  const order = out.result.order;
+  assert.equal((await db.query('SELECT count(*)::int AS n FROM receipts WHERE order_id = $1', [order])).rows[0].n, 1);
+  const shipped = (await db.query('SELECT address FROM shipments WHERE order_id = $1', [order])).rows;
+  assert.deepEqual(shipped, [{ address: '1 Harbour Street, Portsmouth' }]);
+});
