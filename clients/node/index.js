@@ -599,7 +599,10 @@ function stepName(name, what) {
 // A step's result as it is recorded (JSON text, null for undefined) and as
 // every run gets it back: what JSON makes of the value.
 function stepValue(value) {
-  return value === undefined ? null : json(value);
+  if (value === undefined) return null;
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new TypeError('a step must return a JSON value (or nothing)');
+  return text;
 }
 const decoded = (text) => (text === null ? null : JSON.parse(text));
 

@@ -63,7 +63,8 @@ test('a step recorded under a lease that was then released is not run again', as
       const fetched = await task.step('fetch', () => ran.push('fetch'));
       const nothing = await task.step('nothing', () => ran.push('nothing'));
       const fresh = await task.step('fresh', () => (ran.push('fresh'), undefined));
-      return { fetched, nothing, fresh, attempt: task.attempt };
+      const notJson = await task.step('function', () => () => 1).catch((e) => e.constructor.name);
+      return { fetched, nothing, fresh, notJson, attempt: task.attempt };
     },
   });
   const seen = collect(worker);
@@ -71,7 +72,8 @@ test('a step recorded under a lease that was then released is not run again', as
   await until(async () => seen.completed.length === 1, 'the run');
   await worker.stop();
   assert.deepEqual(ran, ['fresh']);
-  assert.deepEqual(seen.results[0], { fetched: [1, 'two', null], nothing: null, fresh: null, attempt: 1 });
+  assert.deepEqual(seen.results[0], { fetched: [1, 'two', null], nothing: null, fresh: null, notJson: 'TypeError', attempt: 1 });
+  assert.deepEqual(Object.keys(await steps(queue, id)).sort(), ['fetch', 'fresh', 'nothing'], 'a result that is no JSON is not recorded');
   assert.equal(seen.completed[0].id, String(id));
 });
 
