@@ -34,7 +34,28 @@ export interface Task<P = Json> {
   heartbeat(progress?: Json): Promise<void>;
   /** the results of the task's parents (enqueue's after, enqueueGraph), read in the handler's transaction */
   parentResults(): Promise<ParentResult[]>;
+
+  // Durable workflows (handlers of one task: batch 1). The handler runs again from its start after a
+  // sleep, a wait, a crash or a retry; what its steps returned is kept with the task.
+
+  /** `${queue}:${id}:${name}`: the same in every run, for an outside service's idempotency key */
+  stepKey(name: string): string;
+  /** the result the step returned in an earlier run of the task, or fn's, recorded now (as JSON: undefined
+   * becomes null, a Date its ISO string). fn runs at least once: a crash before the record runs it again */
+  step<R>(name: string, fn: () => Promise<R> | R, options?: { transaction?: false }): Promise<StepResult<R>>;
+  /** fn runs in a transaction of its own on a pool connection, which records the step before it commits:
+   * its writes through the client happen exactly once */
+  step<R>(name: string, fn: (client: PoolClient) => Promise<R> | R, options: { transaction: true }): Promise<StepResult<R>>;
+  /** a durable sleep of ms milliseconds (or a PostgreSQL interval): the task leaves the worker (the handler is
+   * unwound with TaskSuspended) and runs again once it has passed; in that run this sleep returns at once */
+  sleep(ms: number | string): Promise<void>;
+  /** the event's payload (emitted before the call, or later), or null once timeout (ms or an interval; none:
+   * no limit) has passed without it. While it waits, the task leaves the worker as a sleep does */
+  waitForEvent<E = Json>(event: string, timeout?: number | string | null): Promise<E | null>;
 }
+
+/** what a step returns: the JSON form of fn's value */
+export type StepResult<R> = R extends undefined | void ? null : R;
 
 /** Anything with node-postgres's query(): a Pool, or a Client inside the producer's transaction. */
 export type Queryable = Pick<Pool, 'query'>;
@@ -94,6 +115,8 @@ export declare class Worker<P = Json> extends EventEmitter {
   on(event: 'failed', listener: (task: Task<P>, error: unknown) => void): this;
   on(event: 'leaseLost', listener: (task: Task<P>, error: LeaseLostError) => void): this;
   on(event: 'released', listener: (task: Task<P>) => void): this;
+  /** the task left the worker by task.sleep (until: when it runs again) or task.waitForEvent (event) */
+  on(event: 'suspended', listener: (task: Task<P>, reason: SuspendReason) => void): this;
   on(event: 'error', listener: (error: Error) => void): this;
 }
 
@@ -172,6 +195,36 @@ export declare function schedule<P = Json>(db: Queryable, name: string, queue: s
 export declare function unschedule(db: Queryable, name: string): Promise<boolean>;
 
 export declare function parentResults(db: Queryable, queue: string, taskId: string | number | bigint): Promise<ParentResult[]>;
+
+/** why a task left its worker */
+export type SuspendReason = { until: Date; event?: undefined } | { event: string; until?: undefined };
+
+/** how a task ended */
+export interface TaskEnd<R = Json> {
+  state: 'done' | 'dead' | 'cancelled';
+  /** what the handler returned (done), else null */
+  result: R | null;
+  /** the last failure's message (dead; cancelled after a failure), else null */
+  lastError: string | null;
+}
+
+/** resolves as soon as the task is done, dead or cancelled; null when there is no such task (or it completed
+ * without a result on a queue that keeps nothing, before the call saw it); rejects with AwaitTimeoutError
+ * after timeout ms (none: no limit). Needs permission read on the queue */
+export declare function awaitTask<R = Json>(db: Queryable, queue: string, id: string | number | bigint, options?: { timeout?: number }): Promise<TaskEnd<R> | null>;
+/** emits the event: the tasks waiting for it run again, and later waits take it (for concurrency.event_retention);
+ * resolves with how many waiting tasks it woke. Needs EXECUTE on concurrency.emit_event */
+export declare function emitEvent(db: Queryable, event: string, payload?: Json): Promise<number>;
+
+/** awaitTask's timeout passed; state is the task's state then */
+export declare class AwaitTimeoutError extends Error {
+  state: string;
+}
+
+/** unwinds a handler whose task left the worker (task.sleep, task.waitForEvent): rethrow it where you catch errors */
+export declare class TaskSuspended extends Error {
+  reason: SuspendReason;
+}
 export declare function serverFeatures(db: Queryable): Promise<ServerFeatures>;
 
 /** an error of the server, with its SQLSTATE */

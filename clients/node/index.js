@@ -227,6 +227,55 @@ async function parentResults(db, queue, taskId) {
   return rows.map((r) => ({ taskId: r.task_id, parentQueue: r.parent_queue, result: r.result }));
 }
 
+// awaitTask's timeout: the task had not ended by then. `state` is the
+// state it was in (ready, leased, scheduled, waiting).
+class AwaitTimeoutError extends Error {
+  constructor(queue, id, state) {
+    super(`task ${id} of queue "${queue}" did not end in time (it is ${state})`);
+    this.name = 'AwaitTimeoutError';
+    this.state = state;
+  }
+}
+
+// The longest one statement of awaitTask waits in the server: short enough
+// for poolers and statement timeouts, long enough to cost little.
+const AWAIT_STATEMENT_MS = 30000;
+
+// Resolves with { state, result, lastError } as soon as the task is done,
+// dead or cancelled (`timeout`: ms, none: no limit; past it, rejects with an
+// AwaitTimeoutError), or null when there is no such task (any more). One statement at
+// a time, of at most 30 s, each woken by the task's end.
+async function awaitTask(db, queue, id, { timeout } = {}) {
+  if (timeout !== undefined && timeout !== null && !(Number.isFinite(timeout) && timeout >= 0))
+    throw new RangeError('timeout must be a number of milliseconds >= 0');
+  const taskId = typeof id === 'bigint' ? id.toString() : id;
+  const deadline = timeout == null ? Infinity : Date.now() + timeout;
+  for (;;) {
+    const wait = Math.max(0, Math.min(deadline - Date.now(), AWAIT_STATEMENT_MS));
+    const { rows } = await query(db, 'SELECT state, result, last_error FROM concurrency.await_task($1::text, $2::bigint, $3::interval)', [
+      queue,
+      taskId,
+      `${Math.round(wait)} milliseconds`,
+    ]);
+    const row = rows[0];
+    // none (any more): on a queue that retains nothing, a task completed
+    // without a result or cancelled is gone at once, and nothing tells which
+    if (!row) return null;
+    if (row.state === 'done' || row.state === 'dead' || row.state === 'cancelled') return { state: row.state, result: row.result, lastError: row.last_error };
+    if (Date.now() >= deadline) throw new AwaitTimeoutError(queue, taskId, row.state);
+  }
+}
+
+// Emits `event` with `payload` (a JSON value; none: null): the tasks
+// waiting for it run again, and tasks that wait for it later (within
+// concurrency.event_retention) take it at once. Resolves with how many
+// waiting tasks it woke. Needs EXECUTE on concurrency.emit_event.
+async function emitEvent(db, event, payload) {
+  if (typeof event !== 'string' || event === '') throw new TypeError('an event name must be a non-empty string');
+  const { rows } = await query(db, 'SELECT concurrency.emit_event($1::text, $2::jsonb)::integer AS woken', [event, payload === undefined ? null : json(payload)]);
+  return rows[0].woken;
+}
+
 // schedule's settings, as the server names them.
 const SCHEDULE_OPTIONS = {
   cron: ['cron', '::text'],
@@ -516,12 +565,93 @@ const sleepFor = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const RESOLVED = Promise.resolve();
 
+// Thrown inside a handler by task.sleep and task.waitForEvent once the task
+// has left its worker (it comes back later, by itself): the worker neither
+// completes nor fails it, and stops heartbeating it. A handler that catches
+// errors around those calls must throw it on (`instanceof TaskSuspended`);
+// one that swallows it is still taken as suspended.
+class TaskSuspended extends Error {
+  constructor(task, reason) {
+    const until = reason.until instanceof Date ? reason.until.toISOString() : reason.until;
+    super(`task ${task.id} of queue "${task.queue}" ${reason.event !== undefined ? `waits for event "${reason.event}"` : `sleeps until ${until}`}`);
+    this.name = 'TaskSuspended';
+    this.reason = reason;
+  }
+}
+
+// A sleep's duration as an interval: milliseconds (>= 0) or an interval text.
+function duration(value) {
+  if (typeof value === 'number') {
+    if (!Number.isFinite(value) || value < 0) throw new RangeError('a sleep must be a number of milliseconds >= 0');
+    return `${value} milliseconds`;
+  }
+  if (typeof value === 'string') return value;
+  throw new TypeError('a sleep must be milliseconds (a number) or an interval (a string)');
+}
+
+function stepName(name, what) {
+  if (typeof name !== 'string' || name === '') throw new TypeError(`${what} must be a non-empty string`);
+  return name;
+}
+
+// A step's result as it is recorded (JSON text, null for undefined) and as
+// every run gets it back: what JSON makes of the value.
+function stepValue(value) {
+  if (value === undefined) return null;
+  const text = JSON.stringify(value);
+  if (text === undefined) throw new TypeError('a step must return a JSON value (or nothing)');
+  return text;
+}
+const decoded = (text) => (text === null ? null : JSON.parse(text));
+
+// The recorded result of a step as JSON text (jsonb null as 'null'), or
+// null when the step was not recorded. CE001 when the lease is lost.
+async function stepResult(db, task, step) {
+  const { rows } = await query(db, 'SELECT concurrency.step_result($1::text, $2::bigint, $3::bigint, $4::text)::text AS result', [
+    task.queue,
+    task.id,
+    task.leaseToken,
+    step,
+  ]);
+  return rows[0].result;
+}
+
+const RECORD_STEP = 'SELECT concurrency.record_step($1::text, $2::bigint, $3::bigint, $4::text, $5::jsonb)';
+
+// Runs fn(client) in a transaction of its own on a pool connection, and
+// gives the connection back (closed if it broke).
+async function inTransaction(pool, fn) {
+  const client = await pool.connect();
+  let broken = false;
+  try {
+    await client.query('BEGIN');
+    const value = await fn(client);
+    await client.query('COMMIT');
+    return value;
+  } catch (err) {
+    try {
+      if (client.getTransactionStatus?.() !== 'I') await client.query('ROLLBACK');
+    } catch {
+      broken = true;
+    }
+    throw queueError(err);
+  } finally {
+    client.release(broken);
+  }
+}
+
+// The step a runtime records when a wait for an event timed out, so that a
+// later run of the handler (after a sleep) times out there again rather
+// than waiting anew, or taking an event emitted since.
+const eventTimeoutStep = (event) => `event-timeout:${event}`;
+
 // A claimed task, as the handler gets it.
 class Task {
   #client;
   #claim = null; // set by its Claim
   #enqueuedAt;
   #leaseExpiresAt;
+  #sleeps = 0; // task.sleep calls of this run, which number them
 
   constructor(queue, row, client) {
     this.id = row.task_id;
@@ -562,6 +692,125 @@ class Task {
   parentResults() {
     return parentResults(this.#client, this.queue, this.id);
   }
+
+  // Durable workflows: the task's claim, for a call of `what`; refused in a
+  // batch, and after the task was suspended (a handler that went on).
+  #workflow(what) {
+    const claim = this.#claim;
+    if (claim.tasks.length > 1) throw new TypeError(`task.${what}() is for handlers of one task (batch 1)`);
+    if (claim.suspension) throw claim.suspension;
+    return claim;
+  }
+
+  // The key of a step for an outside service's idempotency: the same in
+  // every run of the task.
+  stepKey(name) {
+    return `${this.queue}:${this.id}:${stepName(name, 'a step name')}`;
+  }
+
+  // A memoised step: the result recorded by an earlier run of this task,
+  // or fn's, recorded now. With { transaction: true }, fn(client) runs in a
+  // transaction of its own that records the step before it commits: its
+  // database writes and the record happen together, exactly once.
+  async step(name, fn, options = {}) {
+    const claim = this.#workflow('step');
+    stepName(name, 'a step name');
+    if (typeof fn !== 'function') throw new TypeError('a step is a function');
+    const pool = claim.worker.pool;
+    const record = (db, text) => query(db, RECORD_STEP, [this.queue, this.id, this.leaseToken, name, text]);
+    if (options.transaction) {
+      return inTransaction(pool, async (client) => {
+        const recorded = await stepResult(client, this, name);
+        if (recorded !== null) return decoded(recorded);
+        const text = stepValue(await fn(client));
+        await record(client, text);
+        return decoded(text);
+      });
+    }
+    const recorded = await stepResult(pool, this, name);
+    if (recorded !== null) return decoded(recorded);
+    const text = stepValue(await fn());
+    await record(pool, text);
+    return decoded(text);
+  }
+
+  // A durable sleep: the task leaves the worker and comes back once
+  // `ms` (milliseconds, or an interval text) has passed; the handler runs
+  // again from its start, and this sleep (the Nth of the run) returns at
+  // once then.
+  async sleep(ms) {
+    const claim = this.#workflow('sleep');
+    const interval = duration(ms);
+    const step = `sleep:${++this.#sleeps}`;
+    const values = [this.queue, this.id, this.leaseToken, step];
+    const { rows } = await query(
+      claim.worker.pool,
+      `SELECT r::text AS until, (r OPERATOR(pg_catalog.#>>) '{}')::timestamptz <= pg_catalog.clock_timestamp() AS passed
+         FROM concurrency.step_result($1::text, $2::bigint, $3::bigint, $4::text) AS r`,
+      values,
+    );
+    const { until: recorded, passed } = rows[0];
+    if (recorded !== null && passed) return;
+    await claim.hold();
+    let until;
+    try {
+      until = await inTransaction(claim.worker.pool, async (client) => {
+        if (recorded === null) {
+          // the wake-up time once, recorded with the sleep that uses it
+          const r = await query(
+            client,
+            `SELECT pg_catalog.to_jsonb(u) OPERATOR(pg_catalog.#>>) '{}' AS until, concurrency.record_step($1::text, $2::bigint, $3::bigint, $4::text, pg_catalog.to_jsonb(u))
+               FROM (SELECT pg_catalog.now() + $5::interval AS u) AS s`,
+            [...values, interval],
+          );
+          const at = r.rows[0].until;
+          await query(client, 'SELECT concurrency.sleep_task($1::text, $2::bigint, $3::bigint, $4::timestamptz)', [this.queue, this.id, this.leaseToken, at]);
+          return at;
+        }
+        // woken before its time: to sleep again until then
+        const at = JSON.parse(recorded);
+        await query(client, 'SELECT concurrency.sleep_task($1::text, $2::bigint, $3::bigint, $4::timestamptz)', [this.queue, this.id, this.leaseToken, at]);
+        return at;
+      });
+    } catch (err) {
+      claim.resume();
+      throw err;
+    }
+    throw claim.suspend(this, { until: new Date(until) }); // ISO 8601, whatever the DateStyle
+  }
+
+  // The payload of `event` (emitted before, or while the task waited), or
+  // null once `timeout` (milliseconds or an interval text; none: no limit)
+  // has passed without it. Until then the task leaves the worker, as a
+  // sleep does, and the handler runs again from its start when the event
+  // comes or the timeout passes.
+  async waitForEvent(event, timeout) {
+    const claim = this.#workflow('waitForEvent');
+    stepName(event, 'an event name');
+    const limit = interval(timeout, 'timeout');
+    const pool = claim.worker.pool;
+    const timedOut = eventTimeoutStep(event);
+    if ((await stepResult(pool, this, timedOut)) !== null) return null;
+    await claim.hold();
+    let row;
+    try {
+      // a time-out is recorded in the same statement (one transaction)
+      ({ rows: [row] } = await query(
+        pool,
+        `SELECT e.status, e.payload::text AS payload,
+                CASE WHEN e.status OPERATOR(pg_catalog.=) 'timed_out'
+                     THEN concurrency.record_step($1::text, $2::bigint, $3::bigint, $6::text) END IS NULL AS recorded
+           FROM concurrency.await_event($1::text, $2::bigint, $3::bigint, $4::text, $5::interval) AS e`,
+        [this.queue, this.id, this.leaseToken, event, limit, timedOut],
+      ));
+    } catch (err) {
+      claim.resume();
+      throw err;
+    }
+    if (row.status === 'waiting') throw claim.suspend(this, { event });
+    claim.resume();
+    return row.status === 'received' ? decoded(row.payload) : null;
+  }
 }
 
 // One claim: the tasks of one dequeue call that run together (one task, or
@@ -577,6 +826,33 @@ class Claim {
     for (const task of tasks) Task.attach(task, this);
     this.controller = null; // made when a handler reads task.signal
     this.aborted = null; // the reason, once aborted
+    this.held = false; // no heartbeats while a sleep or a wait may end the lease
+    this.suspension = null; // the TaskSuspended thrown, once the task left
+  }
+
+  // Stops the heartbeats before a call that may give the lease up (a
+  // heartbeat after it would find the token fenced off: a spurious CE001);
+  // resolves once the one in flight is done.
+  hold() {
+    this.held = true;
+    this.due = null;
+    return this.chain;
+  }
+
+  // The lease is still held: heartbeats again, the next one soon.
+  resume() {
+    this.held = false;
+    this.schedule(1);
+  }
+
+  // The task left its worker (task.sleep, task.waitForEvent): no heartbeat
+  // any more, and the worker neither completes nor fails it. Returns what
+  // the handler is unwound with.
+  suspend(task, reason) {
+    this.ended = true;
+    this.due = null;
+    this.suspension = new TaskSuspended(task, reason);
+    return this.suspension;
   }
 
   // The tasks' AbortSignal, made on first use (most handlers never read it).
@@ -597,7 +873,7 @@ class Claim {
   // Heartbeats every third of the time the lease has left (on the worker's
   // one timer: see Worker.wakeAt).
   schedule(leftSeconds) {
-    if (this.ended || !this.worker.options.heartbeat) return;
+    if (this.ended || this.held || !this.worker.options.heartbeat) return;
     this.due = Date.now() + Math.max(10, (leftSeconds * 1000) / 3);
     this.worker.wakeAt(this.due);
   }
@@ -611,7 +887,7 @@ class Claim {
     if (progress !== undefined && !this.worker.features.progress)
       return Promise.reject(new QueueError('this server does not keep progress (heartbeat has no progress argument)', { code: '42883' }));
     const beat = this.chain.then(async () => {
-      if (this.ended || this.lost) return;
+      if (this.ended || this.lost || this.held) return;
       const w = this.worker;
       const values = [w.queue];
       let call;
@@ -895,6 +1171,7 @@ class Worker extends EventEmitter {
       result = await this.options.handler(batch ? tasks : tasks[0], client);
       const beating = claim.end();
       if (beating) await beating;
+      if (claim.suspension) throw claim.suspension; // even where the handler swallowed it
       if (claim.lost) throw claim.lost;
       next = await this.finish(client, tasks, result);
     } catch (thrown) {
@@ -909,7 +1186,11 @@ class Worker extends EventEmitter {
         this.report(rollbackError);
       }
       const err = queueError(thrown);
-      if (claim.lost) {
+      if (claim.suspension) {
+        // the task left the worker (a durable sleep or wait): not completed,
+        // not failed; the handler's writes outside its steps rolled back
+        for (const t of tasks) this.emit('suspended', t, claim.suspension.reason);
+      } else if (claim.lost) {
         // told when the heartbeat found it
       } else if (thrown instanceof RacedClaim) {
         // the handler raised its isolation level, and the claim made with
@@ -1078,4 +1359,20 @@ class Worker extends EventEmitter {
   }
 }
 
-module.exports = { Worker, enqueue, enqueueBatch, enqueueGraph, schedule, unschedule, parentResults, serverFeatures, QueueError, LeaseLostError, LEASE_LOST };
+module.exports = {
+  Worker,
+  enqueue,
+  enqueueBatch,
+  enqueueGraph,
+  schedule,
+  unschedule,
+  parentResults,
+  awaitTask,
+  emitEvent,
+  serverFeatures,
+  QueueError,
+  LeaseLostError,
+  AwaitTimeoutError,
+  TaskSuspended,
+  LEASE_LOST,
+};

@@ -1,6 +1,7 @@
 'use strict';
 // Shared by the tests: pools on the server the runner started (PG*
 // variables), a fresh queue per test, a results table the handlers write to.
+const { after } = require('node:test');
 const pg = require('pg');
 
 let counter = 0;
@@ -63,4 +64,32 @@ async function freshDatabase(db, prefix, { extension = true } = {}) {
   return { name, pool: own, drop };
 }
 
-module.exports = { pool, bouncerPool, freshQueue, freshDatabase, until, gate };
+
+// Collects a worker's events (a test checks `errors` at its end) and adds
+// the worker to `workers` (see workerPool).
+function collect(worker, workers) {
+  workers.push(worker);
+  const seen = { completed: [], results: [], failed: [], leaseLost: [], released: [], suspended: [], errors: [] };
+  worker.on('completed', (t, r) => (seen.completed.push(t), seen.results.push(r)));
+  worker.on('failed', (t, e) => seen.failed.push([t, e]));
+  worker.on('leaseLost', (t, e) => seen.leaseLost.push([t, e]));
+  worker.on('released', (t) => seen.released.push(t));
+  worker.on('suspended', (t, reason) => seen.suspended.push([t, reason]));
+  worker.on('error', (e) => seen.errors.push(e));
+  return seen;
+}
+
+// A pool for a test file's workers, and collect(worker) for its tests: when
+// the file's tests end, the workers are stopped (a test that failed
+// half-way leaves none running) and the pool is closed.
+function workerPool(options) {
+  const db = pool(options);
+  const workers = [];
+  after(async () => {
+    await Promise.all(workers.map((w) => w.stop({ timeout: 1000 })));
+    await db.end();
+  });
+  return { db, collect: (worker) => collect(worker, workers) };
+}
+
+module.exports = { pool, bouncerPool, freshQueue, freshDatabase, until, gate, workerPool };

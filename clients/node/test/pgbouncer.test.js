@@ -4,7 +4,7 @@
 // named prepared statements and LISTEN do not survive that.
 const { test, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { Worker, enqueue, enqueueBatch } = require('..');
+const { Worker, enqueue, enqueueBatch, awaitTask, emitEvent } = require('..');
 const { pool, bouncerPool, freshQueue, until } = require('./helpers');
 
 const direct = pool();
@@ -58,4 +58,45 @@ test('stop() cancels a waiting claim through PgBouncer (CancelRequest with its k
   assert.equal(await worker.stop(), 0);
   await until(async () => (await waiting()) === 0, 'the claim cancelled, not left to its ten minutes');
   assert.deepEqual(problems, []);
+});
+
+test('a durable workflow through PgBouncer: steps, a sleep, an event, awaitTask', { skip: pooled ? false : 'pgbouncer is not installed' }, async () => {
+  const queue = await freshQueue(direct, 'bouncer', "lease => '1 second'");
+  const event = `bouncer-reply-${process.pid}`;
+  const ids = await enqueueBatch(pooled, queue, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+  let charged = 0;
+  const worker = new Worker({
+    pool: pooled,
+    queue,
+    concurrency: 3,
+    handler: async (task) => {
+      const charge = await task.step('charge', () => ++charged);
+      await task.step('write', (tx) => tx.query(`INSERT INTO "r_${queue}" VALUES ($1, $2, '{}')`, [task.id, task.attempt]).then(() => null), { transaction: true });
+      await task.sleep(200);
+      const reply = await task.waitForEvent(event, '1 minute');
+      return { charge, reply };
+    },
+  });
+  const problems = [];
+  let waiting = 0;
+  worker.on('suspended', (t, reason) => reason.event && waiting++);
+  worker.on('error', (e) => problems.push(e));
+  worker.on('leaseLost', (t, e) => problems.push(e));
+  worker.on('failed', (t, e) => problems.push(e));
+  await worker.start();
+  const ends = [];
+  try {
+    await until(async () => waiting === 3, 'three tasks waiting for the event');
+    assert.equal(await emitEvent(pooled, event, { ok: true }), 3);
+    // one at a time: each holds a server connection of PgBouncer's pool
+    // (of 6, 3 of which the slots' transactions hold) while it waits
+    for (const id of ids) ends.push(await awaitTask(pooled, queue, id, { timeout: 20000 }));
+  } finally {
+    await worker.stop();
+  }
+  assert.deepEqual(problems, []);
+  assert.equal(charged, 3, 'each charge once');
+  assert.deepEqual(ends.map((e) => [e.state, e.result.reply]), Array(3).fill(['done', { ok: true }]));
+  const { rows } = await direct.query(`SELECT count(*)::int AS n, count(DISTINCT task_id)::int AS d FROM "r_${queue}"`);
+  assert.deepEqual(rows[0], { n: 3, d: 3 });
 });

@@ -1,28 +1,10 @@
 'use strict';
-const { test, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { Worker, enqueueBatch, enqueue, enqueueGraph, LeaseLostError } = require('..');
-const { pool, freshQueue, until, gate } = require('./helpers');
+const { pool, freshQueue, until, gate, workerPool } = require('./helpers');
 
-const db = pool({ max: 20 });
-const workers = [];
-// a test that failed half-way leaves no worker running
-after(async () => {
-  await Promise.all(workers.map((w) => w.stop({ timeout: 1000 })));
-  await db.end();
-});
-
-// A worker whose events are collected; errors fail the test at the end.
-function collect(worker) {
-  workers.push(worker);
-  const seen = { completed: [], failed: [], leaseLost: [], released: [], errors: [] };
-  worker.on('completed', (t) => seen.completed.push(t));
-  worker.on('failed', (t, e) => seen.failed.push([t, e]));
-  worker.on('leaseLost', (t, e) => seen.leaseLost.push([t, e]));
-  worker.on('released', (t) => seen.released.push(t));
-  worker.on('error', (e) => seen.errors.push(e));
-  return seen;
-}
+const { db, collect } = workerPool({ max: 20 });
 const stats = async (queue) => (await db.query('SELECT * FROM concurrency.queue_stats WHERE queue = $1', [queue])).rows[0];
 const results = async (queue) =>
   (await db.query(`SELECT count(*)::int AS n, count(DISTINCT task_id)::int AS distinct FROM "r_${queue}"`)).rows[0];
