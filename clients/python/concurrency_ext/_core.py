@@ -90,7 +90,6 @@ class TaskWait:
         self.queue, self.task_id = queue, task_id
         self.limit = seconds(timeout)
         self.deadline = None if self.limit is None else time.monotonic() + self.limit
-        self.seen = False
         self.end = None
 
     def params(self):
@@ -99,15 +98,14 @@ class TaskWait:
 
     def over(self, row):
         """True when the wait is over (end holds the TaskEnd, or None for no such task); TimeoutError when the
-        timeout passed first. No row for a task seen alive by an earlier statement: it was completed without
-        a result on a queue that retains nothing, so done."""
+        timeout passed first. No row: no such task (any more) -- on a queue that retains nothing, a task
+        completed without a result, or cancelled, is gone at once, and nothing tells which."""
         if row is None:
-            self.end = TaskEnd("done", None, None) if self.seen else None
+            self.end = None
             return True
         if row[0] in ("done", "dead", "cancelled"):
             self.end = TaskEnd(*row)
             return True
-        self.seen = True
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise TimeoutError(f"task {self.task_id} of queue {self.queue!r} is still {row[0]} after {self.limit} s")
         return False
