@@ -13,9 +13,10 @@
 -- ---------------------------------------------------------------------------
 -- Task queue 0.3.0 -> 0.4.0: every queue's table (a distributed queue's too:
 -- Citus sends the ALTER to its shards) gets the columns of durable workflows
--- (steps, awaiting), last, as create_queue makes them. Tasks of every state
--- stay as they are; a queue created after the new library was installed but
--- before this update has them already.
+-- (steps, awaiting) and the mark of finally-children (after_ends), last, as
+-- create_queue makes them. Tasks of every state stay as they are (no task of
+-- 0.3.0 is a finally-child: after_ends stays NULL); a queue created after the
+-- new library was installed but before this update has them already.
 -- ---------------------------------------------------------------------------
 
 DO $upgrade$
@@ -25,11 +26,33 @@ BEGIN
     FOR q IN SELECT name FROM concurrency.queue ORDER BY name LOOP
         IF pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || q.name)) IS NOT NULL THEN
             EXECUTE pg_catalog.format('ALTER TABLE concurrency.%I ADD COLUMN IF NOT EXISTS steps jsonb, '
-                                      'ADD COLUMN IF NOT EXISTS awaiting text', 'q_' || q.name);
+                                      'ADD COLUMN IF NOT EXISTS awaiting text, '
+                                      'ADD COLUMN IF NOT EXISTS after_ends boolean', 'q_' || q.name);
         END IF;
     END LOOP;
 END
 $upgrade$;
+-- ---------------------------------------------------------------------------
+-- Task queue 0.3.0 -> 0.4.0: enqueue_graph's comment names its new field
+-- after_ends (finally-children), as in src/sql/27_queue_dependencies.sql.
+-- ---------------------------------------------------------------------------
+
+COMMENT ON FUNCTION concurrency.enqueue_graph(text, jsonb) IS
+    'adds a graph of tasks all or nothing: tasks is a JSON array of {ref, payload, after, after_ends, queue, run_at, priority, concurrency_key}, after naming refs of the graph, ids of tasks of the task''s queue or {queue, id}; a task waits until its parents are done (after) or have ended, whatever their end (after_ends); returns each task''s ref and id in order';
+-- ---------------------------------------------------------------------------
+-- Task queue: the outcomes of a task's parents (docs/queue.md,
+-- "Dependencies"), what the worker of a finally-child (enqueue_graph's
+-- after_ends: released when each of its parents has ended, whatever its end)
+-- reads. parent_results keeps its columns, the results of the parents that
+-- are done.
+-- ---------------------------------------------------------------------------
+
+CREATE FUNCTION concurrency.parent_outcomes(queue text, id bigint)
+    RETURNS TABLE (task_id bigint, parent_queue text, state text, result jsonb, last_error text)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_parent_outcomes';
+COMMENT ON FUNCTION concurrency.parent_outcomes(text, bigint) IS
+    'the state, result and last error of each parent of a task, whatever its end (for its worker: permission work on the task''s queue)';
 -- ---------------------------------------------------------------------------
 -- concurrency.lock_tree (0.4.0: an install part of its own, CREATE OR REPLACE,
 -- so that the update from 0.3.0 takes it as it is).

@@ -274,8 +274,10 @@ void revalidate(QueueInfo &info) {
 			return get_attnum(relid, "parents") != InvalidAttrNumber &&
 			       OidIsValid(get_relname_relid("task_dependency", get_rel_namespace(relid)));
 		});
-		if (relid != info.relid || links != info.links) {
+		bool after_ends = pg::guard([&] { return get_attnum(relid, "after_ends") != InvalidAttrNumber; });
+		if (relid != info.relid || links != info.links || after_ends != info.after_ends) {
 			info.links = links;
+			info.after_ends = after_ends;
 			free_plans(info);
 			std::string prefix = plan_prefix(info.key);
 			pg::guard([&] { pg::forget_plans(prefix.c_str()); });
@@ -422,6 +424,7 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		info->retain = Interval{};
 		info->key_limit = info->max_leased = 0;
 		info->paused = false;
+		info->links = info->after_ends = false;
 		info->next_purge = 0;
 		for (SPIPlanPtr &plan : info->plans)
 			plan = nullptr;

@@ -87,6 +87,9 @@ struct QueueInfo {
 	// the table has the columns of dependencies and task_dependency exists
 	// (QueueSql::set_links): not before the update from 0.2.0
 	bool links;
+	// the table has after_ends, the mark of a finally-child (added by the
+	// update from 0.3.0): without it no task of the queue is one
+	bool after_ends;
 	// when this backend runs its next purge chunk of the queue (maybe_purge)
 	TimestampTz next_purge;
 	ClaimCursor cursor;

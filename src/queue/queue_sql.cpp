@@ -133,6 +133,7 @@ std::string QueueSql::create_table() const {
     parents           bigint[],
     steps             jsonb,
     awaiting          text,
+    after_ends        boolean,
     CONSTRAINT {pkey} PRIMARY KEY (id)
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,
@@ -547,13 +548,16 @@ RETURNING t.id, t.concurrency_key{links})",
 }
 
 // After cancel on a queue that retains nothing: the cancelled tasks that no
-// holder needs to learn about go at once. $1 now, $2 int8[] task ids.
+// holder needs to learn about go at once, but a parent stays for its
+// children, as a done one does (purge takes it after them): a finally-child
+// reads that it was cancelled (parent_outcomes). $1 now, $2 int8[] task ids.
 std::string QueueSql::cancel_drop() const {
 	return fmt::format(
 	    R"(DELETE FROM {t}
  WHERE {k}id )" EQ R"( ANY ($2) AND state )" EQ R"( 'cancelled'
-   AND (lease_expires_at IS NULL OR lease_expires_at )" LE R"( $1))",
-	    fmt::arg("t", table_), fmt::arg("k", k_));
+   AND (lease_expires_at IS NULL OR lease_expires_at )" LE R"( $1){parents})",
+	    fmt::arg("t", table_), fmt::arg("k", k_),
+	    fmt::arg("parents", links_ ? " AND has_children IS NOT TRUE" : ""));
 }
 
 // $1 cutoff (finished before it: purge), $2 now, $3 chunk size. A cancelled
@@ -639,12 +643,15 @@ std::string QueueSql::inspect() const {
 // or retained as done) is left dead: reviving it would make two holders of
 // one key. With $3 (the queue has a key_limit), a keyed task comes back
 // 'blocked', behind its key's tasks, to be admitted under its key's lock.
+// A revived task is no parent any more: its ordinary children were cancelled
+// by its death, and its finally-children counted that death as its end (its
+// next end must not count again).
 std::string QueueSql::retry_dead() const {
 	return fmt::format(
 	    R"(UPDATE {t} AS t
    SET state = CASE WHEN $3 AND t.concurrency_key IS NOT NULL THEN 'blocked' ELSE 'ready' END,
        attempt = 0, run_at = $1,
-       lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL
+       lease_token = NULL, lease_expires_at = NULL, lease_extended_to = NULL{children}
  WHERE {tk}t.state )" EQ R"( 'dead'
    AND ($2 IS NULL OR t.id )" EQ R"( ANY ($2))
    AND (t.dedupe_key IS NULL
@@ -652,7 +659,8 @@ std::string QueueSql::retry_dead() const {
                         WHERE {ok}o.dedupe_key )" EQ R"( t.dedupe_key AND o.state )" NE R"( 'dead'
                           AND o.state )" NE R"( 'cancelled'))
 RETURNING t.id, t.concurrency_key)",
-	    fmt::arg("t", table_), fmt::arg("tk", tk_), fmt::arg("ok", shard_ ? "o." + k_ : std::string()));
+	    fmt::arg("t", table_), fmt::arg("tk", tk_), fmt::arg("ok", shard_ ? "o." + k_ : std::string()),
+	    fmt::arg("children", links_ ? ", has_children = NULL" : ""));
 }
 
 std::string QueueSql::text(QueueStatement s) const {

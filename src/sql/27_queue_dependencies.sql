@@ -3,7 +3,9 @@
 -- A task enqueued with parents (enqueue(…, after), enqueue_graph) waits in
 -- state 'waiting', its row counting the parents not done yet
 -- (parents_open), until the last of them completes; a parent that ends dead
--- or cancelled cancels its waiting descendants. An edge between two tasks of
+-- or cancelled cancels its waiting descendants, but for a finally-child
+-- (enqueue_graph's after_ends, the queue table's column after_ends), which
+-- counts any end of a parent as its end. An edge between two tasks of
 -- one queue that one enqueue_graph made is kept in their rows (the columns
 -- children and parents of the queue's table); every other edge is a row of
 -- concurrency.task_dependency, which the queue functions read and write as
@@ -32,7 +34,7 @@ CREATE FUNCTION concurrency.enqueue_graph(queue text, tasks jsonb)
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_enqueue_graph';
 COMMENT ON FUNCTION concurrency.enqueue_graph(text, jsonb) IS
-    'adds a graph of tasks all or nothing: tasks is a JSON array of {ref, payload, after, queue, run_at, priority, concurrency_key}, after naming refs of the graph, ids of tasks of the task''s queue or {queue, id}; a task waits until its parents are done; returns each task''s ref and id in order';
+    'adds a graph of tasks all or nothing: tasks is a JSON array of {ref, payload, after, after_ends, queue, run_at, priority, concurrency_key}, after naming refs of the graph, ids of tasks of the task''s queue or {queue, id}; a task waits until its parents are done (after) or have ended, whatever their end (after_ends); returns each task''s ref and id in order';
 
 CREATE FUNCTION concurrency.parent_results(queue text, id bigint)
     RETURNS TABLE (task_id bigint, parent_queue text, result jsonb)

@@ -99,9 +99,51 @@ Queue &queue_of(const std::string &name, Queue *own, std::optional<Queue> &opene
 	return opened.emplace(name);
 }
 
-// The children of done tasks `parents` of `q`: one parent less each; those
-// left with none become ready, scheduled, or (on a queue with a key_limit)
-// blocked until their key admits them.
+// The waiting tasks `counts` of `child` (id -> how many of their parents
+// have just ended): that many parents less each; those left with none become
+// ready, scheduled, or (on a queue with a key_limit) blocked until their key
+// admits them. `finally_only`: only finally-children (after_ends) are
+// touched, the others having been cancelled by the same ends.
+void release_waiting(Queue &child, const std::map<int64, int32> &counts, TimestampTz now, bool finally_only) {
+	std::map<int32, std::vector<int64>> by_count; // mostly one entry: one parent each
+	for (const auto &[id, count] : counts)
+		by_count[count].push_back(id);
+	bool limited = child.info().key_limit > 0;
+	uint64 claimable = 0;
+	std::vector<std::string> keys;
+	for (const auto &[count, ids] : by_count) {
+		std::string sql = fmt::format(
+		    R"(UPDATE {t} AS t
+   SET parents_open = t.parents_open )" MINUS R"( $2,
+       state = CASE WHEN t.parents_open )" GT R"( $2 THEN 'waiting'
+                    WHEN $4 AND t.concurrency_key IS NOT NULL THEN 'blocked'
+                    WHEN t.run_at )" GT R"( $3 THEN 'scheduled' ELSE 'ready' END
+ WHERE {tk}t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'{finally}
+RETURNING t.state, t.concurrency_key)",
+		    fmt::arg("t", child.sql().table()), fmt::arg("tk", child.sql().shard_filter(true)),
+		    fmt::arg("finally", finally_only ? " AND t.after_ends" : ""));
+		static const Oid types[4] = {INT8ARRAYOID, INT4OID, TIMESTAMPTZOID, BOOLOID};
+		Datum values[4] = {int8_array(ids), Int32GetDatum(count), TimestampTzGetDatum(now),
+		                   BoolGetDatum(limited)};
+		uint64 n = child.run_internal(finally_only ? "dependencies:release-finally" : "dependencies:release",
+		                              sql, 4, types, values, nullptr, Access::owner_latest);
+		for (uint64 i = 0; i < n; ++i) {
+			std::optional<std::string> state = pg::text_column(i, 1);
+			if (state == "ready" || state == "scheduled")
+				++claimable;
+			else if (state == "blocked")
+				if (auto key = pg::text_column(i, 2))
+					keys.push_back(*key);
+		}
+	}
+	if (!keys.empty())
+		release_keys(child, std::move(keys), now);
+	if (claimable > 0)
+		child.notify(claimable);
+}
+
+// The children of done tasks `parents` of `q` (ordinary and finally ones
+// alike): one parent less each (release_waiting).
 void release_children(Queue &q, const std::vector<int64> &parents, const std::map<int64, int32> &in_row,
                       TimestampTz now) {
 	std::string queue(q.name());
@@ -112,48 +154,17 @@ void release_children(Queue &q, const std::vector<int64> &parents, const std::ma
 		if (!OidIsValid(queue_relid(child_queue))) // dropped since
 			continue;
 		std::optional<Queue> opened;
-		Queue &child = queue_of(child_queue, &q, opened);
-		std::map<int32, std::vector<int64>> by_count; // mostly one entry: one parent each
-		for (const auto &[id, count] : counts)
-			by_count[count].push_back(id);
-		bool limited = child.info().key_limit > 0;
-		uint64 claimable = 0;
-		std::vector<std::string> keys;
-		for (const auto &[count, ids] : by_count) {
-			std::string sql = fmt::format(
-			    R"(UPDATE {t} AS t
-   SET parents_open = t.parents_open )" MINUS R"( $2,
-       state = CASE WHEN t.parents_open )" GT R"( $2 THEN 'waiting'
-                    WHEN $4 AND t.concurrency_key IS NOT NULL THEN 'blocked'
-                    WHEN t.run_at )" GT R"( $3 THEN 'scheduled' ELSE 'ready' END
- WHERE {tk}t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
-RETURNING t.state, t.concurrency_key)",
-			    fmt::arg("t", child.sql().table()), fmt::arg("tk", child.sql().shard_filter(true)));
-			static const Oid types[4] = {INT8ARRAYOID, INT4OID, TIMESTAMPTZOID, BOOLOID};
-			Datum values[4] = {int8_array(ids), Int32GetDatum(count), TimestampTzGetDatum(now),
-			                   BoolGetDatum(limited)};
-			uint64 n = child.run_internal("dependencies:release", sql, 4, types, values, nullptr,
-			                              Access::owner_latest);
-			for (uint64 i = 0; i < n; ++i) {
-				std::optional<std::string> state = pg::text_column(i, 1);
-				if (state == "ready" || state == "scheduled")
-					++claimable;
-				else if (state == "blocked")
-					if (auto key = pg::text_column(i, 2))
-						keys.push_back(*key);
-			}
-		}
-		if (!keys.empty())
-			release_keys(child, std::move(keys), now);
-		if (claimable > 0)
-			child.notify(claimable);
+		release_waiting(queue_of(child_queue, &q, opened), counts, now, false);
 	}
 }
 
 // The waiting descendants of task `root` of `queue` (`in_row`: its children
 // named in its row), which ended dead or cancelled: cancelled, generation by
-// generation, their last_error naming it. `own`: the queue (or shard) whose
-// task it is, where the caller has it.
+// generation, their last_error naming it. A finally-child (after_ends) is not
+// cancelled: the end of each of its parents, the cancelled ones' too, counts
+// as one parent less (release_waiting), and the cancellation goes no further
+// down its line. `own`: the queue (or shard) whose task it is, where the
+// caller has it.
 void cancel_descendants(std::string_view queue, int64 root, const std::vector<int64> &in_row, Ending how,
                         TimestampTz now, Queue *own) {
 	std::string error =
@@ -162,54 +173,70 @@ void cancel_descendants(std::string_view queue, int64 root, const std::vector<in
 	        : fmt::format("parent task {} of queue \"{}\" ended {}", root, queue,
 	                      how == Ending::dead ? "dead" : "cancelled");
 	// a generation: the parents whose edges are rows of task_dependency, and
-	// the children named in their parents' rows, per queue
+	// the children named in their parents' rows, per queue, with how many of
+	// the generation's parents each child has (what a finally-child counts)
+	using Counts = std::map<int64, int32>;
 	std::map<std::string, std::vector<int64>> parents{{std::string(queue), {root}}};
-	std::map<std::string, std::set<int64>> named{{std::string(queue), {in_row.begin(), in_row.end()}}};
+	std::map<std::string, Counts> named;
+	for (int64 c : in_row)
+		named[std::string(queue)][c] += 1;
 	while (!parents.empty() || !named.empty()) {
-		std::map<std::string, std::set<int64>> children = std::move(named);
+		std::map<std::string, Counts> children = std::move(named);
 		for (const auto &[parent_queue, ids] : parents)
 			for (const auto &[child_queue, counts] : children_of(parent_queue, ids))
-				for (const auto &entry : counts)
-					children[child_queue].insert(entry.first);
+				for (const auto &[id, count] : counts)
+					children[child_queue][id] += count;
 		parents.clear();
 		named.clear();
-		for (const auto &[child_queue, set] : children) {
-			if (set.empty() || !OidIsValid(queue_relid(child_queue)))
+		for (const auto &[child_queue, counts] : children) {
+			if (counts.empty() || !OidIsValid(queue_relid(child_queue)))
 				continue;
 			std::optional<Queue> opened;
 			Queue &child = queue_of(child_queue, own, opened);
 			std::vector<int64> ids;
-			for (int64 id : set) {
-				if (elsewhere(child, id)) // on another shard: told so
-					post_message(child_queue, doom_message(how), root, id);
+			for (const auto &entry : counts) {
+				if (elsewhere(child, entry.first)) // on another shard: told so
+					post_message(child_queue, doom_message(how), root, entry.first);
 				else
-					ids.push_back(id);
+					ids.push_back(entry.first);
 			}
 			if (ids.empty())
 				continue;
+			// a queue whose table has after_ends may have finally-children
+			const bool finally = child.info().after_ends;
 			std::string sql = fmt::format(
 			    R"(UPDATE {t} AS t
    SET state = 'cancelled', finished_at = $2, last_error = $3
- WHERE {tk}t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'
+ WHERE {tk}t.id )" EQ R"( ANY ($1) AND t.state )" EQ R"( 'waiting'{ordinary}
 RETURNING t.id, t.has_children, t.children, t.parents)",
-			    fmt::arg("t", child.sql().table()), fmt::arg("tk", child.sql().shard_filter(true)));
+			    fmt::arg("t", child.sql().table()), fmt::arg("tk", child.sql().shard_filter(true)),
+			    fmt::arg("ordinary", finally ? " AND t.after_ends IS NOT TRUE" : ""));
 			static const Oid types[3] = {INT8ARRAYOID, TIMESTAMPTZOID, TEXTOID};
 			Datum values[3] = {int8_array(ids), TimestampTzGetDatum(now), pg::text_datum(error)};
-			uint64 n = child.run_internal("dependencies:cancel", sql, 3, types, values, nullptr,
-			                              Access::owner_latest);
+			uint64 n = child.run_internal(finally ? "dependencies:cancel-ordinary" : "dependencies:cancel",
+			                              sql, 3, types, values, nullptr, Access::owner_latest);
 			std::vector<int64> cancelled;
 			for (uint64 r = 0; r < n; ++r) {
 				cancelled.push_back(pg::int64_column(r, 1));
 				if (pg::column_as<bool>(r, 2).value_or(false))
 					parents[child_queue].push_back(cancelled.back());
 				for (int64 c : int8_column(r, 3))
-					named[child_queue].insert(c);
+					named[child_queue][c] += 1;
 				for (int64 p : int8_column(r, 4))
 					if (elsewhere(child, p))
 						post_message(child_queue, Message::forget, p, cancelled.back());
 			}
 			if (!cancelled.empty())
 				drop_child_edges(child_queue, cancelled);
+			// the finally-children among them: their parents have ended
+			if (finally && cancelled.size() < ids.size()) {
+				std::set<int64> gone(cancelled.begin(), cancelled.end());
+				Counts rest;
+				for (int64 id : ids)
+					if (!gone.count(id))
+						rest[id] = counts.at(id);
+				release_waiting(child, rest, now, true);
+			}
 		}
 	}
 }

@@ -7,6 +7,13 @@
 // other edge is a row of the extension's table concurrency.task_dependency,
 // read and written as that table's owner.
 //
+// A finally-child (enqueue_graph's after_ends) waits for each of its parents
+// to end, whatever the end: the mark is the child's row's (the column
+// after_ends), not the edge's, so that edges are stored, counted and told as
+// before; what differs is a dead or cancelled parent's effect, which counts
+// one parent less for it (as a done one does) where it cancels an ordinary
+// child (cancel_descendants).
+//
 // Why the count is on the child's row: two parents completing at the same
 // time in two transactions each decrement it with an UPDATE of that row, so
 // the second waits for the first and sees its decrement (or, under
@@ -53,7 +60,7 @@ enum class Ending { done, dead, cancelled, dropped };
 // edges as a child go; the children of a done task have one parent less, and
 // those left with none become ready (scheduled, or blocked behind their key);
 // the waiting descendants of a dead or cancelled task are cancelled, their
-// last_error naming it. Does nothing for tasks without parents or children.
+// last_error naming it, but for finally-children, which have one parent less. Does nothing for tasks without parents or children.
 void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how, TimestampTz now);
 
 // enqueue(…, after), enqueue_batch(…, after): the tasks `children` of `q`,

@@ -1,6 +1,8 @@
 // Graphs of tasks (src/sql/27_queue_dependencies.sql): enqueue_graph, which
-// adds tasks and the edges between them all or nothing, and parent_results,
-// which a child's worker reads its parents' results with.
+// adds tasks and the edges between them all or nothing (a task's parents in
+// after, or in after_ends for a finally-child), and parent_results and
+// parent_outcomes (src/sql/27_queue_outcomes.sql), which a child's worker
+// reads its parents' results and ends with.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -54,6 +56,9 @@ struct GraphTask {
 	std::vector<std::size_t> inner; // parents in the graph (positions)
 	std::vector<TaskRef> outer;     // parents enqueued before
 	bool has_parents = false;
+	// its parents are listed in after_ends: each one's end, whatever it is,
+	// counts (a finally-child: no parent cancels it)
+	bool finally = false;
 	std::optional<std::string> doom; // cancelled at once: the last_error naming the parent
 	int32 open = 0;
 	bool children = false;
@@ -62,17 +67,21 @@ struct GraphTask {
 	int64 id = 0;
 };
 
-constexpr const char *task_fields = "ref, payload, after, queue, run_at, priority, concurrency_key";
+constexpr const char *task_fields =
+    "ref, payload, after, after_ends, queue, run_at, priority, concurrency_key";
 
 [[noreturn]] void bad_graph(std::string message, std::string detail = {}) {
 	throw Error(
 	    sqlstate::invalid_parameter_value, std::move(message), std::move(detail),
-	    fmt::format("tasks is a JSON array of objects with the fields {}; \"after\" lists refs of "
-	                "tasks of the graph, ids of tasks of the task's queue, or {{\"queue\": …, \"id\": …}}.",
-	                task_fields));
+	    fmt::format(
+	        "tasks is a JSON array of objects with the fields {}; \"after\" lists refs of "
+	        "tasks of the graph, ids of tasks of the task's queue, or {{\"queue\": …, \"id\": …}}; "
+	        "\"after_ends\" lists parents the same way, whose end, whatever it is, releases the task.",
+	        task_fields));
 }
 
-int64 task_id_of(const std::string &text, std::size_t n, int m) {
+// `where`: tasks[n].after[m] (or after_ends), for the error
+int64 task_id_of(const std::string &text, const std::string &where) {
 	std::size_t used = 0;
 	long long id = 0;
 	try {
@@ -81,8 +90,7 @@ int64 task_id_of(const std::string &text, std::size_t n, int m) {
 		used = 0;
 	}
 	if (used == 0 || used != text.size())
-		bad_graph(fmt::format("tasks[{}].after[{}] is not a task id", n, m),
-		          fmt::format("It is {}.", text.substr(0, 64)));
+		bad_graph(fmt::format("{} is not a task id", where), fmt::format("It is {}.", text.substr(0, 64)));
 	return static_cast<int64>(id);
 }
 
@@ -131,13 +139,14 @@ JsonbValue element(JsonbContainer *array, uint32 i) {
 }
 
 // Where a value is in tasks, for an error message: tasks[at] or
-// tasks[at].after[m], and a field of it.
+// tasks[at].<list>[m] (list: after or after_ends), and a field of it.
 struct Place {
 	std::size_t at;
 	int m;
 	const char *field;
+	const char *list = "after";
 	std::string text() const {
-		std::string where = m ? fmt::format("tasks[{}].after[{}]", at, m) : fmt::format("tasks[{}]", at);
+		std::string where = m ? fmt::format("tasks[{}].{}[{}]", at, list, m) : fmt::format("tasks[{}]", at);
 		return field ? where + "." + field : where;
 	}
 };
@@ -197,9 +206,18 @@ fields(JsonbContainer *object, const std::array<const char *, N> &known, const P
 	return values;
 }
 
-constexpr std::array<const char *, 7> task_keys = {"ref",    "payload",  "after",          "queue",
-                                                   "run_at", "priority", "concurrency_key"};
-enum TaskKey { ref_key, payload_key, after_key, queue_key, run_at_key, priority_key, concurrency_key_key };
+constexpr std::array<const char *, 8> task_keys = {"ref",    "payload",  "after",           "queue",
+                                                   "run_at", "priority", "concurrency_key", "after_ends"};
+enum TaskKey {
+	ref_key,
+	payload_key,
+	after_key,
+	queue_key,
+	run_at_key,
+	priority_key,
+	concurrency_key_key,
+	after_ends_key
+};
 constexpr std::array<const char *, 2> parent_keys = {"queue", "id"};
 
 // The tasks of the graph, read and checked: fields, refs, parents, no cycle.
@@ -223,8 +241,21 @@ std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue)
 		const std::optional<JsonbValue> &after = f[after_key];
 		if (after && after->type != jbvNull && !is_array(*after))
 			bad_graph(fmt::format("tasks[{}].after must be a JSON array", at));
-		afters.push_back(after && after->type != jbvNull ? after : std::nullopt);
+		const std::optional<JsonbValue> &after_ends = f[after_ends_key];
+		if (after_ends && after_ends->type != jbvNull && !is_array(*after_ends))
+			bad_graph(fmt::format("tasks[{}].after_ends must be a JSON array", at));
+		auto listed = [](const std::optional<JsonbValue> &list) {
+			return list && list->type != jbvNull && JsonContainerSize(list->val.binary.data) > 0;
+		};
+		// one kind of parents per task: the kind is the child's (its row's
+		// after_ends), not the edge's
+		if (listed(after) && listed(after_ends))
+			bad_graph(fmt::format("tasks[{}] has both after and after_ends", at),
+			          "A task waits either for its parents to be done (after) or for them to end, "
+			          "whatever their end (after_ends): put a task with after between them.");
 		GraphTask t;
+		t.finally = listed(after_ends);
+		afters.push_back(t.finally ? after_ends : after && after->type != jbvNull ? after : std::nullopt);
 		t.ref = scalar_text(f[ref_key], Place{at, 0, "ref"});
 		if (f[payload_key]) {
 			JsonbValue v = *f[payload_key];
@@ -267,6 +298,7 @@ std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue)
 			continue;
 		std::size_t at = i + 1;
 		GraphTask &t = graph[i];
+		const char *kind = t.finally ? "after_ends" : "after";
 		JsonbContainer *list = afters[i]->val.binary.data;
 		uint32 parents = JsonContainerSize(list);
 		for (uint32 k = 0; k < parents; ++k) {
@@ -278,27 +310,27 @@ std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue)
 				auto parent = refs.find(ref);
 				if (parent == refs.end())
 					bad_graph(fmt::format("{} names ref \"{}\", which no task of the graph has",
-					                      Place{at, m, nullptr}.text(), ref.substr(0, 64)));
+					                      Place{at, m, nullptr, kind}.text(), ref.substr(0, 64)));
 				if (parent->second == i)
-					bad_graph(fmt::format("tasks[{}] names itself in after", at));
+					bad_graph(fmt::format("tasks[{}] names itself in {}", at, kind));
 				t.inner.push_back(parent->second);
 			} else if (p.type == jbvNumeric) {
-				t.outer.push_back(
-				    TaskRef{t.queue, task_id_of(*scalar_text(p, Place{at, m, nullptr}), at, m)});
+				t.outer.push_back(TaskRef{t.queue, task_id_of(*scalar_text(p, Place{at, m, nullptr, kind}),
+				                                              Place{at, m, nullptr, kind}.text())});
 			} else if (is_object(p)) {
-				auto f = fields(p.val.binary.data, parent_keys, Place{at, m, nullptr});
-				std::optional<std::string> queue = scalar_text(f[0], Place{at, m, "queue"});
-				std::optional<std::string> id = scalar_text(f[1], Place{at, m, "id"});
+				auto f = fields(p.val.binary.data, parent_keys, Place{at, m, nullptr, kind});
+				std::optional<std::string> queue = scalar_text(f[0], Place{at, m, "queue", kind});
+				std::optional<std::string> id = scalar_text(f[1], Place{at, m, "id", kind});
 				if (!id)
-					bad_graph(fmt::format("{} has no \"id\"", Place{at, m, nullptr}.text()));
+					bad_graph(fmt::format("{} has no \"id\"", Place{at, m, nullptr, kind}.text()));
 				std::string parent_queue = queue.value_or(t.queue);
 				if (name_problem(parent_queue, max_queue_name_bytes))
-					bad_graph(fmt::format("{} is not a queue name", Place{at, m, "queue"}.text()));
-				t.outer.push_back(TaskRef{parent_queue, task_id_of(*id, at, m)});
+					bad_graph(fmt::format("{} is not a queue name", Place{at, m, "queue", kind}.text()));
+				t.outer.push_back(TaskRef{parent_queue, task_id_of(*id, Place{at, m, nullptr, kind}.text())});
 			} else {
-				bad_graph(
-				    fmt::format("{} is neither a ref, a task id nor a task", Place{at, m, nullptr}.text()),
-				    fmt::format("It is a JSON {}.", json_type(p)));
+				bad_graph(fmt::format("{} is neither a ref, a task id nor a task",
+				                      Place{at, m, nullptr, kind}.text()),
+				          fmt::format("It is a JSON {}.", json_type(p)));
 			}
 		}
 	}
@@ -343,6 +375,22 @@ std::vector<std::size_t> parents_first(const std::vector<GraphTask> &graph) {
 	return order;
 }
 
+// A finally-child (after_ends) of tasks[at] in queue `q`: refused where the
+// queue cannot keep its mark (a table from before the update to 0.4.0), and
+// on a distributed queue, whose messages between shards carry no such kind.
+void refuse_finally(Queue &q, std::size_t at) {
+	if (is_distributed(q.info().relid))
+		throw Error(sqlstate::feature_not_supported,
+		            fmt::format("tasks[{}].after_ends: queue \"{}\" is a distributed queue", at, q.name()),
+		            "A distributed queue has no finally-children (after_ends).",
+		            "Use after, or put the finally-child in a queue that is not distributed.");
+	if (!q.info().after_ends)
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            fmt::format("tasks[{}].after_ends: the table of queue \"{}\" is older than the module",
+		                        at, q.name()),
+		            "Its table has no column after_ends.", "Run ALTER EXTENSION concurrency_ext UPDATE.");
+}
+
 void add_graph_row(pg::ResultSet &out, const GraphTask &t) {
 	Datum cols[2] = {t.ref ? pg::text_datum(*t.ref) : Datum(0), Int64GetDatum(t.id)};
 	bool isnull[2] = {!t.ref, false};
@@ -375,6 +423,9 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 		require(q, caller, Permission::enqueue, "enqueue_graph");
 		if (!entry.second.empty() && is_distributed(q.info().relid))
 			distributed = entry.first;
+		for (std::size_t i : entry.second)
+			if (graph[i].finally)
+				refuse_finally(q, i + 1);
 	}
 	// Citus: a graph's tasks in a distributed queue go to one shard, that of
 	// their parents enqueued before (or of their keys), on its node, their
@@ -454,19 +505,22 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 			outer_states[queue_name][id] = std::move(state);
 	}
 
+	// (a finally-child counts a parent that has ended, however, as ended)
 	for (std::size_t i : order) {
 		GraphTask &t = graph[i];
 		for (const TaskRef &p : t.outer) {
 			const std::string &state = outer_states.at(p.queue).at(p.id);
-			if (!t.doom)
+			if (!t.doom && !t.finally)
 				t.doom = doom_of(p.id, p.queue, state);
 			if (state != "done" && state != "dead" && state != "cancelled")
 				++t.open;
 		}
-		for (std::size_t p : t.inner)
-			if (!t.doom && graph[p].doom)
+		for (std::size_t p : t.inner) {
+			if (!t.finally && !t.doom && graph[p].doom)
 				t.doom = graph[p].doom;
-		t.open += static_cast<int32>(t.inner.size());
+			if (!t.finally || !graph[p].doom) // a parent cancelled at once has ended
+				++t.open;
+		}
 		if (!t.doom)
 			for (std::size_t p : t.inner) {
 				graph[p].children = true;
@@ -534,8 +588,8 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 			for (std::size_t k : tasks)
 				flat.push_back(Int64GetDatum(graph[k].id));
 		};
-		std::vector<Datum> ids, payloads, run_ats, priorities, keys, opens, children, errors;
-		std::vector<char> run_at_nulls, key_nulls, open_nulls, children_nulls, error_nulls;
+		std::vector<Datum> ids, payloads, run_ats, priorities, keys, opens, children, errors, finals;
+		std::vector<char> run_at_nulls, key_nulls, open_nulls, children_nulls, error_nulls, final_nulls;
 		for (std::size_t i : positions) {
 			const GraphTask &t = graph[i];
 			ids.push_back(Int64GetDatum(t.id));
@@ -558,12 +612,17 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 			children_nulls.push_back(t.children ? ' ' : 'n');
 			errors.push_back(t.doom ? pg::text_datum(*t.doom) : Datum(0));
 			error_nulls.push_back(t.doom ? ' ' : 'n');
+			finals.push_back(BoolGetDatum(true));
+			final_nulls.push_back(t.finally ? ' ' : 'n');
 		}
+		// the mark of finally-children, where the table has it (refused
+		// before where it has not: refuse_finally)
+		const bool ends = q.info().after_ends;
 		std::vector<char> none(positions.size(), ' ');
 		std::optional<int32> shard_key = q.sql().shard_key();
 		std::string sql = fmt::format(
 		    R"(INSERT INTO {t} ({sk}id, state, priority, run_at, payload, concurrency_key, enqueued_at, parents_open,
-                  has_children, finished_at, last_error, children, parents)
+                  has_children, finished_at, last_error, children, parents{ec})
 OVERRIDING SYSTEM VALUE
 SELECT {skv}u.id,
        CASE WHEN u.error IS NOT NULL THEN 'cancelled'
@@ -573,20 +632,22 @@ SELECT {skv}u.id,
        u.priority, COALESCE(u.run_at, $1), u.payload, u.key, $1, u.open, u.children,
        CASE WHEN u.error IS NOT NULL THEN $1 END, u.error,
        CASE WHEN u.cn )" GT R"( 0 THEN $11[u.cs:u.cs )" PLUS R"( u.cn )" MINUS R"( 1] END,
-       CASE WHEN u.pn )" GT R"( 0 THEN $14[u.ps:u.ps )" PLUS R"( u.pn )" MINUS R"( 1] END
+       CASE WHEN u.pn )" GT R"( 0 THEN $14[u.ps:u.ps )" PLUS R"( u.pn )" MINUS R"( 1] END{ev}
   FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($4), pg_catalog.unnest($5), pg_catalog.unnest($6),
                   pg_catalog.unnest($7), pg_catalog.unnest($8), pg_catalog.unnest($9), pg_catalog.unnest($10),
-                  pg_catalog.unnest($12), pg_catalog.unnest($13), pg_catalog.unnest($15), pg_catalog.unnest($16))
-       AS u(payload, run_at, priority, key, open, children, error, id, cs, cn, ps, pn)
+                  pg_catalog.unnest($12), pg_catalog.unnest($13), pg_catalog.unnest($15), pg_catalog.unnest($16){eu})
+       AS u(payload, run_at, priority, key, open, children, error, id, cs, cn, ps, pn{ea})
 RETURNING state, concurrency_key)",
 		    fmt::arg("t", q.sql().table()), fmt::arg("sk", shard_key ? "shard_key, " : ""),
-		    fmt::arg("skv", shard_key ? fmt::format("{}, ", *shard_key) : std::string()));
-		static const Oid types[16] = {TIMESTAMPTZOID, JSONBARRAYOID, BOOLOID,      TIMESTAMPTZARRAYOID,
-		                              INT4ARRAYOID,   TEXTARRAYOID,  INT4ARRAYOID, BOOLARRAYOID,
-		                              TEXTARRAYOID,   INT8ARRAYOID,  INT8ARRAYOID, INT4ARRAYOID,
-		                              INT4ARRAYOID,   INT8ARRAYOID,  INT4ARRAYOID, INT4ARRAYOID};
+		    fmt::arg("skv", shard_key ? fmt::format("{}, ", *shard_key) : std::string()),
+		    fmt::arg("ec", ends ? ", after_ends" : ""), fmt::arg("ev", ends ? ", u.ends" : ""),
+		    fmt::arg("eu", ends ? ", pg_catalog.unnest($17)" : ""), fmt::arg("ea", ends ? ", ends" : ""));
+		static const Oid types[17] = {
+		    TIMESTAMPTZOID, JSONBARRAYOID, BOOLOID,      TIMESTAMPTZARRAYOID, INT4ARRAYOID, TEXTARRAYOID,
+		    INT4ARRAYOID,   BOOLARRAYOID,  TEXTARRAYOID, INT8ARRAYOID,        INT8ARRAYOID, INT4ARRAYOID,
+		    INT4ARRAYOID,   INT8ARRAYOID,  INT4ARRAYOID, INT4ARRAYOID,        BOOLARRAYOID};
 		std::vector<char> flat_none(std::max(flat_children.size(), flat_parents.size()), ' ');
-		Datum values[16] = {TimestampTzGetDatum(now),
+		Datum values[17] = {TimestampTzGetDatum(now),
 		                    array_datum(payloads, none, JSONBOID),
 		                    BoolGetDatum(q.info().key_limit > 0),
 		                    array_datum(run_ats, run_at_nulls, TIMESTAMPTZOID),
@@ -601,9 +662,11 @@ RETURNING state, concurrency_key)",
 		                    array_datum(children_count, none, INT4OID),
 		                    array_datum(flat_parents, flat_none, INT8OID),
 		                    array_datum(parents_at, none, INT4OID),
-		                    array_datum(parents_count, none, INT4OID)};
-		uint64 n = q.run_internal(shard_key ? "graph:shard-insert" : "graph:insert", sql, 16, types, values,
-		                          nullptr, Access::owner);
+		                    array_datum(parents_count, none, INT4OID),
+		                    ends ? array_datum(finals, final_nulls, BOOLOID) : Datum(0)};
+		uint64 n = q.run_internal(shard_key ? (ends ? "graph:shard-insert-ends" : "graph:shard-insert")
+		                                    : (ends ? "graph:insert-ends" : "graph:insert"),
+		                          sql, ends ? 17 : 16, types, values, nullptr, Access::owner);
 		uint64 claimable = 0;
 		std::vector<std::string> blocked_keys;
 		for (uint64 row = 0; row < n; ++row) {
@@ -656,15 +719,19 @@ RETURNING state, concurrency_key)",
 	return Datum(0);
 }
 
-// concurrency.parent_results(queue, task_id) -> (task_id, queue, result) of
-// each parent of the task that is done
-CONCURRENCY_FUNCTION(concurrency_parent_results) {
+namespace {
+
+// parent_results (`outcomes` false: each done parent's task_id, queue and
+// result) and parent_outcomes (each parent's task_id, queue, state, result
+// and last_error, whatever its state)
+Datum parents_of(FunctionCallInfo fcinfo, bool outcomes) {
+	const char *function = outcomes ? "parent_outcomes" : "parent_results";
 	std::string name = queue::queue_name_arg(fcinfo);
 	int64 id = int64_arg(fcinfo, 1, "task_id");
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
 	Queue whole(name);
-	AsRole as_owner = authorize(whole, Permission::work, "parent_results");
+	AsRole as_owner = authorize(whole, Permission::work, function);
 	static const Oid id_type[1] = {INT8OID};
 	Datum child_id = Int64GetDatum(id);
 	// Citus: the task's shard on this node, or read through the distributed
@@ -673,7 +740,7 @@ CONCURRENCY_FUNCTION(concurrency_parent_results) {
 	bool through_citus = false;
 	if (queue::route_tasks(whole, &id, 1, shard, nullptr, false)) {
 		if (!queue::shards_served_here(whole, false))
-			queue::refuse_not_served_here(name, "parent_results");
+			queue::refuse_not_served_here(name, function);
 		if (queue::task_position(id) >= queue::distributed_shards(whole).count) {
 			pg::spi_finish(); // its id names no shard of the queue: no such task
 			return Datum(0);
@@ -711,9 +778,33 @@ CONCURRENCY_FUNCTION(concurrency_parent_results) {
 	std::sort(parents.begin(), parents.end(), [](const TaskRef &a, const TaskRef &b) {
 		return a.queue < b.queue || (a.queue == b.queue && a.id < b.id);
 	});
+	// a parent's row as the result set gives it: (task_id, queue, result)
+	// or (task_id, queue, state, result, last_error), from the columns
+	// (state, result, last_error) of row `row` of SPI_tuptable, from `first`
+	auto add_parent = [&](const TaskRef &p, uint64 row, int first) {
+		bool null_state = false, null_result = false, null_error = false;
+		Datum state = pg::column(row, first, &null_state);
+		Datum result = pg::column(row, first + 1, &null_result);
+		Datum error = pg::column(row, first + 2, &null_error);
+		if (outcomes) {
+			Datum cols[5] = {Int64GetDatum(p.id), pg::text_datum(p.queue), state, result, error};
+			bool nulls[5] = {false, false, null_state, null_result, null_error};
+			pg::add_row(out, cols, nulls);
+		} else {
+			Datum cols[3] = {Int64GetDatum(p.id), pg::text_datum(p.queue), result};
+			bool nulls[3] = {false, false, null_result};
+			pg::add_row(out, cols, nulls);
+		}
+	};
+	const char *done_only = outcomes ? "" : " AND state " EQ " 'done'";
 	// parents of a distributed queue that this node does not hold: their
-	// results read through the distributed table, by shard key
-	std::map<int64, std::pair<Datum, bool>> elsewhere;
+	// rows read through the distributed table, by shard key, kept for
+	// add_parent as an SPI result would be (copied out: pg::text_datum)
+	struct Row {
+		Datum state, result, error;
+		bool null_state, null_result, null_error;
+	};
+	std::map<int64, Row> elsewhere;
 	if (queue::is_distributed(whole.info().relid)) {
 		const queue::Shards &shards = queue::distributed_shards(whole);
 		std::map<int32, std::vector<int64>> by_position; // one router statement per shard
@@ -722,18 +813,21 @@ CONCURRENCY_FUNCTION(concurrency_parent_results) {
 			    queue::task_position(p.id) < shards.count)
 				by_position[queue::task_position(p.id)].push_back(p.id);
 		for (const auto &[position, ids] : by_position) {
-			std::string sql = fmt::format("SELECT id, result FROM {} WHERE shard_key " EQ " $2 AND id " EQ
-			                              " ANY ($1) AND state " EQ " 'done'",
-			                              whole.sql().table());
+			std::string sql = fmt::format("SELECT id, state, result, last_error FROM {} WHERE shard_key " EQ
+			                              " $2 AND id " EQ " ANY ($1){}",
+			                              whole.sql().table(), done_only);
 			static const Oid types[2] = {INT8ARRAYOID, INT4OID};
 			Datum values[2] = {int8_array(ids),
 			                   Int32GetDatum(shards.keys[static_cast<std::size_t>(position)])};
-			uint64 n = whole.run_internal("dependencies:results-citus", sql, 2, types, values, nullptr,
-			                              Access::owner);
+			uint64 n =
+			    whole.run_internal(outcomes ? "dependencies:outcomes-citus" : "dependencies:results-citus",
+			                       sql, 2, types, values, nullptr, Access::owner);
 			for (uint64 r = 0; r < n; ++r) {
-				bool isnull = false;
-				Datum result = pg::column(r, 2, &isnull);
-				elsewhere[pg::int64_column(r, 1)] = {result, isnull};
+				Row row{};
+				row.state = pg::column(r, 2, &row.null_state);
+				row.result = pg::column(r, 3, &row.null_result);
+				row.error = pg::column(r, 4, &row.null_error);
+				elsewhere[pg::int64_column(r, 1)] = row;
 			}
 		}
 	}
@@ -744,25 +838,44 @@ CONCURRENCY_FUNCTION(concurrency_parent_results) {
 		    (through_citus || queue::task_position(p.id) != q.info().shard_position)) {
 			auto found = elsewhere.find(p.id);
 			if (found != elsewhere.end()) {
-				Datum cols[3] = {Int64GetDatum(p.id), pg::text_datum(p.queue), found->second.first};
-				bool nulls[3] = {false, false, found->second.second};
-				pg::add_row(out, cols, nulls);
+				const Row &r = found->second;
+				if (outcomes) {
+					Datum cols[5] = {Int64GetDatum(p.id), pg::text_datum(p.queue), r.state, r.result,
+					                 r.error};
+					bool nulls[5] = {false, false, r.null_state, r.null_result, r.null_error};
+					pg::add_row(out, cols, nulls);
+				} else {
+					Datum cols[3] = {Int64GetDatum(p.id), pg::text_datum(p.queue), r.result};
+					bool nulls[3] = {false, false, r.null_result};
+					pg::add_row(out, cols, nulls);
+				}
 			}
 			continue;
 		}
 		std::optional<Queue> opened;
 		Queue &parent = p.queue == name ? q : opened.emplace(p.queue);
-		std::string sql = fmt::format("SELECT result FROM {} WHERE {}id " EQ " $1 AND state " EQ " 'done'",
-		                              parent.sql().table(), parent.sql().shard_filter(false));
+		std::string sql = fmt::format("SELECT state, result, last_error FROM {} WHERE {}id " EQ " $1{}",
+		                              parent.sql().table(), parent.sql().shard_filter(false), done_only);
 		Datum parent_id = Int64GetDatum(p.id);
-		if (parent.run_internal("dependencies:result", sql, 1, id_type, &parent_id, nullptr, Access::owner) ==
-		    1) {
-			bool isnull = false;
-			Datum cols[3] = {Int64GetDatum(p.id), pg::text_datum(p.queue), pg::column(0, 1, &isnull)};
-			bool nulls[3] = {false, false, isnull};
-			pg::add_row(out, cols, nulls);
-		}
+		if (parent.run_internal(outcomes ? "dependencies:outcome" : "dependencies:result", sql, 1, id_type,
+		                        &parent_id, nullptr, Access::owner) == 1)
+			add_parent(p, 0, 1);
 	}
 	pg::spi_finish();
 	return Datum(0);
+}
+
+} // namespace
+
+// concurrency.parent_results(queue, task_id) -> (task_id, queue, result) of
+// each parent of the task that is done
+CONCURRENCY_FUNCTION(concurrency_parent_results) {
+	return parents_of(fcinfo, false);
+}
+
+// concurrency.parent_outcomes(queue, task_id) -> (task_id, queue, state,
+// result, last_error) of each parent of the task, whatever its state: what a
+// finally-child's worker reads
+CONCURRENCY_FUNCTION(concurrency_parent_outcomes) {
+	return parents_of(fcinfo, true);
 }

@@ -53,6 +53,15 @@ SELECT pg_temp.check((SELECT array_agg(attname || ' ' || format_type(atttypid, a
   FROM concurrency.queue q WHERE q.name LIKE 'up\_%';
 SELECT concurrency.drop_queue('made_by_0_4_0');
 
+-- a finally-child on an updated table: its parent, dead under 0.3.0, counts
+-- as ended
+SELECT pg_temp.check((SELECT count(*) FROM concurrency.enqueue_graph('up_main',
+                        format('[{"payload": {"n": 6}, "after_ends": [%s]}]',
+                               (SELECT id FROM concurrency."q_up_main" WHERE state = 'dead'))::jsonb)) = 1,
+                     'a finally-child enqueued after the update');
+SELECT pg_temp.check((SELECT state || ' ' || after_ends FROM concurrency."q_up_main" WHERE payload ->> 'n' = '6')
+                     = 'ready true', 'its dead parent counts as ended');
+
 -- and everything drains
 SELECT pg_temp.check((SELECT count(*) FROM concurrency.dequeue('up_main', 10) d, concurrency.complete('up_main', d.task_id, d.lease_token) c) >= 1, 'up_main drains');
 SELECT pg_temp.check((SELECT count(*) FROM concurrency.dequeue('up_graph', 10) d, concurrency.complete('up_graph', d.task_id, d.lease_token) c) = 1, 'up_graph drains');
