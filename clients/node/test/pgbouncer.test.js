@@ -61,7 +61,7 @@ test('stop() cancels a waiting claim through PgBouncer (CancelRequest with its k
 });
 
 test('a durable workflow through PgBouncer: steps, a sleep, an event, awaitTask', { skip: pooled ? false : 'pgbouncer is not installed' }, async () => {
-  const queue = await freshQueue(direct, 'bouncer', "lease => '1 second'");
+  const queue = await freshQueue(direct, 'bouncer', "lease => '30 seconds'");
   const event = `bouncer-reply-${process.pid}`;
   const ids = await enqueueBatch(pooled, queue, [{ n: 1 }, { n: 2 }, { n: 3 }]);
   let charged = 0;
