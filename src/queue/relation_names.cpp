@@ -7,11 +7,13 @@
 
 namespace concurrency::queue {
 
-std::vector<std::string> relations_of_new_queue(std::string_view queue, bool rate_limit, bool key_rate_limit) {
+std::vector<std::string> relations_of_new_queue(std::string_view queue, bool rate_limit,
+                                                bool key_rate_limit) {
 	std::vector<std::string> names{queue_table_name(queue)};
 	// the indexes of src/queue/queue_sql.cpp (create_table), of the dead
 	// tasks (stats_sql.cpp) and of keyed tasks (keys_sql.cpp)
-	for (const char *suffix : {"pkey", "ready", "scheduled", "leased", "dedupe", "finished", "waiting", "dead", "keyed"})
+	for (const char *suffix :
+	     {"pkey", "ready", "scheduled", "leased", "dedupe", "finished", "waiting", "dead", "keyed"})
 		names.push_back(queue_index_name(queue, suffix));
 	for (const std::string &side : {key_table_name(queue), slot_table_name(queue)}) {
 		names.push_back(side);

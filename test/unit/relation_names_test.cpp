@@ -20,8 +20,8 @@ namespace {
 std::set<std::string> created_by(const std::string &ddl) {
 	std::set<std::string> names;
 	static const std::regex created(
-	    R"((?:CREATE TABLE|CREATE (?:UNIQUE )?INDEX(?: IF NOT EXISTS)?|CONSTRAINT) (?:concurrency\.)?"?([^" (]+)"?)");
-	for (std::sregex_iterator m(ddl.begin(), ddl.end(), created), end; m != end; ++m)
+	    R"re((?:CREATE TABLE|CREATE (?:UNIQUE )?INDEX(?: IF NOT EXISTS)?|CONSTRAINT) (?:concurrency\.)?"?([^" (]+))re");
+	for (auto m = std::sregex_iterator(ddl.begin(), ddl.end(), created); m != std::sregex_iterator(); ++m)
 		names.insert((*m)[1].str());
 	return names;
 }
@@ -31,7 +31,8 @@ std::set<std::string> created_by(const std::string &ddl) {
 TEST(RelationNames, ListWhatTheDdlOfANewQueueCreates) {
 	const std::string q = "jobs";
 	std::string ddl = QueueSql(q).create_table() + StatsSql(q).create_index() + KeySql(q).create_tables() +
-	                  RateSql(q).create_table() + KeyRateSql(q).create_table() + QueueSql(q).create_fair_index();
+	                  RateSql(q).create_table() + KeyRateSql(q).create_table() +
+	                  QueueSql(q).create_fair_index();
 	std::vector<std::string> listed = relations_of_new_queue(q, true, true);
 	EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), created_by(ddl));
 }

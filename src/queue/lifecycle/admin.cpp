@@ -250,15 +250,16 @@ void refuse_names_of_other_queues(const std::string &name, bool rate_limit, bool
 	static const Oid types[1] = {TEXTOID};
 	for (const Taken &t : taken) {
 		Datum values[1] = {pg::text_datum(t.owner)};
-		if (pg::execute("SELECT 1 FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1", 1, types, values) ==
-		    0)
+		if (pg::execute("SELECT 1 FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1", 1, types,
+		                values) == 0)
 			continue;
-		throw Error(sqlstate::duplicate_table,
-		            fmt::format("cannot create queue \"{}\": relation concurrency.{} already exists", name,
-		                        quote_ident(t.relation)),
-		            fmt::format("It is {} of queue \"{}\", and queue \"{}\" would give one of its own the same name.",
-		                        t.kind == "i" ? "an index" : "a table", t.owner, name),
-		            "Choose another name for the queue.");
+		throw Error(
+		    sqlstate::duplicate_table,
+		    fmt::format("cannot create queue \"{}\": relation concurrency.{} already exists", name,
+		                quote_ident(t.relation)),
+		    fmt::format("It is {} of queue \"{}\", and queue \"{}\" would give one of its own the same name.",
+		                t.kind == "i" ? "an index" : "a table", t.owner, name),
+		    "Choose another name for the queue.");
 	}
 }
 
