@@ -9,7 +9,8 @@
 # transaction. Against the same on a fresh queue, and on the burst's queue
 # after VACUUM; with the claim without the executor (concurrency.direct_claim
 # on) and with the claim statement (off, the path of a distributed queue's
-# shards), each on a queue of its own.
+# shards), each on a queue of its own; and the same after a burst under a
+# pinned xmin horizon.
 #
 # A measure of CPU and buffers, not of commits: run it on a throw-away server
 # of its own (fsync = off is fine, and the result file says which), as root:
@@ -19,17 +20,20 @@
 #
 # Writes docs/results/claim_after_burst-<date>.json (bench/report.py reports
 # it in docs/benchmarks.md) and prints a table. Its queues (bench_fresh,
-# bench_burst_on, bench_burst_off) are dropped at the end.
+# bench_burst_on, bench_burst_off, bench_pinned) are dropped at the end.
 set -euo pipefail
 burst=${BURST:-40000} claims=${CLAIMS:-200}
 psql=(psql -X -q -v ON_ERROR_STOP=1 -At)
 drop_queues() {
-  "${psql[@]}" -c "SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('bench_burst_on', 'bench_burst_off', 'bench_fresh')" \
+  "${psql[@]}" -c "SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name IN ('bench_burst_on', 'bench_burst_off', 'bench_pinned', 'bench_fresh')" \
     >/dev/null 2>&1 || true
 }
 drop_queues
 work=$(mktemp -d)
-trap 'rm -rf "$work"; drop_queues' EXIT
+unpin() {
+  "${psql[@]}" -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'bench_pin'" >/dev/null 2>&1 || true
+}
+trap 'unpin; rm -rf "$work"; drop_queues' EXIT
 
 settings=$("${psql[@]}" -c "SELECT string_agg(name || '=' || setting, ' ' ORDER BY name) FROM pg_settings
                              WHERE name IN ('fsync', 'synchronous_commit', 'shared_buffers')")
@@ -45,14 +49,16 @@ ALTER TABLE concurrency.q_bench_fresh SET (autovacuum_enabled = off);
 ALTER TABLE concurrency.q_bench_burst_on SET (autovacuum_enabled = off);
 ALTER TABLE concurrency.q_bench_burst_off SET (autovacuum_enabled = off);
 SQL
-for q in bench_burst_on bench_burst_off; do
-  "${psql[@]}" -c "SELECT count(*) FROM concurrency.enqueue_batch('$q', array_fill('{}'::jsonb, ARRAY[$burst]))" >/dev/null
+burst() { # queue
+  "${psql[@]}" -c "SELECT count(*) FROM concurrency.enqueue_batch('$1', array_fill('{}'::jsonb, ARRAY[$burst]))" >/dev/null
   while :; do
-    n=$("${psql[@]}" -c "SELECT count(concurrency.complete('$q', task_id, lease_token))
-                           FROM concurrency.dequeue('$q', 500)")
+    n=$("${psql[@]}" -c "SELECT count(concurrency.complete('$1', task_id, lease_token))
+                           FROM concurrency.dequeue('$1', 500)")
     [ "$n" = 0 ] && break
   done
-done
+}
+burst bench_burst_on
+burst bench_burst_off
 echo "burst: $burst tasks enqueued, claimed and deleted, on each of two queues"
 
 # One measurement: the first empty dequeue of a queue, then CLAIMS more, with
@@ -92,6 +98,24 @@ for direct in on off; do
   i=$((i + 1))
 done
 
+# The same under a pinned xmin horizon (a session in a transaction that has
+# an xid, from before the burst until the end): no dead entry can be marked
+# killed, and every empty claim looks at the rows the first one looks at.
+# PINNED_CLAIMS (20) claims, the claim without the executor.
+"${psql[@]}" -c "SELECT concurrency.create_queue('bench_pinned')" \
+  -c "ALTER TABLE concurrency.q_bench_pinned SET (autovacuum_enabled = off)" >/dev/null
+PGAPPNAME=bench_pin "${psql[@]}" -c "SELECT pg_current_xact_id(), pg_sleep(3600)" >/dev/null 2>&1 &
+until [ "$("${psql[@]}" -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'bench_pin' AND backend_xid IS NOT NULL")" = 1 ]; do
+  sleep 0.1
+done
+burst bench_pinned
+claims_all=$claims claims=${PINNED_CLAIMS:-20}
+read -r p_first p_first_buf p_ms p_buf <<<"$(measure bench_pinned on)"
+claims=$claims_all
+unpin
+wait
+pinned="{\"direct_claim\": \"on\", \"claims\": ${PINNED_CLAIMS:-20}, \"first_ms\": $p_first, \"first_buffers\": $p_first_buf, \"ms\": $p_ms, \"buffers\": $p_buf}"
+
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 out=$(cd "$(dirname "$0")/.." && pwd)/docs/results/claim_after_burst-$stamp.json
 cat >"$out" <<JSON
@@ -103,7 +127,8 @@ cat >"$out" <<JSON
  "claims": $claims,
  "ready_index_pages_after_burst": $pages,
  "load_after": "$(uptime)",
- "rows": [$(IFS=,; echo "${rows[*]}")]
+ "rows": [$(IFS=,; echo "${rows[*]}")],
+ "pinned_horizon": $pinned
 }
 JSON
 python3 - "$out" <<'PY'
@@ -114,5 +139,8 @@ for r in d["rows"]:
     print(f"{r['direct_claim']:>12} {r['fresh_ms']:>9} {r['fresh_buffers']:>5} {r['burst_first_ms']:>18} {r['burst_first_buffers']:>6} "
           f"{r['burst_ms']:>8} {r['burst_buffers']:>5} "
           f"{r['vacuumed_ms']:>12} {r['vacuumed_buffers']:>5}")
+p = d["pinned_horizon"]
+print(f"pinned horizon (direct_claim on): first {p['first_ms']} ms / {p['first_buffers']} buffers, "
+      f"then {p['ms']} ms / {p['buffers']} buffers a claim")
 PY
 echo "wrote $out"
