@@ -247,7 +247,36 @@ def claim_after_burst(path):
     return lines
 
 
-RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go, "claim_after_burst": claim_after_burst}
+def workflows(path):
+    d = json.load(open(path))
+    name = os.path.basename(path)
+    st, aw, e = d["step"], d["await_task"], d["end_to_end"]
+    return [
+        "## Durable workflows",
+        "",
+        f"`{d['command']}` — result file [{name}](results/{name}); PostgreSQL {d['server']}, {d['settings']}; "
+        f"load at the end: {d['load_after']}.",
+        "",
+        "| workload | sides (medians of alternating rounds) | figure | goal |",
+        "|---|---|---|---|",
+        f"| a step: {st['clients']} sessions each on a leased task, one call a transaction, {st['seconds']:g} s a round, "
+        f"{len(st['rounds']['heartbeat'])} rounds | `heartbeat` {fmt(st['heartbeat_per_s'])}/s, `record_step` "
+        f"{fmt(st['record_step_per_s'])}/s | a step costs **{st['cost_ratio']:.2f}** heartbeats | "
+        f"{met(st['cost_ratio'], 1.3, at_least=False)} |",
+        f"| `await_task` woken by the completing commit, {aw['wakes']} times | from the worker's `COMMIT` returning "
+        f"to `await_task` returning (negative: it returned first) | p50 **{aw['p50_ms']:.2f} ms**, p99 "
+        f"{aw['p99_ms']:.2f} ms, max {aw['max_ms']:.2f} ms | {met(aw['p50_ms'], 2, at_least=False)} |",
+        f"| {e['workflows']} five-step workflows end to end, {e['workers']} workers | one task recording five steps "
+        f"{fmt(e['workflow_per_s'], 1)}/s; five chained tasks of a graph {fmt(e['graph_per_s'], 1)}/s | workflow / "
+        f"graph **{e['ratio']:.2f}** | — |",
+        "",
+        "DBOS and Absurd were not run here: a comparison with them is still to be made.",
+        "",
+    ]
+
+
+RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go, "workflows": workflows,
+             "claim_after_burst": claim_after_burst}
 
 
 def main():

@@ -14,7 +14,8 @@
 #   once: the dashboard's browser tests (clients/dashboard/test/run.sh), the
 #     memory-safety run (PostgreSQL 15), the C++ formatting check
 #     (scripts/format-check.sh), GoogleTest unit tests (CTest),
-#     the Node.js client's tests (clients/node, with PgBouncer), the Python
+#     the Node.js client's tests (clients/node, with PgBouncer; they include its
+#     command line and the KEDA query of docs/operations.md), the Python
 #     client's tests (clients/python/run-tests.sh, pytest, with PgBouncer),
 #     the Go client's (clients/go/run-tests.sh, go vet and go test -race, with
 #     PgBouncer; Go from PATH or /usr/local/go/bin),
@@ -195,6 +196,16 @@ test_version() { # version pg_config
   version_lines+=("PostgreSQL $v: $vpassed passed, $vfailed failed")
 }
 
+# The valgrind run (scripts/sanitize.sh: its own server, a private copy of
+# PostgreSQL 15, one backend at a time) takes a core for about twenty
+# minutes: it runs beside the suites of each version, and is reported with
+# the steps run once.
+sanitize_pid=
+if ! skipped sanitize; then
+  bash scripts/sanitize.sh >"$logs/sanitize.log" 2>&1 &
+  sanitize_pid=$!
+fi
+
 version_lines=()
 for v in ${PG_VERSIONS:-15 18}; do
   case $v in
@@ -224,9 +235,9 @@ if ! skipped dashboard; then
   grep -q '^not ok' "$logs/dashboard.log" && grep -A30 '^not ok' "$logs/dashboard.log" | head -80
   count_summary dashboard "$logs/dashboard.log"
 fi
-if ! skipped sanitize; then
-  echo "== memory safety: suites under valgrind with a UBSan build (scripts/sanitize.sh, PostgreSQL 15)"
-  bash scripts/sanitize.sh >"$logs/sanitize.log" 2>&1
+if [ -n "$sanitize_pid" ]; then
+  echo "== memory safety: suites under valgrind with a UBSan build (scripts/sanitize.sh, PostgreSQL 15; started at the beginning)"
+  wait "$sanitize_pid"
   grep -E 'valgrind errors|Invalid|runtime error|\.\.\. +FAILED|\.\.\. +failed' "$logs/sanitize.log" | head -20
   grep -q -E '\.\.\. +(FAILED|failed)' "$logs/sanitize.log" && sed -n '/^diff /,$p' "$logs/sanitize.log" | head -80
   count_summary sanitize "$logs/sanitize.log"

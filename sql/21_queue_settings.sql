@@ -137,8 +137,9 @@ SELECT pg_temp.error_of(format('SELECT concurrency.heartbeat(%L, %s, %s)', 's1',
 SELECT pg_temp.error_of(format('SELECT concurrency.fail(%L, %s, %s)', 's1', :r1_task, :r1_token));
 SELECT concurrency.enqueue('s2', '{"r": 2}') AS r2 \gset
 SELECT task_id AS r2_task, lease_token AS r2_token FROM concurrency.dequeue('s2') \gset
-SELECT concurrency.complete('s2', :r2_task, :r2_token, '{"dropped": true}');
-SELECT count(*) AS gone FROM concurrency."q_s2" WHERE id = :r2;
+SELECT concurrency.complete('s2', :r2_task, :r2_token, '{"kept": true}');
+-- a result on a queue that retains nothing is kept (await_task), for concurrency.result_retention
+SELECT state, result FROM concurrency."q_s2" WHERE id = :r2;
 SELECT queue, ready, leased, done, cancelled FROM concurrency.queue_stats WHERE queue IN ('s1', 's2') ORDER BY 1;
 
 SELECT concurrency.drop_queue('s1');

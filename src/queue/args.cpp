@@ -121,6 +121,17 @@ void define_payload_setting() {
 	                        nullptr, nullptr);
 }
 
+int result_retention_s = 3600;
+
+void define_result_retention_setting() {
+	DefineCustomIntVariable(
+	    "concurrency.result_retention",
+	    "How long a queue that retains nothing keeps its finished tasks that are kept at all.",
+	    "A task completed with a result, a cancelled task and a parent done are kept this long for "
+	    "await_task and task_status; a task completed without a result is removed at once.",
+	    &result_retention_s, 3600, 0, 10 * 365 * 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr, nullptr, nullptr);
+}
+
 void check_payload_size(Datum payload, const char *what, int element, SourceLocation at) {
 	Size bytes = pg::guard([&] { return toast_raw_datum_size(payload); }) - VARHDRSZ;
 	Size max_bytes = static_cast<Size>(max_payload_kb) * 1024;

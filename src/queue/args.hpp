@@ -69,4 +69,10 @@ ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *argname, Oid 
 std::vector<int64> int8_array_arg(FunctionCallInfo fcinfo, int n, const char *argname,
                                   SourceLocation at = SourceLocation::current());
 
+// concurrency.result_retention (seconds): how long a queue that retains
+// nothing keeps the finished tasks it keeps at all (completed with a result,
+// cancelled, parents done); from _PG_init.
+extern int result_retention_s;
+void define_result_retention_setting();
+
 } // namespace concurrency::queue

@@ -11,6 +11,7 @@
 #include "queue/time/schedule.hpp"
 #include "queue/time/schedule_runner.hpp"
 #include "queue/time/wait.hpp"
+#include "queue/workflows/workflows.hpp"
 
 namespace concurrency::queue {
 
@@ -19,6 +20,7 @@ void init() {
 	distributed_init();
 	define_claim_settings();
 	define_payload_setting();
+	define_result_retention_setting();
 	permissions_init();
 	wait_init();
 	notifier_init();
@@ -26,6 +28,7 @@ void init() {
 	schedule_init();
 	schedule_runner_init();
 	dependencies_init();
+	workflows_init();
 }
 
 } // namespace concurrency::queue

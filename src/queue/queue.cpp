@@ -653,9 +653,11 @@ bool Queue::tasks_wait(TimestampTz now, TimestampTz floor) {
 	return due == Due::waiting;
 }
 
-uint64 Queue::purge(TimestampTz now, int32 chunk) {
-	// finished before the cutoff: purge; without retention, every finished task
-	TimestampTz cutoff = now;
+uint64 Queue::purge(TimestampTz now, int32 chunk, bool asked) {
+	// finished before the cutoff: purge; without retention, every finished
+	// task kept at all (completed with a result, cancelled, a parent done)
+	// once concurrency.result_retention has passed, or every one when asked
+	TimestampTz cutoff = asked ? now : now - static_cast<TimestampTz>(result_retention_s) * USECS_PER_SEC;
 	if (info_->has_retain) {
 		Interval retain = info_->retain;
 		// cannot overflow: create_queue and alter_queue refuse more than 100 years

@@ -157,9 +157,11 @@ class Queue {
 	void notify(uint64 tasks = 1);
 
 	// Deletes up to `chunk` done or cancelled tasks whose retention has
-	// passed (all finished tasks on a queue that retains none, except a
-	// cancelled task whose holder's lease still runs). Returns how many.
-	uint64 purge(TimestampTz now, int32 chunk);
+	// passed (on a queue that retains none: those finished more than
+	// concurrency.result_retention ago, or all when `asked` — purge() —,
+	// except a cancelled task whose holder's lease still runs). Returns how
+	// many.
+	uint64 purge(TimestampTz now, int32 chunk, bool asked = false);
 
 	// The piggy-backed purge of the queue calls: a chunk when this backend's
 	// last one was long enough ago, or came back full (more to do). Runs

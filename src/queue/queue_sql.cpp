@@ -131,6 +131,8 @@ std::string QueueSql::create_table() const {
     has_children      boolean,
     children          bigint[],
     parents           bigint[],
+    steps             jsonb,
+    awaiting          text,
     CONSTRAINT {pkey} PRIMARY KEY (id)
 ) WITH (fillfactor = 70,
         autovacuum_vacuum_scale_factor = 0.0, autovacuum_vacuum_threshold = 1000,

@@ -111,6 +111,8 @@ sub value
 
 is(value('concurrency_queue_ready', 'queue="emails"'), '3', 'queue_stats: ready tasks per queue');
 is(value('concurrency_queue_scheduled', 'queue="emails"'), '1', 'queue_stats: scheduled tasks');
+is(value('concurrency_queue_claimable', 'queue="emails"'), '3',
+	'claimable (the KEDA figure): the ready tasks, not the one scheduled for later');
 is(value('concurrency_queue_ready', 'queue="empty"'), '0', 'an empty queue has its series too');
 is(value('concurrency_queue_oldest_ready_age_seconds', 'queue="empty"'), '0', 'no ready task: lag 0');
 my $lag = value('concurrency_queue_oldest_ready_age_seconds', 'queue="emails"');

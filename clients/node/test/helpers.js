@@ -47,4 +47,20 @@ function gate() {
   return { promise, open };
 }
 
-module.exports = { pool, bouncerPool, freshQueue, until, gate };
+// A database of one test's own (the extension created in it unless
+// extension is false), for checks that look at a whole database; drop()
+// ends its pool and drops it.
+async function freshDatabase(db, prefix, { extension = true } = {}) {
+  const name = `${prefix}_${process.pid}_${++counter}`;
+  await db.query(`CREATE DATABASE "${name}"`);
+  const own = new pg.Pool({ max: 4, database: name });
+  own.on('error', () => {}); // an idle connection ended by the DROP below
+  if (extension) await own.query('CREATE EXTENSION concurrency_ext');
+  const drop = async () => {
+    await own.end();
+    await db.query(`DROP DATABASE "${name}" WITH (FORCE)`);
+  };
+  return { name, pool: own, drop };
+}
+
+module.exports = { pool, bouncerPool, freshQueue, freshDatabase, until, gate };

@@ -18,6 +18,7 @@
 #include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/sql_operators.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -361,6 +362,8 @@ FinishedTask finished_row(int row, int64 id, int first_col) {
 }
 
 void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how, TimestampTz now) {
+	if (!tasks.empty() && how != Ending::dropped) // await_task callers are woken at commit
+		note_ended(q.name());
 	std::vector<int64> children, parents;
 	for (const FinishedTask &t : tasks) {
 		if (t.had_parents)

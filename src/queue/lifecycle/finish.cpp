@@ -220,7 +220,7 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	}
 	Queue &q = shard ? *shard : whole;
 	uint64 n = 0;
-	if (!q.info().has_retain) {
+	if (!q.info().has_retain && !has_result) { // a result is kept for await_task (result_retention)
 		static const Oid types[2] = {INT8OID, INT8OID};
 		Datum values[2] = {Int64GetDatum(task_id), Int64GetDatum(token)};
 		n = q.run(QueueStatement::complete, 2, types, values);

@@ -104,7 +104,7 @@ CONCURRENCY_FUNCTION(concurrency_purge) {
 		constexpr int32 chunk = 10'000;
 		int64 total = 0;
 		for (;;) {
-			uint64 n = table.purge(now, chunk);
+			uint64 n = table.purge(now, chunk, true);
 			total += static_cast<int64>(n);
 			if (n < static_cast<uint64>(chunk))
 				return total;

@@ -40,13 +40,27 @@ struct WaitEntry {
 	SharedQueueKey key; // hash key: must come first
 	ConditionVariable cv;
 	pg_atomic_uint32 marked; // committed work LISTEN users have not been told of
+	// await_task: callers waiting for a task of the queue to end, and their
+	// condition variable (broadcast when a transaction that ended tasks of
+	// the queue commits)
+	ConditionVariable ended_cv;
+	pg_atomic_uint32 awaiters;
 };
 
 void init_entry(void *made) {
 	auto *entry = static_cast<WaitEntry *>(made);
 	ConditionVariableInit(&entry->cv);
 	pg_atomic_init_u32(&entry->marked, 0);
+	ConditionVariableInit(&entry->ended_cv);
+	pg_atomic_init_u32(&entry->awaiters, 0);
 }
+
+// How many await_task calls wait on this server (every database): while
+// none does, a commit that ended tasks looks nothing up.
+struct AwaitCount {
+	pg_atomic_uint32 awaiters;
+};
+AwaitCount *await_count = nullptr;
 
 // no table (not preloaded): waiters poll. Its lock guards the table, not
 // the entries' condition variables.
@@ -60,6 +74,7 @@ struct Note {
 	SharedQueueKey key;
 	uint64_t tasks;
 	WaitEntry *listened; // the entry to mark at commit for LISTEN users, or nullptr
+	bool ended;          // tasks of the queue ended: await_task callers are woken
 };
 // One transaction's notes: this backend's transaction's, or a prepared
 // transaction's, kept in shared memory until COMMIT PREPARED (Stash).
@@ -68,6 +83,7 @@ struct Notes {
 	int count;
 	bool overflowed;           // more queues than notes: every waiter of the database is woken
 	bool listeners_overflowed; // every queue of the database is marked for LISTEN users
+	bool ended_overflowed;     // every await_task caller of the database is woken
 };
 Notes mine{};
 Note (&notes)[max_notes] = mine.notes;
@@ -79,10 +95,11 @@ void forget_notes() {
 	note_count = 0;
 	notes_overflowed = false;
 	listeners_overflowed = false;
+	mine.ended_overflowed = false;
 }
 
 bool have_notes(const Notes &n) {
-	return n.count > 0 || n.overflowed || n.listeners_overflowed;
+	return n.count > 0 || n.overflowed || n.listeners_overflowed || n.ended_overflowed;
 }
 
 // The notes of prepared transactions, by GID, until COMMIT PREPARED applies
@@ -110,13 +127,14 @@ Note *note_of(const SharedQueueKey &key) {
 			return &notes[i];
 	if (note_count == max_notes)
 		return nullptr;
-	notes[note_count] = Note{key, 0, nullptr};
+	notes[note_count] = Note{key, 0, nullptr, false};
 	return &notes[note_count++];
 }
 
 void request_shared_memory() {
 	wait_queues.request();
 	RequestAddinShmemSpace(sizeof(Stash));
+	RequestAddinShmemSpace(sizeof(AwaitCount));
 }
 
 void start_shared_memory() {
@@ -128,6 +146,10 @@ void start_shared_memory() {
 		std::memset(static_cast<void *>(stash), 0, sizeof *stash);
 		SpinLockInit(&stash->mutex);
 	}
+	await_count = static_cast<AwaitCount *>(
+	    ShmemInitStruct("concurrency_ext task awaiters", sizeof(AwaitCount), &found));
+	if (!found)
+		pg_atomic_init_u32(&await_count->awaiters, 0);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -154,9 +176,42 @@ void signal_waiters(ConditionVariable *cv, uint64_t n) {
 	}
 }
 
+// await_task callers of the queues whose tasks the transaction of `n` ended
+// (all of the database's when it ended tasks of more queues than it noted).
+// Nothing is looked up while no caller waits anywhere.
+void wake_awaiters(const Notes &n, Oid database) {
+	if (!await_count || pg_atomic_read_u32(&await_count->awaiters) == 0)
+		return;
+	bool any = n.ended_overflowed;
+	for (int i = 0; i < n.count && !any; ++i)
+		any = n.notes[i].ended;
+	if (!any)
+		return;
+	LWLockAcquire(wait_queues.lock(), LW_SHARED);
+	if (n.ended_overflowed) {
+		HASH_SEQ_STATUS scan;
+		hash_seq_init(&scan, wait_queues.table());
+		while (auto *entry = static_cast<WaitEntry *>(hash_seq_search(&scan)))
+			if (entry->key.database == database && pg_atomic_read_u32(&entry->awaiters) > 0)
+				ConditionVariableBroadcast(&entry->ended_cv);
+	} else {
+		for (int i = 0; i < n.count; ++i) {
+			if (!n.notes[i].ended)
+				continue;
+			auto *entry = n.notes[i].listened ? n.notes[i].listened
+			                                  : static_cast<WaitEntry *>(hash_search(
+			                                        wait_queues.table(), &n.notes[i].key, HASH_FIND, nullptr));
+			if (entry && pg_atomic_read_u32(&entry->awaiters) > 0)
+				ConditionVariableBroadcast(&entry->ended_cv);
+		}
+	}
+	LWLockRelease(wait_queues.lock());
+}
+
 // Called when the transaction of `n` has committed (its tasks are visible to
 // every new snapshot by then), in `database`.
 void wake_noted(const Notes &n, Oid database) {
+	wake_awaiters(n, database);
 	// LISTEN users: a queue's first mark since its notifier last looked asks
 	// the notifier to look again (entries are never removed: the pointers
 	// taken during the transaction stay valid)
@@ -361,6 +416,16 @@ void note_claimable(std::string_view queue, uint64_t tasks) {
 		notes_overflowed = true;
 }
 
+void note_ended(std::string_view queue) {
+	if (!wait_queues.exists() || mine.ended_overflowed)
+		return;
+	Note *note = note_of(shared_queue_key(queue));
+	if (note)
+		note->ended = true;
+	else
+		mine.ended_overflowed = true;
+}
+
 bool note_listeners(std::string_view queue) {
 	if (!wait_queues.exists() || !notifier_available())
 		return false;
@@ -434,6 +499,57 @@ QueueWait::~QueueWait() {
 		ConditionVariableSignal(cv_);
 }
 
+namespace {
+
+// A waiter that commits cannot wake sleeps `ms` (or until an interrupt).
+void poll_sleep(long ms) {
+	pg::guard([&] {
+		CHECK_FOR_INTERRUPTS();
+		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	});
+}
+
+} // namespace
+
+TaskEndWait::TaskEndWait(std::string_view queue) {
+	if (!wait_queues.exists() || !await_count)
+		return;
+	SharedQueueKey key = shared_queue_key(queue);
+	pg::guard([&] {
+		entry_ = wait_queues.find_or_enter(key, init_entry);
+		if (!entry_)
+			return; // every slot taken: poll
+		auto *entry = static_cast<WaitEntry *>(entry_);
+		// counted and on the list before the first look: a commit from now
+		// on wakes us
+		pg_atomic_fetch_add_u32(&entry->awaiters, 1);
+		pg_atomic_fetch_add_u32(&await_count->awaiters, 1);
+		ConditionVariablePrepareToSleep(&entry->ended_cv);
+	});
+}
+
+TaskEndWait::~TaskEndWait() {
+	if (!entry_)
+		return;
+	auto *entry = static_cast<WaitEntry *>(entry_);
+	ConditionVariableCancelSleep();
+	pg_atomic_fetch_sub_u32(&entry->awaiters, 1);
+	pg_atomic_fetch_sub_u32(&await_count->awaiters, 1);
+}
+
+void TaskEndWait::sleep(TimestampTz now, TimestampTz until) {
+	int64 left_ms = (until - now + 999) / 1000;
+	long ms = static_cast<long>(std::clamp<int64>(left_ms, 1, 3600 * 1000));
+	if (entry_) {
+		auto *entry = static_cast<WaitEntry *>(entry_);
+		(void)pg::guard([&] { return ConditionVariableTimedSleep(&entry->ended_cv, ms, PG_WAIT_EXTENSION); });
+		return;
+	}
+	poll_sleep(std::min<long>(ms, wait_poll_interval_ms));
+}
+
 bool QueueWait::sleep(TimestampTz now, TimestampTz until) {
 	// at least 1 ms, at most an hour per sleep (the caller loops)
 	int64 left_ms = (until - now + 999) / 1000;
@@ -442,13 +558,7 @@ bool QueueWait::sleep(TimestampTz now, TimestampTz until) {
 		bool timed_out = pg::guard([&] { return ConditionVariableTimedSleep(cv_, ms, PG_WAIT_EXTENSION); });
 		return timed_out && left_ms <= 3600 * 1000;
 	}
-	ms = std::min<long>(ms, wait_poll_interval_ms);
-	pg::guard([&] {
-		CHECK_FOR_INTERRUPTS();
-		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	});
+	poll_sleep(std::min<long>(ms, wait_poll_interval_ms));
 	return false;
 }
 

@@ -46,6 +46,10 @@ void note_claimable(std::string_view queue, uint64_t tasks);
 // no shared memory for it: the module is not preloaded.
 bool note_listeners(std::string_view queue);
 
+// This transaction ended tasks of `queue` (done, dead, cancelled): when it
+// commits, the await_task callers waiting on the queue are woken.
+void note_ended(std::string_view queue);
+
 // For a notifier: the queues of `database` marked since the last call, with
 // their marks cleared; `all` is set when a transaction marked more queues
 // than it could note (every queue of the database is to be notified).
@@ -71,6 +75,26 @@ class QueueWait {
 
   private:
 	ConditionVariable *cv_ = nullptr;
+};
+
+// One await_task call's wait for a task of a queue to end. Create it before
+// the call's first look at the task; between looks, sleep(). Without the
+// preload (or with every queue slot taken) it polls every
+// concurrency.wait_poll_interval.
+class TaskEndWait {
+  public:
+	explicit TaskEndWait(std::string_view queue);
+	~TaskEndWait();
+	TaskEndWait(const TaskEndWait &) = delete;
+	TaskEndWait &operator=(const TaskEndWait &) = delete;
+
+	// Sleeps until a commit that ended tasks of the queue, `until`, or an
+	// interrupt (raised as the PostgreSQL error it is).
+	void sleep(TimestampTz now, TimestampTz until);
+	bool woken_by_commits() const { return entry_ != nullptr; }
+
+  private:
+	void *entry_ = nullptr;
 };
 
 } // namespace concurrency::queue

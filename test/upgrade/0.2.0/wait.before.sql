@@ -24,11 +24,11 @@ INSERT INTO wait_held SELECT 'wkeyed', (payload ->> 'n')::integer, task_id, leas
 
 -- The tables as 0.2.0's create_queue made them: the library here (0.3.0's)
 -- adds the progress column and those of dependencies (with their index)
--- that the update must add to 0.2.0's tables.
+-- that the update must add to 0.2.0's tables, and 0.4.0's those of workflows.
 ALTER TABLE concurrency."q_wlive" DROP COLUMN progress, DROP COLUMN parents_open, DROP COLUMN has_children,
-    DROP COLUMN children, DROP COLUMN parents;
+    DROP COLUMN children, DROP COLUMN parents, DROP COLUMN IF EXISTS steps, DROP COLUMN IF EXISTS awaiting;
 ALTER TABLE concurrency."q_wkeyed" DROP COLUMN progress, DROP COLUMN parents_open, DROP COLUMN has_children,
-    DROP COLUMN children, DROP COLUMN parents;
+    DROP COLUMN children, DROP COLUMN parents, DROP COLUMN IF EXISTS steps, DROP COLUMN IF EXISTS awaiting;
 DROP INDEX concurrency."q_wlive_waiting", concurrency."q_wkeyed_waiting";
 
 DO $$

@@ -32,3 +32,15 @@ SELECT concurrency.create_queue('up_paused');
 SELECT concurrency.enqueue('up_paused', '{"n": 1}');
 SELECT concurrency.pause_queue('up_paused');
 SELECT concurrency.schedule('live_tick', 'up_paused', every => '1 hour');
+
+-- The tables as 0.3.0's create_queue made them: the library here (0.4.0's)
+-- adds the columns of workflows (steps, awaiting) that the update must add.
+DO $$
+DECLARE
+    q record;
+BEGIN
+    FOR q IN SELECT name FROM concurrency.queue LOOP
+        EXECUTE format('ALTER TABLE concurrency.%I DROP COLUMN IF EXISTS steps, DROP COLUMN IF EXISTS awaiting',
+                       'q_' || q.name);
+    END LOOP;
+END $$;

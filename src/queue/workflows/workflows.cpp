@@ -1,0 +1,400 @@
+// Durable workflows (docs/workflows.md, src/sql/80_workflows.sql): steps kept
+// in the task's row under its lease (record_step, step_result, task_steps),
+// a task parked until an event (await_event) and the event that wakes it
+// (emit_event), and a caller waiting for a task's end (await_task). Durable
+// sleep is release(…, run_at) under another name (the SQL part).
+//
+// Everything a workflow keeps is in the task's row (steps, awaiting) or in
+// the extension's event tables: it survives crashes and restarts as the task
+// does, goes when the task goes, and pg_dump keeps it.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "pg/srf.hpp"
+#include "queue/distributed/distributed.hpp"
+#include "queue/permissions.hpp"
+#include "queue/queue.hpp"
+#include "queue/time/wait.hpp"
+#include "queue/workflows/workflow_sql.hpp"
+#include "queue/workflows/workflows.hpp"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/jsonb.h"
+}
+
+using namespace concurrency;
+using namespace concurrency::queue;
+
+namespace concurrency::queue {
+
+int event_retention_s = 7 * 86400;
+
+void workflows_init() {
+	DefineCustomIntVariable("concurrency.event_retention", "How long an emitted event is kept for later awaits.",
+	                        "await_event takes an event emitted at most this long ago; older ones are "
+	                        "forgotten by later emits.",
+	                        &event_retention_s, 7 * 86400, 1, 10 * 365 * 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr,
+	                        nullptr, nullptr);
+}
+
+} // namespace concurrency::queue
+
+namespace {
+
+constexpr std::size_t max_name_bytes = 1000;
+
+// A step or event name from argument n: 22004 for NULL, 22023 for '' or
+// longer than max_name_bytes.
+std::string name_arg(FunctionCallInfo fcinfo, int n, const char *what,
+                     SourceLocation at = SourceLocation::current()) {
+	std::string name = pg::text_arg(fcinfo, n, what, at);
+	if (name.empty())
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must not be empty", what), {}, {}, at);
+	if (name.size() > max_name_bytes)
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} is too long", what),
+		            fmt::format("It has {} bytes; at most {} are allowed.", name.size(), max_name_bytes), {}, at);
+	return name;
+}
+
+// Workflows on a distributed queue are not served yet: 0A000, nothing done.
+void refuse_distributed(Queue &q, const char *function) {
+	if (queue::is_distributed(q.info().relid))
+		throw Error(sqlstate::feature_not_supported,
+		            fmt::format("{} is not available on a distributed queue", function),
+		            fmt::format("Queue \"{}\" is distributed.", q.name()),
+		            "Use a queue of this server for workflows.");
+}
+
+// A datum of the last SPI result, copied out of SPI's memory (to outlive
+// SPI_finish).
+Datum transferred(Datum d, bool isnull) {
+	if (isnull)
+		return Datum(0);
+	return pg::guard([&] { return SPI_datumTransfer(d, false, -1); });
+}
+
+// The owner of the event tables (the extension's owner), who runs their
+// statements.
+Oid event_owner() {
+	Oid relid = concurrency_relid("event");
+	if (!OidIsValid(relid))
+		throw Error(sqlstate::object_not_in_prerequisite_state, "workflows need concurrency_ext 0.4.0's objects",
+		            "The table concurrency.event does not exist in this database.",
+		            "ALTER EXTENSION concurrency_ext UPDATE");
+	return relation_owner(relid);
+}
+
+// Runs one statement on the event tables as their owner.
+uint64 run_event_sql(const char *key, const char *sql, int nargs, const Oid *types, const Datum *values,
+                     const char *nulls = nullptr) {
+	SPIPlanPtr plan = pg::prepared_plan(key, sql, nargs, types);
+	return run_plan_as(plan, values, nulls, event_owner(), false);
+}
+
+TimestampTz minus_seconds(TimestampTz t, int seconds) {
+	return t - static_cast<TimestampTz>(seconds) * USECS_PER_SEC;
+}
+
+// The event's row locked (made when missing): whether it was emitted within
+// the retention, and its payload then (copied out of SPI).
+std::optional<Datum> locked_event(const std::string &event, TimestampTz now) {
+	static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
+	Datum values[2] = {pg::text_datum(event), TimestampTzGetDatum(now)};
+	run_event_sql("workflow:lock_event", workflow_sql::lock_event, 2, types, values);
+	bool emitted_null = false, payload_null = false;
+	Datum emitted = column(0, 2, &emitted_null);
+	if (emitted_null || DatumGetTimestampTz(emitted) < minus_seconds(now, event_retention_s))
+		return std::nullopt;
+	Datum payload = column(0, 1, &payload_null);
+	return payload_null ? pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("null")); })
+	                    : transferred(payload, false);
+}
+
+void add_two(pg::ResultSet &out, Datum a, bool a_null, Datum b, bool b_null) {
+	Datum cols[2] = {a, b};
+	bool nulls[2] = {a_null, b_null};
+	pg::add_row(out, cols, nulls);
+}
+
+} // namespace
+
+// concurrency.record_step(queue, task_id, lease_token, step, result): the
+// step's result kept with the task, under its lease (CE001 when lost)
+CONCURRENCY_FUNCTION(concurrency_record_step) {
+	QueueName name = queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	int64 token = int64_arg(fcinfo, 2, "lease_token");
+	std::string step = name_arg(fcinfo, 3, "step");
+	Datum result =
+	    arg_null(fcinfo, 4) ? pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("null")); })
+	                        : PG_GETARG_DATUM(4);
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "record_step");
+	refuse_distributed(q, "record_step");
+	static const Oid types[5] = {INT8OID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
+	Datum values[5] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step), result,
+	                   TimestampTzGetDatum(now)};
+	if (q.run("record_step", workflow_sql::record_step(q.sql()), 5, types, values) == 0)
+		q.lease_lost(task_id);
+	pg::spi_finish();
+	PG_RETURN_VOID();
+}
+
+// concurrency.step_result(queue, task_id, lease_token, step) -> the recorded
+// result (jsonb 'null' for a step recorded with none), or NULL
+CONCURRENCY_FUNCTION(concurrency_step_result) {
+	QueueName name = queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	int64 token = int64_arg(fcinfo, 2, "lease_token");
+	std::string step = name_arg(fcinfo, 3, "step");
+
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "step_result");
+	refuse_distributed(q, "step_result");
+	static const Oid types[3] = {INT8OID, INT8OID, TEXTOID};
+	Datum values[3] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step)};
+	if (q.run("step_result", workflow_sql::step_result(q.sql()), 3, types, values) == 0)
+		q.lease_lost(task_id);
+	bool isnull = false;
+	Datum d = column(0, 1, &isnull);
+	Datum result = transferred(d, isnull);
+	pg::spi_finish();
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(result);
+}
+
+// concurrency.task_steps(queue, task_id) -> (step, result, recorded_at), in
+// the order recorded
+CONCURRENCY_FUNCTION(concurrency_task_steps) {
+	QueueName name = queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::read, "task_steps");
+	refuse_distributed(q, "task_steps");
+	static const Oid types[1] = {INT8OID};
+	Datum values[1] = {Int64GetDatum(task_id)};
+	uint64 n = q.run("task_steps", workflow_sql::task_steps(q.sql()), 1, types, values);
+	for (uint64 i = 0; i < n; ++i) {
+		Datum cols[3];
+		bool nulls[3];
+		for (int c = 0; c < 3; ++c)
+			cols[c] = column(i, c + 1, &nulls[c]);
+		pg::add_row(out, cols, nulls);
+	}
+	pg::spi_finish();
+	return Datum(0);
+}
+
+// concurrency.await_event(queue, task_id, lease_token, event, timeout) ->
+// (status, payload): 'received' with the event's payload (emitted before, or
+// while the task waited: recorded as step 'event:<event>'), 'waiting' (the
+// task is parked: no lease, no attempt spent, claimable again when the event
+// is emitted or the timeout passes), or 'timed_out' (the task was claimed
+// again after its timeout, without the event).
+CONCURRENCY_FUNCTION(concurrency_await_event) {
+	QueueName name = queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	int64 token = int64_arg(fcinfo, 2, "lease_token");
+	std::string event = name_arg(fcinfo, 3, "event");
+	std::optional<Interval> timeout;
+	if (!arg_null(fcinfo, 4))
+		timeout = positive_interval_arg(fcinfo, 4, "timeout");
+	TimestampTz now = clock_now();
+	std::string step = workflow_sql::event_step(event);
+
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::work, "await_event");
+	refuse_distributed(q, "await_event");
+	// taken already (an earlier await of this attempt or of an earlier one)
+	static const Oid look_types[3] = {INT8OID, INT8OID, TEXTOID};
+	Datum look[3] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step)};
+	if (q.run("step_result", workflow_sql::step_result(q.sql()), 3, look_types, look) == 0)
+		q.lease_lost(task_id);
+	bool taken_null = false;
+	Datum taken = column(0, 1, &taken_null);
+	std::optional<std::string> awaiting = pg::text_column(0, 2);
+	if (!taken_null) {
+		Datum payload = transferred(taken, false);
+		add_two(out, pg::text_datum("received"), false, payload, false);
+		pg::spi_finish();
+		return Datum(0);
+	}
+	// the event's row locked: an emit of it waits for this transaction, or
+	// this call for the emit's
+	std::optional<Datum> emitted = locked_event(event, now);
+	Datum task_args[5] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step), Datum(0),
+	                      TimestampTzGetDatum(now)};
+	static const Oid step_types[5] = {INT8OID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
+	static const Oid wait_types[3] = {TEXTOID, TEXTOID, INT8OID};
+	Datum wait_args[3] = {pg::text_datum(event), pg::text_datum(q.name()), Int64GetDatum(task_id)};
+	if (emitted) {
+		task_args[3] = *emitted;
+		if (q.run("record_step", workflow_sql::record_step(q.sql()), 5, step_types, task_args) == 0)
+			q.lease_lost(task_id);
+		if (awaiting == event) {
+			static const Oid clear_types[2] = {INT8OID, INT8OID};
+			q.run("clear_awaiting", workflow_sql::clear_awaiting(q.sql()), 2, clear_types, task_args);
+			run_event_sql("workflow:drop_wait", workflow_sql::drop_wait, 3, wait_types, wait_args);
+		}
+		add_two(out, pg::text_datum("received"), false, *emitted, false);
+		pg::spi_finish();
+		return Datum(0);
+	}
+	if (awaiting == event) {
+		// parked for it before, and claimed again after the timeout
+		static const Oid clear_types[2] = {INT8OID, INT8OID};
+		if (q.run("clear_awaiting", workflow_sql::clear_awaiting(q.sql()), 2, clear_types, task_args) == 0)
+			q.lease_lost(task_id);
+		run_event_sql("workflow:drop_wait", workflow_sql::drop_wait, 3, wait_types, wait_args);
+		add_two(out, pg::text_datum("timed_out"), false, Datum(0), true);
+		pg::spi_finish();
+		return Datum(0);
+	}
+	TimestampTz until = DT_NOEND;
+	if (timeout) {
+		Interval t = *timeout;
+		until = pg::guard([&] {
+			return DatumGetTimestampTz(
+			    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(&t)));
+		});
+	}
+	static const Oid park_types[4] = {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID};
+	Datum park_args[4] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(event),
+	                      TimestampTzGetDatum(until)};
+	if (q.run("park", workflow_sql::park(q.sql()), 4, park_types, park_args) == 0)
+		q.lease_lost(task_id);
+	static const Oid add_types[4] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID};
+	Datum add_args[4] = {wait_args[0], wait_args[1], wait_args[2], TimestampTzGetDatum(now)};
+	run_event_sql("workflow:add_wait", workflow_sql::add_wait, 4, add_types, add_args);
+	// a waiting dequeue learns of the new due time (and of a lease slot freed)
+	note_claimable(q.name(), 1);
+	add_two(out, pg::text_datum("waiting"), false, Datum(0), true);
+	pg::spi_finish();
+	return Datum(0);
+}
+
+// concurrency.emit_event(event, payload) -> how many parked tasks it woke.
+// The event is kept (concurrency.event_retention) for later awaits; emitting
+// it again replaces its payload for them.
+CONCURRENCY_FUNCTION(concurrency_emit_event) {
+	std::string event = name_arg(fcinfo, 0, "event");
+	Datum payload =
+	    arg_null(fcinfo, 1) ? pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("null")); })
+	                        : PG_GETARG_DATUM(1);
+	check_payload_size(payload, "payload");
+	TimestampTz now = clock_now();
+
+	pg::spi_connect();
+	(void)locked_event(event, now); // an await of it in progress finishes first
+	{
+		static const Oid types[3] = {TEXTOID, JSONBOID, TIMESTAMPTZOID};
+		Datum values[3] = {pg::text_datum(event), payload, TimestampTzGetDatum(now)};
+		run_event_sql("workflow:emit", workflow_sql::emit, 3, types, values);
+	}
+	static const Oid one_text[1] = {TEXTOID};
+	Datum event_arg[1] = {pg::text_datum(event)};
+	uint64 n = run_event_sql("workflow:waiting_tasks", workflow_sql::waiting_tasks, 1, one_text, event_arg);
+	std::vector<std::pair<std::string, int64>> tasks;
+	for (uint64 i = 0; i < n; ++i)
+		tasks.emplace_back(pg::text_column(i, 1).value_or(""), int64_column(i, 2));
+	int64 woken = 0;
+	std::string step = workflow_sql::event_step(event);
+	for (const auto &[queue_name, task_id] : tasks) {
+		if (!OidIsValid(queue_relid(queue_name)))
+			continue; // dropped since
+		Queue q(queue_name);
+		static const Oid types[5] = {INT8OID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
+		Datum values[5] = {Int64GetDatum(task_id), pg::text_datum(event), pg::text_datum(step), payload,
+		                   TimestampTzGetDatum(now)};
+		uint64 d = q.run_internal("deliver", workflow_sql::deliver(q.sql()), 5, types, values, nullptr,
+		                          Access::owner);
+		if (d > 0) {
+			woken += static_cast<int64>(d);
+			q.notify(d);
+		}
+	}
+	if (!tasks.empty())
+		run_event_sql("workflow:forget_waits", workflow_sql::forget_waits, 1, one_text, event_arg);
+	{
+		static const Oid types[1] = {TIMESTAMPTZOID};
+		Datum values[1] = {TimestampTzGetDatum(minus_seconds(now, event_retention_s))};
+		run_event_sql("workflow:forget_old_events", workflow_sql::forget_old_events, 1, types, values);
+	}
+	pg::spi_finish();
+	PG_RETURN_INT64(woken);
+}
+
+// concurrency.await_task(queue, task_id, wait) -> (state, result, last_error)
+// as soon as the task has ended, or its state when `wait` has passed; no row
+// for a task that does not exist (any more).
+CONCURRENCY_FUNCTION(concurrency_await_task) {
+	QueueName name = queue_name(fcinfo);
+	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	std::optional<Interval> wait;
+	if (!arg_null(fcinfo, 2)) {
+		Interval w = *PG_GETARG_INTERVAL_P(2);
+		Interval zero{};
+		bool negative = pg::guard([&] {
+			return DatumGetBool(DirectFunctionCall2(interval_lt, IntervalPGetDatum(&w), IntervalPGetDatum(&zero)));
+		});
+		if (negative)
+			throw Error(sqlstate::invalid_parameter_value, "wait must not be negative");
+		wait = w;
+	}
+	TimestampTz now = clock_now();
+	TimestampTz until = now;
+	if (wait) {
+		Interval w = *wait;
+		until = pg::guard([&] {
+			return DatumGetTimestampTz(
+			    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(&w)));
+		});
+	}
+
+	pg::ResultSet out = pg::materialize(fcinfo);
+	pg::spi_connect();
+	Queue q(name.view());
+	AsRole as_owner = authorize(q, Permission::read, "await_task");
+	refuse_distributed(q, "await_task");
+	std::string sql = workflow_sql::task_end(q.sql());
+	static const Oid types[1] = {INT8OID};
+	Datum values[1] = {Int64GetDatum(task_id)};
+	std::optional<TaskEndWait> waiter;
+	if (until > now)
+		waiter.emplace(q.name()); // on the list before the first look
+	for (;;) {
+		// none: never was, or gone (completed without a result or cancelled
+		// on a queue that retains nothing, purged): nothing says which
+		if (q.run_internal("task_end", sql, 1, types, values, nullptr, Access::latest) == 0)
+			break;
+		std::string state = pg::text_column(0, 1).value_or("");
+		bool ended = state == "done" || state == "dead" || state == "cancelled";
+		if (ended || clock_now() >= until) {
+			Datum cols[3];
+			bool nulls[3];
+			for (int c = 0; c < 3; ++c)
+				cols[c] = column(0, c + 1, &nulls[c]);
+			pg::add_row(out, cols, nulls);
+			break;
+		}
+		waiter->sleep(clock_now(), until);
+	}
+	pg::spi_finish();
+	return Datum(0);
+}
