@@ -214,6 +214,39 @@ def peers_go(path):
     return lines
 
 
+def claim_after_burst(path):
+    d = json.load(open(path))
+    name = os.path.basename(path)
+    cpu = " fsync=off " in f" {d['settings']} "
+    lines = [
+        "## An empty claim after a burst",
+        "",
+        f"`bench/claim_after_burst.sh` on PostgreSQL {d['server']} ({d['settings']}"
+        f"{': the CPU and buffer cost, not durable commits' if cpu else ''}) — result file "
+        f"[{name}](results/{name}); the machine's load at the end: `{d.get('load_after', '?')}`. "
+        f"{d['burst']:,} tasks enqueued, claimed and completed, then `dequeue` calls that find nothing, each its "
+        f"own transaction: the first, then {d['claims']} more (a claim on average), with no VACUUM in between (the "
+        "ready index then had "
+        f"{d['ready_index_pages_after_burst']:,} pages), against the same on a queue that never held a task and "
+        "on the burst's queue after VACUUM. The bound and why: docs/queue.md, \"Honest limits\".",
+        "",
+        "| claim | fresh queue: ms / index buffers a claim | the first after the burst | the next ones after the burst | after VACUUM |",
+        "|---|---|---|---|---|",
+    ]
+    label = {"on": "without the executor (`direct_claim` on)", "off": "claim statement (`direct_claim` off; a distributed queue's shards)"}
+    for r in d["rows"]:
+        lines.append(f"| {label.get(r['direct_claim'], r['direct_claim'])} | {r['fresh_ms']:.3f} / {r['fresh_buffers']} | "
+                     f"{r['burst_first_ms']:.3f} / {r['burst_first_buffers']} | "
+                     f"{r['burst_ms']:.3f} / {r['burst_buffers']} | {r['vacuumed_ms']:.3f} / {r['vacuumed_buffers']} |")
+    p = d.get("pinned_horizon")
+    if p:
+        lines += ["", f"Under a pinned xmin horizon (a transaction with an xid open from before the burst), the claim "
+                  f"without the executor: the first empty claim {p['first_ms']:.3f} ms / {p['first_buffers']} index "
+                  f"buffers, then {p['ms']:.3f} ms / {p['buffers']} a claim on average over {p['claims']}."]
+    lines.append("")
+    return lines
+
+
 def workflows(path):
     d = json.load(open(path))
     name = os.path.basename(path)
@@ -242,7 +275,8 @@ def workflows(path):
     ]
 
 
-RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go, "workflows": workflows}
+RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go, "workflows": workflows,
+             "claim_after_burst": claim_after_burst}
 
 
 def main():

@@ -7,14 +7,36 @@
 # Prints the prefix's pg_config on its last line. When the source (or what it
 # needs to build) cannot be fetched it prints "PostgreSQL 18: skipped, source
 # unavailable" and exits 3, so that callers report a skip, not a failure.
+# The downloaded source is shared by every prefix, its build tree is not:
+# each prefix builds in a tree of its own under the work directory (a tree
+# configured for another prefix would install there), and a tree whose
+# config.status names another prefix is configured again.
+# --dry-run: say which tree the build would use and whether it would run
+# configure, and change nothing (test/scripts/build_pg18_prefix.sh).
 # Needs root (apt). About 7 minutes on two cores.
 set -uo pipefail
 prefix=${PG18_PREFIX:-/opt/concurrency_ext/pg18}
 work=${PG18_WORK:-/var/tmp/concurrency_ext-pg18}
+dry_run=0; [ "${1:-}" = --dry-run ] && dry_run=1
+# the tree of this prefix: its path with every other character made "_"
+tree=$work/tree$(printf '%s' "$prefix" | tr -c 'A-Za-z0-9.-' '_')
 jobs=$(( $(nproc) < 2 ? $(nproc) : 2 ))
 skip() { echo "PostgreSQL 18: skipped, source unavailable${1:+ ($1)}"; exit 3; }
 
-mkdir -p "$(dirname "$prefix")" "$work" || exit 1
+# Whether the tree in the current directory was configured for $prefix.
+configured_for_prefix() {
+  [ -f config.status ] && ./config.status --config 2>/dev/null | grep -qF "'--prefix=$prefix'"
+}
+
+if [ "$dry_run" = 1 ]; then
+  src=$(ls -d "$tree"/postgresql-18*/ 2>/dev/null | head -1)
+  if [ -z "$src" ]; then echo "tree $tree: would be extracted and configured for $prefix"
+  elif (cd "$src" && configured_for_prefix); then echo "tree ${src%/}: configured for $prefix, reused"
+  else echo "tree ${src%/}: would be configured for $prefix"; fi
+  exit 0
+fi
+
+mkdir -p "$(dirname "$prefix")" "$work" "$tree" || exit 1
 exec 9>"$prefix.lock"
 flock 9                                   # one build at a time; later callers reuse it
 
@@ -32,14 +54,14 @@ complete() {
 }
 
 if complete; then
-  src=$(ls -d "$work"/postgresql-18*/ 2>/dev/null | head -1)
+  src=$(ls -d "$tree"/postgresql-18*/ 2>/dev/null | head -1)
   [ -n "$src" ] && tap_modules "$src"
   echo "$prefix/bin/pg_config"; exit 0
 fi
 
 export DEBIAN_FRONTEND=noninteractive
 cd "$work" || exit 1
-src=$(ls -d postgresql-18*/ 2>/dev/null | head -1)
+src=$(cd "$tree" && ls -d "$PWD"/postgresql-18*/ 2>/dev/null | head -1)
 if [ -z "$src" ]; then
   list=/etc/apt/sources.list.d/concurrency-ext-sid-src.sources
   [ -f "$list" ] || cat >"$list" <<SRC
@@ -53,14 +75,17 @@ SRC
   apt-get source -qq --download-only postgresql-18 >apt-source.log 2>&1 || skip "apt-get source postgresql-18 failed"
   tarball=$(ls postgresql-18_*.orig.tar.* 2>/dev/null | head -1)
   [ -n "$tarball" ] || skip "no orig tarball"
-  tar xf "$tarball" || exit 1
-  src=$(ls -d postgresql-18*/ | head -1)
+  tar xf "$tarball" -C "$tree" || exit 1
+  src=$(cd "$tree" && ls -d "$PWD"/postgresql-18*/ | head -1)
 fi
 apt-get install -y -qq --no-install-recommends bison flex libreadline-dev zlib1g-dev libipc-run-perl >/dev/null 2>&1 \
   || skip "build dependencies could not be installed"
 cd "$src" || exit 1
-[ -f config.status ] || ./configure --prefix="$prefix" --without-icu --enable-debug --enable-tap-tests >configure.log 2>&1 \
-  || { tail configure.log; exit 1; }
+if ! configured_for_prefix; then
+  [ -f config.status ] && { make -s distclean >/dev/null 2>&1 || true; }
+  ./configure --prefix="$prefix" --without-icu --enable-debug --enable-tap-tests >configure.log 2>&1 \
+    || { tail configure.log; exit 1; }
+fi
 make -j"$jobs" -s >build.log 2>&1 && make -s install >>build.log 2>&1 \
   && make -s -C src/test/isolation install >>build.log 2>&1 \
   && make -s -j"$jobs" -C contrib install >>build.log 2>&1 || { tail -30 build.log; exit 1; }

@@ -25,7 +25,7 @@
 # Usage: sudo scripts/test.sh
 #   PG_VERSIONS="15" to test one version only; PG18 is built on first use
 #   (about 7 minutes) and reused afterwards.
-#   SKIP="sanitize package" to leave out steps (dashboard, sanitize, format,
+#   SKIP="sanitize package" to leave out steps (dashboard, sanitize, format, scripts,
 #   unit, node, python, go, package, chaos, and citus: the Citus suite on PostgreSQL 18);
 #   CHAOS_WORKFLOWS: how many workflows the chaos test runs (default 1000, about 45 s on 2 cores);
 #   CI runs them all.
@@ -258,6 +258,13 @@ if ! skipped format; then
   bash scripts/format-check.sh >"$logs/format.log" 2>&1
   grep -E '^FAIL ' "$logs/format.log" | head -20
   count_summary format "$logs/format.log"
+fi
+
+if ! skipped scripts; then
+  echo "== the PostgreSQL builder keeps a tree per prefix (test/scripts/build_pg18_prefix.sh, --dry-run)"
+  bash test/scripts/build_pg18_prefix.sh >"$logs/scripts.log" 2>&1
+  grep -E '^FAIL ' "$logs/scripts.log" | head -20
+  count_summary scripts "$logs/scripts.log"
 fi
 
 if ! skipped unit; then

@@ -18,6 +18,7 @@ inline constexpr const char *invalid_parameter_value = "22023";
 inline constexpr const char *undefined_object = "42704";
 inline constexpr const char *undefined_table = "42P01"; // an extension table dropped by hand
 inline constexpr const char *duplicate_object = "42710";
+inline constexpr const char *duplicate_table = "42P07"; // a queue's derived name taken by another queue
 inline constexpr const char *unique_violation = "23505";
 inline constexpr const char *check_violation = "23514"; // a counter's bound would be crossed
 inline constexpr const char *lock_not_available = "55P03";

@@ -26,6 +26,7 @@ DOCUMENTED = {
     "22023",  # invalid parameter value
     "42704",  # undefined object
     "42710",  # duplicate object
+    "42P07",  # duplicate table (create_queue: a name another queue's relations use)
     "23505",  # unique violation (subsystem name or key taken)
     "23514",  # check violation (a counter's bound would be crossed)
     "55P03",  # lock not available

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,7 @@
 #include "queue/flow/keys.hpp"
 #include "queue/flow/keys_sql.hpp"
 #include "queue/permissions.hpp"
+#include "queue/relation_names.hpp"
 #include "queue/queue.hpp"
 #include "queue/flow/rate.hpp"
 #include "queue/time/schedule_runner.hpp"
@@ -218,6 +220,49 @@ struct SettingsParams {
 	SettingsParams(const SettingsParams &) = delete;
 };
 
+// Before a new queue's relations are created: refuses (42P07) a name that
+// another queue's table, index or side table already has, saying whose, as
+// queue "jobs_keyed" would meet the index q_jobs_keyed of queue "jobs" (or
+// "jobs" the table of "jobs_keyed"). A relation of no queue is left to
+// CREATE's own error.
+void refuse_names_of_other_queues(const std::string &name, bool rate_limit, bool key_rate_limit) {
+	std::string names;
+	for (const std::string &relation : relations_of_new_queue(name, rate_limit, key_rate_limit))
+		names += (names.empty() ? "" : ", ") + quote_literal(relation);
+	uint64 n = pg::execute(fmt::format(R"(SELECT c.relname::pg_catalog.text, c.relkind::pg_catalog.text,
+       COALESCE(t.relname, c.relname)::pg_catalog.text
+  FROM pg_catalog.pg_class c
+  LEFT JOIN pg_catalog.pg_index i ON i.indexrelid OPERATOR(pg_catalog.=) c.oid
+  LEFT JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) i.indrelid
+ WHERE c.relnamespace OPERATOR(pg_catalog.=) 'concurrency'::pg_catalog.regnamespace
+   AND c.relname OPERATOR(pg_catalog.=) ANY (ARRAY[{}]::pg_catalog.name[])
+ ORDER BY 1)",
+	                                   names));
+	struct Taken {
+		std::string relation, kind, owner;
+	};
+	std::vector<Taken> taken;
+	for (uint64 r = 0; r < n; ++r) {
+		std::optional<std::string> owner = queue_of_table(pg::text_column(r, 3).value_or(""));
+		if (owner && *owner != name)
+			taken.push_back({pg::text_column(r, 1).value_or(""), pg::text_column(r, 2).value_or(""), *owner});
+	}
+	static const Oid types[1] = {TEXTOID};
+	for (const Taken &t : taken) {
+		Datum values[1] = {pg::text_datum(t.owner)};
+		if (pg::execute("SELECT 1 FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1", 1, types,
+		                values) == 0)
+			continue;
+		throw Error(
+		    sqlstate::duplicate_table,
+		    fmt::format("cannot create queue \"{}\": relation concurrency.{} already exists", name,
+		                quote_ident(t.relation)),
+		    fmt::format("It is {} of queue \"{}\", and queue \"{}\" would give one of its own the same name.",
+		                t.kind == "i" ? "an index" : "a table", t.owner, name),
+		    "Choose another name for the queue.");
+	}
+}
+
 } // namespace
 
 // concurrency.create_queue(queue, lease, max_attempts, retain, key_limit,
@@ -303,6 +348,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 			PG_RETURN_VOID();
 		}
 	}
+	refuse_names_of_other_queues(name, rate_limit > 0, key_rate_limit > 0);
 	KeySql keys(name);
 	execute(sql.create_table());
 	execute(StatsSql(name).create_index());

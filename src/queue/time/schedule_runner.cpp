@@ -322,31 +322,60 @@ void schedule_runner_init() {
 	                                      schedule_launcher_tick, schedule_launcher_stop});
 }
 
+// Rolls back the transaction of a failed read of pg_database and says so.
+// Not inlined: its PG_TRY must not share a frame with the caller's locals.
+[[gnu::noinline]] static void abort_reading_databases(const char *message) noexcept {
+	PG_TRY();
+	{
+		AbortCurrentTransaction();
+		ereport(LOG, (errmsg("schedule launcher: reading pg_database failed, its transaction rolled back: %s",
+		                     message)));
+	}
+	PG_CATCH();
+	{ FlushErrorState(); }
+	PG_END_TRY();
+}
+
+// The databases whose runners may be wanted, read from pg_database in a
+// transaction of its own. If the read fails (a lock timeout, say), the
+// transaction is rolled back and the failure logged before it propagates, so
+// that the host's next start of the launcher begins outside any transaction
+// (one left open made every later StartTransactionCommand of the host fail,
+// and no runner ever started).
+static std::vector<Oid> databases_to_serve() {
+	std::vector<Oid> databases;
+	try {
+		pg::guard([&] {
+			SetCurrentStatementStartTimestamp();
+			StartTransactionCommand();
+			(void)GetTransactionSnapshot();
+			Relation rel = table_open(DatabaseRelationId, AccessShareLock);
+			TableScanDesc scan = table_beginscan_catalog(rel, 0, nullptr);
+			HeapTuple tuple;
+			while ((tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr) {
+				auto *db = reinterpret_cast<Form_pg_database>(GETSTRUCT(tuple));
+				// -2: a database whose DROP was interrupted (DATCONNLIMIT_INVALID_DB)
+				if (db->datallowconn && !db->datistemplate && db->datconnlimit != -2)
+					databases.push_back(db->oid);
+			}
+			table_endscan(scan);
+			table_close(rel, AccessShareLock);
+			CommitTransactionCommand();
+		});
+	} catch (const std::exception &e) {
+		abort_reading_databases(e.what());
+		throw;
+	}
+	return databases;
+}
+
 void schedule_launcher_start() {
 	if (!shared)
 		return;
 	SpinLockAcquire(&shared->mutex);
 	shared->launcher = MyLatch;
 	SpinLockRelease(&shared->mutex);
-	std::vector<Oid> databases;
-	pg::guard([&] {
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		(void)GetTransactionSnapshot();
-		Relation rel = table_open(DatabaseRelationId, AccessShareLock);
-		TableScanDesc scan = table_beginscan_catalog(rel, 0, nullptr);
-		HeapTuple tuple;
-		while ((tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr) {
-			auto *db = reinterpret_cast<Form_pg_database>(GETSTRUCT(tuple));
-			// -2: a database whose DROP was interrupted (DATCONNLIMIT_INVALID_DB)
-			if (db->datallowconn && !db->datistemplate && db->datconnlimit != -2)
-				databases.push_back(db->oid);
-		}
-		table_endscan(scan);
-		table_close(rel, AccessShareLock);
-		CommitTransactionCommand();
-	});
-	for (Oid database : databases)
+	for (Oid database : databases_to_serve())
 		ask_for_look(database);
 }
 
