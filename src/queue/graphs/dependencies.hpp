@@ -60,7 +60,8 @@ enum class Ending { done, dead, cancelled, dropped };
 // edges as a child go; the children of a done task have one parent less, and
 // those left with none become ready (scheduled, or blocked behind their key);
 // the waiting descendants of a dead or cancelled task are cancelled, their
-// last_error naming it, but for finally-children, which have one parent less. Does nothing for tasks without parents or children.
+// last_error naming it, but for finally-children, which have one parent less. Does nothing for tasks without
+// parents or children.
 void tasks_finished(Queue &q, const std::vector<FinishedTask> &tasks, Ending how, TimestampTz now);
 
 // enqueue(…, after), enqueue_batch(…, after): the tasks `children` of `q`,

@@ -198,9 +198,10 @@ void wake_awaiters(const Notes &n, Oid database) {
 		for (int i = 0; i < n.count; ++i) {
 			if (!n.notes[i].ended)
 				continue;
-			auto *entry = n.notes[i].listened ? n.notes[i].listened
-			                                  : static_cast<WaitEntry *>(hash_search(
-			                                        wait_queues.table(), &n.notes[i].key, HASH_FIND, nullptr));
+			auto *entry = n.notes[i].listened
+			                  ? n.notes[i].listened
+			                  : static_cast<WaitEntry *>(
+			                        hash_search(wait_queues.table(), &n.notes[i].key, HASH_FIND, nullptr));
 			if (entry && pg_atomic_read_u32(&entry->awaiters) > 0)
 				ConditionVariableBroadcast(&entry->ended_cv);
 		}

@@ -15,9 +15,9 @@ std::string event_step(const std::string &event) {
 }
 
 // a step's entry in the steps object: its result and when it was recorded
-static constexpr const char *step_entry =
-    "pg_catalog.jsonb_build_object($3::pg_catalog.text, pg_catalog.jsonb_build_object('result', $4::pg_catalog.jsonb, "
-    "'at', $5::pg_catalog.timestamptz))";
+static constexpr const char *step_entry = "pg_catalog.jsonb_build_object($3::pg_catalog.text, "
+                                          "pg_catalog.jsonb_build_object('result', $4::pg_catalog.jsonb, "
+                                          "'at', $5::pg_catalog.timestamptz))";
 
 std::string record_step(const QueueSql &q) {
 	return fmt::format(
@@ -37,7 +37,8 @@ std::string step_result(const QueueSql &q) {
 std::string event_taken(const QueueSql &q) {
 	return fmt::format(
 	    "SELECT (steps OPERATOR(pg_catalog.->) $3::pg_catalog.text) OPERATOR(pg_catalog.->) 'result', "
-	    "COALESCE((steps OPERATOR(pg_catalog.->) $3::pg_catalog.text) OPERATOR(pg_catalog.?) 'timed_out', false), "
+	    "COALESCE((steps OPERATOR(pg_catalog.->) $3::pg_catalog.text) OPERATOR(pg_catalog.?) 'timed_out', "
+	    "false), "
 	    "awaiting FROM {} WHERE {}id " EQ " $1 AND lease_token " EQ " $2",
 	    q.table(), q.shard_filter(false));
 }
@@ -81,7 +82,8 @@ RETURNING id)",
 }
 
 std::string clear_awaiting(const QueueSql &q) {
-	return fmt::format("UPDATE {} SET awaiting = NULL WHERE {}id " EQ " $1 AND lease_token " EQ " $2 RETURNING id",
+	return fmt::format("UPDATE {} SET awaiting = NULL WHERE {}id " EQ " $1 AND lease_token " EQ
+	                   " $2 RETURNING id",
 	                   q.table(), q.shard_filter(false));
 }
 
@@ -119,11 +121,10 @@ const char *const forget_waits = "DELETE FROM concurrency.event_wait WHERE event
 const char *const add_wait = R"(INSERT INTO concurrency.event_wait (event, queue, task_id, since)
 VALUES ($1, $2, $3, $4) ON CONFLICT (event, queue, task_id) DO UPDATE SET since = EXCLUDED.since)";
 
-const char *const drop_wait = "DELETE FROM concurrency.event_wait WHERE event " EQ " $1 AND queue " EQ
-                              " $2 AND task_id " EQ " $3";
+const char *const drop_wait =
+    "DELETE FROM concurrency.event_wait WHERE event " EQ " $1 AND queue " EQ " $2 AND task_id " EQ " $3";
 
-const char *const forget_old_events =
-    R"(DELETE FROM concurrency.event WHERE name )" EQ R"( ANY (ARRAY(
+const char *const forget_old_events = R"(DELETE FROM concurrency.event WHERE name )" EQ R"( ANY (ARRAY(
     SELECT e.name FROM concurrency.event AS e
      WHERE e.touched_at )" LT R"( $1
        AND NOT EXISTS (SELECT FROM concurrency.event_wait AS w WHERE w.event )" EQ R"( e.name)

@@ -37,11 +37,12 @@ namespace concurrency::queue {
 int event_retention_s = 7 * 86400;
 
 void workflows_init() {
-	DefineCustomIntVariable("concurrency.event_retention", "How long an emitted event is kept for later awaits.",
+	DefineCustomIntVariable("concurrency.event_retention",
+	                        "How long an emitted event is kept for later awaits.",
 	                        "await_event takes an event emitted at most this long ago; older ones are "
 	                        "forgotten by later emits.",
-	                        &event_retention_s, 7 * 86400, 1, 10 * 365 * 86400, PGC_SIGHUP, GUC_UNIT_S, nullptr,
-	                        nullptr, nullptr);
+	                        &event_retention_s, 7 * 86400, 1, 10 * 365 * 86400, PGC_SIGHUP, GUC_UNIT_S,
+	                        nullptr, nullptr, nullptr);
 }
 
 } // namespace concurrency::queue
@@ -59,7 +60,8 @@ std::string name_arg(FunctionCallInfo fcinfo, int n, const char *what,
 		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} must not be empty", what), {}, {}, at);
 	if (name.size() > max_name_bytes)
 		throw Error(sqlstate::invalid_parameter_value, fmt::format("{} is too long", what),
-		            fmt::format("It has {} bytes; at most {} are allowed.", name.size(), max_name_bytes), {}, at);
+		            fmt::format("It has {} bytes; at most {} are allowed.", name.size(), max_name_bytes), {},
+		            at);
 	return name;
 }
 
@@ -85,7 +87,8 @@ Datum transferred(Datum d, bool isnull) {
 Oid event_owner() {
 	Oid relid = concurrency_relid("event");
 	if (!OidIsValid(relid))
-		throw Error(sqlstate::object_not_in_prerequisite_state, "workflows need concurrency_ext 0.4.0's objects",
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            "workflows need concurrency_ext 0.4.0's objects",
 		            "The table concurrency.event does not exist in this database.",
 		            "ALTER EXTENSION concurrency_ext UPDATE");
 	return relation_owner(relid);
@@ -132,9 +135,9 @@ CONCURRENCY_FUNCTION(concurrency_record_step) {
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
 	int64 token = int64_arg(fcinfo, 2, "lease_token");
 	std::string step = name_arg(fcinfo, 3, "step");
-	Datum result =
-	    arg_null(fcinfo, 4) ? pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("null")); })
-	                        : PG_GETARG_DATUM(4);
+	Datum result = arg_null(fcinfo, 4)
+	                   ? pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("null")); })
+	                   : PG_GETARG_DATUM(4);
 	check_payload_size(result, "result");
 	TimestampTz now = clock_now();
 
@@ -269,7 +272,8 @@ CONCURRENCY_FUNCTION(concurrency_await_event) {
 		// as the event's step, so that later runs time out at once
 		static const Oid timeout_types[4] = {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID};
 		Datum timeout_args[4] = {task_args[0], task_args[1], task_args[2], task_args[4]};
-		if (q.run("record_timeout", workflow_sql::record_timeout(q.sql()), 4, timeout_types, timeout_args) == 0)
+		if (q.run("record_timeout", workflow_sql::record_timeout(q.sql()), 4, timeout_types, timeout_args) ==
+		    0)
 			q.lease_lost(task_id);
 		run_event_sql("workflow:drop_wait", workflow_sql::drop_wait, 3, wait_types, wait_args);
 		add_two(out, pg::text_datum("timed_out"), false, Datum(0), true);
@@ -280,8 +284,8 @@ CONCURRENCY_FUNCTION(concurrency_await_event) {
 	if (timeout) {
 		Interval t = *timeout;
 		until = pg::guard([&] {
-			return DatumGetTimestampTz(
-			    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(&t)));
+			return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+			                                               IntervalPGetDatum(&t)));
 		});
 	}
 	static const Oid park_types[4] = {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID};
@@ -304,9 +308,9 @@ CONCURRENCY_FUNCTION(concurrency_await_event) {
 // it again replaces its payload for them.
 CONCURRENCY_FUNCTION(concurrency_emit_event) {
 	std::string event = name_arg(fcinfo, 0, "event");
-	Datum payload =
-	    arg_null(fcinfo, 1) ? pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("null")); })
-	                        : PG_GETARG_DATUM(1);
+	Datum payload = arg_null(fcinfo, 1)
+	                    ? pg::guard([] { return DirectFunctionCall1(jsonb_in, CStringGetDatum("null")); })
+	                    : PG_GETARG_DATUM(1);
 	check_payload_size(payload, "payload");
 	TimestampTz now = clock_now();
 
@@ -361,7 +365,8 @@ CONCURRENCY_FUNCTION(concurrency_await_task) {
 		Interval w = *PG_GETARG_INTERVAL_P(2);
 		Interval zero{};
 		bool negative = pg::guard([&] {
-			return DatumGetBool(DirectFunctionCall2(interval_lt, IntervalPGetDatum(&w), IntervalPGetDatum(&zero)));
+			return DatumGetBool(
+			    DirectFunctionCall2(interval_lt, IntervalPGetDatum(&w), IntervalPGetDatum(&zero)));
 		});
 		if (negative)
 			throw Error(sqlstate::invalid_parameter_value, "wait must not be negative");
@@ -372,8 +377,8 @@ CONCURRENCY_FUNCTION(concurrency_await_task) {
 	if (wait) {
 		Interval w = *wait;
 		until = pg::guard([&] {
-			return DatumGetTimestampTz(
-			    DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now), IntervalPGetDatum(&w)));
+			return DatumGetTimestampTz(DirectFunctionCall2(timestamptz_pl_interval, TimestampTzGetDatum(now),
+			                                               IntervalPGetDatum(&w)));
 		});
 	}
 
