@@ -205,3 +205,26 @@ SELECT concurrency.drop_counter('hits');
 SELECT count(*) AS slots_left FROM concurrency.counter_slot WHERE counter = 'hits';
 SELECT concurrency.drop_counter(name) FROM concurrency.counter ORDER BY name;
 SELECT count(*) AS counters_left FROM concurrency.counter;
+
+-- One counter_add changes one slot, once, whatever plan the server chooses.
+-- With many one-slot counters analyzed, the planner expects one slot per
+-- counter and may rescan the subquery that picks a free slot (LIMIT 1, SKIP
+-- LOCKED) once per slot of the counter: a rescan must not pick another slot.
+-- The start slot depends on the backend's pid: three counters of 16, 17 and
+-- 19 slots do not all start at their last slot.
+SELECT count(*) AS single_slot_counters
+  FROM (SELECT concurrency.create_counter('single_' || k, slots => 1) FROM generate_series(1, 200) AS k) AS c;
+ANALYZE concurrency.counter_slot;
+SELECT concurrency.create_counter('spread_' || n, slots => n, min_value => 0) FROM (VALUES (16), (17), (19)) AS v(n);
+SELECT concurrency.counter_add('spread_' || n, 100) FROM (VALUES (16), (17), (19)) AS v(n);
+SELECT counter, sum(value) AS value, count(*) FILTER (WHERE value <> 0) AS slots_changed
+  FROM concurrency.counter_slot WHERE counter LIKE 'spread\_%' GROUP BY counter ORDER BY counter;
+-- spread over the slots (at most 20 in one), a withdrawal of 25 gathers
+-- from several, each once
+SELECT concurrency.compact_counter('spread_' || n) FROM (VALUES (16), (17), (19)) AS v(n);
+SELECT concurrency.counter_add('spread_' || n, -25) FROM (VALUES (16), (17), (19)) AS v(n);
+SELECT counter, sum(value) AS value, bool_and(value >= 0) AS no_slot_below_zero
+  FROM concurrency.counter_slot WHERE counter LIKE 'spread\_%' GROUP BY counter ORDER BY counter;
+SELECT count(*) AS dropped
+  FROM (SELECT concurrency.drop_counter(name) FROM concurrency.counter
+         WHERE name LIKE 'spread\_%' OR name LIKE 'single\_%') AS d;

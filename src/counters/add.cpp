@@ -24,6 +24,12 @@
 // permission check, the free slot and the add in one statement.
 // Each slot stays within [floor, ceiling], the floors sum to min_value and
 // the ceilings to max_value: the total never crosses a bound.
+// A statement that picks its slot with LIMIT 1 picks it in a MATERIALIZED
+// CTE, run once per execution, and updates that one slot. As a subquery in
+// FROM, the planner may put it on the inner side of a nested loop over the
+// counter's slots (it does when the statistics say one slot per counter) and
+// rescan it for each slot: each rescan locked and returned another slot (the
+// one just updated is skipped), and the delta went into several slots.
 #include <functional>
 #include <string>
 
@@ -56,8 +62,7 @@ uint64 add_fast(const std::string &name, Oid user, Datum delta) {
 	// row read in the common case); then, when every slot from there up is
 	// held, all slots from the start slot round.
 	static const char *text =
-	    "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
-	    "FROM (SELECT f.slot FROM concurrency.counter_slot AS f "
+	    "WITH t AS MATERIALIZED (SELECT f.slot FROM concurrency.counter_slot AS f "
 	    "        JOIN concurrency.counter AS c ON c.name = f.counter "
 	    "      WHERE f.counter = $1 AND {} "
 	    "        AND (f.floor IS NULL OR f.value + $2 >= f.floor) "
@@ -67,8 +72,9 @@ uint64 add_fast(const std::string &name, Oid user, Datum delta) {
 	    "                         WHERE p.counter = c.name AND p.permission = 'use' "
 	    "                           AND (p.grantee::oid = 0 OR pg_has_role($4, p.grantee::oid, 'USAGE')))) "
 	    "      ORDER BY {} LIMIT 1 "
-	    "      FOR NO KEY UPDATE OF f SKIP LOCKED) AS t "
-	    "WHERE s.counter = $1 AND s.slot = t.slot";
+	    "      FOR NO KEY UPDATE OF f SKIP LOCKED) "
+	    "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
+	    "FROM t WHERE s.counter = $1 AND s.slot = t.slot";
 	static const std::string upwards = fmt::format(fmt::runtime(text), "f.slot >= $3 % c.slots", "f.slot");
 	static const std::string round =
 	    fmt::format(fmt::runtime(text), "true", "(f.slot + 1048576 - $3 % c.slots) % 1048576");
@@ -86,15 +92,15 @@ uint64 add_fast(const std::string &name, Oid user, Datum delta) {
 // every slot that could take it is held by another transaction.
 uint64 add_on_free_slot(const Counter &c, Datum delta) {
 	static const Oid types[3] = {TEXTOID, NUMERICOID, INT4OID};
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "counters:add-free",
-	    "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
-	    "FROM (SELECT f.slot FROM concurrency.counter_slot AS f "
-	    "      WHERE f.counter = $1 AND (f.floor IS NULL OR f.value + $2 >= f.floor) "
-	    "        AND (f.ceiling IS NULL OR f.value + $2 <= f.ceiling) "
-	    "      ORDER BY (f.slot + $3) % 1048576 LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED) AS t "
-	    "WHERE s.counter = $1 AND s.slot = t.slot",
-	    3, types, CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan =
+	    pg::prepared_plan("counters:add-free",
+	                      "WITH t AS MATERIALIZED (SELECT f.slot FROM concurrency.counter_slot AS f "
+	                      "      WHERE f.counter = $1 AND (f.floor IS NULL OR f.value + $2 >= f.floor) "
+	                      "        AND (f.ceiling IS NULL OR f.value + $2 <= f.ceiling) "
+	                      "      ORDER BY (f.slot + $3) % 1048576 LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED) "
+	                      "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
+	                      "FROM t WHERE s.counter = $1 AND s.slot = t.slot",
+	                      3, types, CURSOR_OPT_GENERIC_PLAN);
 	// The start: slots ordered from (pid mod slots) upwards, wrapping round.
 	int start = static_cast<int>(MyProcPid % c.slots);
 	int shift = 1048576 - start; // (slot + shift) mod 2^20 puts `start` first
@@ -126,19 +132,18 @@ struct NotEnoughFree {};
 // nothing held) when they cannot take it all.
 bool gather_free(const Counter &c, Datum delta) {
 	static const Oid types[4] = {TEXTOID, NUMERICOID, NUMERICOID, INT4OID};
-	SPIPlanPtr plan =
-	    pg::prepared_plan("counters:gather-free",
-	                      "UPDATE concurrency.counter_slot AS s SET value = s.value + sign($2) * t.take "
-	                      "FROM (SELECT f.slot, LEAST(CASE WHEN $2 < 0 THEN f.value - f.floor ELSE f.ceiling "
-	                      "- f.value END, $3) "
-	                      "             AS take "
-	                      "        FROM concurrency.counter_slot AS f "
-	                      "       WHERE f.counter = $1 AND f.slot > $4 "
-	                      "         AND CASE WHEN $2 < 0 THEN f.value > f.floor ELSE f.value < f.ceiling END "
-	                      "       ORDER BY f.slot LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED) AS t "
-	                      "WHERE s.counter = $1 AND s.slot = t.slot "
-	                      "RETURNING s.slot, $3 - t.take",
-	                      4, types, CURSOR_OPT_GENERIC_PLAN);
+	SPIPlanPtr plan = pg::prepared_plan(
+	    "counters:gather-free",
+	    "WITH t AS MATERIALIZED (SELECT f.slot, LEAST(CASE WHEN $2 < 0 THEN f.value - f.floor "
+	    "ELSE f.ceiling - f.value END, $3) AS take "
+	    "        FROM concurrency.counter_slot AS f "
+	    "       WHERE f.counter = $1 AND f.slot > $4 "
+	    "         AND CASE WHEN $2 < 0 THEN f.value > f.floor ELSE f.value < f.ceiling END "
+	    "       ORDER BY f.slot LIMIT 1 FOR NO KEY UPDATE SKIP LOCKED) "
+	    "UPDATE concurrency.counter_slot AS s SET value = s.value + sign($2) * t.take "
+	    "FROM t WHERE s.counter = $1 AND s.slot = t.slot "
+	    "RETURNING s.slot, $3 - t.take",
+	    4, types, CURSOR_OPT_GENERIC_PLAN);
 	Datum remaining = pg::guard([&] { return DirectFunctionCall1(numeric_abs, delta); });
 	bool placed = false;
 	ErrorData *error = nullptr;
@@ -173,12 +178,12 @@ uint64 add_on_busy_slot(const Counter &c, Datum delta) {
 	static const Oid types[3] = {TEXTOID, NUMERICOID, INT4OID};
 	SPIPlanPtr plan =
 	    pg::prepared_plan("counters:add-busy",
-	                      "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
-	                      "FROM (SELECT f.slot FROM concurrency.counter_slot AS f "
+	                      "WITH t AS MATERIALIZED (SELECT f.slot FROM concurrency.counter_slot AS f "
 	                      "      WHERE f.counter = $1 AND (f.floor IS NULL OR f.value + $2 >= f.floor) "
 	                      "        AND (f.ceiling IS NULL OR f.value + $2 <= f.ceiling) "
-	                      "      ORDER BY (f.slot + $3) % 1048576 LIMIT 1) AS t "
-	                      "WHERE s.counter = $1 AND s.slot = t.slot "
+	                      "      ORDER BY (f.slot + $3) % 1048576 LIMIT 1) "
+	                      "UPDATE concurrency.counter_slot AS s SET value = s.value + $2 "
+	                      "FROM t WHERE s.counter = $1 AND s.slot = t.slot "
 	                      "  AND (s.floor IS NULL OR s.value + $2 >= s.floor) AND (s.ceiling IS NULL OR "
 	                      "s.value + $2 <= s.ceiling)",
 	                      3, types, CURSOR_OPT_GENERIC_PLAN);
