@@ -276,6 +276,8 @@ def fuzz_function(conn, rng, schema, name, argtypes, calls, role):
         values = [value_for(t, rng, names) for t in argtypes]
         if name == "dequeue" and len(argtypes) > 4:
             values[4] = rng.choice(WAITS)
+        if name == "await_task" and len(argtypes) > 2:
+            values[2] = rng.choice(WAITS)
         # results as text: a value the client cannot represent (a timestamp
         # before year 1 that a task was given) is the server's answer, not an
         # error of the function

@@ -360,17 +360,12 @@ CONCURRENCY_FUNCTION(concurrency_emit_event) {
 CONCURRENCY_FUNCTION(concurrency_await_task) {
 	QueueName name = queue_name(fcinfo);
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
+	// as dequeue's: NULL or zero, no wait; else positive
 	std::optional<Interval> wait;
 	if (!arg_null(fcinfo, 2)) {
-		Interval w = *PG_GETARG_INTERVAL_P(2);
-		Interval zero{};
-		bool negative = pg::guard([&] {
-			return DatumGetBool(
-			    DirectFunctionCall2(interval_lt, IntervalPGetDatum(&w), IntervalPGetDatum(&zero)));
-		});
-		if (negative)
-			throw Error(sqlstate::invalid_parameter_value, "wait must not be negative");
-		wait = w;
+		const Interval *w = PG_GETARG_INTERVAL_P(2);
+		if (w->month != 0 || w->day != 0 || w->time != 0)
+			wait = positive_interval_arg(fcinfo, 2, "wait");
 	}
 	TimestampTz now = clock_now();
 	TimestampTz until = now;
