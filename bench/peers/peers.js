@@ -10,7 +10,7 @@
 // run left tuned to another side's calls. Run by peers.sh, which installs
 // the peers and starts the server; PG* variables say where.
 //
-//   node peers.js JOBS DEPS_DIR [ROWS]   (ROWS: e.g. "a b c d e latency")
+//   node peers.js JOBS DEPS_DIR [ROWS]   (ROWS: e.g. "a b c d e f g latency")
 //   node peers.js JOBS DEPS_DIR --run ROW SIDE   (one run: its result as JSON)
 
 const path = require('node:path');
@@ -80,16 +80,44 @@ async function verify(label, leftSql) {
 
 // --- concurrency_ext -------------------------------------------------------
 const keyOf = (i) => `k${i % KEYS}`;
-async function oursQueue(keyed) {
+async function oursQueue(keyed, empty = false) {
   await db.query("SELECT concurrency.drop_queue(name) FROM concurrency.queue WHERE name = 'peers'");
   await db.query(`SELECT concurrency.create_queue('peers'${keyed ? ', key_limit => 1' : ''})`);
-  for (const c of chunks(JOBS))
-    await ours.enqueueBatch(db, 'peers', c.map((i) => ({ i })), keyed ? { concurrencyKeys: c.map(keyOf) } : {});
+  if (!empty)
+    for (const c of chunks(JOBS))
+      await ours.enqueueBatch(db, 'peers', c.map((i) => ({ i })), keyed ? { concurrencyKeys: c.map(keyOf) } : {});
 }
+
+// Row (f): `producers` connections enqueue the JOBS jobs one by one, each in
+// a transaction (a commit) of its own, while the workers drain; `add(client, i)`
+// enqueues job i. Resolves when every job is enqueued.
+// enqueues job i (`own`: through the system's own pool, no client of ours).
+// Resolves when every job is enqueued.
+async function produce(producers, add, { own = false } = {}) {
+  if (!producers) return;
+  const pool = own ? null : new pg.Pool({ max: producers });
+  let next = 0;
+  const loop = async () => {
+    const c = pool && (await pool.connect());
+    try {
+      for (let i = next++; i < JOBS; i = next++) await add(c, i);
+    } finally {
+      if (c) c.release();
+    }
+  };
+  await Promise.all(Array.from({ length: producers }, loop));
+  if (pool) await pool.end();
+}
+const PRODUCERS = 32;
+const oursAdd = (c, i) => ours.enqueue(c, 'peers', { i });
+const rawAdd = (c, i) => c.query('SELECT concurrency.enqueue($1, $2)', ['peers', JSON.stringify({ i })]);
+const graphileAdd = (c, i) => c.query("SELECT graphile_worker.add_job('job', $1)", [JSON.stringify({ i })]);
+const bossAdd = (c, i) => boss.send('peers', { i });
+const pgmqAdd = (c, i) => c.query("SELECT pgmq.send('peers_mq', $1::jsonb)", [JSON.stringify({ i })]);
 const oursLeft = "SELECT (ready + scheduled + leased + expired + dead)::int AS n FROM concurrency.queue_stats WHERE queue = 'peers'";
 
-async function runtimeDrain({ concurrency = 1, batch = 1, keyed = false }) {
-  await oursQueue(keyed);
+async function runtimeDrain({ concurrency = 1, batch = 1, keyed = false, producers = 0 }) {
+  await oursQueue(keyed, producers > 0);
   await resetResults();
   const pool = new pg.Pool({ max: concurrency + 2 });
   let done = 0;
@@ -108,7 +136,7 @@ async function runtimeDrain({ concurrency = 1, batch = 1, keyed = false }) {
   worker.on('error', (e) => console.error('runtime:', e.message));
   const t0 = clock();
   await worker.start();
-  await finished;
+  await Promise.all([finished, produce(producers, oursAdd)]);
   const { seconds, cpu } = since(t0);
   await worker.stop();
   await pool.end();
@@ -124,8 +152,8 @@ async function runtimeDrain({ concurrency = 1, batch = 1, keyed = false }) {
 // dequeue: the attempt, payload and timestamps a handler is given, read by
 // node-postgres as it reads them by default), which shows how much of the
 // runtime's cost is the data a task carries.
-async function rawDrain({ concurrency = 1, batch = 1, keyed = false, columns = false }) {
-  await oursQueue(keyed);
+async function rawDrain({ concurrency = 1, batch = 1, keyed = false, columns = false, producers = 0 }) {
+  await oursQueue(keyed, producers > 0);
   await resetResults();
   const pool = new pg.Pool({ max: concurrency });
   let done = 0;
@@ -166,7 +194,7 @@ async function rawDrain({ concurrency = 1, batch = 1, keyed = false, columns = f
     }
   };
   const t0 = clock();
-  await Promise.all(Array.from({ length: concurrency }, loop));
+  await Promise.all([...Array.from({ length: concurrency }, loop), produce(producers, rawAdd)]);
   const { seconds, cpu } = since(t0);
   await pool.end();
   return { seconds, cpu, ok: await verify('raw SQL', oursLeft) };
@@ -174,16 +202,17 @@ async function rawDrain({ concurrency = 1, batch = 1, keyed = false, columns = f
 
 // --- graphile-worker ----------------------------------------------------------
 const graphileLeft = 'SELECT count(*)::int AS n FROM graphile_worker._private_jobs';
-async function graphileJobs(keyed) {
+async function graphileJobs(keyed, empty = false) {
   await db.query('DELETE FROM graphile_worker._private_jobs');
+  if (empty) return;
   const utils = await makeWorkerUtils({ pgPool: db, logger: graphileLogger });
   for (const c of chunks(JOBS))
     await utils.addJobs(c.map((i) => ({ identifier: 'job', payload: { i }, ...(keyed ? { queueName: keyOf(i) } : {}) })));
   await utils.release();
 }
 
-async function graphileDrain({ concurrency = 1, batch = 1, keyed = false }) {
-  await graphileJobs(keyed);
+async function graphileDrain({ concurrency = 1, batch = 1, keyed = false, producers = 0 }) {
+  await graphileJobs(keyed, producers > 0);
   await resetResults();
   let done = 0;
   let finish;
@@ -203,7 +232,7 @@ async function graphileDrain({ concurrency = 1, batch = 1, keyed = false }) {
     },
   });
   runner.events.on('job:complete', () => ++done === JOBS && finish());
-  await finished;
+  await Promise.all([finished, produce(producers, graphileAdd)]);
   // its completions are sent after job:complete: wait until they are all in
   while (Number((await db.query(graphileLeft)).rows[0].n) > 0) await sleep(1);
   const { seconds, cpu } = since(t0);
@@ -221,14 +250,15 @@ async function bossEmpty() {
   await db.query("DELETE FROM pgboss.job WHERE name = 'peers'");
   await db.query("DELETE FROM pgboss.archive WHERE name = 'peers'").catch(() => {});
 }
-async function bossJobs(keyed) {
+async function bossJobs(keyed, empty = false) {
   await bossEmpty();
   await boss.createQueue('peers', { name: 'peers', policy: keyed ? 'singleton' : 'standard' });
-  for (const c of chunks(JOBS)) await boss.insert(c.map((i) => ({ name: 'peers', data: { i }, ...(keyed ? { singletonKey: keyOf(i) } : {}) })));
+  if (!empty)
+    for (const c of chunks(JOBS)) await boss.insert(c.map((i) => ({ name: 'peers', data: { i }, ...(keyed ? { singletonKey: keyOf(i) } : {}) })));
 }
 
-async function bossDrain({ concurrency = 1, batch = 1, keyed = false }) {
-  await bossJobs(keyed);
+async function bossDrain({ concurrency = 1, batch = 1, keyed = false, producers = 0 }) {
+  await bossJobs(keyed, producers > 0);
   await resetResults();
   let done = 0;
   let errors = 0;
@@ -250,14 +280,28 @@ async function bossDrain({ concurrency = 1, batch = 1, keyed = false }) {
       done += jobs.length;
     }
   };
+  // its producers call send() as an application does, through pg-boss's own
+  // pool (PeerBoss opens it with room for them)
   const t0 = clock();
-  await Promise.all(Array.from({ length: concurrency }, loop));
+  await Promise.all([...Array.from({ length: concurrency }, loop), produce(producers, bossAdd, { own: true })]);
   const { seconds, cpu } = since(t0);
   return { seconds, cpu, ok: await verify('pg-boss', bossLeft), errors };
 }
 
 // --- enqueueing -----------------------------------------------------------------
-async function enqueueRow(side, bulk) {
+// bulk: enqueue_batch and the like, CHUNK jobs a call; producers: that many
+// connections at once, one job a commit (row (g)); otherwise one by one on
+// one connection.
+async function enqueueRow(side, bulk, producers = 0) {
+  if (producers) {
+    const empty = { runtime: oursEmpty, 'raw SQL': oursEmpty, 'graphile-worker': () => graphileJobs(false, true), 'pg-boss': () => bossJobs(false, true), pgmq: pgmqEmpty }[side];
+    const add = { runtime: oursAdd, 'raw SQL': rawAdd, 'graphile-worker': graphileAdd, 'pg-boss': bossAdd, pgmq: pgmqAdd }[side];
+    await empty();
+    const t0 = clock();
+    await produce(producers, add, { own: side === 'pg-boss' });
+    const { seconds, cpu } = since(t0);
+    return { seconds, cpu, ok: await enqueued(side) };
+  }
   const t0 = clock();
   if (side === 'runtime') {
     await oursEmpty();
@@ -280,16 +324,28 @@ async function enqueueRow(side, bulk) {
     else for (let i = 0; i < JOBS; i++) await boss.send('peers', { i });
   }
   const { seconds, cpu } = since(t0);
+  return { seconds, cpu, ok: await enqueued(side) };
+}
+// whether the side's queue holds JOBS jobs
+async function enqueued(side) {
   const counts = {
     runtime: oursCount,
     'raw SQL': oursCount,
     'raw SQL, task columns': oursCount,
     'graphile-worker': 'SELECT count(*)::int AS n FROM graphile_worker._private_jobs',
     'pg-boss': "SELECT count(*)::int AS n FROM pgboss.job WHERE name = 'peers'",
+    pgmq: 'SELECT count(*)::int AS n FROM pgmq.q_peers_mq',
   };
   const n = Number((await db.query(counts[side])).rows[0].n);
   if (n !== JOBS) console.error(`${side}: ${n} jobs enqueued, not ${JOBS}`);
-  return { seconds, cpu, ok: n === JOBS };
+  return n === JOBS;
+}
+// pgmq (PEERS_PGMQ=1, peers.sh installs it from PGMQ_DIR): enqueue only. Its
+// queue has a name of its own: pgmq.create finds its table by name in every
+// schema, and concurrency.q_peers is there too.
+async function pgmqEmpty() {
+  await db.query("SELECT pgmq.drop_queue('peers_mq')").catch(() => {});
+  await db.query("SELECT pgmq.create('peers_mq')");
 }
 const oursCount = "SELECT ready::int AS n FROM concurrency.queue_stats WHERE queue = 'peers'";
 async function oursEmpty() {
@@ -352,6 +408,7 @@ const DRAINS = {
   b: ['(b) 8 concurrent', { concurrency: 8 }],
   c: ['(c) batched, 10 jobs per claim, one worker', { concurrency: 1, batch: 10 }],
   e: ['(e) keyed: one at a time per key, 100 keys, 8 workers', { concurrency: 8, keyed: true }],
+  f: [`(f) ${PRODUCERS} producers, one job a commit, while 8 workers drain`, { concurrency: 8, producers: PRODUCERS }],
 };
 const ALL_SIDES = {
   runtime: runtimeDrain,
@@ -373,11 +430,12 @@ const SIDES = Object.fromEntries(
 // WARMUP_RUNS runs, then JOBS.
 async function runOne(row, side) {
   if (side === 'pg-boss') {
-    boss = new PgBoss({ connectionString: connString(), supervise: false, schedule: false, migrate: false });
+    // room for row (f)'s and (g)'s producers beside the fetching loops
+    boss = new PgBoss({ connectionString: connString(), supervise: false, schedule: false, migrate: false, max: PRODUCERS + 10 });
     boss.on('error', () => {});
     await boss.start();
   }
-  const run = DRAINS[row] ? () => SIDES[side](DRAINS[row][1]) : () => enqueueRow(side, row === 'dB');
+  const run = DRAINS[row] ? () => SIDES[side](DRAINS[row][1]) : () => enqueueRow(side, row === 'dB', row === 'g' ? PRODUCERS : 0);
   let warm = { ok: true };
   for (let i = 0; WARMUP > 0 && i < WARMUP_RUNS; i++) {
     // the jobs split as evenly as they go
@@ -416,6 +474,7 @@ async function main() {
   const gw = await makeWorkerUtils({ pgPool: db, logger: graphileLogger });
   await gw.migrate();
   await gw.release();
+  if (process.env.PEERS_PGMQ === '1') await db.query('CREATE EXTENSION IF NOT EXISTS pgmq');
   const features = await ours.serverFeatures(db);
   console.log(
     `concurrency_ext ${rows[0].extversion}; runtime claims ${features.wait ? 'with the waiting dequeue' : 'by polling (no waiting dequeue on this server)'}; ${JOBS} jobs per run, each run a process of its own after ${WARMUP} jobs untimed in ${WARMUP_RUNS} run(s); ${ROUNDS} round(s) per row`,
@@ -468,6 +527,10 @@ async function main() {
         const sides = Object.keys(SIDES).filter((side) => !side.endsWith('task columns'));
         await rounds(label, (side) => child(bulk ? 'dB' : 'd1', side), sides);
       }
+    } else if (row === 'g') {
+      const sides = Object.keys(SIDES).filter((side) => !side.endsWith('task columns'));
+      if (process.env.PEERS_PGMQ === '1') sides.push('pgmq');
+      await rounds(`(g) enqueue, ${PRODUCERS} producers, one job a commit`, (side) => child('g', side), sides);
     } else if (row === 'latency') {
       console.log('');
       console.log('| enqueue-to-start, idle worker | samples | p50 ms | p99 ms |');

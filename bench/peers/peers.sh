@@ -2,14 +2,18 @@
 # The Node.js runtime of concurrency_ext against graphile-worker and pg-boss
 # (and the raw SQL loop the runtime wraps), on one throw-away server: see
 # peers.js for the rows. The peers come from the npm registry into
-# bench/peers/.deps (not tracked); pgmq is not compared here (its SQL is
-# not available from a package registry on this machine).
+# bench/peers/.deps (not tracked). pgmq is compared in row (g), enqueueing,
+# when PGMQ_DIR names a checkout's pgmq-extension directory (its SQL is not
+# in a package registry): peers.sh installs it into the server first.
 #
 #   sudo PG_CONFIG=/path/to/pg_config bash bench/peers/peers.sh
 #
 # The extension must be installed into that server (make install). Environment:
 #   PEERS_JOBS   jobs per run (default 20000)
-#   PEERS_ROWS   rows to run (default "a b c d e latency")
+#   PEERS_ROWS   rows to run (default "a b c d e f g latency"; (f): 32
+#                producers enqueue one job a commit while 8 workers drain;
+#                (g): 32 producers enqueue only)
+#   PGMQ_DIR     a pgmq checkout's pgmq-extension directory: pgmq in row (g)
 #   PEERS_LATENCY_SAMPLES  enqueue-to-start samples per side (default 200)
 #   PEERS_ROUNDS  each row this many times, the order alternating; the table
 #                 shows the round of median time and the range (default 1)
@@ -40,13 +44,19 @@ if [ ! -d "$deps/node_modules/graphile-worker" ] || [ ! -d "$deps/node_modules/p
 fi
 (cd "$root/clients/node" && [ -d node_modules/pg ] || npm ci --no-audit --no-fund --loglevel=error)
 
+if [ -n "${PGMQ_DIR:-}" ]; then
+  # (its install script is made by "all"; install lists the files it finds)
+  make -s -C "$PGMQ_DIR" PG_CONFIG="$PG_CONFIG" >/dev/null && make -s -C "$PGMQ_DIR" install PG_CONFIG="$PG_CONFIG" >/dev/null
+  export PEERS_PGMQ=1
+fi
+
 trap cluster_stop EXIT
 # durable commits, as production runs (PEERS_FSYNC_OFF=1: the CPU-cost variant)
 [ "${PEERS_FSYNC_OFF:-0}" = 1 ] || export CLUSTER_DURABLE=1
-cluster_start "$PG_CONFIG" "max_connections = 100" "shared_buffers = 256MB" "synchronous_commit = on" \
+cluster_start "$PG_CONFIG" "max_connections = 150" "shared_buffers = 256MB" "synchronous_commit = on" \
   "shared_preload_libraries = 'concurrency_ext'"  # the waiting dequeue is woken by commits only with the preload
 psql -Xq -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION concurrency_ext'
 echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2); node $(node --version)"
 echo "graphile-worker $(node -p "require('$deps/node_modules/graphile-worker/package.json').version"), pg-boss $(node -p "require('$deps/node_modules/pg-boss/package.json').version"), pg $(node -p "require('$deps/node_modules/pg/package.json').version")"
-node "$here/peers.js" "${PEERS_JOBS:-20000}" "$deps" "${PEERS_ROWS:-a b c d e latency}"
+node "$here/peers.js" "${PEERS_JOBS:-20000}" "$deps" "${PEERS_ROWS:-a b c d e f g latency}"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
