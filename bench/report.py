@@ -275,8 +275,35 @@ def workflows(path):
     ]
 
 
+def release(path):
+    d = json.load(open(path))
+    name = os.path.basename(path)
+    lines = [
+        "## A parent's complete that releases a child",
+        "",
+        f"`{d['command']}` — result file [{name}](results/{name}); {d['server']}, commit {d['commit']}; "
+        f"durable commits: {'yes' if d['durable'] else 'no (fsync = off: the CPU cost only)'}; "
+        f"{d['rounds']} rounds, the order of the sides turning every round; {d['tasks_per_client']} tasks a worker.",
+        "",
+        "pgbench workers draining a prefilled queue, each task two transactions (`dequeue`, then `complete`): "
+        "tasks that stand alone against tasks each with one child (enqueued with `after`, due a day later so "
+        "that the drain claims parents only), which the parent's `complete` releases.",
+        "",
+        "| workers | plain tasks/s | parents tasks/s | time a task: parent / plain | server CPU a task: plain / parent | goal |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        cpu = r.get("cpu_us") or {}
+        cpus = " / ".join(f"{cpu[k]:.0f} µs" if cpu.get(k) else "—" for k in ("plain", "parent"))
+        lines.append(f"| {r['clients']} | {fmt(r['plain'])} | {fmt(r['parent'])} | {r['ratio']:.2f} | {cpus} | "
+                     f"{met(r['ratio'], r['goal'], at_least=False)} |")
+    lines += ["", "Each round's ratio: " + "; ".join(
+        f"{r['clients']} workers " + ", ".join(f"{x:.2f}" for x in r["ratios"]) for r in d["rows"]) + ".", ""]
+    return lines
+
+
 RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go, "workflows": workflows,
-             "claim_after_burst": claim_after_burst}
+             "claim_after_burst": claim_after_burst, "release": release}
 
 
 def main():
