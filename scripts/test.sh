@@ -152,7 +152,7 @@ test_version() { # version pg_config
   # sampler running): the docs' SQL examples run as pasted, and make
   # installcheck passes there and leaves the server's lock history alone.
   if cluster_start "$pg_config" "shared_preload_libraries = 'concurrency_ext'" "concurrency.history_interval = '20ms'"; then
-    echo "== $v: every SQL block of README.md and docs/*.md, as pasted (test/docs/run_docs.py)"
+    echo "== $v: every SQL block of README.md and docs/**/*.md, as pasted (test/docs/run_docs.py)"
     /usr/bin/python3 test/docs/run_docs.py >"$logs/docs-$v.log" 2>&1
     grep -E '^FAIL ' "$logs/docs-$v.log"
     count_summary "$v docs" "$logs/docs-$v.log"

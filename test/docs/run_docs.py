@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs every ```sql block of README.md and docs/*.md as a reader would paste
+"""Runs every ```sql block of README.md and docs/**/*.md (subfolders too) as a reader would paste
 them: in document order, in one psql session per file, in a fresh database of
 that file's own (with the extension created, unless the file's first block
 creates it). Roles that a file's blocks create are dropped after the file, so
@@ -16,7 +16,11 @@ PATH and PGHOST/PGPORT/PGUSER of a superuser on a server where the extension is
 installed (scripts/test.sh starts one with the library preloaded, so that the
 lock history's examples run too).
 
-Usage: test/docs/run_docs.py [FILE.md ...]   (default: README.md docs/*.md)
+Without arguments it also checks that every function and view of schema
+concurrency appears in a reference page (docs/reference/*.md) as a heading,
+and runs the install lines of the client READMEs (test/docs/install_lines.py).
+
+Usage: test/docs/run_docs.py [FILE.md ...]   (default: README.md and docs/**/*.md)
 """
 import os
 import re
@@ -24,6 +28,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import install_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE_OPEN = re.compile(r"^(\s*)```sql\s*$")
@@ -185,32 +191,37 @@ def run_file(path, blocks):
     return results
 
 
-def undocumented_functions(pages):
-    """The functions of schema concurrency that no page names as a call (name followed by "("): \\df
-    concurrency.* is to list the public API only, internals live in concurrency_internal."""
+def undocumented_objects(pages):
+    """The functions, procedures and views of schema concurrency that no reference page
+    names in a heading (a line starting with #): \\df concurrency.* is the public API,
+    internals live in concurrency_internal."""
     db = "docs_api_check"
     psql("-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {db}")
     psql("-d", "postgres", "-c", f"CREATE DATABASE {db}")
     r = psql("-d", db, "-At", "-c", "CREATE EXTENSION concurrency_ext",
-             "-c", "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'concurrency'::regnamespace")
+             "-c", "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'concurrency'::regnamespace"
+                   " UNION SELECT relname FROM pg_class WHERE relnamespace = 'concurrency'::regnamespace AND relkind = 'v'")
     psql("-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {db}")
     if r.returncode != 0:
         return [f"(the extension could not be created: {r.stderr.strip()})"]
-    text = "\n".join((ROOT / page).read_text() for page in pages)
-    return sorted(f for f in r.stdout.split() if not re.search(r"\b" + re.escape(f) + r"\s*\(", text))
+    headings = "\n".join(line for page in pages for line in (ROOT / page).read_text().splitlines()
+                         if line.startswith("#"))
+    return sorted(f for f in r.stdout.split() if not re.search(r"\b" + re.escape(f) + r"\b", headings))
 
 
 def main():
-    files = sys.argv[1:] or ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
+    files = sys.argv[1:] or ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
     passed = failed = 0
     if not sys.argv[1:]:
-        missing = undocumented_functions(files)
+        missing = undocumented_objects(sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "reference").glob("*.md")))
         if missing:
             failed += 1
-            print(f"FAIL schema concurrency holds functions no page documents: {', '.join(missing)}")
+            print(f"FAIL schema concurrency holds functions or views no reference page has a heading for: {', '.join(missing)}")
         else:
             passed += 1
-            print("ok every function of schema concurrency is documented (the rest is in concurrency_internal)")
+            print("ok every function and view of schema concurrency has a heading in docs/reference/ (the rest is in concurrency_internal)")
+        p, f = install_lines.run(list(install_lines.CLIENTS))
+        passed, failed = passed + p, failed + f
     for path in files:
         blocks = blocks_of(path)
         if not blocks:
