@@ -18,7 +18,10 @@ lock history's examples run too).
 
 Without arguments it also checks that every function and view of schema
 concurrency appears in a reference page (docs/reference/*.md) as a heading,
-and runs the install lines of the client READMEs (test/docs/install_lines.py).
+runs the install lines of the client READMEs and the programs of the
+getting-started pages (test/docs/install_lines.py), and checks that no
+command of the README's ```sh blocks starts with sudo (a fresh Debian
+machine where one is root has none; the scripts check for root themselves).
 
 Usage: test/docs/run_docs.py [FILE.md ...]   (default: README.md and docs/**/*.md)
 """
@@ -209,6 +212,19 @@ def undocumented_objects(pages):
     return sorted(f for f in r.stdout.split() if not re.search(r"\b" + re.escape(f) + r"\b", headings))
 
 
+def sudo_lines(path):
+    """The lines of the ```sh blocks of path that run a command with sudo."""
+    out, inside = [], False
+    for n, line in enumerate((ROOT / path).read_text().splitlines(), 1):
+        if re.match(r"^\s*```(sh|bash)\s*$", line):
+            inside = True
+        elif inside and FENCE_CLOSE.match(line):
+            inside = False
+        elif inside and re.match(r"^\s*(\S+=\S+\s+)*sudo\b", line):
+            out.append(f"{path}:{n}")
+    return out
+
+
 def main():
     files = sys.argv[1:] or ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
     passed = failed = 0
@@ -220,6 +236,13 @@ def main():
         else:
             passed += 1
             print("ok every function and view of schema concurrency has a heading in docs/reference/ (the rest is in concurrency_internal)")
+        sudo = sudo_lines("README.md")
+        if sudo:
+            failed += 1
+            print(f"FAIL README.md runs commands with sudo, which a fresh machine may not have: {', '.join(sudo)}")
+        else:
+            passed += 1
+            print("ok README.md's commands run as root without sudo")
         p, f = install_lines.run(list(install_lines.CLIENTS))
         passed, failed = passed + p, failed + f
     for path in files:
