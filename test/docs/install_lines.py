@@ -25,6 +25,7 @@ PGHOST/PGPORT/PGUSER of a superuser on a server with the extension.
 run_docs.py runs it without arguments; alone: test/docs/install_lines.py [node|python|go ...]
 Each check prints "ok …" or "FAIL …"; the last line is "N passed, M failed".
 """
+import getpass
 import os
 import re
 import queue
@@ -149,7 +150,9 @@ def check_page(client):
         return str(e)
     db = f"doc_test_getting_started_{client}"
     env = dict(os.environ, PATH=os.environ.get("PATH", "") + ":/usr/local/go/bin",
-               GOFLAGS="", GOTOOLCHAIN=os.environ.get("GOTOOLCHAIN", "local"), PGDATABASE=db)
+               GOFLAGS="", GOTOOLCHAIN=os.environ.get("GOTOOLCHAIN", "local"), PGDATABASE=db,
+               # node-postgres takes the user from USER, where libpq asks the system
+               PGUSER=os.environ.get("PGUSER") or getpass.getuser())
     leftovers = [ROOT / "clients/python/build", ROOT / "clients/python/concurrency_ext.egg-info"]
     existed = {p for p in leftovers if p.exists()}
     work = tempfile.mkdtemp(prefix=f"getting-started-{client}-")
