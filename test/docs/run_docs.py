@@ -17,7 +17,8 @@ installed (scripts/test.sh starts one with the library preloaded, so that the
 lock history's examples run too).
 
 Without arguments it also checks that every function and view of schema
-concurrency appears in a reference page (docs/reference/*.md) as a heading,
+concurrency appears in a reference page (docs/reference/*.md) as a heading
+whose section shows a ```sql example (or says it is not for direct use),
 runs the install lines of the client READMEs and the programs of the
 getting-started pages (test/docs/install_lines.py), and checks that no
 command of the README's ```sh blocks starts with sudo (a fresh Debian
@@ -213,6 +214,18 @@ def undocumented_objects(pages):
     return sorted(f for f in r.stdout.split() if not re.search(r"\b" + re.escape(f) + r"\b", headings))
 
 
+def sections_without_example(pages):
+    """The ### sections of the reference pages that show no ```sql example, except those of
+    functions not for direct use (the rows behind a view, triggers), which say so."""
+    out = []
+    for page in pages:
+        parts = re.split(r"^(#{2,3} .*)$", (ROOT / page).read_text(), flags=re.M)
+        for heading, body in zip(parts[1::2], parts[2::2]):
+            if heading.startswith("### ") and "```sql" not in body and "not for direct use" not in body.lower():
+                out.append(f"{page}: {heading[4:]}")
+    return out
+
+
 def sudo_lines(path):
     """The lines of the ```sh blocks of path that run a command with sudo."""
     out, inside = [], False
@@ -230,13 +243,21 @@ def main():
     files = sys.argv[1:] or ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
     passed = failed = 0
     if not sys.argv[1:]:
-        missing = undocumented_objects(sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "reference").glob("*.md")))
+        reference = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "reference").glob("*.md"))
+        missing = undocumented_objects(reference)
         if missing:
             failed += 1
             print(f"FAIL schema concurrency holds functions or views no reference page has a heading for: {', '.join(missing)}")
         else:
             passed += 1
             print("ok every function and view of schema concurrency has a heading in docs/reference/ (the rest is in concurrency_internal)")
+        bare = sections_without_example(reference)
+        if bare:
+            failed += 1
+            print(f"FAIL reference sections without an example: {'; '.join(bare)}")
+        else:
+            passed += 1
+            print("ok every function and view of the reference pages has an example")
         sudo = sudo_lines("README.md")
         if sudo:
             failed += 1
