@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs every ```sql block of README.md and docs/*.md as a reader would paste
+"""Runs every ```sql block of README.md and docs/**/*.md (subfolders too) as a reader would paste
 them: in document order, in one psql session per file, in a fresh database of
 that file's own (with the extension created, unless the file's first block
 creates it). Roles that a file's blocks create are dropped after the file, so
@@ -16,7 +16,16 @@ PATH and PGHOST/PGPORT/PGUSER of a superuser on a server where the extension is
 installed (scripts/test.sh starts one with the library preloaded, so that the
 lock history's examples run too).
 
-Usage: test/docs/run_docs.py [FILE.md ...]   (default: README.md docs/*.md)
+Without arguments it also checks that every function and view of schema
+concurrency appears in a reference page (docs/reference/*.md) as a heading
+whose section shows a ```sql example (or says it is not for direct use),
+runs the install lines of the client READMEs and the programs of the
+getting-started pages (test/docs/install_lines.py), and checks that no
+command of the README's ```sh blocks starts with sudo (a fresh Debian
+machine where one is root has none; the scripts check for root themselves).
+DOCS_CLIENTS=0 leaves the client installs and programs out.
+
+Usage: test/docs/run_docs.py [FILE.md ...]   (default: README.md and docs/**/*.md)
 """
 import os
 import re
@@ -24,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import install_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE_OPEN = re.compile(r"^(\s*)```sql\s*$")
@@ -185,32 +196,78 @@ def run_file(path, blocks):
     return results
 
 
-def undocumented_functions(pages):
-    """The functions of schema concurrency that no page names as a call (name followed by "("): \\df
-    concurrency.* is to list the public API only, internals live in concurrency_internal."""
+def undocumented_objects(pages):
+    """The functions, procedures and views of schema concurrency that no reference page
+    names in a heading (a line starting with #): \\df concurrency.* is the public API,
+    internals live in concurrency_internal."""
     db = "docs_api_check"
     psql("-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {db}")
     psql("-d", "postgres", "-c", f"CREATE DATABASE {db}")
     r = psql("-d", db, "-At", "-c", "CREATE EXTENSION concurrency_ext",
-             "-c", "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'concurrency'::regnamespace")
+             "-c", "SELECT DISTINCT proname FROM pg_proc WHERE pronamespace = 'concurrency'::regnamespace"
+                   " UNION SELECT relname FROM pg_class WHERE relnamespace = 'concurrency'::regnamespace AND relkind = 'v'")
     psql("-d", "postgres", "-c", f"DROP DATABASE IF EXISTS {db}")
     if r.returncode != 0:
         return [f"(the extension could not be created: {r.stderr.strip()})"]
-    text = "\n".join((ROOT / page).read_text() for page in pages)
-    return sorted(f for f in r.stdout.split() if not re.search(r"\b" + re.escape(f) + r"\s*\(", text))
+    headings = "\n".join(line for page in pages for line in (ROOT / page).read_text().splitlines()
+                         if line.startswith("#"))
+    return sorted(f for f in r.stdout.split() if not re.search(r"\b" + re.escape(f) + r"\b", headings))
+
+
+def sections_without_example(pages):
+    """The ### sections of the reference pages that show no ```sql example, except those of
+    functions not for direct use (the rows behind a view, triggers), which say so."""
+    out = []
+    for page in pages:
+        parts = re.split(r"^(#{2,3} .*)$", (ROOT / page).read_text(), flags=re.M)
+        for heading, body in zip(parts[1::2], parts[2::2]):
+            if heading.startswith("### ") and "```sql" not in body and "not for direct use" not in body.lower():
+                out.append(f"{page}: {heading[4:]}")
+    return out
+
+
+def sudo_lines(path):
+    """The lines of the ```sh blocks of path that run a command with sudo."""
+    out, inside = [], False
+    for n, line in enumerate((ROOT / path).read_text().splitlines(), 1):
+        if re.match(r"^\s*```(sh|bash)\s*$", line):
+            inside = True
+        elif inside and FENCE_CLOSE.match(line):
+            inside = False
+        elif inside and re.match(r"^\s*(\S+=\S+\s+)*sudo\b", line):
+            out.append(f"{path}:{n}")
+    return out
 
 
 def main():
-    files = sys.argv[1:] or ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))
+    files = sys.argv[1:] or ["README.md"] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").rglob("*.md"))
     passed = failed = 0
     if not sys.argv[1:]:
-        missing = undocumented_functions(files)
+        reference = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs" / "reference").glob("*.md"))
+        missing = undocumented_objects(reference)
         if missing:
             failed += 1
-            print(f"FAIL schema concurrency holds functions no page documents: {', '.join(missing)}")
+            print(f"FAIL schema concurrency holds functions or views no reference page has a heading for: {', '.join(missing)}")
         else:
             passed += 1
-            print("ok every function of schema concurrency is documented (the rest is in concurrency_internal)")
+            print("ok every function and view of schema concurrency has a heading in docs/reference/ (the rest is in concurrency_internal)")
+        bare = sections_without_example(reference)
+        if bare:
+            failed += 1
+            print(f"FAIL reference sections without an example: {'; '.join(bare)}")
+        else:
+            passed += 1
+            print("ok every function and view of the reference pages has an example")
+        sudo = sudo_lines("README.md")
+        if sudo:
+            failed += 1
+            print(f"FAIL README.md runs commands with sudo, which a fresh machine may not have: {', '.join(sudo)}")
+        else:
+            passed += 1
+            print("ok README.md's commands run as root without sudo")
+        if os.environ.get("DOCS_CLIENTS", "1") != "0":  # 0: leave them out (they need no second server version)
+            p, f = install_lines.run(list(install_lines.CLIENTS))
+            passed, failed = passed + p, failed + f
     for path in files:
         blocks = blocks_of(path)
         if not blocks:
