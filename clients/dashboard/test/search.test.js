@@ -66,8 +66,9 @@ async function searchAll(page, filter) {
   const found = [];
   let before = await page.evaluate(() => window.__searches || 0);
   await page.evaluate(() => {
+    if (window.__searches !== undefined) return;
     const note = document.getElementById('search-note');
-    window.__searches = window.__searches || 0;
+    window.__searches = 0;
     new MutationObserver(() => { if (!/Searching/.test(note.textContent)) window.__searches += 1; })
       .observe(note, { childList: true, characterData: true, subtree: true });
   });
