@@ -11,7 +11,7 @@ const { Throughput } = require('./throughput');
 const VIEW_EXISTS_SQL = `SELECT pg_catalog.to_regclass('concurrency.queue_stats_history') IS NOT NULL AS present`;
 const HISTORY_SQL = `
 SELECT * FROM concurrency.queue_stats_history
- WHERE sampled_at OPERATOR(pg_catalog.>=) pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.make_interval(hours => $1)
+ WHERE sampled_at OPERATOR(pg_catalog.>=) (pg_catalog.now() OPERATOR(pg_catalog.-) pg_catalog.make_interval(hours => $1))
  ORDER BY sampled_at, queue`;
 // at most one read of the view per this many ms
 const REREAD_MS = 5000;

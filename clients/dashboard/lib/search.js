@@ -34,7 +34,7 @@ class BadRequest extends Error {
 
 const table = (queue) => `concurrency.${escapeIdentifier('q_' + queue)}`;
 
-// LIKE pattern for a substring: \, % and _ escaped (ESCAPE '\')
+// LIKE pattern for a substring: \, % and _ escaped with LIKE's default escape, \
 function likeSubstring(text) {
   return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
@@ -68,7 +68,8 @@ function parseFilter(input) {
   if (error) {
     if (error.length > 1000) throw new BadRequest('error text: at most 1000 characters');
     params.push(likeSubstring(error));
-    where.push(`last_error OPERATOR(pg_catalog.~~*) $${params.length} ESCAPE '\\'`);
+    // LIKE's escape character is \ by default (the OPERATOR form takes no ESCAPE clause)
+    where.push(`last_error OPERATOR(pg_catalog.~~*) $${params.length}`);
   }
   return { queue, state: state || null, payload: payloadJson, error: error || null, where, params };
 }

@@ -102,8 +102,8 @@ test('search finds what the SQL finds: state, payload containment, error text wi
     [{ queue: 'search_jobs', error: '\\' }, "strpos(last_error, '\\') > 0", []],
   ];
   for (const [filter, where, params] of cases) {
-    const sql = await db.query(`SELECT id::text FROM concurrency.q_search_jobs WHERE ${where} ORDER BY id DESC`, params);
-    const want = sql.rows.map((r) => r.id);
+    const sql = await db.query(`SELECT id FROM concurrency.q_search_jobs WHERE ${where} ORDER BY id DESC`, params);
+    const want = sql.rows.map((r) => String(r.id));
     const got = await searchAll(page, filter);
     assert.deepEqual(got.ids, want, JSON.stringify(filter));
     assert.equal(got.count, want.length, `count of ${JSON.stringify(filter)}`);
