@@ -4,8 +4,8 @@
 // concurrency.stats_history_interval, into concurrency.queue_stats_sample
 // (concurrency.queue_stats_sample(retain), which also drops the samples
 // older than concurrency.stats_history_retention). A runner is started at
-// server start in every database, and again when concurrency.queue changes
-// (a queue created in a database that had none). Internal to src/queue.
+// server start in every database, and when a queue is created (in a
+// database that had none, say). Internal to src/queue.
 #pragma once
 
 #include "pg/postgres.hpp"
