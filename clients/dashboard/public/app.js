@@ -239,6 +239,10 @@
     }
     const seen = new Set();
     const uniqueEdges = edges.filter((e) => !seen.has(e.data.id) && seen.add(e.data.id));
+    // a waiter's queued-behind edges repeat the mode of its hard one: drawn
+    // without a label, so that a pile-up stays readable
+    const hardSources = new Set(uniqueEdges.filter((e) => e.classes === 'hard').map((e) => e.data.source));
+    for (const e of uniqueEdges) if (e.classes === 'soft' && hardSources.has(e.data.source)) e.classes = 'soft quiet';
     $('locks-empty').hidden = nodes.size > 0;
     $('lock-graph').hidden = nodes.size === 0;
     const elements = [...nodes.values(), ...uniqueEdges];
@@ -257,6 +261,7 @@
               'target-arrow-color': '#555', label: 'data(label)', 'font-size': 12, color: '#444',
               'text-background-color': '#fff', 'text-background-opacity': 1, 'text-background-padding': 2 } },
             { selector: 'edge.soft', style: { 'line-style': 'dashed', 'line-color': '#999', 'target-arrow-color': '#999' } },
+            { selector: 'edge.quiet', style: { label: '' } },
           ],
         });
         dashboard.cy.on('tap', 'node', (evt) => showNode(evt.target.data()));

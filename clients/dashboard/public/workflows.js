@@ -29,7 +29,7 @@
     const rows = [];
     for (const queue of withWorkflows) {
       for (const t of queue.workflow || []) {
-        const steps = el('button', { type: 'button', className: 'steps', dataset: { queue: queue.name, task: String(t.id) } }, `${t.steps} steps`);
+        const steps = el('button', { type: 'button', className: 'steps', dataset: { queue: queue.name, task: String(t.id) } }, `${t.steps} step${Number(t.steps) === 1 ? '' : 's'}`);
         steps.addEventListener('click', () => showSteps(queue.name, t.id));
         rows.push(el('tr', { dataset: { queue: queue.name, task: String(t.id), waits: t.waits_for } },
           el('td', null, queue.name),
