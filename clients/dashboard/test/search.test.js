@@ -226,6 +226,29 @@ test('charts come from the samples the server keeps: a reload and a restart of t
   await shot(page2, 'dashboard-throughput-history.png', '#throughput');
 });
 
+test('where the server keeps no samples (sampling off in that database), the dashboard samples itself and says so', async () => {
+  await db.query('DROP DATABASE IF EXISTS dash_unsampled');
+  await db.query('CREATE DATABASE dash_unsampled');
+  await db.query('ALTER DATABASE dash_unsampled SET concurrency.stats_history_interval = 0');
+  const other = new pg.Client({ database: 'dash_unsampled' });
+  await other.connect();
+  try {
+    await other.query('CREATE EXTENSION concurrency_ext');
+    await other.query("SELECT concurrency.create_queue('unsampled')");
+    const url = h.databaseUrl('postgres').replace(/@\/[^?]*\?/, '@/dash_unsampled?');
+    const d = await h.startDashboard(['--database', url, '--refresh', '1', '--sample', '1']);
+    started.push(d);
+    const page = await h.openPage(browser, d.url);
+    await page.waitForFunction(() => window.dashboard.state.throughput.samples >= 2, null, { timeout: 20000 });
+    assert.equal(await page.evaluate(() => window.dashboard.state.throughput.source), 'dashboard');
+    assert.match(await page.locator('#throughput-note').textContent(), /The server keeps no samples here/);
+    assert.equal((await other.query('SELECT count(*)::int AS n FROM concurrency.queue_stats_sample')).rows[0].n, 0);
+    await d.stop();
+  } finally {
+    await other.end();
+  }
+});
+
 test('workflows: sleeping and awaiting tasks with their steps; counters; the page fits 1280 px; a loading state', async () => {
   await db.query("SELECT concurrency.create_queue('search_flows')");
   const id1 = (await db.query("SELECT concurrency.enqueue('search_flows', '{\"order\": 1}') AS id")).rows[0].id;
