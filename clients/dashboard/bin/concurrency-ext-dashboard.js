@@ -5,7 +5,8 @@ const { parseArgs } = require('node:util');
 const { Dashboard } = require('../lib/server');
 
 const USAGE = `usage: concurrency-ext-dashboard [--database URL] [--port N] [--allow-actions]
-                                  [--refresh SECONDS] [--sample SECONDS]
+                                  [--refresh SECONDS] [--sample SECONDS] [--history-hours N]
+                                  [--token TOKEN | --user NAME] [--public-host HOST]...
 
 Serves a page on http://127.0.0.1:PORT/ (default 8431; 0 picks a free port)
 that shows the queues, dead, retrying and running tasks, schedules, the lock
@@ -17,7 +18,17 @@ of the process list.
   --allow-actions   offer and accept retry (retry_dead) and cancel; they still
                     need permission manage on the queue
   --refresh N       the page polls every N seconds (default 2)
-  --sample N        a throughput sample of queue_stats every N seconds (default 10)`;
+  --sample N        a throughput sample of queue_stats every N seconds (default 10),
+                    where the extension keeps no samples (queue_stats_history)
+  --history-hours N the charts show the last N hours of the extension's samples
+                    (default 6)
+  --token TOKEN     every request needs it (Authorization: Bearer TOKEN, or
+                    ?token=TOKEN once in the browser); or the environment
+                    variable CONCURRENCY_DASHBOARD_TOKEN
+  --user NAME       every request needs HTTP basic authentication as NAME with
+                    the password in CONCURRENCY_DASHBOARD_PASSWORD
+  --public-host H   also answer requests addressed to host H (with :port where
+                    it is not 80 or 443): the name a reverse proxy forwards`;
 
 function main(argv) {
   let args;
@@ -30,6 +41,10 @@ function main(argv) {
         'allow-actions': { type: 'boolean', default: false },
         refresh: { type: 'string', default: '2' },
         sample: { type: 'string', default: '10' },
+        'history-hours': { type: 'string', default: '6' },
+        token: { type: 'string' },
+        user: { type: 'string' },
+        'public-host': { type: 'string', multiple: true, default: [] },
         help: { type: 'boolean', short: 'h', default: false },
       },
     }).values;
@@ -46,15 +61,34 @@ function main(argv) {
     }
     return v;
   };
-  const dashboard = new Dashboard({
-    databaseUrl: args.database || process.env.DATABASE_URL || undefined,
-    port: number('port', 0, 65535),
-    allowActions: args['allow-actions'],
-    refreshSeconds: number('refresh', 1, 3600),
-    sampleSeconds: number('sample', 1, 3600),
-  });
+  const hostPattern = /^[a-z0-9.-]+(:[0-9]{1,5})?$|^\[[0-9a-f:.]+\](:[0-9]{1,5})?$/i;
+  for (const h of args['public-host']) {
+    if (!hostPattern.test(h)) {
+      process.stderr.write(`--public-host ${JSON.stringify(h)}: a host name, with :port where not 80 or 443\n`);
+      process.exit(2);
+    }
+  }
+  let dashboard;
+  try {
+    dashboard = new Dashboard({
+      databaseUrl: args.database || process.env.DATABASE_URL || undefined,
+      port: number('port', 0, 65535),
+      allowActions: args['allow-actions'],
+      refreshSeconds: number('refresh', 1, 3600),
+      sampleSeconds: number('sample', 1, 3600),
+      historyHours: number('history-hours', 1, 24 * 31),
+      token: args.token || process.env.CONCURRENCY_DASHBOARD_TOKEN || undefined,
+      user: args.user,
+      password: process.env.CONCURRENCY_DASHBOARD_PASSWORD,
+      publicHosts: args['public-host'],
+    });
+  } catch (err) {
+    process.stderr.write(`concurrency-ext-dashboard: ${err.message}\n`);
+    return process.exit(2);
+  }
   dashboard.start().then((url) => {
-    process.stdout.write(`concurrency-ext dashboard on ${url} (actions ${args['allow-actions'] ? 'on' : 'off'})\n`);
+    process.stdout.write(`concurrency-ext dashboard on ${url} (actions ${args['allow-actions'] ? 'on' : 'off'}, `
+      + `authentication ${dashboard.auth.mode})\n`);
   }, (err) => {
     // pg's messages name the host, role and database, never the password
     process.stderr.write(`concurrency-ext-dashboard: ${err.message}\n`);

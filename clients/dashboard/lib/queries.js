@@ -56,7 +56,7 @@ const OPTIONAL_TASK_COLUMNS_SQL = `
 SELECT attrelid::pg_catalog.int8 AS relid, attname::pg_catalog.text AS name
   FROM pg_catalog.pg_attribute
  WHERE attrelid OPERATOR(pg_catalog.=) ANY ($1::pg_catalog.oid[]) AND attnum > 0 AND NOT attisdropped
-   AND attname OPERATOR(pg_catalog.=) ANY ('{progress,lease_extended_to}'::pg_catalog.name[])`;
+   AND attname OPERATOR(pg_catalog.=) ANY ('{progress,lease_extended_to,steps,awaiting}'::pg_catalog.name[])`;
 
 function payloadColumns() {
   return `pg_catalog.left(payload::pg_catalog.text, ${PAYLOAD_CHARS}) AS payload,
@@ -92,6 +92,24 @@ function runningTasksSql(queue, columns) {
             FROM ${queueTable(queue)} WHERE state OPERATOR(pg_catalog.=) 'leased'
            ORDER BY lease_expires_at LIMIT ${TASK_ROWS}`;
 }
+
+// Durable workflows (0.4.0, where the table has steps and awaiting): tasks
+// parked until an event (awaiting, with their timeout as run_at) and tasks
+// sleeping (scheduled, with steps recorded, awaiting nothing), next due
+// first, with how many steps they have recorded.
+function workflowTasksSql(queue) {
+  return `SELECT id, state, attempt, awaiting, run_at, enqueued_at,
+                 CASE WHEN awaiting IS NOT NULL THEN 'awaiting' ELSE 'sleeping' END AS waits_for,
+                 (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(steps)) AS steps,
+                 ${payloadColumns()}
+            FROM ${queueTable(queue)}
+           WHERE state OPERATOR(pg_catalog.=) 'scheduled' AND (awaiting IS NOT NULL OR steps IS NOT NULL)
+           ORDER BY run_at LIMIT ${TASK_ROWS}`;
+}
+const TASK_STEPS_SQL = `SELECT step, result::pg_catalog.text AS result, recorded_at FROM concurrency.task_steps($1, $2::pg_catalog.int8)`;
+const COUNTERS_EXIST_SQL = `SELECT pg_catalog.to_regclass('concurrency.counters') IS NOT NULL AS present`;
+const COUNTERS_SQL = `SELECT name, value::pg_catalog.text AS value, slots, min_value::pg_catalog.text AS min_value,
+       max_value::pg_catalog.text AS max_value FROM concurrency.counters ORDER BY name`;
 
 const SCHEDULES_EXIST_SQL = `SELECT pg_catalog.to_regclass('concurrency.schedules') IS NOT NULL AS present`;
 const SCHEDULES_SQL = `SELECT * FROM concurrency.schedules`;
@@ -129,6 +147,10 @@ module.exports = {
   deadTasksSql,
   retryingTasksSql,
   runningTasksSql,
+  workflowTasksSql,
+  TASK_STEPS_SQL,
+  COUNTERS_EXIST_SQL,
+  COUNTERS_SQL,
   SCHEDULES_EXIST_SQL,
   SCHEDULES_SQL,
   LOCK_TREE_SQL,

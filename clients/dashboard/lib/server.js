@@ -1,12 +1,17 @@
 'use strict';
 // The dashboard's HTTP server: one page (public/), the drawing libraries'
 // own dist files from node_modules, GET /api/state (everything the page
-// shows, read as the role the database URL logs in with) and POST
-// /api/action (retry_dead and cancel, only with --allow-actions). It binds
-// 127.0.0.1 only, answers only requests addressed to that host name and
-// port (no DNS rebinding), and checks a per-process token and the Origin on
-// every action (no cross-site request). The database URL, and so its
-// password, never reaches the page.
+// shows, read as the role the database URL logs in with), GET /api/tasks
+// (search, lib/search.js), GET /api/steps (a task's steps), and the actions,
+// only with --allow-actions: POST /api/action (retry_dead, cancel, pause,
+// resume of listed tasks or a queue), POST /api/bulk/preview and /api/bulk
+// (retry or cancel every task a search finds). It binds 127.0.0.1 only,
+// answers only requests addressed to that host name and port or to the
+// --public-host a reverse proxy forwards (no DNS rebinding), refuses with
+// 401 every request without the --token or --user credentials where they are
+// set (lib/auth.js), and checks a per-process token and the Origin on every
+// action (no cross-site request). The database URL, and so its password,
+// never reaches the page.
 
 const crypto = require('node:crypto');
 const fs = require('node:fs');
@@ -15,6 +20,9 @@ const path = require('node:path');
 const pg = require('pg');
 
 const q = require('./queries');
+const { Auth } = require('./auth');
+const { ServerHistory } = require('./history');
+const search = require('./search');
 const { Throughput } = require('./throughput');
 
 const PUBLIC = path.join(__dirname, '..', 'public');
@@ -23,6 +31,9 @@ const dist = (pkg, file) => path.join(path.dirname(require.resolve(pkg)), file);
 // Every file the server sends, by URL path: nothing else on disk is reachable.
 const FILES = {
   '/app.js': [path.join(PUBLIC, 'app.js'), 'text/javascript'],
+  '/dom.js': [path.join(PUBLIC, 'dom.js'), 'text/javascript'],
+  '/search.js': [path.join(PUBLIC, 'search.js'), 'text/javascript'],
+  '/workflows.js': [path.join(PUBLIC, 'workflows.js'), 'text/javascript'],
   '/style.css': [path.join(PUBLIC, 'style.css'), 'text/css'],
   '/vendor/cytoscape.min.js': [dist('cytoscape', 'cytoscape.min.js'), 'text/javascript'],
   '/vendor/cytoscape-dagre.js': [dist('cytoscape-dagre', 'cytoscape-dagre.js'), 'text/javascript'],
@@ -43,8 +54,8 @@ const SECURITY_HEADERS = {
 function httpStatus(err) {
   const code = err && err.code;
   if (code === '42501') return 403;
-  if (code === '42704') return 404;
-  if (typeof code === 'string' && (code.startsWith('22') || code === '42P01')) return 400;
+  if (code === '42704' || code === '42P01') return 404;
+  if (typeof code === 'string' && code.startsWith('22')) return 400;
   return 500;
 }
 
@@ -55,9 +66,13 @@ function pgError(err) {
 class Dashboard {
   // options: databaseUrl (or PG* environment), port (0: any free one),
   // allowActions, refreshSeconds (the page's polling), sampleSeconds
-  // (throughput samples), poolSize
+  // (throughput samples of its own), historyHours (the charts' window),
+  // poolSize, token / user + password (lib/auth.js), publicHosts (host
+  // names, with :port where not 80/443, that a reverse proxy forwards)
   constructor(options) {
-    this.options = { port: 8431, allowActions: false, refreshSeconds: 2, sampleSeconds: 10, poolSize: 4, ...options };
+    this.options = { port: 8431, allowActions: false, refreshSeconds: 2, sampleSeconds: 10, historyHours: 6,
+      poolSize: 4, publicHosts: [], ...options };
+    this.auth = new Auth({ token: this.options.token, user: this.options.user, password: this.options.password });
     this.token = crypto.randomBytes(32).toString('hex');
     const types = {
       getTypeParser: (oid, format) => {
@@ -77,6 +92,7 @@ class Dashboard {
     });
     this.pool.on('error', (err) => process.stderr.write(`dashboard: idle connection lost: ${err.message}\n`));
     this.throughput = new Throughput();
+    this.history = new ServerHistory(this.options.historyHours);
     this.lastSampleError = null;
     this.stateCache = null;
     this.index = fs.readFileSync(path.join(PUBLIC, 'index.html'), 'utf8');
@@ -99,6 +115,12 @@ class Dashboard {
     this.port = this.server.address().port;
     this.allowedHosts = new Set([`127.0.0.1:${this.port}`, `localhost:${this.port}`]);
     this.origins = new Set([`http://127.0.0.1:${this.port}`, `http://localhost:${this.port}`]);
+    for (const host of this.options.publicHosts) {
+      const name = host.toLowerCase();
+      this.allowedHosts.add(name);
+      this.origins.add(`https://${name}`);
+      this.origins.add(`http://${name}`);
+    }
     return `http://127.0.0.1:${this.port}/`;
   }
 
@@ -147,63 +169,110 @@ class Dashboard {
     }
   }
 
-  send(res, status, type, body) {
-    res.writeHead(status, { ...SECURITY_HEADERS, 'Content-Type': type, 'Content-Length': Buffer.byteLength(body) });
+  send(res, status, type, body, headers) {
+    res.writeHead(status, { ...SECURITY_HEADERS, ...headers, 'Content-Type': type, 'Content-Length': Buffer.byteLength(body) });
     res.end(body);
   }
 
-  json(res, status, value) {
-    this.send(res, status, 'application/json; charset=utf-8', JSON.stringify(value));
+  json(res, status, value, headers) {
+    this.send(res, status, 'application/json; charset=utf-8', JSON.stringify(value), headers);
   }
 
   async handle(req, res) {
     // Only requests for this host name and port: a page of another site that
     // rebinds its own name to 127.0.0.1 gets nothing.
-    if (!this.allowedHosts.has(req.headers.host || '')) {
+    if (!this.allowedHosts.has((req.headers.host || '').toLowerCase())) {
       return this.json(res, 421, { error: { message: 'unknown host' } });
     }
     const url = new URL(req.url, `http://${req.headers.host}`);
+    const extra = {};
+    const refused = this.auth.check(req, url, (cookie) => { extra['Set-Cookie'] = cookie; });
+    if (refused) return this.json(res, refused.status, { error: { message: refused.message } }, refused.headers);
     if (req.method === 'GET' || req.method === 'HEAD') {
       if (url.pathname === '/' || url.pathname === '/index.html') {
         const page = this.index
           .replace('{{csrf_token}}', this.token)
           .replace('{{allow_actions}}', this.options.allowActions ? 'true' : 'false')
           .replace('{{refresh_seconds}}', String(this.options.refreshSeconds));
-        return this.send(res, 200, 'text/html; charset=utf-8', page);
+        return this.send(res, 200, 'text/html; charset=utf-8', page, extra);
       }
       if (url.pathname === '/api/state') return this.json(res, 200, await this.state());
+      if (url.pathname === '/api/tasks') return this.read(res, (c) => search.search(c, Object.fromEntries(url.searchParams)));
+      if (url.pathname === '/api/steps') return this.read(res, (c) => this.steps(c, url.searchParams));
       const file = FILES[url.pathname];
       if (file) return this.send(res, 200, `${file[1]}; charset=utf-8`, fs.readFileSync(file[0]));
       return this.json(res, 404, { error: { message: 'not found' } });
     }
     if (req.method === 'POST' && url.pathname === '/api/action') return this.action(req, res);
+    if (req.method === 'POST' && (url.pathname === '/api/bulk/preview' || url.pathname === '/api/bulk')) {
+      const body = await this.actionBody(req, res);
+      if (body === undefined) return undefined;
+      const run = url.pathname === '/api/bulk' ? search.act : search.preview;
+      return this.read(res, async (c) => {
+        const out = await run(c, body);
+        if (url.pathname === '/api/bulk') this.stateCache = null;
+        return out;
+      });
+    }
     return this.json(res, 405, { error: { message: 'method not allowed' } });
+  }
+
+  // Answers with what `fn(client)` returns: 400 (or its status) for a bad
+  // request, the SQLSTATE's status for a server error.
+  async read(res, fn) {
+    let client;
+    try {
+      client = await this.connect();
+      return this.json(res, 200, await fn(client));
+    } catch (err) {
+      if (err instanceof search.BadRequest) return this.json(res, err.status, { error: { message: err.message } });
+      return this.json(res, httpStatus(err), { error: pgError(err) });
+    } finally {
+      if (client) client.release();
+    }
+  }
+
+  // GET /api/steps?queue=&id=: concurrency.task_steps (permission read)
+  async steps(client, params) {
+    const queue = params.get('queue');
+    const id = params.get('id') || '';
+    if (!queue || !/^[1-9][0-9]{0,18}$/.test(id)) throw new search.BadRequest('queue and id (a task id) are required');
+    const r = await client.query(q.TASK_STEPS_SQL, [queue, id]);
+    return { queue, id, steps: r.rows };
+  }
+
+  // The JSON body of an action, after the checks every action passes (the
+  // page's Origin and token, --allow-actions, JSON); undefined when refused
+  // (the answer sent).
+  async actionBody(req, res) {
+    const origin = req.headers.origin;
+    if (origin !== undefined && !this.origins.has(origin)) {
+      return this.refuse(res, 403, 'cross-origin request refused');
+    }
+    const token = req.headers['x-csrf-token'];
+    if (typeof token !== 'string' || token.length !== this.token.length
+        || !crypto.timingSafeEqual(Buffer.from(token), Buffer.from(this.token))) {
+      return this.refuse(res, 403, 'missing or wrong X-CSRF-Token');
+    }
+    if (!this.options.allowActions) {
+      return this.refuse(res, 403, 'actions are off: start the dashboard with --allow-actions');
+    }
+    if (!/^application\/json(;|$)/.test(req.headers['content-type'] || '')) {
+      return this.refuse(res, 415, 'send application/json');
+    }
+    try {
+      return JSON.parse(await readBody(req, 65536));
+    } catch (err) {
+      this.json(res, 400, { error: { message: `bad request body: ${err.message}` } });
+      return undefined;
+    }
   }
 
   // POST /api/action {action: 'retry' | 'cancel', queue, ids: [task ids]}
   // or {action: 'pause' | 'resume', queue}
   async action(req, res) {
-    const origin = req.headers.origin;
-    if (origin !== undefined && !this.origins.has(origin)) {
-      return this.json(res, 403, { error: { message: 'cross-origin request refused' } });
-    }
-    const token = req.headers['x-csrf-token'];
-    if (typeof token !== 'string' || token.length !== this.token.length
-        || !crypto.timingSafeEqual(Buffer.from(token), Buffer.from(this.token))) {
-      return this.json(res, 403, { error: { message: 'missing or wrong X-CSRF-Token' } });
-    }
-    if (!this.options.allowActions) {
-      return this.json(res, 403, { error: { message: 'actions are off: start the dashboard with --allow-actions' } });
-    }
-    if (!/^application\/json(;|$)/.test(req.headers['content-type'] || '')) {
-      return this.json(res, 415, { error: { message: 'send application/json' } });
-    }
-    let body;
-    try {
-      body = JSON.parse(await readBody(req, 65536));
-    } catch (err) {
-      return this.json(res, 400, { error: { message: `bad request body: ${err.message}` } });
-    }
+    const body = await this.actionBody(req, res);
+    if (body === undefined) return undefined;
     const own = (table) => body && Object.prototype.hasOwnProperty.call(table, body.action);
     const sql = own(q.ACTIONS) ? q.ACTIONS[body.action] : null;
     const queueSql = own(q.QUEUE_ACTIONS) ? q.QUEUE_ACTIONS[body.action] : null;
@@ -232,6 +301,11 @@ class Dashboard {
     } catch (err) {
       return this.json(res, httpStatus(err), { error: pgError(err) });
     }
+  }
+
+  refuse(res, status, message) {
+    this.json(res, status, { error: { message } });
+    return undefined;
   }
 
   // Everything the page shows. Pages polling at once share one read a second.
@@ -277,10 +351,12 @@ class Dashboard {
         if (!entry.readable || !entry.tasks_readable) continue;
         const columns = new Set(optional.rows.filter((r) => String(r.relid) === String(row.relid)).map((r) => r.name));
         entry.has_progress = columns.has('progress');
+        entry.has_workflows = columns.has('awaiting') && columns.has('steps');
         const lists = [
           ['dead', Number(s.dead) > 0 && q.deadTasksSql(row.name)],
           ['retrying', Number(s.scheduled) > 0 && q.retryingTasksSql(row.name)],
           ['running', Number(s.leased) + Number(s.expired) > 0 && q.runningTasksSql(row.name, columns)],
+          ['workflow', entry.has_workflows && Number(s.scheduled) > 0 && q.workflowTasksSql(row.name)],
         ];
         for (const [key, sql] of lists) {
           if (!sql) { entry[key] = []; continue; }
@@ -301,6 +377,20 @@ class Dashboard {
           out.schedules = { columns: [], rows: [], error: pgError(err) };
         }
       }
+      out.counters = null; // no counters view (before 0.4.0): no such section
+      if ((await client.query(q.COUNTERS_EXIST_SQL)).rows[0].present) {
+        try {
+          out.counters = { rows: (await client.query(q.COUNTERS_SQL)).rows };
+        } catch (err) {
+          out.counters = { rows: [], error: pgError(err) };
+        }
+      }
+      try {
+        out.server_history = await this.history.read(client);
+      } catch (err) {
+        out.server_history = null;
+        out.history_error = pgError(err);
+      }
       out.lock_tree = (await client.query(q.LOCK_TREE_SQL)).rows;
       out.lock_waits = (await client.query(q.LOCK_WAITS_SQL)).rows;
       try {
@@ -314,9 +404,19 @@ class Dashboard {
     } finally {
       if (client) client.release();
     }
-    out.throughput = this.throughput.series();
-    out.throughput.sample_seconds = this.options.sampleSeconds;
-    out.throughput.error = this.lastSampleError;
+    // the extension's samples where it keeps them, else the dashboard's own
+    if (out.server_history) {
+      out.throughput = out.server_history;
+      out.throughput.source = 'server';
+      out.throughput.window_hours = this.options.historyHours;
+    } else {
+      out.throughput = this.throughput.series();
+      out.throughput.source = 'dashboard';
+      out.throughput.sample_seconds = this.options.sampleSeconds;
+      out.throughput.error = this.lastSampleError;
+      out.throughput.window_hours = 1;
+    }
+    delete out.server_history;
     return out;
   }
 }

@@ -1,6 +1,7 @@
 'use strict';
-// Throughput over the last hour, from samples of queue_stats taken while the
-// dashboard runs (the extension keeps no history of counts). Between two
+// Throughput over a window, from samples of queue_stats: those the extension
+// keeps (the view queue_stats_history, 0.4.0, preloaded), or else those the
+// dashboard takes while it runs. Between two
 // samples of a queue:
 //   enqueued = tasks inserted into its table (pg_stat_get_tuples_inserted)
 //   finished = enqueued - growth of its live tasks (every count but dead,
@@ -18,31 +19,41 @@ const FINISHED_COLUMNS = new Set(['dead', 'done', 'cancelled']);
 // except the finished ones, so that a state a later version adds (waiting)
 // counts without a change here.
 function liveColumns(fields) {
-  return fields.filter((f) => f.dataTypeID === 20 && f.name !== 'inserted' && f.name !== 'relid'
+  return fields.filter((f) => f.dataTypeID === 20 && f.name !== 'inserted' && f.name !== 'relid' && f.name !== 'sampled_at'
     && !FINISHED_COLUMNS.has(f.name)).map((f) => f.name);
 }
 
 class Throughput {
-  constructor() {
+  // windowMs: how far back the series go
+  constructor(windowMs = WINDOW_MS) {
     this.samples = []; // { at: ms, queues: Map(queue -> { relid, inserted, live }) }
+    this.windowMs = windowMs;
   }
 
-  // result: the rows and fields of queries.SAMPLE_SQL
+  // result: the rows and fields of queries.SAMPLE_SQL (one sample), or of
+  // the view queue_stats_history (the samples in sampled_at order)
   add(result) {
     const live = liveColumns(result.fields);
-    const queues = new Map();
-    let at = Date.now();
+    let sample = null;
     for (const row of result.rows) {
-      at = new Date(row.sampled_at).getTime();
-      if (row.relid === null || row.ready === null) continue; // no read permission: counts are NULL
-      queues.set(row.queue, {
+      const at = new Date(row.sampled_at).getTime();
+      if (!sample || sample.at !== at) {
+        if (sample) this.push(sample);
+        sample = { at, queues: new Map() };
+      }
+      if (row.relid === null || row.ready === null || row.inserted === null) continue; // no read permission: counts are NULL
+      sample.queues.set(row.queue, {
         relid: String(row.relid),
         inserted: Number(row.inserted),
         live: live.reduce((sum, c) => sum + Number(row[c] ?? 0), 0),
       });
     }
-    this.samples.push({ at, queues });
-    const oldest = at - WINDOW_MS;
+    this.push(sample || { at: Date.now(), queues: new Map() });
+  }
+
+  push(sample) {
+    this.samples.push(sample);
+    const oldest = sample.at - this.windowMs;
     while (this.samples.length > 1 && this.samples[1].at <= oldest) this.samples.shift();
   }
 

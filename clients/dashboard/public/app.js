@@ -9,73 +9,11 @@
   const ALLOW_ACTIONS = meta('allow-actions') === 'true';
   const REFRESH_MS = Number(meta('refresh-seconds')) * 1000;
   const HOUR_MS = 3600 * 1000;
-  const SVG = 'http://www.w3.org/2000/svg';
 
-  const $ = (id) => document.getElementById(id);
-  const dashboard = { state: null, cy: null, updates: 0 };
+  const { $, el, svg, table, interval, duration, time, value, payload } = window.dashboardUI;
+  // renderers: what search.js and workflows.js add; post: an action's POST
+  const dashboard = { state: null, cy: null, updates: 0, renderers: [], post: null, refresh: null };
   window.dashboard = dashboard; // for the browser tests and the console
-
-  // el('td', {className: 'x', dataset: {col: 'ready'}}, 'text', childNode)
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === undefined || v === null) continue;
-      if (k === 'dataset') Object.assign(e.dataset, v);
-      else if (k === 'className' || k === 'title' || k === 'type' || k === 'disabled' || k === 'hidden') e[k] = v;
-      else e.setAttribute(k, v);
-    }
-    for (const c of children) append(e, c);
-    return e;
-  }
-  function append(parent, child) {
-    if (child === null || child === undefined || child === false) return;
-    if (Array.isArray(child)) child.forEach((c) => append(parent, c));
-    else if (child instanceof Node) parent.appendChild(child);
-    else parent.appendChild(document.createTextNode(String(child)));
-  }
-  function svg(tag, attrs, text) {
-    const e = document.createElementNS(SVG, tag);
-    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    return e;
-  }
-  function table(id, headers, rows) {
-    const t = $(id);
-    t.replaceChildren(el('thead', null, el('tr', null, headers.map((h) => el('th', null, h)))), el('tbody', null, rows));
-    t.hidden = rows.length === 0;
-  }
-
-  // PostgreSQL interval text ("00:00:15.27546", "1 day 02:00:00") as words.
-  function interval(text) {
-    if (text === null || text === undefined) return '';
-    const m = /^(-)?(\d+):(\d\d):(\d\d(?:\.\d+)?)$/.exec(text);
-    if (!m) return text;
-    return duration((m[1] ? -1 : 1) * (Number(m[2]) * 3600 + Number(m[3]) * 60 + Number(m[4])));
-  }
-  function duration(seconds) {
-    const s = Math.abs(seconds);
-    const sign = seconds < 0 ? '-' : '';
-    if (s < 10) return `${sign}${s.toFixed(1)} s`;
-    if (s < 120) return `${sign}${Math.round(s)} s`;
-    if (s < 7200) return `${sign}${Math.floor(s / 60)} min ${Math.round(s % 60)} s`;
-    return `${sign}${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
-  }
-  function time(value) {
-    if (!value) return '';
-    const d = new Date(value);
-    return Number.isNaN(d.getTime()) ? String(value) : d.toLocaleTimeString();
-  }
-  function value(v) {
-    if (v === null || v === undefined) return '—';
-    if (typeof v === 'boolean') return v ? 'yes' : 'no';
-    if (Array.isArray(v)) return v.join(', ');
-    if (typeof v === 'string' && /^-?\d+:\d\d:\d\d/.test(v)) return interval(v);
-    return String(v);
-  }
-  function payload(row) {
-    return el('code', { className: 'payload', title: row.payload_cut ? 'cut: the payload is longer' : null },
-      row.payload, row.payload_cut ? ' …' : null);
-  }
 
   // ---- queues ------------------------------------------------------------
   function renderQueues(state) {
@@ -93,13 +31,18 @@
           className: c === 'paused' && queue.stats && queue.stats[c] ? 'paused' : (c === 'dead' && queue.stats && Number(queue.stats[c]) > 0 ? 'bad' : null),
           title: queue.readable ? null : 'the role lacks permission read on this queue',
         }, queue.stats ? value(queue.stats[c]) : '—')),
-        settingCols.map((c) => el('td', { dataset: { col: c }, className: 'setting' }, value(queue.settings[c]))),
         el('td', { dataset: { col: 'enqueued_last_hour' } }, q ? String(q.enqueued) : '—'),
         el('td', { dataset: { col: 'finished_last_hour' } }, q ? String(q.finished) : '—'),
         pausable ? el('td', { dataset: { col: 'pause' } }, pauseButton(state, queue)) : null);
     });
-    table('queues-table', ['queue', ...statsCols, ...settingCols, 'enqueued', 'finished', ...(pausable ? [''] : [])], rows);
+    const hours = (state.throughput && state.throughput.window_hours) || 1;
+    table('queues-table', ['queue', ...statsCols.map((c) => c.replace(/_/g, ' ')), `enqueued ${hours} h`, `finished ${hours} h`,
+      ...(pausable ? [''] : [])], rows);
     $('queues-empty').hidden = state.queues.length > 0;
+    // the settings in a table of their own: the counts fit a 1280 px screen
+    table('settings-table', ['queue', ...settingCols.map((c) => c.replace(/_/g, ' '))], state.queues.map((queue) =>
+      el('tr', { dataset: { queue: queue.name } }, el('th', { scope: 'row' }, queue.name),
+        settingCols.map((c) => el('td', { dataset: { col: c }, className: 'setting' }, value(queue.settings[c]))))));
   }
 
   // ---- throughput ----------------------------------------------------------
@@ -109,27 +52,45 @@
     const t = state.throughput;
     const names = Object.keys(t.queues);
     const since = t.since ? ` since ${time(t.since)}` : '';
-    $('throughput-note').textContent = t.error
-      ? `sampling failed: ${t.error.message}`
-      : `${t.samples} samples of queue_stats, one every ${t.sample_seconds} s${since}, while the dashboard runs; `
-        + 'enqueued = rows inserted into the queue\'s table, finished = enqueued minus the growth of its live tasks.';
+    const how = 'enqueued = rows inserted into the queue\'s table, finished = enqueued minus the growth of its live tasks.';
+    $('throughput-title').textContent = `Throughput, last ${t.window_hours === 1 ? 'hour' : `${t.window_hours} hours`}`;
+    document.body.dataset.history = t.source;
+    if (t.source === 'server') {
+      $('throughput-note').textContent = `${t.samples} samples that the server keeps (concurrency.queue_stats_history)${since}; ${how}`;
+    } else {
+      $('throughput-note').textContent = t.error
+        ? `sampling failed: ${t.error.message}`
+        : `The server keeps no samples here (an extension before 0.4.0, not in shared_preload_libraries, or `
+          + `concurrency.stats_history_interval = 0): ${t.samples} samples that the dashboard took, one every `
+          + `${t.sample_seconds} s${since}, lost when it stops; ${how}`;
+    }
+    // the time axis spans the window from the first sample on (never a
+    // range uPlot guesses from one or two points)
+    const to = new Date(state.read_at).getTime() / 1000;
+    const from = t.times.length ? Math.min(t.times[0], to - 300) : to - 300;
+    charts.from = from;
+    charts.to = to;
     for (const [key, id, field] of [['finished', 'chart-finished', 'finished_per_min'], ['live', 'chart-live', 'live']]) {
       const data = [t.times, ...names.map((n) => t.queues[n][field])];
       const signature = names.join('\u0000');
       const box = $(id);
-      const width = Math.max(300, Math.floor(box.parentElement.clientWidth) - 8);
+      const width = Math.max(280, Math.floor(box.parentElement.clientWidth) - 8);
       if (!charts[key] || charts[key].signature !== signature) {
         if (charts[key]) charts[key].plot.destroy();
         const opts = {
           width, height: 180,
           series: [{}, ...names.map((n, i) => ({ label: n, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false }))],
           axes: [{}, { size: 50 }],
-          scales: { y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+          scales: {
+            x: { time: true, range: () => [charts.from, charts.to] },
+            y: { range: (u, min, max) => [0, Math.max(1, Number.isFinite(max) ? max : 1)] },
+          },
         };
         charts[key] = { plot: new uPlot(opts, data, box), signature };
       } else {
         if (charts[key].plot.width !== width) charts[key].plot.setSize({ width, height: 180 });
-        charts[key].plot.setData(data);
+        charts[key].plot.setData(data, false);
+        charts[key].plot.setScale('x', { min: from, max: to });
       }
     }
   }
@@ -151,12 +112,7 @@
     button.disabled = true;
     const out = $('action-result');
     try {
-      const res = await fetch('/api/action', {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': CSRF },
-        body: JSON.stringify(id === null ? { action, queue } : { action, queue, ids: [String(id)] }),
-      });
-      const body = await res.json();
+      const { res, body } = await post('/api/action', id === null ? { action, queue } : { action, queue, ids: [String(id)] });
       const what = id === null ? `${action} of queue ${queue}` : `${action} of task ${id} on ${queue}`;
       out.textContent = res.ok
         ? `${what}: ${id === null ? (body.changed ? 'done' : 'nothing to change') : `${body.count} changed`}`
@@ -168,6 +124,17 @@
     }
     refresh();
   }
+  async function post(path, data) {
+    const res = await fetch(path, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': CSRF },
+      body: JSON.stringify(data),
+    });
+    return { res, body: await res.json() };
+  }
+  dashboard.post = post;
+  dashboard.mayAct = () => ALLOW_ACTIONS && dashboard.state && dashboard.state.actions;
+
   function renderFailed(state) {
     const rows = [];
     for (const queue of state.queues) {
@@ -249,7 +216,7 @@
       nodes.set(id, {
         data: {
           id, pid: r.pid, root: r.depth === 0, action: r.action || null, state: r.state, query: r.query,
-          label: [r.pid === 0 ? `prepared ${r.gid}` : `pid ${r.pid}`, who, r.state || '', short(r.query, 40),
+          label: [r.pid === 0 ? `prepared ${r.gid}` : `pid ${r.pid}`, who, r.state || '', short(r.query, 32),
             r.action ? `→ ${r.action}` : ''].filter(Boolean).join('\n'),
         },
         classes: [r.depth === 0 ? 'root' : '', r.in_cycle ? 'cycle' : ''].join(' '),
@@ -272,6 +239,10 @@
     }
     const seen = new Set();
     const uniqueEdges = edges.filter((e) => !seen.has(e.data.id) && seen.add(e.data.id));
+    // a waiter's queued-behind edges repeat the mode of its hard one: drawn
+    // without a label, so that a pile-up stays readable
+    const hardSources = new Set(uniqueEdges.filter((e) => e.classes === 'hard').map((e) => e.data.source));
+    for (const e of uniqueEdges) if (e.classes === 'soft' && hardSources.has(e.data.source)) e.classes = 'soft quiet';
     $('locks-empty').hidden = nodes.size > 0;
     $('lock-graph').hidden = nodes.size === 0;
     const elements = [...nodes.values(), ...uniqueEdges];
@@ -283,13 +254,14 @@
           wheelSensitivity: 0.3,
           style: [
             { selector: 'node', style: { shape: 'round-rectangle', 'background-color': '#eef3f8', 'border-width': 1, 'border-color': '#7a8a9a',
-              label: 'data(label)', 'text-wrap': 'wrap', 'text-valign': 'center', 'font-size': 10, width: 'label', height: 'label', padding: 8 } },
+              label: 'data(label)', 'text-wrap': 'wrap', 'text-max-width': 220, 'text-valign': 'center', 'font-size': 13, width: 'label', height: 'label', padding: 10 } },
             { selector: 'node.root', style: { 'background-color': '#fde8e8', 'border-color': '#c62828', 'border-width': 3 } },
             { selector: 'node.cycle', style: { 'border-style': 'double' } },
             { selector: 'edge', style: { 'curve-style': 'bezier', 'target-arrow-shape': 'triangle', width: 2, 'line-color': '#555',
-              'target-arrow-color': '#555', label: 'data(label)', 'font-size': 9, color: '#444',
+              'target-arrow-color': '#555', label: 'data(label)', 'font-size': 12, color: '#444',
               'text-background-color': '#fff', 'text-background-opacity': 1, 'text-background-padding': 2 } },
             { selector: 'edge.soft', style: { 'line-style': 'dashed', 'line-color': '#999', 'target-arrow-color': '#999' } },
+            { selector: 'edge.quiet', style: { label: '' } },
           ],
         });
         dashboard.cy.on('tap', 'node', (evt) => showNode(evt.target.data()));
@@ -303,8 +275,16 @@
       cy.elements().remove();
       cy.add(elements);
       // holders at the top, waiters below them
-      cy.layout({ name: 'dagre', rankDir: 'BT', nodeSep: 60, rankSep: 90, animate: false }).run();
-      cy.fit(undefined, 20);
+      cy.layout({ name: 'dagre', rankDir: 'BT', nodeSep: 40, rankSep: 70, edgeSep: 20, animate: false }).run();
+      // readable: never drawn smaller than 80 %; a taller box where the
+      // graph needs it, and panning beyond it
+      const bb = cy.elements().boundingBox({ includeLabels: true });
+      const box = $('lock-graph');
+      const zoom = Math.min(1, Math.max(0.8, (box.clientWidth - 40) / bb.w));
+      box.style.height = `${Math.min(900, Math.max(300, Math.ceil(bb.h * zoom) + 40))}px`;
+      cy.resize();
+      cy.zoom(zoom);
+      cy.center();
     } else if (nodes.size === 0 && dashboard.cy) {
       dashboard.cy.elements().remove();
       dashboard.cy.scratch('signature', '');
@@ -392,6 +372,7 @@
   // ---- polling -------------------------------------------------------------
   function render(state) {
     dashboard.state = state;
+    document.body.classList.remove('loading');
     const who = state.who;
     $('who').textContent = who
       ? `role ${who.role} on database ${who.database} (PostgreSQL ${who.server_version}, concurrency_ext ${who.extension_version || 'not installed'})`
@@ -410,6 +391,7 @@
     renderSchedules(state);
     renderLocks(state);
     renderHistory(state);
+    for (const hook of dashboard.renderers) hook(state);
   }
 
   let timer = null;
@@ -427,5 +409,7 @@
     document.body.dataset.updates = String(dashboard.updates);
     timer = setTimeout(refresh, REFRESH_MS);
   }
-  refresh();
+  dashboard.refresh = refresh;
+  // the other scripts add their renderers first
+  window.addEventListener('DOMContentLoaded', refresh);
 })();

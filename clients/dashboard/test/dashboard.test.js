@@ -128,7 +128,7 @@ test("the page's counts equal queue_stats, for the dashboard's role", async () =
   assert.equal(emails.ready, '1');
   assert.equal(emails.scheduled, '1');
   // settings from concurrency.queue, as they exist
-  const setting = await page.locator('#queues-table tr[data-queue="reports"] td[data-col="key_limit"]').textContent();
+  const setting = await page.locator('#settings-table tr[data-queue="reports"] td[data-col="key_limit"]').textContent();
   assert.equal(setting, '2');
   // the retrying task of queue private is not readable by dash_ops: not listed
   assert.equal(await page.locator('#failed-table tr[data-queue="private"]').count(), 0);

@@ -22,11 +22,13 @@ function databaseUrl(role, password) {
   return `postgresql://${auth}@/${process.env.PGDATABASE || 'postgres'}?host=${encodeURIComponent(process.env.PGHOST)}&port=${process.env.PGPORT}`;
 }
 
-// Starts the dashboard's bin (or another command line that runs it);
+// Starts the dashboard's bin (or another command line that runs it), with
+// `env` added to the environment;
 // resolves to { url, stop() } once it listens.
-function startDashboard(args, command = [BIN]) {
+function startDashboard(args, command = [BIN], env = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...command, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...command, '--port', '0', ...args],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let out = '';
     let err = '';
     child.stderr.on('data', (d) => { err += d; });
@@ -57,8 +59,8 @@ async function launchBrowser() {
 
 // Opens the page and waits for its first update; collects console errors
 // (a Content-Security-Policy violation shows there).
-async function openPage(browser, url) {
-  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+async function openPage(browser, url, options = {}) {
+  const page = await browser.newPage({ ...options, viewport: { width: 1280, height: 800 } });
   page.consoleErrors = [];
   page.on('console', (m) => { if (m.type() === 'error') page.consoleErrors.push(m.text()); });
   page.on('pageerror', (e) => page.consoleErrors.push(String(e)));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The dashboard's browser tests: starts a throw-away cluster of PG_CONFIG's
 # server (scripts/cluster.sh; the extension must be installed in it) with
-# the lock history sampled every 100 ms, installs the package's locked
+# the lock history sampled every 100 ms and the queues' counts every second
+# (queue_stats_history), installs the package's locked
 # dependencies (npm ci), runs test/*.test.js with node's test runner in
 # headless Chromium (/usr/bin/chromium, or CHROMIUM), and ends with one line
 # "N passed, M failed". Needs root (the cluster runs as postgres).
@@ -16,7 +17,7 @@ fail() { echo "$1"; echo "0 passed, 1 failed"; exit 1; }
 . "$root/scripts/cluster.sh"
 trap cluster_stop EXIT
 cluster_start "$PG_CONFIG" "shared_preload_libraries = 'concurrency_ext'" \
-  "concurrency.history_interval = '100ms'" || fail "the cluster did not start"
+  "concurrency.history_interval = '100ms'" "concurrency.stats_history_interval = '1s'" || fail "the cluster did not start"
 
 cd "$here" || fail "no $here"
 npm ci --no-audit --no-fund --loglevel=error >/tmp/dashboard-npm.$$.log 2>&1 \

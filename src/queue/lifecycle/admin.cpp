@@ -22,6 +22,7 @@
 #include "queue/queue.hpp"
 #include "queue/flow/rate.hpp"
 #include "queue/time/schedule_runner.hpp"
+#include "queue/time/stats_history.hpp"
 #include "queue/lifecycle/stats_sql.hpp"
 
 extern "C" {
@@ -625,7 +626,13 @@ CONCURRENCY_FUNCTION(concurrency_queue_changed) {
 	pg::guard([&] { CacheInvalidateRelcache(trigger->tg_relation); });
 	// on concurrency.schedule: the schedule runner looks at this database
 	// after the commit (queue/schedule_runner.hpp)
-	if (std::strcmp(RelationGetRelationName(trigger->tg_relation), "schedule") == 0)
+	// a queue created (an insert into concurrency.queue), where queue counts
+	// are sampled: a database whose first queue this is gets its sampling
+	// started (time/stats_history.hpp)
+	const char *table = RelationGetRelationName(trigger->tg_relation);
+	if (std::strcmp(table, "schedule") == 0 ||
+	    (std::strcmp(table, "queue") == 0 && TRIGGER_FIRED_BY_INSERT(trigger->tg_event) &&
+	     queue::stats_history_enabled()))
 		queue::schedule_changed_in_transaction();
 	return PointerGetDatum(nullptr);
 }

@@ -24,6 +24,7 @@
 #include "pg/spi.hpp"
 #include "queue/queue.hpp"
 #include "queue/time/schedule.hpp"
+#include "queue/time/stats_history.hpp"
 
 extern "C" {
 #include "access/heapam.h"
@@ -314,6 +315,7 @@ void schedule_runner_init() {
 	    "Needs concurrency_ext in shared_preload_libraries; when off (e.g. ALTER DATABASE … "
 	    "SET), only dequeue calls on a schedule's queue enqueue its due times.",
 	    &runner_enabled, true, PGC_SUSET, 0, nullptr, nullptr, nullptr);
+	stats_history_init();
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	RegisterXactCallback(on_transaction_end, nullptr);
@@ -460,6 +462,12 @@ extern "C" PGDLLEXPORT void concurrency_schedule_runner_main(Datum arg) {
 	bool keep = replace_next_look(database, never, retry);
 	quiet = true; // the runner's own writes ask for no runner
 	TimestampTz next = run_schedules();
+	// and the queues' counts, when their sample is due (stats_history.hpp)
+	TimestampTz sample_at = PG_INT64_MAX;
+	if (!in_transaction("sampling queue counts",
+	                    [&] { sample_at = sample_queue_stats(GetCurrentTimestamp()); }))
+		sample_at = next_sample_after_failure(GetCurrentTimestamp());
+	next = std::min(next, sample_at);
 	if (keep)
 		replace_next_look(database, retry, next);
 	proc_exit(0);
