@@ -398,9 +398,12 @@ COMMENT ON FUNCTION concurrency_internal.distribute_events() IS
     'makes the event tables of durable workflows Citus distributed tables, by event name (internal)';
 REVOKE ALL ON FUNCTION concurrency_internal.distribute_events() FROM PUBLIC;
 
--- The first queue distributed distributes the event tables, in the same
--- transaction (distribute_queue writes the queue's row of
--- concurrency.distributed_queue on the coordinator).
+-- The first queue distributed distributes the event tables, when the
+-- transaction that distributed it commits (distribute_queue writes the
+-- queue's row of concurrency.distributed_queue on the coordinator). At
+-- commit, not at once: in the update from 0.3.0 (below), Citus runs the
+-- update on the other nodes after this one, and the tables must exist there
+-- before they are distributed.
 CREATE FUNCTION concurrency_internal.distributed_queue_added() RETURNS trigger
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
@@ -412,8 +415,9 @@ END
 $fn$;
 COMMENT ON FUNCTION concurrency_internal.distributed_queue_added() IS
     'after a queue is distributed: the event tables too (internal)';
-CREATE TRIGGER distribute_events AFTER INSERT ON concurrency.distributed_queue
-    FOR EACH STATEMENT EXECUTE FUNCTION concurrency_internal.distributed_queue_added();
+CREATE CONSTRAINT TRIGGER distribute_events AFTER INSERT OR UPDATE ON concurrency.distributed_queue
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION concurrency_internal.distributed_queue_added();
 
 -- The task's part of await_event, on the node of its shard.
 -- op: 'look' (the event's step and the task's awaiting), 'receive' (the
@@ -466,11 +470,12 @@ COMMENT ON FUNCTION concurrency_internal.forget_events_on_shard(text, timestampt
 REVOKE ALL ON FUNCTION concurrency_internal.forget_events_on_shard(text, timestamptz) FROM PUBLIC;
 
 -- An installation whose queues were distributed before (the update from
--- 0.3.0): its event tables, new and empty, distributed now.
+-- 0.3.0): its event tables, new and empty, distributed when the update
+-- commits (the trigger above, on the coordinator).
 DO $distribute$
 BEGIN
-    IF concurrency.citus_node_role() = 'coordinator' AND EXISTS (SELECT FROM concurrency.distributed_queue) THEN
-        PERFORM concurrency_internal.distribute_events();
+    IF concurrency.citus_node_role() = 'coordinator' THEN
+        UPDATE concurrency.distributed_queue SET queue = queue;
     END IF;
 END
 $distribute$;
