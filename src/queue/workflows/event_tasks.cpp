@@ -75,50 +75,49 @@ EventTaskState event_task_here(Queue &q, int64 task_id, int64 token, const std::
 		q.run("clear_awaiting_event", workflow_sql::clear_awaiting(q.sql()), 3, clear_types, clear);
 		return state;
 	}
-	case EventTaskOp::time_out: {
-		static const Oid types[4] = {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID};
-		Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step),
-		                   TimestampTzGetDatum(at)};
-		if (q.run("record_timeout", workflow_sql::record_timeout(q.sql()), 4, types, values) == 0)
-			q.lease_lost(task_id);
-		return state;
-	}
+	case EventTaskOp::time_out:
 	case EventTaskOp::park: {
+		// the timeout kept as the event's step; or the task parked until `at`
+		const bool park = op == EventTaskOp::park;
 		static const Oid types[4] = {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID};
-		Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(event),
+		Datum values[4] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(park ? event : step),
 		                   TimestampTzGetDatum(at)};
-		if (q.run("park", workflow_sql::park(q.sql()), 4, types, values) == 0)
+		if (q.run(park ? "park" : "record_timeout",
+		          park ? workflow_sql::park(q.sql()) : workflow_sql::record_timeout(q.sql()), 4, types,
+		          values) == 0)
 			q.lease_lost(task_id);
 		// a waiting dequeue learns of the new due time (and of a lease slot freed)
-		note_claimable(q.name(), 1);
+		if (park)
+			note_claimable(q.name(), 1);
 		return state;
 	}
 	}
 	return state;
 }
 
-// Whether the call must go to the node of the task's shard: true with
-// `position` set; false with `shard` opened where the task's shard is here.
-bool task_elsewhere(Queue &whole, int64 task_id, std::optional<Queue> &shard, const char *what,
+} // namespace
+
+bool task_elsewhere(Queue &whole, int64 task_id, const char *what, bool held, std::optional<Queue> &shard,
                     int32 &position) {
-	if (!route_tasks(whole, &task_id, 1, shard, what))
+	if (!route_tasks(whole, &task_id, 1, shard, held ? what : nullptr, held))
 		return false;
-	if (auto p = routed_position(whole, &task_id, 1)) {
+	if (auto p = routed_position(whole, &task_id, 1, held)) {
 		position = *p;
 		return true;
 	}
-	if (shards_served_here(whole))
+	if (!shards_served_here(whole, held))
+		refuse_not_served_here(whole.name(), what);
+	if (held)
 		task_gone(whole.name(), task_id); // its id names no shard of the queue
-	refuse_not_served_here(whole.name(), what);
+	position = -1;
+	return true;
 }
-
-} // namespace
 
 EventTaskState event_task(Queue &whole, int64 task_id, int64 token, const std::string &event, EventTaskOp op,
                           Datum payload, TimestampTz at) {
 	std::optional<Queue> shard;
 	int32 position = 0;
-	if (!task_elsewhere(whole, task_id, shard, "await_event", position))
+	if (!task_elsewhere(whole, task_id, "await_event", true, shard, position))
 		return event_task_here(shard ? *shard : whole, task_id, token, event, op, payload, at);
 	static const Oid types[7] = {TEXTOID, INT8OID, INT8OID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
 	Datum values[7] = {pg::text_datum(whole.name()), Int64GetDatum(task_id),      Int64GetDatum(token),

@@ -17,6 +17,17 @@ extern "C" {
 
 namespace concurrency::queue {
 
+// Where a call about task `task_id` of queue `whole` (`what`, the
+// function's name) is served. `held`: a call under the task's lease, routed
+// as heartbeat is; else a read, as task_status. False with `shard` opened
+// where the task's shard is on this node (empty for a queue that is not
+// distributed); true where the call must be made on the node of the task's
+// shard, `position`, or -1 for a read of an id that names no shard of the
+// queue (no such task: a held call raises CE001). 0A000 where this node does
+// not serve the queue's calls. Call while SPI is connected.
+bool task_elsewhere(Queue &whole, int64 task_id, const char *what, bool held, std::optional<Queue> &shard,
+                    int32 &position);
+
 // What await_event does to the task (held under its lease).
 enum class EventTaskOp {
 	look,     // nothing: the event's step and the task's awaiting

@@ -67,18 +67,19 @@ std::string name_arg(FunctionCallInfo fcinfo, int n, const char *what,
 	return name;
 }
 
-// For a call about task `task_id` (`what`, the function's name) on a
-// distributed queue that this node cannot serve alone: the position of its
-// shard, where route_call takes the call. CE001 (`acks`) or nothing for an
-// id that names no shard; 0A000 where the queue's calls are not served here.
-std::optional<int32> task_shard(Queue &whole, int64 task_id, const char *what, bool slots, bool acks) {
-	if (auto position = routed_position(whole, &task_id, 1, slots))
-		return position;
-	if (!shards_served_here(whole, slots))
-		refuse_not_served_here(whole.name(), what);
-	if (acks)
-		task_gone(whole.name(), task_id);
-	return std::nullopt;
+// A read of task `task_id` (task_steps, await_task: `what`) that must be
+// made on the node of the task's shard: its rows into `out` from there, or
+// none for an id that names no shard (no such task). Nothing where the call
+// is served here, with `shard` opened on this node's shard of the task.
+std::optional<Datum> read_elsewhere(FunctionCallInfo fcinfo, Queue &whole, int64 task_id, const char *what,
+                                    const pg::ResultSet &out, std::optional<Queue> &shard) {
+	int32 position = 0;
+	if (!task_elsewhere(whole, task_id, what, false, shard, position))
+		return std::nullopt;
+	if (position >= 0)
+		return route_call(fcinfo, whole, position, &out, -1, false);
+	pg::spi_finish();
+	return Datum(0);
 }
 
 // Whether the event tables are Citus distributed tables (once a queue was
@@ -168,10 +169,9 @@ CONCURRENCY_FUNCTION(concurrency_record_step) {
 	std::optional<SlotsDecided> decided; // Citus, max_leased: as heartbeat
 	decide_lease_slots(whole, &task_id, 1, false, "record_step", decided);
 	std::optional<Queue> shard; // Citus: the task's shard where it is on this node
-	if (route_tasks(whole, &task_id, 1, shard, "record_step")) {
-		std::optional<int32> position = task_shard(whole, task_id, "record_step", true, true);
-		return route_call(fcinfo, whole, *position);
-	}
+	int32 position = 0;
+	if (task_elsewhere(whole, task_id, "record_step", true, shard, position))
+		return route_call(fcinfo, whole, position);
 	Queue &q = shard ? *shard : whole;
 	static const Oid types[5] = {INT8OID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
 	Datum values[5] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step), result,
@@ -196,10 +196,9 @@ CONCURRENCY_FUNCTION(concurrency_step_result) {
 	std::optional<SlotsDecided> decided; // Citus, max_leased: as heartbeat
 	decide_lease_slots(whole, &task_id, 1, false, "step_result", decided);
 	std::optional<Queue> shard; // Citus: the task's shard where it is on this node
-	if (route_tasks(whole, &task_id, 1, shard, "step_result")) {
-		std::optional<int32> position = task_shard(whole, task_id, "step_result", true, true);
-		return route_call(fcinfo, whole, *position, nullptr, -1, false);
-	}
+	int32 position = 0;
+	if (task_elsewhere(whole, task_id, "step_result", true, shard, position))
+		return route_call(fcinfo, whole, position, nullptr, -1, false);
 	Queue &q = shard ? *shard : whole;
 	static const Oid types[3] = {INT8OID, INT8OID, TEXTOID};
 	Datum values[3] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step)};
@@ -224,12 +223,8 @@ CONCURRENCY_FUNCTION(concurrency_task_steps) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::read, "task_steps");
 	std::optional<Queue> shard; // Citus: the task's shard where it is on this node
-	if (route_tasks(whole, &task_id, 1, shard, nullptr, false)) {
-		if (std::optional<int32> position = task_shard(whole, task_id, "task_steps", false, false))
-			return route_call(fcinfo, whole, *position, &out, -1, false);
-		pg::spi_finish(); // its id names no shard of the queue: no such task
-		return Datum(0);
-	}
+	if (std::optional<Datum> routed = read_elsewhere(fcinfo, whole, task_id, "task_steps", out, shard))
+		return *routed;
 	Queue &q = shard ? *shard : whole;
 	static const Oid types[1] = {INT8OID};
 	Datum values[1] = {Int64GetDatum(task_id)};
@@ -414,12 +409,8 @@ CONCURRENCY_FUNCTION(concurrency_await_task) {
 	// Citus: the task's end is waited for on its shard's node, whose commits
 	// wake the wait
 	std::optional<Queue> shard;
-	if (route_tasks(whole, &task_id, 1, shard, nullptr, false)) {
-		if (std::optional<int32> position = task_shard(whole, task_id, "await_task", false, false))
-			return route_call(fcinfo, whole, *position, &out, -1, false);
-		pg::spi_finish(); // its id names no shard of the queue: no such task
-		return Datum(0);
-	}
+	if (std::optional<Datum> routed = read_elsewhere(fcinfo, whole, task_id, "await_task", out, shard))
+		return *routed;
 	Queue &q = shard ? *shard : whole;
 	std::string sql = workflow_sql::task_end(q.sql());
 	static const Oid types[1] = {INT8OID};
