@@ -253,6 +253,25 @@ def test_python_runtime_on_a_worker_node():
           and runs.count("charge") == 1 and runs.count(tid) == 2, (end, runs))
 
 
+def test_local_queue_event_from_a_worker_node():
+    c, w1 = connect(COORDINATOR), connect(WORKER1)
+    tid = scalar(c, "SELECT concurrency.enqueue('wf_local', '{}')")
+    tok = scalar(c, "SELECT lease_token FROM concurrency.dequeue('wf_local')")
+    c.execute("SELECT * FROM concurrency.await_event('wf_local', %s, %s, 'local-reply')", (tid, tok))
+    check("an emit on a worker node leaves the wait of a queue of the coordinator alone",
+          scalar(w1, "SELECT concurrency.emit_event('local-reply', '1')") == 0
+          and scalar(c, "SELECT count(*) FROM concurrency.event_wait WHERE event = 'local-reply'") == 1
+          and scalar(c, "SELECT state FROM concurrency.task_status('wf_local', %s)", (tid,)) == "scheduled")
+    check("an emit on the coordinator wakes it",
+          scalar(c, "SELECT concurrency.emit_event('local-reply', '2')") == 1
+          and scalar(c, "SELECT count(*) FROM concurrency.event_wait WHERE event = 'local-reply'") == 0)
+    tok = scalar(c, "SELECT lease_token FROM concurrency.dequeue('wf_local')")
+    check("with the payload of that emit",
+          c.execute("SELECT status, payload FROM concurrency.await_event('wf_local', %s, %s, 'local-reply')",
+                    (tid, tok)).fetchone() == ("received", 2))
+    c.execute("SELECT concurrency.complete('wf_local', %s, %s)", (tid, tok))
+
+
 def test_drop():
     c = connect(COORDINATOR)
     c.execute("SELECT concurrency.drop_queue('wf_local'); SELECT concurrency.drop_queue('wf_dist')")
@@ -264,4 +283,4 @@ if __name__ == "__main__":
     setup()
     run([test_local_queue_with_distributed_writes, test_distributed_steps, test_distributed_events,
          test_distributed_await_task, test_distributed_finally_children_refused, test_python_runtime_on_a_worker_node,
-         test_drop])
+         test_local_queue_event_from_a_worker_node, test_drop])
