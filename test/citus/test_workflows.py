@@ -253,6 +253,24 @@ def test_python_runtime_on_a_worker_node():
           and runs.count("charge") == 1 and runs.count(tid) == 2, (end, runs))
 
 
+def test_distributed_max_leased():
+    c, w1 = connect(COORDINATOR), connect(WORKER1)
+    fresh_distributed_queue(c, "wf_slots", 4, max_leased=1)
+    tid = scalar(c, "SELECT concurrency.enqueue('wf_slots', '{}')")
+    tok = scalar(c, "SELECT lease_token FROM concurrency.dequeue('wf_slots')")
+    check("max_leased: a step from a worker node is refused (0A000: the slots are the coordinator's), "
+          "nothing recorded",
+          sqlstate_of(lambda: w1.execute("SELECT concurrency.record_step('wf_slots', %s, %s, 's', '1')",
+                                         (tid, tok))) == "0A000"
+          and scalar(c, "SELECT count(*) FROM concurrency.task_steps('wf_slots', %s)", (tid,)) == 0)
+    c.execute("SELECT concurrency.record_step('wf_slots', %s, %s, 's', '1')", (tid, tok))
+    check("on the coordinator the workflow runs: a step, then the task parks",
+          scalar(c, "SELECT status FROM concurrency.await_event('wf_slots', %s, %s, 'slots-reply')", (tid, tok))
+          == "waiting")
+    check("the emit from a worker node wakes it", scalar(w1, "SELECT concurrency.emit_event('slots-reply', '1')") == 1)
+    c.execute("SELECT concurrency.drop_queue('wf_slots')")
+
+
 def test_local_queue_event_from_a_worker_node():
     c, w1 = connect(COORDINATOR), connect(WORKER1)
     tid = scalar(c, "SELECT concurrency.enqueue('wf_local', '{}')")
@@ -283,4 +301,4 @@ if __name__ == "__main__":
     setup()
     run([test_local_queue_with_distributed_writes, test_distributed_steps, test_distributed_events,
          test_distributed_await_task, test_distributed_finally_children_refused, test_python_runtime_on_a_worker_node,
-         test_local_queue_event_from_a_worker_node, test_drop])
+         test_distributed_max_leased, test_local_queue_event_from_a_worker_node, test_drop])
