@@ -362,6 +362,124 @@ CREATE FUNCTION concurrency.await_task(queue text, task_id bigint, wait interval
 COMMENT ON FUNCTION concurrency.await_task(text, bigint, interval) IS
     'the end of a task (done, dead or cancelled, with its result or last error) as soon as it ends, or its state when wait has passed; no row when there is no such task (permission read)';
 -- ---------------------------------------------------------------------------
+-- Durable workflows on distributed queues (docs/workflows.md, "Distributed
+-- queues"; src/queue/workflows). A task's steps and the mark of the event it
+-- awaits are in its own row, so in its shard. The events are reached from
+-- every node: once a queue is distributed, concurrency.event and
+-- concurrency.event_wait become Citus distributed tables, distributed by the
+-- event's name and co-located, so that an emit or an await of one event is a
+-- router statement on one shard (the event's), whichever node makes it, and
+-- no node (the coordinator included) sees the events of every emit.
+-- await_event runs on the node it is called on: the task's part (its steps,
+-- parking it) on the task's shard through the routed function
+-- await_event_task, the event's part on the event's shard; emit_event hands
+-- each task parked for the event to its shard's node (deliver_event), where
+-- the task becomes claimable and that node's waiting claims are woken.
+-- ---------------------------------------------------------------------------
+
+-- Makes the event tables distributed (a no-op where they are already).
+-- Runs as the extension's owner, who owns them; on the coordinator.
+CREATE FUNCTION concurrency_internal.distribute_events() RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+BEGIN
+    IF concurrency.citus_node_role() <> 'coordinator' THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'concurrency.event'::regclass) THEN
+        RETURN;
+    END IF;
+    PERFORM create_distributed_table('concurrency.event', 'name');
+    PERFORM create_distributed_table('concurrency.event_wait', 'event', colocate_with => 'concurrency.event');
+END
+$fn$;
+COMMENT ON FUNCTION concurrency_internal.distribute_events() IS
+    'makes the event tables of durable workflows Citus distributed tables, by event name (internal)';
+REVOKE ALL ON FUNCTION concurrency_internal.distribute_events() FROM PUBLIC;
+
+-- The first queue distributed distributes the event tables, when the
+-- transaction that distributed it commits (distribute_queue writes the
+-- queue's row of concurrency.distributed_queue on the coordinator). At
+-- commit, not at once: in the update from 0.3.0 (below), Citus runs the
+-- update on the other nodes after this one, and the tables must exist there
+-- before they are distributed.
+CREATE FUNCTION concurrency_internal.distributed_queue_added() RETURNS trigger
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+BEGIN
+    PERFORM concurrency_internal.distribute_events();
+    RETURN NULL;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency_internal.distributed_queue_added() IS
+    'after a queue is distributed: the event tables too (internal)';
+CREATE CONSTRAINT TRIGGER distribute_events AFTER INSERT OR UPDATE ON concurrency.distributed_queue
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION concurrency_internal.distributed_queue_added();
+
+-- The task's part of await_event, on the node of its shard.
+-- op: 'look' (the event's step and the task's awaiting), 'receive' (the
+-- payload recorded as the event's step, the wait ended), 'time_out' (the
+-- await's timeout recorded), 'park' (parked until `at`).
+CREATE FUNCTION concurrency_internal.await_event_task(queue text, task_id bigint, lease_token bigint, event text,
+                                                      op text, payload jsonb, at timestamptz)
+    RETURNS TABLE(taken jsonb, timed_out boolean, awaiting text)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_await_event_task';
+COMMENT ON FUNCTION concurrency_internal.await_event_task(text, bigint, bigint, text, text, jsonb, timestamptz) IS
+    'the part of await_event on the task''s shard (internal)';
+
+-- An emitted event handed to a task parked for it, on the node of its shard.
+CREATE FUNCTION concurrency_internal.deliver_event(queue text, task_id bigint, event text, payload jsonb)
+    RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_deliver_event';
+COMMENT ON FUNCTION concurrency_internal.deliver_event(text, bigint, text, jsonb) IS
+    'the part of emit_event on a parked task''s shard: the task claimable with the payload as its step (internal)';
+
+-- Up to 100 events of the shard of event `event` last touched before
+-- `cutoff` and awaited by no task, forgotten: on the node of that shard, on
+-- its tables (a statement of emit_event sends it there). The events of
+-- other shards are left to the emits of their names.
+CREATE FUNCTION concurrency_internal.forget_events_on_shard(event text, cutoff timestamptz)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $fn$
+DECLARE
+    events text := shard_name('concurrency.event'::regclass,
+                              get_shard_id_for_distribution_column('concurrency.event', event));
+    waits text := shard_name('concurrency.event_wait'::regclass,
+                             get_shard_id_for_distribution_column('concurrency.event_wait', event));
+    n bigint;
+BEGIN
+    EXECUTE format($sql$DELETE FROM %1$s WHERE name OPERATOR(pg_catalog.=) ANY (ARRAY(
+                            SELECT e.name FROM %1$s AS e
+                             WHERE e.touched_at OPERATOR(pg_catalog.<) $1
+                               AND NOT EXISTS (SELECT FROM %2$s AS w WHERE w.event OPERATOR(pg_catalog.=) e.name)
+                             ORDER BY e.touched_at LIMIT 100 FOR UPDATE SKIP LOCKED))$sql$,
+                   events, waits) USING cutoff;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$fn$;
+COMMENT ON FUNCTION concurrency_internal.forget_events_on_shard(text, timestamptz) IS
+    'forgets old events of the shard of an event, on its node (internal)';
+REVOKE ALL ON FUNCTION concurrency_internal.forget_events_on_shard(text, timestamptz) FROM PUBLIC;
+
+-- An installation whose queues were distributed before (the update from
+-- 0.3.0): its event tables, new and empty, distributed when the update
+-- commits (the trigger above, on the coordinator).
+DO $distribute$
+BEGIN
+    IF concurrency.citus_node_role() = 'coordinator' THEN
+        UPDATE concurrency.distributed_queue SET queue = queue;
+    END IF;
+END
+$distribute$;
+-- ---------------------------------------------------------------------------
 -- Queue counts over time: samples of concurrency.queue_stats kept in a table,
 -- so that a chart of the last hours survives a page reload and a restart of
 -- whatever draws it. Where the module is preloaded, the schedule runner of

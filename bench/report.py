@@ -269,8 +269,22 @@ def workflows(path):
         f"| {e['workflows']} five-step workflows end to end, {e['workers']} workers | one task recording five steps "
         f"{fmt(e['workflow_per_s'], 1)}/s; five chained tasks of a graph {fmt(e['graph_per_s'], 1)}/s | workflow / "
         f"graph **{e['ratio']:.2f}** | — |",
+    ] + workflows_peers(d)
+
+
+def workflows_peers(d):
+    p = d.get("dbos")
+    if not p:
+        return ["", "DBOS and Absurd were not run here: a comparison with them is still to be made.", ""]
+    if "skipped" in p:
+        return ["", f"DBOS was not run: {p['skipped']}. Absurd was not run.", ""]
+    return [
+        f"| {p['workflows']} five-step workflows end to end, {p['workers']} workers, against DBOS Transact "
+        f"{p['dbos_version']} (Python, its workflows started by direct calls, the same server) | concurrency_ext "
+        f"{fmt(p['workflow_per_s'], 1)}/s; DBOS {fmt(p['dbos_per_s'], 1)}/s | concurrency_ext / DBOS "
+        f"**{p['ratio']:.2f}** | {met(p['ratio'], 1.5)} |",
         "",
-        "DBOS and Absurd were not run here: a comparison with them is still to be made.",
+        f"Load when the run began: {d.get('load_before', 'not recorded')}. Absurd was not run.",
         "",
     ]
 

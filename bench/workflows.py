@@ -45,6 +45,7 @@ ROUNDS = int(os.environ.get("ROUNDS", "5"))
 WAKES = int(os.environ.get("WAKES", "200"))
 WORKFLOWS = int(os.environ.get("WORKFLOWS", "400"))
 WORKERS = int(os.environ.get("WORKERS", "8"))
+DBOS_PYTHON = os.path.join(os.environ.get("DBOS_VENV", os.path.join(ROOT, "bench", ".venv-dbos")), "bin", "python")
 
 
 def connect():
@@ -223,12 +224,47 @@ def workflows_vs_graph(conn):
             "workflow_per_s": wf, "graph_per_s": gr, "ratio": wf / gr}
 
 
+def dbos_url(conn):
+    """The URL of database bench_dbos on this server (made when missing), for DBOS's system database."""
+    if not conn.execute("SELECT FROM pg_database WHERE datname = 'bench_dbos'").fetchone():
+        conn.execute("CREATE DATABASE bench_dbos")
+    info = conn.info
+    host = info.host if not info.host.startswith("/") else ""
+    query = f"?host={info.host}" if info.host.startswith("/") else ""
+    return f"postgresql+psycopg://{info.user}@{host}:{info.port}/bench_dbos{query}"
+
+
+def dbos_round(url):
+    out = subprocess.run([DBOS_PYTHON, os.path.join(ROOT, "bench", "workflows_dbos.py"), url, str(WORKFLOWS),
+                          str(WORKERS)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])["per_s"]
+
+
+def workflows_vs_dbos(conn):
+    if not os.access(DBOS_PYTHON, os.X_OK):
+        return {"skipped": f"no DBOS: {DBOS_PYTHON} is missing"}
+    url = dbos_url(conn)
+    rounds = {"workflow": [], "dbos": []}
+    for r in range(max(ROUNDS // 2, 2)):
+        order = [("workflow", workflow_round), ("dbos", lambda c: dbos_round(url))]
+        if r % 2:
+            order.reverse()
+        for name, fn in order:
+            rounds[name].append(fn(conn))
+    wf, db = statistics.median(rounds["workflow"]), statistics.median(rounds["dbos"])
+    version = subprocess.run([DBOS_PYTHON, "-c", "import importlib.metadata as m; print(m.version('dbos'))"],
+                             capture_output=True, text=True).stdout.strip()
+    return {"workflows": WORKFLOWS, "workers": WORKERS, "dbos_version": version, "rounds": rounds,
+            "workflow_per_s": wf, "dbos_per_s": db, "ratio": wf / db}
+
+
 def main():
     conn = connect()
     settings = conn.execute("SELECT string_agg(name || '=' || setting, ' ' ORDER BY name) FROM pg_settings "
                             "WHERE name IN ('fsync', 'synchronous_commit', 'shared_preload_libraries')").fetchone()[0]
     server = conn.execute("SHOW server_version").fetchone()[0]
     setup(conn)
+    load_before = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     result = {"server": server, "settings": settings,
               "command": "CLUSTER_DURABLE=1 cluster_start … shared_preload_libraries; /usr/bin/python3 bench/workflows.py"}
     result["step"] = step_costs(conn)
@@ -240,6 +276,14 @@ def main():
     result["end_to_end"] = workflows_vs_graph(conn)
     e = result["end_to_end"]
     print(f"(c) 5-step workflows {e['workflow_per_s']:.1f}/s, as 5-task graphs {e['graph_per_s']:.1f}/s: ratio {e['ratio']:.2f}")
+    result["dbos"] = workflows_vs_dbos(conn)
+    d = result["dbos"]
+    if "skipped" in d:
+        print("(d)", d["skipped"])
+    else:
+        print(f"(d) 5-step workflows {d['workflow_per_s']:.1f}/s, in DBOS {d['dbos_version']} "
+              f"{d['dbos_per_s']:.1f}/s: ratio {d['ratio']:.2f}")
+    result["load_before"] = load_before
     result["load_after"] = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     for q in ("bench_wf_steps", "bench_wf_wake", "bench_wf_flow", "bench_wf_graph"):
         conn.execute("SELECT concurrency.drop_queue(%s)", (q,))

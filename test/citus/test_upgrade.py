@@ -6,8 +6,9 @@ commit of src/sql/RELEASES and names it in CITUS_UPGRADE_FROM) is installed next
 package update leaves it. Under FROM a local queue and a distributed queue
 get tasks in every state, then ALTER EXTENSION concurrency_ext UPDATE runs on
 the coordinator (Citus runs it on every node). Checked: no task lost or
-changed, the distributed queue known on every node, the leases taken under
-FROM completed with their tokens from a worker node, new ids and tokens made
+changed, the distributed queue known on every node, the event tables
+distributed and a lease taken under FROM running a workflow from the worker
+nodes, the leases taken under FROM completed with their tokens from a worker node, new ids and tokens made
 on the worker nodes unequal to every number FROM made, and both queues drain.
 """
 import os
@@ -72,6 +73,21 @@ def test_update_with_live_tasks():
     if FROM == "0.2.0":  # the update to 0.3.0 moved each worker node's sequence past the coordinator's
         check("every worker node's lease_token is past the coordinator's",
               all(scalar(connect(p), "SELECT last_value FROM concurrency.lease_token") >= last for p in NODES[1:]))
+    check("the update distributed the event tables by event name (the queue was distributed before)",
+          c.execute("SELECT logicalrelid::text FROM pg_dist_partition WHERE logicalrelid::text IN "
+                    "('concurrency.event', 'concurrency.event_wait') ORDER BY 1").fetchall()
+          == [("concurrency.event",), ("concurrency.event_wait",)])
+    # a lease taken before the update runs a workflow after it, from the worker nodes
+    (wq, wtid), wtok = next(((k, t) for k, t in held.items() if k[0] == "up_dist"))
+    del held[(wq, wtid)]
+    w2 = connect(NODES[2])
+    w.execute("SELECT concurrency.record_step('up_dist', %s, %s, 'charge', '1')", (wtid, wtok))
+    check("a step of a task leased before the update, recorded and read on two worker nodes",
+          scalar(w2, "SELECT concurrency.step_result('up_dist', %s, %s, 'charge')", (wtid, wtok)) == 1)
+    check("it awaits an event on one worker node",
+          scalar(w, "SELECT status FROM concurrency.await_event('up_dist', %s, %s, 'up-reply')", (wtid, wtok))
+          == "waiting")
+    check("an emit on the other wakes it", scalar(w2, "SELECT concurrency.emit_event('up-reply', '2')") == 1)
     # leases taken before the update, completed after it: the distributed ones on whichever node
     done = 0
     for (q, tid), token in held.items():

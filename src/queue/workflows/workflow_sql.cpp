@@ -83,7 +83,7 @@ RETURNING id)",
 
 std::string clear_awaiting(const QueueSql &q) {
 	return fmt::format("UPDATE {} SET awaiting = NULL WHERE {}id " EQ " $1 AND lease_token " EQ
-	                   " $2 RETURNING id",
+	                   " $2 AND awaiting " EQ " $3 RETURNING id",
 	                   q.table(), q.shard_filter(false));
 }
 
@@ -129,5 +129,9 @@ const char *const forget_old_events = R"(DELETE FROM concurrency.event WHERE nam
      WHERE e.touched_at )" LT R"( $1
        AND NOT EXISTS (SELECT FROM concurrency.event_wait AS w WHERE w.event )" EQ R"( e.name)
      ORDER BY e.touched_at LIMIT 100 FOR UPDATE SKIP LOCKED)))";
+
+const char *const forget_events_on_shard =
+    "SELECT concurrency_internal.forget_events_on_shard($1, $2) FROM concurrency.event"
+    " WHERE name " EQ " $1 AND touched_at IS NULL HAVING true";
 
 } // namespace concurrency::queue::workflow_sql

@@ -37,7 +37,7 @@ std::string task_steps(const QueueSql &q);
 // -> one row (id) when the lease held. As release: no
 // attempt spent, the token fenced off.
 std::string park(const QueueSql &q);
-// The await of a held task ended without its event: $1 id, $2 lease_token.
+// The await of a held task for event $3 (text) ended: $1 id, $2 lease_token.
 std::string clear_awaiting(const QueueSql &q);
 // An event delivered to a task parked for it (or claimed again after its
 // timeout, still marked): $1 id, $2 text event, $3 text step key, $4 jsonb
@@ -63,5 +63,10 @@ extern const char *const add_wait;
 extern const char *const drop_wait;
 // $1 timestamptz cutoff: up to 100 events last touched before it, gone.
 extern const char *const forget_old_events;
+// On Citus, the event tables distributed: $1 text event, $2 timestamptz
+// cutoff; one router statement on the event's shard (a grouped query has one
+// row whatever its shard holds) that forgets the old events of that shard
+// on its node (concurrency_internal.forget_events_on_shard).
+extern const char *const forget_events_on_shard;
 
 } // namespace concurrency::queue::workflow_sql

@@ -18,7 +18,9 @@
 #include "queue/distributed/distributed.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "citus/node.hpp"
 #include "queue/time/wait.hpp"
+#include "queue/workflows/event_tasks.hpp"
 #include "queue/workflows/workflow_sql.hpp"
 #include "queue/workflows/workflows.hpp"
 
@@ -65,13 +67,33 @@ std::string name_arg(FunctionCallInfo fcinfo, int n, const char *what,
 	return name;
 }
 
-// Workflows on a distributed queue are not served yet: 0A000, nothing done.
-void refuse_distributed(Queue &q, const char *function) {
-	if (queue::is_distributed(q.info().relid))
-		throw Error(sqlstate::feature_not_supported,
-		            fmt::format("{} is not available on a distributed queue", function),
-		            fmt::format("Queue \"{}\" is distributed.", q.name()),
-		            "Use a queue of this server for workflows.");
+// A read of task `task_id` (task_steps, await_task: `what`) that must be
+// made on the node of the task's shard: its rows into `out` from there, or
+// none for an id that names no shard (no such task). Nothing where the call
+// is served here, with `shard` opened on this node's shard of the task.
+std::optional<Datum> read_elsewhere(FunctionCallInfo fcinfo, Queue &whole, int64 task_id, const char *what,
+                                    const pg::ResultSet &out, std::optional<Queue> &shard) {
+	int32 position = 0;
+	if (!task_elsewhere(whole, task_id, what, false, shard, position))
+		return std::nullopt;
+	if (position >= 0)
+		return route_call(fcinfo, whole, position, &out, -1, false);
+	pg::spi_finish();
+	return Datum(0);
+}
+
+// Whether the event tables are Citus distributed tables (once a queue was
+// distributed: src/sql/81_workflows_distributed.sql).
+bool events_distributed() {
+	if (citus::local_role().role == citus::Role::none)
+		return false;
+	SPIPlanPtr plan = pg::prepared_plan(
+	    "workflow:events_distributed",
+	    "SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition WHERE logicalrelid OPERATOR(pg_catalog.=) "
+	    "'concurrency.event'::pg_catalog.regclass)",
+	    0, nullptr);
+	pg::execute(plan, nullptr, nullptr, true);
+	return pg::column_as<bool>(0, 1).value_or(false);
 }
 
 // A datum of the last SPI result, copied out of SPI's memory (to outlive
@@ -142,9 +164,15 @@ CONCURRENCY_FUNCTION(concurrency_record_step) {
 	TimestampTz now = clock_now();
 
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "record_step");
-	refuse_distributed(q, "record_step");
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "record_step");
+	std::optional<SlotsDecided> decided; // Citus, max_leased: as heartbeat
+	decide_lease_slots(whole, &task_id, 1, false, "record_step", decided);
+	std::optional<Queue> shard; // Citus: the task's shard where it is on this node
+	int32 position = 0;
+	if (task_elsewhere(whole, task_id, "record_step", true, shard, position))
+		return route_call(fcinfo, whole, position);
+	Queue &q = shard ? *shard : whole;
 	static const Oid types[5] = {INT8OID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
 	Datum values[5] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step), result,
 	                   TimestampTzGetDatum(now)};
@@ -163,9 +191,15 @@ CONCURRENCY_FUNCTION(concurrency_step_result) {
 	std::string step = name_arg(fcinfo, 3, "step");
 
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::work, "step_result");
-	refuse_distributed(q, "step_result");
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "step_result");
+	std::optional<SlotsDecided> decided; // Citus, max_leased: as heartbeat
+	decide_lease_slots(whole, &task_id, 1, false, "step_result", decided);
+	std::optional<Queue> shard; // Citus: the task's shard where it is on this node
+	int32 position = 0;
+	if (task_elsewhere(whole, task_id, "step_result", true, shard, position))
+		return route_call(fcinfo, whole, position, nullptr, -1, false);
+	Queue &q = shard ? *shard : whole;
 	static const Oid types[3] = {INT8OID, INT8OID, TEXTOID};
 	Datum values[3] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step)};
 	if (q.run("step_result", workflow_sql::step_result(q.sql()), 3, types, values) == 0)
@@ -186,9 +220,12 @@ CONCURRENCY_FUNCTION(concurrency_task_steps) {
 	int64 task_id = int64_arg(fcinfo, 1, "task_id");
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::read, "task_steps");
-	refuse_distributed(q, "task_steps");
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::read, "task_steps");
+	std::optional<Queue> shard; // Citus: the task's shard where it is on this node
+	if (std::optional<Datum> routed = read_elsewhere(fcinfo, whole, task_id, "task_steps", out, shard))
+		return *routed;
+	Queue &q = shard ? *shard : whole;
 	static const Oid types[1] = {INT8OID};
 	Datum values[1] = {Int64GetDatum(task_id)};
 	uint64 n = q.run("task_steps", workflow_sql::task_steps(q.sql()), 1, types, values);
@@ -224,24 +261,21 @@ CONCURRENCY_FUNCTION(concurrency_await_event) {
 	pg::spi_connect();
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "await_event");
-	refuse_distributed(q, "await_event");
-	// taken already, or timed out (an earlier await of this run or of an
-	// earlier one): the same answer again
-	static const Oid look_types[3] = {INT8OID, INT8OID, TEXTOID};
-	Datum look[3] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step)};
-	if (q.run("event_taken", workflow_sql::event_taken(q.sql()), 3, look_types, look) == 0)
-		q.lease_lost(task_id);
-	bool taken_null = false;
-	Datum taken = column(0, 1, &taken_null);
-	bool timed_out = pg::column_as<bool>(0, 2).value_or(false);
-	std::optional<std::string> awaiting = pg::text_column(0, 3);
-	if (timed_out) {
+	std::optional<SlotsDecided> decided; // Citus, max_leased: as heartbeat
+	decide_lease_slots(q, &task_id, 1, false, "await_event", decided);
+	// The task's part is on its row (on a distributed queue, on its shard's
+	// node: event_tasks.hpp), the event's on the event tables (distributed
+	// by the event's name on Citus), both in this transaction.
+	// Taken already, or timed out (an earlier await of this run or of an
+	// earlier one): the same answer again.
+	EventTaskState task = event_task(q, task_id, token, event, EventTaskOp::look, Datum(0), now);
+	if (task.timed_out) {
 		add_two(out, pg::text_datum("timed_out"), false, Datum(0), true);
 		pg::spi_finish();
 		return Datum(0);
 	}
-	if (!taken_null) {
-		Datum payload = transferred(taken, false);
+	if (task.taken) {
+		Datum payload = transferred(*task.taken, false);
 		add_two(out, pg::text_datum("received"), false, payload, false);
 		pg::spi_finish();
 		return Datum(0);
@@ -249,32 +283,21 @@ CONCURRENCY_FUNCTION(concurrency_await_event) {
 	// the event's row locked: an emit of it waits for this transaction, or
 	// this call for the emit's
 	std::optional<Datum> emitted = locked_event(event, now);
-	Datum task_args[5] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step), Datum(0),
-	                      TimestampTzGetDatum(now)};
-	static const Oid step_types[5] = {INT8OID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
 	static const Oid wait_types[3] = {TEXTOID, TEXTOID, INT8OID};
 	Datum wait_args[3] = {pg::text_datum(event), pg::text_datum(q.name()), Int64GetDatum(task_id)};
+	bool was_parked = task.awaiting == event;
 	if (emitted) {
-		task_args[3] = *emitted;
-		if (q.run("record_step", workflow_sql::record_step(q.sql()), 5, step_types, task_args) == 0)
-			q.lease_lost(task_id);
-		if (awaiting == event) {
-			static const Oid clear_types[2] = {INT8OID, INT8OID};
-			q.run("clear_awaiting", workflow_sql::clear_awaiting(q.sql()), 2, clear_types, task_args);
+		(void)event_task(q, task_id, token, event, EventTaskOp::receive, *emitted, now);
+		if (was_parked)
 			run_event_sql("workflow:drop_wait", workflow_sql::drop_wait, 3, wait_types, wait_args);
-		}
 		add_two(out, pg::text_datum("received"), false, *emitted, false);
 		pg::spi_finish();
 		return Datum(0);
 	}
-	if (awaiting == event) {
+	if (was_parked) {
 		// parked for it before, and claimed again after the timeout: kept
 		// as the event's step, so that later runs time out at once
-		static const Oid timeout_types[4] = {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID};
-		Datum timeout_args[4] = {task_args[0], task_args[1], task_args[2], task_args[4]};
-		if (q.run("record_timeout", workflow_sql::record_timeout(q.sql()), 4, timeout_types, timeout_args) ==
-		    0)
-			q.lease_lost(task_id);
+		(void)event_task(q, task_id, token, event, EventTaskOp::time_out, Datum(0), now);
 		run_event_sql("workflow:drop_wait", workflow_sql::drop_wait, 3, wait_types, wait_args);
 		add_two(out, pg::text_datum("timed_out"), false, Datum(0), true);
 		pg::spi_finish();
@@ -288,16 +311,10 @@ CONCURRENCY_FUNCTION(concurrency_await_event) {
 			                                               IntervalPGetDatum(&t)));
 		});
 	}
-	static const Oid park_types[4] = {INT8OID, INT8OID, TEXTOID, TIMESTAMPTZOID};
-	Datum park_args[4] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(event),
-	                      TimestampTzGetDatum(until)};
-	if (q.run("park", workflow_sql::park(q.sql()), 4, park_types, park_args) == 0)
-		q.lease_lost(task_id);
+	(void)event_task(q, task_id, token, event, EventTaskOp::park, Datum(0), until);
 	static const Oid add_types[4] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID};
 	Datum add_args[4] = {wait_args[0], wait_args[1], wait_args[2], TimestampTzGetDatum(now)};
 	run_event_sql("workflow:add_wait", workflow_sql::add_wait, 4, add_types, add_args);
-	// a waiting dequeue learns of the new due time (and of a lease slot freed)
-	note_claimable(q.name(), 1);
 	add_two(out, pg::text_datum("waiting"), false, Datum(0), true);
 	pg::spi_finish();
 	return Datum(0);
@@ -327,25 +344,33 @@ CONCURRENCY_FUNCTION(concurrency_emit_event) {
 	std::vector<std::pair<std::string, int64>> tasks;
 	for (uint64 i = 0; i < n; ++i)
 		tasks.emplace_back(pg::text_column(i, 1).value_or(""), int64_column(i, 2));
+	// each task on its queue's table, or on its shard's node; a wait stays
+	// where this node does not know the queue (on Citus, a queue of another
+	// node alone: an emit made there delivers it)
 	int64 woken = 0;
-	std::string step = workflow_sql::event_step(event);
+	std::vector<std::pair<std::string, int64>> kept;
 	for (const auto &[queue_name, task_id] : tasks) {
-		if (!OidIsValid(queue_relid(queue_name)))
-			continue; // dropped since
-		Queue q(queue_name);
-		static const Oid types[5] = {INT8OID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
-		Datum values[5] = {Int64GetDatum(task_id), pg::text_datum(event), pg::text_datum(step), payload,
-		                   TimestampTzGetDatum(now)};
-		uint64 d = q.run_internal("deliver", workflow_sql::deliver(q.sql()), 5, types, values, nullptr,
-		                          Access::owner);
-		if (d > 0) {
-			woken += static_cast<int64>(d);
-			q.notify(d);
-		}
+		bool known = false;
+		if (deliver_event(queue_name, task_id, event, payload, now, &known))
+			++woken;
+		if (!known && citus::local_role().role != citus::Role::none)
+			kept.emplace_back(queue_name, task_id);
 	}
 	if (!tasks.empty())
 		run_event_sql("workflow:forget_waits", workflow_sql::forget_waits, 1, one_text, event_arg);
-	{
+	for (const auto &[queue_name, task_id] : kept) {
+		static const Oid add_types[4] = {TEXTOID, TEXTOID, INT8OID, TIMESTAMPTZOID};
+		Datum add_args[4] = {event_arg[0], pg::text_datum(queue_name), Int64GetDatum(task_id),
+		                     TimestampTzGetDatum(now)};
+		run_event_sql("workflow:add_wait", workflow_sql::add_wait, 4, add_types, add_args);
+	}
+	if (events_distributed()) {
+		// on the node of the event's shard, that shard's old events
+		static const Oid types[2] = {TEXTOID, TIMESTAMPTZOID};
+		Datum values[2] = {event_arg[0], TimestampTzGetDatum(minus_seconds(now, event_retention_s))};
+		run_event_sql("workflow:forget_events_on_shard", workflow_sql::forget_events_on_shard, 2, types,
+		              values);
+	} else {
 		static const Oid types[1] = {TIMESTAMPTZOID};
 		Datum values[1] = {TimestampTzGetDatum(minus_seconds(now, event_retention_s))};
 		run_event_sql("workflow:forget_old_events", workflow_sql::forget_old_events, 1, types, values);
@@ -379,9 +404,14 @@ CONCURRENCY_FUNCTION(concurrency_await_task) {
 
 	pg::ResultSet out = pg::materialize(fcinfo);
 	pg::spi_connect();
-	Queue q(name.view());
-	AsRole as_owner = authorize(q, Permission::read, "await_task");
-	refuse_distributed(q, "await_task");
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::read, "await_task");
+	// Citus: the task's end is waited for on its shard's node, whose commits
+	// wake the wait
+	std::optional<Queue> shard;
+	if (std::optional<Datum> routed = read_elsewhere(fcinfo, whole, task_id, "await_task", out, shard))
+		return *routed;
+	Queue &q = shard ? *shard : whole;
 	std::string sql = workflow_sql::task_end(q.sql());
 	static const Oid types[1] = {INT8OID};
 	Datum values[1] = {Int64GetDatum(task_id)};
