@@ -25,6 +25,10 @@ namespace concurrency::queue {
 
 namespace {
 
+constexpr const char *task_fields =
+    "ref, payload, after, after_ends, queue, run_at, priority, concurrency_key";
+
+[[noreturn]] void bad_graph(std::string message, std::string detail = {}) {
 	throw Error(
 	    sqlstate::invalid_parameter_value, std::move(message), std::move(detail),
 	    fmt::format(

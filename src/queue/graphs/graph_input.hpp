@@ -33,10 +33,6 @@ struct GraphTask {
 	int64 id = 0;
 };
 
-constexpr const char *task_fields =
-    "ref, payload, after, after_ends, queue, run_at, priority, concurrency_key";
-
-
 // The tasks of the graph, read and checked: fields, refs, parents, no cycle
 // (22023 for what is wrong, naming the element).
 std::vector<GraphTask> read_graph(Datum tasks, const std::string &default_queue);

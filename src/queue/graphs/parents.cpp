@@ -2,14 +2,10 @@
 // child's worker reads its parents' results, or, for a finally-child, their
 // ends whatever they are.
 #include <algorithm>
-#include <array>
-#include <cstring>
 #include <initializer_list>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -18,7 +14,6 @@
 #include "pg/srf.hpp"
 #include "queue/graphs/dependencies.hpp"
 #include "queue/distributed/distributed.hpp"
-#include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "queue/sql_operators.hpp"
@@ -27,9 +22,7 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
-#include "utils/jsonb.h"
 #include "utils/numeric.h"
-#include "utils/timestamp.h"
 }
 
 using namespace concurrency;
