@@ -12,6 +12,8 @@ packages=(
   postgresql-15 postgresql-contrib postgresql-common
   # unit tests, sanitizer run, TAP tests, fuzz suite and examples
   cmake clang-14 llvm-14 clang-format googletest libgtest-dev valgrind libipc-run-perl python3 python3-psycopg
+  # entry points found by their SQL name in tags (scripts/tags-check.sh, .ctags.d/)
+  universal-ctags
   # the Python client's tests (clients/python: pytest; its pool test uses psycopg_pool)
   python3-pytest python3-psycopg-pool
   # the Debian package (debian/, pg_buildext)

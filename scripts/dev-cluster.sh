@@ -8,7 +8,7 @@
 # Debian server (/usr/lib/postgresql/N, /usr/share/postgresql/N,
 # /usr/include/postgresql/N) is copied part by part into the same layout; a
 # server installed under one prefix (./configure --prefix=…, e.g.
-# scripts/build-pg18.sh) is copied whole. Both find their files relative to
+# scripts/build-pg.sh) is copied whole. Both find their files relative to
 # their binaries, so the copy works where it lands.
 # Usage: sudo [PG_CONFIG=…] scripts/dev-cluster.sh NAME PORT   (then: eval "$(…)")
 set -euo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every suite of concurrency_ext against each tested PostgreSQL version
-# (15 from Debian, 18 built from Debian's source package by
-# scripts/build-pg18.sh) and ends with one line "N passed, M failed" summing
+# (15 from Debian; 17 and 18 built from Debian's source packages by
+# scripts/build-pg.sh) and ends with one line "N passed, M failed" summing
 # them all, after one such line per version:
 #   per version: pg_regress suites and isolation specs, the fuzz suite and the
 #     upgrade check (each on a throw-away cluster of its own, scripts/cluster.sh),
@@ -12,9 +12,14 @@
 #     TAP tests (PostgreSQL::Test::Cluster, run as the postgres user because
 #     initdb refuses root; they include PgBouncer and postgres_exporter);
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
+#     on 17 the build, the pg_regress suites, isolation specs and upgrade
+#     check only (its build starts in the background at the beginning);
 #   once: the dashboard's browser tests (clients/dashboard/test/run.sh), the
 #     memory-safety run (PostgreSQL 15), the C++ formatting check
-#     (scripts/format-check.sh), GoogleTest unit tests (CTest),
+#     (scripts/format-check.sh), the structure checks (no include circle
+#     between the rooms of src/: scripts/include-rooms.py; every entry point
+#     found by its SQL name in ctags' tags: scripts/tags-check.sh),
+#     GoogleTest unit tests (CTest),
 #     the Node.js client's tests (clients/node, with PgBouncer; they include its
 #     command line and the KEDA query of docs/operations.md), the Python
 #     client's tests (clients/python/run-tests.sh, pytest, with PgBouncer),
@@ -23,9 +28,9 @@
 #     the Debian package (built, installed, smoke-tested) and the check that the
 #     module needs no shared library beyond the server and the C/C++ runtime.
 # Usage: sudo scripts/test.sh
-#   PG_VERSIONS="15" to test one version only; PG18 is built on first use
-#   (about 7 minutes) and reused afterwards.
-#   SKIP="sanitize package" to leave out steps (dashboard, sanitize, format, scripts,
+#   PG_VERSIONS="15" to test one version only (default "15 17 18"); 17 and
+#   18 are built on first use (about 7 minutes each) and reused afterwards.
+#   SKIP="sanitize package" to leave out steps (dashboard, sanitize, format, structure, scripts,
 #   unit, node, python, go, package, chaos, and citus: the Citus suite on PostgreSQL 18);
 #   CHAOS_WORKFLOWS: how many workflows the chaos test runs (default 1000, about 45 s on 2 cores);
 #   CI runs them all.
@@ -81,6 +86,10 @@ count_installcheck() { # name log dir [runs: how many summaries it must have, de
   count "$ok" "$bad" "$1"
 }
 
+# PostgreSQL 17: the regression and isolation suites and the upgrade check
+# only (15 and 18 run everything).
+suites_only() { [ "$1" = 17 ]; }
+
 test_version() { # version pg_config
   local v=$1 pg_config=$2 tree=$logs/pg$1 extra=()
   # this version's psql, pg_ctl and pgbench first
@@ -89,7 +98,7 @@ test_version() { # version pg_config
   vpassed=0 vfailed=0
   copy_tree "$tree"
   # A PostgreSQL built without --enable-tap-tests still has the TAP modules
-  # (scripts/build-pg18.sh installs them); tell its PGXS to use them.
+  # (scripts/build-pg.sh installs them); tell its PGXS to use them.
   grep -q '^enable_tap_tests.*yes' "$("$pg_config" --pgxs | sed 's|src/makefiles/pgxs.mk|src/Makefile.global|')" \
     || extra=(enable_tap_tests=yes PROVE=prove)
 
@@ -115,11 +124,13 @@ test_version() { # version pg_config
     (cd "$tree" && make -s uninstall-test-module PG_CONFIG="$pg_config") >/dev/null 2>&1
     count_installcheck "$v pg_regress + isolation" "$logs/installcheck-$v.log" "$tree"
 
+    if ! suites_only "$v"; then
     echo "== $v: hostile-input fuzzing (test/fuzz)"
     psql -Xqc "CREATE EXTENSION concurrency_ext" >"$logs/fuzz-$v.log" 2>&1 \
       && /usr/bin/python3 test/fuzz/fuzz.py >>"$logs/fuzz-$v.log" 2>&1
     grep -E '^(ok|FAIL) ' "$logs/fuzz-$v.log"
     count_summary "$v fuzz" "$logs/fuzz-$v.log"
+    fi
 
     echo "== $v: upgrades from every released version (scripts/upgrade-check.sh)"
     PG_CONFIG=$pg_config bash scripts/upgrade-check.sh >"$logs/upgrade-$v.log" 2>&1
@@ -128,6 +139,10 @@ test_version() { # version pg_config
     cluster_stop
   else
     count 0 1 "$v cluster start"
+  fi
+  if suites_only "$v"; then
+    echo "PostgreSQL $v: $vpassed passed, $vfailed failed"
+    version_lines+=("PostgreSQL $v: $vpassed passed, $vfailed failed"); return
   fi
 
   # The queue's suites again on a server where every claim is the claim
@@ -219,17 +234,34 @@ if ! skipped sanitize; then
   sanitize_pid=$!
 fi
 
+# ---- PostgreSQL 17: its build (scripts/build-pg.sh 17, about 7 minutes of
+# two cores, niced under the suites) runs beside 15's suites from here on,
+# and its suites run when it is done.
+pg17_pid=
+case " ${PG_VERSIONS:-15 17 18} " in
+*" 17 "*) nice -n 10 bash scripts/build-pg.sh 17 >"$logs/build-pg17.log" 2>&1 & pg17_pid=$! ;;
+esac
+# A version built from Debian's source package: tested with the pg_config
+# that the build printed last, or reported as skipped where the source
+# cannot be had.
+test_built() { # version build-log
+  local pgc; pgc=$(tail -1 "$2")
+  if [ -x "$pgc" ]; then test_version "$1" "$pgc"
+  elif grep -q 'skipped, source unavailable' "$2"; then
+    echo "PostgreSQL $1: skipped, source unavailable"; version_lines+=("PostgreSQL $1: skipped, source unavailable")
+  else
+    tail -n 30 "$2"; vpassed=0 vfailed=0; count 0 1 "building PostgreSQL $1"
+    version_lines+=("PostgreSQL $1: 0 passed, 1 failed (build)")
+  fi
+}
+# ----
+
 version_lines=()
-for v in ${PG_VERSIONS:-15 18}; do
+for v in ${PG_VERSIONS:-15 17 18}; do
   case $v in
-    18) pg18=$(bash scripts/build-pg18.sh 2>&1 | tee "$logs/build-pg18.log" | tail -1)
-        if [ -x "$pg18" ]; then test_version 18 "$pg18"
-        elif grep -q 'skipped, source unavailable' "$logs/build-pg18.log"; then
-          echo "PostgreSQL 18: skipped, source unavailable"; version_lines+=("PostgreSQL 18: skipped, source unavailable")
-        else
-          tail -n 30 "$logs/build-pg18.log"; vpassed=0 vfailed=0; count 0 1 "building PostgreSQL 18"
-          version_lines+=("PostgreSQL 18: 0 passed, 1 failed (build)")
-        fi ;;
+    17) wait "$pg17_pid"; test_built 17 "$logs/build-pg17.log" ;;
+    18) bash scripts/build-pg.sh 18 >"$logs/build-pg18.log" 2>&1; pg18=$(tail -1 "$logs/build-pg18.log")
+        test_built 18 "$logs/build-pg18.log" ;;
     *) test_version "$v" "/usr/lib/postgresql/$v/bin/pg_config" ;;
   esac
 done
@@ -239,7 +271,7 @@ vpassed=0 vfailed=0
 # Before the package check: that one's dpkg -r takes the installed module away.
 if ! skipped dashboard; then
   echo "== dashboard: the page in headless Chromium against a real server (clients/dashboard/test/run.sh)"
-  case " ${PG_VERSIONS:-15 18} " in
+  case " ${PG_VERSIONS:-15 17 18} " in
     *" 15 "*) dashboard_pg=/usr/lib/postgresql/15/bin/pg_config ;;
     *) dashboard_pg=${pg18:-} ;;
   esac
@@ -263,9 +295,26 @@ if ! skipped format; then
   count_summary format "$logs/format.log"
 fi
 
+# ---- structure: no include circle between the rooms of src/, every entry
+# point found by its SQL name in ctags' tags (a second each)
+if ! skipped structure; then
+  echo "== no include circle between the rooms of src/ (scripts/include-rooms.py)"
+  /usr/bin/python3 scripts/include-rooms.py >"$logs/rooms.log" 2>&1
+  grep -E '^(FAIL|    )' "$logs/rooms.log" | head -40
+  count_summary "include rooms" "$logs/rooms.log"
+  bash test/scripts/include_rooms.sh >"$logs/rooms-test.log" 2>&1
+  grep -E '^FAIL ' "$logs/rooms-test.log"
+  count_summary "include rooms on fake trees (test/scripts/include_rooms.sh)" "$logs/rooms-test.log"
+  echo "== entry points found by their SQL name in ctags' tags (scripts/tags-check.sh)"
+  bash scripts/tags-check.sh >"$logs/tags.log" 2>&1
+  grep -E '^FAIL ' "$logs/tags.log" | head -20
+  count_summary tags "$logs/tags.log"
+fi
+# ----
+
 if ! skipped scripts; then
-  echo "== the PostgreSQL builder keeps a tree per prefix (test/scripts/build_pg18_prefix.sh, --dry-run)"
-  bash test/scripts/build_pg18_prefix.sh >"$logs/scripts.log" 2>&1
+  echo "== the PostgreSQL builder keeps a tree per prefix and major version (test/scripts/build_pg_prefix.sh, --dry-run)"
+  bash test/scripts/build_pg_prefix.sh >"$logs/scripts.log" 2>&1
   grep -E '^FAIL ' "$logs/scripts.log" | head -20
   count_summary scripts "$logs/scripts.log"
 fi

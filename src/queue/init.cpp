@@ -6,7 +6,6 @@
 #include "queue/flow/fair.hpp"
 #include "queue/time/notifier.hpp"
 #include "queue/permissions.hpp"
-#include "queue/distributed/distributed.hpp"
 #include "queue/queue.hpp"
 #include "queue/time/schedule.hpp"
 #include "queue/time/schedule_runner.hpp"
@@ -17,7 +16,6 @@ namespace concurrency::queue {
 
 void init() {
 	cache_init();
-	distributed_init();
 	define_claim_settings();
 	define_payload_setting();
 	define_result_retention_setting();

@@ -10,7 +10,6 @@
 #include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "queue/permissions.hpp"
-#include "queue/distributed/distributed.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -206,6 +205,14 @@ void permissions_init() {
 	permission_table.start();
 }
 
+namespace {
+PermissionHooks permission_hooks; // set by queue/distributed/ at start-up
+} // namespace
+
+void set_permission_hooks(const PermissionHooks &hooks) {
+	permission_hooks = hooks;
+}
+
 } // namespace concurrency::queue
 
 using namespace concurrency;
@@ -261,9 +268,8 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 	pg::spi_connect();
 	queue::Queue q(name);
 	queue::AsRole as_owner = queue::authorize(q, Permission::manage, function);
-	bool distributed = queue::is_distributed(q.info().relid);
-	if (distributed)
-		queue::require_coordinator_for(name, grant ? "grant_queue" : "revoke_queue");
+	bool distributed =
+	    queue::permission_hooks.distributed && queue::permission_hooks.distributed(q, function);
 	Oid table = queue::resolve_permission_table();
 	{
 		queue::AsRole as_extension_owner(queue::relation_owner(table));
@@ -291,7 +297,7 @@ Datum change_permissions(FunctionCallInfo fcinfo, bool grant) {
 		pg::execute(plan, values, nullptr, false);
 		queue::forget_dropped_roles();
 		if (distributed) // every node checks them
-			queue::sync_catalog(name);
+			queue::permission_hooks.sync_catalog(name);
 	}
 	// read is SELECT on the table too; the owner's own privileges are left alone
 	if ((mask & queue::mask_of(Permission::read)) && grantee != queue::queue_owner(q)) {

@@ -70,4 +70,17 @@ void forget_dropped_roles();
 // Registers the cache invalidation callback (from _PG_init).
 void permissions_init();
 
+// What grant_queue and revoke_queue ask of the distributed room
+// (queue/distributed/), which sets them at start-up, so that the queue's
+// core does not depend on it: `distributed`, for a call `what` on queue `q`,
+// whether it is a distributed queue, having refused the call (0A000) on a
+// node that does not keep its catalog; `sync_catalog`, after the change of a
+// distributed queue's catalog rows, copies them to every other node. Before
+// they are set, no queue is distributed.
+struct PermissionHooks {
+	bool (*distributed)(Queue &q, const char *what) = nullptr;
+	void (*sync_catalog)(const std::string &queue) = nullptr;
+};
+void set_permission_hooks(const PermissionHooks &hooks);
+
 } // namespace concurrency::queue

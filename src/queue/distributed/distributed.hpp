@@ -147,8 +147,9 @@ const LocalShard *next_local_shard(const Shards &shards);
 // Call while SPI is connected.
 bool is_distributed(Oid relid);
 
-// From _PG_init: gives the queue's own code (queue.hpp, DistributedHooks)
-// is_distributed and distributed_purge_chunk.
+// From _PG_init: gives the queue's own code its hooks: is_distributed and
+// distributed_purge_chunk (queue.hpp, DistributedHooks), and what
+// grant_queue and revoke_queue ask (permissions.hpp, PermissionHooks).
 void distributed_init();
 
 // Calls queue function concurrency.<function> (its SQL name) with `nargs`

@@ -88,6 +88,13 @@ namespace {} // namespace
 
 void distributed_init() {
 	set_distributed_hooks(DistributedHooks{is_distributed, distributed_purge_chunk});
+	set_permission_hooks(PermissionHooks{[](Queue &q, const char *what) {
+		                                     if (!is_distributed(q.info().relid))
+			                                     return false;
+		                                     require_coordinator_for(q.name(), what);
+		                                     return true;
+	                                     },
+	                                     sync_catalog});
 }
 
 bool is_distributed(Oid relid) {
