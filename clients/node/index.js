@@ -9,8 +9,11 @@
 const { EventEmitter } = require('node:events');
 const net = require('node:net');
 const pgTypes = require('pg').types;
+// the statements and SQLSTATEs of clients/protocol/statements.json
+const protocol = require('./lib/protocol');
 
-const LEASE_LOST = 'CE001';
+const S = protocol.statements;
+const LEASE_LOST = protocol.sqlstates.lease_lost;
 
 // An error of the queue, carrying the server's SQLSTATE (`code`), DETAIL
 // and HINT; `cause` is node-postgres's error.
@@ -107,61 +110,58 @@ function ids(value) {
   return value.map((id) => (typeof id === 'bigint' ? id.toString() : id));
 }
 
-// Named arguments for the options that are set, so that the server's
-// defaults apply to the others.
-function namedArguments(values, fields, options) {
-  const args = [];
+// The text of statement `name` with the named arguments of the options
+// that are set (their values pushed onto `values`), so that the server's
+// defaults apply to the others. `fields`: option -> [argument, convert].
+function withNamed(name, values, fields, options) {
+  const types = S[name].named;
+  let extra = '';
   for (const option in fields) {
     const value = options[option];
     if (value === undefined) continue;
-    const [argument, cast, convert] = fields[option];
+    const [argument, convert] = fields[option];
     values.push(convert ? convert(value) : value);
-    args.push(`${argument} => $${values.length}${cast}`);
+    extra += `, ${argument} => $${values.length}::${types[argument]}`;
   }
-  return args;
+  return S[name].sql.replace('{named}', extra);
 }
 
+// A statement's text with each $n replaced by the quoted value (see
+// literal), for the one message that carries several statements.
+function inline(sql, values) {
+  return sql.replace(/\$([0-9]+)/g, (_, n) => literal(values[n - 1], ''));
+}
+
+// enqueue's named arguments, sent only when given, so that servers before
+// 0.3.0 take the other calls
 const ENQUEUE_OPTIONS = {
-  runAt: ['run_at', '::timestamptz'],
-  priority: ['priority', '::integer'],
-  dedupeKey: ['dedupe_key', '::text'],
-  concurrencyKey: ['concurrency_key', '::text'],
   // 'ignore' (the server's default) or 'replace': a dedupeKey's holder that
   // has not started takes this payload, runAt and priority (debounce)
-  onConflict: ['on_conflict', '::text'],
+  onConflict: ['on_conflict'],
   // ids of tasks of the same queue that must be done before this one runs
-  // (it waits in state 'waiting'); sent only when given, as on_conflict is,
-  // so that servers before 0.3.0 take the other calls
-  after: ['after', '::bigint[]', ids],
-};
-const ENQUEUE_BATCH_OPTIONS = {
-  runAt: ['run_at', '::timestamptz'],
-  priority: ['priority', '::integer'],
-  dedupeKeys: ['dedupe_keys', '::text[]'],
-  concurrencyKeys: ['concurrency_keys', '::text[]'],
+  // (it waits in state 'waiting')
+  after: ['after', ids],
 };
 
 // Adds a task and returns its id (a string: ids are bigint). `db` is a Pool
 // or a Client, so that a producer can enqueue inside its own transaction.
 async function enqueue(db, queue, payload, options = {}) {
-  const values = [queue, json(payload)];
-  const args = namedArguments(values, ENQUEUE_OPTIONS, options);
-  // queue and payload positional (a named argument costs the server its
-  // resolution every call); the id cast to text, which costs the server
-  // less than a query config (see enqueueBatch) costs node-postgres
-  const sql = `SELECT concurrency.enqueue($1::text, $2::jsonb${args.length ? ', ' + args.join(', ') : ''})::text AS id`;
-  const { rows } = await query(db, sql, values);
-  return rows[0].id;
+  const o = options;
+  const values = [queue, json(payload), o.runAt ?? null, o.priority ?? 0, o.dedupeKey ?? null, o.concurrencyKey ?? null];
+  const text = withNamed('enqueue', values, ENQUEUE_OPTIONS, options);
+  // the id read as text by the row parser (see CLAIM_TYPES)
+  const { rows } = await query(db, { text, values, types: CLAIM_TYPES, rowMode: 'array' });
+  return rows[0][0];
 }
 
 // Adds one task per payload in one statement; returns their ids in payload order.
 async function enqueueBatch(db, queue, payloads, options = {}) {
   if (!Array.isArray(payloads)) throw new TypeError('payloads must be an array');
-  const values = [queue, payloads.map(json)];
-  const args = namedArguments(values, ENQUEUE_BATCH_OPTIONS, options);
+  const o = options;
+  const values = [queue, payloads.map(json), o.runAt ?? null, o.priority ?? 0, o.dedupeKeys ?? null, o.concurrencyKeys ?? null];
+  const text = withNamed('enqueue_batch', values, {}, options);
   // the ids read as text by the row parser (see CLAIM_TYPES), not cast one
   // by one; a query config costs node-postgres a copy of it, once a call
-  const text = `SELECT * FROM concurrency.enqueue_batch($1::text, $2::jsonb[]${args.length ? ', ' + args.join(', ') : ''}) AS id`;
   const { rows } = await query(db, { text, values, types: CLAIM_TYPES, rowMode: 'array' });
   return rows.map((r) => r[0]);
 }
@@ -211,19 +211,14 @@ function graphTask(task, index) {
 async function enqueueGraph(db, queue, tasks) {
   if (!Array.isArray(tasks)) throw new TypeError('tasks must be an array');
   const graph = JSON.stringify(tasks.map(graphTask));
-  const { rows } = await query(db, 'SELECT ref, task_id::text AS task_id FROM concurrency.enqueue_graph($1::text, $2::jsonb)', [queue, graph]);
+  const { rows } = await query(db, { text: S.enqueue_graph.sql, values: [queue, graph], types: CLAIM_TYPES });
   return rows.map((r) => ({ ref: r.ref, taskId: r.task_id }));
 }
 
 // The results of a task's parents that are done: [{ taskId, parentQueue,
 // result }] (for its worker: permission work on the task's queue).
 async function parentResults(db, queue, taskId) {
-  const { rows } = await query(
-    db,
-    `SELECT p.task_id::text AS task_id, p.parent_queue, p.result
-       FROM concurrency.parent_results($1::text, $2::bigint) AS p ORDER BY p.parent_queue, p.task_id`,
-    [queue, taskId],
-  );
+  const { rows } = await query(db, { text: S.parent_results.sql, values: [queue, taskId], types: CLAIM_TYPES });
   return rows.map((r) => ({ taskId: r.task_id, parentQueue: r.parent_queue, result: r.result }));
 }
 
@@ -252,7 +247,7 @@ async function awaitTask(db, queue, id, { timeout } = {}) {
   const deadline = timeout == null ? Infinity : Date.now() + timeout;
   for (;;) {
     const wait = Math.max(0, Math.min(deadline - Date.now(), AWAIT_STATEMENT_MS));
-    const { rows } = await query(db, 'SELECT state, result, last_error FROM concurrency.await_task($1::text, $2::bigint, $3::interval)', [
+    const { rows } = await query(db, S.await_task.sql, [
       queue,
       taskId,
       `${Math.round(wait)} milliseconds`,
@@ -261,7 +256,7 @@ async function awaitTask(db, queue, id, { timeout } = {}) {
     // none (any more): on a queue that retains nothing, a task completed
     // without a result or cancelled is gone at once, and nothing tells which
     if (!row) return null;
-    if (row.state === 'done' || row.state === 'dead' || row.state === 'cancelled') return { state: row.state, result: row.result, lastError: row.last_error };
+    if (row.state === 'done' || row.state === 'dead' || row.state === 'cancelled') return { state: row.state, result: decoded(row.result), lastError: row.last_error };
     if (Date.now() >= deadline) throw new AwaitTimeoutError(queue, taskId, row.state);
   }
 }
@@ -272,19 +267,19 @@ async function awaitTask(db, queue, id, { timeout } = {}) {
 // waiting tasks it woke. Needs EXECUTE on concurrency.emit_event.
 async function emitEvent(db, event, payload) {
   if (typeof event !== 'string' || event === '') throw new TypeError('an event name must be a non-empty string');
-  const { rows } = await query(db, 'SELECT concurrency.emit_event($1::text, $2::jsonb)::integer AS woken', [event, payload === undefined ? null : json(payload)]);
+  const { rows } = await query(db, S.emit_event.sql, [event, payload === undefined ? null : json(payload)]);
   return rows[0].woken;
 }
 
 // schedule's settings, as the server names them.
 const SCHEDULE_OPTIONS = {
-  cron: ['cron', '::text'],
-  every: ['every', '::interval', (v) => interval(v, 'every')],
-  payload: ['payload', '::jsonb', json],
-  timeZone: ['time_zone', '::text'],
-  priority: ['priority', '::integer'],
-  concurrencyKey: ['concurrency_key', '::text'],
-  catchUp: ['catch_up', '::integer'],
+  cron: ['cron'],
+  every: ['every', (v) => interval(v, 'every')],
+  payload: ['payload', json],
+  timeZone: ['time_zone'],
+  priority: ['priority'],
+  concurrencyKey: ['concurrency_key'],
+  catchUp: ['catch_up'],
 };
 
 // Enqueues a task into `queue` at each due time of `cron` (five fields or
@@ -295,28 +290,21 @@ const SCHEDULE_OPTIONS = {
 async function schedule(db, name, queue, options = {}) {
   for (const k of Object.keys(options)) if (!SCHEDULE_OPTIONS[k]) throw new TypeError(`schedule has no option ${k}`);
   const values = [name, queue];
-  const args = namedArguments(values, SCHEDULE_OPTIONS, options);
-  await query(db, `SELECT concurrency.schedule(name => $1::text, queue => $2::text${args.map((a) => ', ' + a).join('')})`, values);
+  await query(db, withNamed('schedule', values, SCHEDULE_OPTIONS, options), values);
 }
 
 // Removes a schedule (its tasks already enqueued stay); false if there was none.
 async function unschedule(db, name) {
-  const { rows } = await query(db, 'SELECT concurrency.unschedule($1::text) AS removed', [name]);
+  const { rows } = await query(db, S.unschedule.sql, [name]);
   return rows[0].removed;
 }
 
 // What the server offers beyond 0.2.0 (the waiting dequeue, release,
 // progress), read from pg_proc once per worker.
 async function serverFeatures(db) {
-  const { rows } = await query(
-    db,
-    `SELECT p.proname, p.proargnames::text[] AS args
-       FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-      WHERE n.nspname = 'concurrency'
-        AND p.proname IN ('dequeue', 'release', 'release_batch', 'heartbeat', 'complete_batch')`,
-  );
+  const { rows } = await query(db, S.features.sql);
   const has = (name, arg) => rows.some((r) => r.proname === name && (!arg || (r.args || []).includes(arg)));
-  if (!has('dequeue')) throw new QueueError('the extension concurrency_ext is not installed in this database', { code: '42883' });
+  if (!has('dequeue')) throw new QueueError('the extension concurrency_ext is not installed in this database', { code: protocol.sqlstates.undefined_function });
   return {
     wait: has('dequeue', 'wait'),
     release: has('release'),
@@ -326,17 +314,10 @@ async function serverFeatures(db) {
   };
 }
 
-// What a claim returns for each task: dequeue's own columns, as they come
-// (an expression or a cast in the select list costs its parse, plan and
-// the set-up of a projection in every statement: the ids' ::text and the
-// named arguments were a fifth of the server's work for the claim in the
-// completing message, counted with callgrind). The claim on its own adds
-// `left`, the seconds its lease has by the server's clock (for the
-// heartbeats); the claim in the completing message leaves it out and the
-// worker reckons it from the lease's end and the clocks' offset the last
-// claim on its own showed (see Worker.leaseLeft).
-const TASK_COLUMNS = 'SELECT *';
-const CLAIM_COLUMNS = `${TASK_COLUMNS}, extract(epoch FROM lease_expires_at - clock_timestamp())::float8 AS left`;
+// What a claim returns for each task (S.claim, S.claim_wait, and S.claim_next
+// in the completing message): dequeue's columns and lease_left, the seconds
+// its lease has by the server's clock (for the heartbeats; it also shows
+// the offset between the clocks: see Worker.leaseLeft).
 
 // The claims' rows (and enqueue's ids) parsed as node-postgres parses them,
 // but bigint always as text: task ids and lease tokens go past 2^53, and an
@@ -359,14 +340,14 @@ const claimQuery = (db, text, values) => query(db, { text, values, types: CLAIM_
 
 // The guard of the claim in the completing message, once it needs one (see
 // Worker.finish).
-const READ_COMMITTED_ONLY = " WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'";
+const READ_COMMITTED_ONLY = protocol.fragments.read_committed_only;
 
 // The columns of a claim's row as the completing message reads them: where
 // each of the task's columns is, and its parser. Rows are built in one
 // shape from them (an object filled field by field under names read from
 // the reply is a dictionary to V8, slower to build and to read); worked
 // out once per worker and set of columns.
-const TASK_FIELDS = ['task_id', 'lease_token', 'attempt', 'payload', 'enqueued_at', 'lease_expires_at'];
+const TASK_FIELDS = ['task_id', 'lease_token', 'attempt', 'payload', 'enqueued_at', 'lease_expires_at', 'lease_left'];
 class ClaimColumns {
   constructor(fields) {
     // what tells the reply's columns apart, to see that a later reply has
@@ -409,6 +390,7 @@ class ClaimColumns {
       payload: this.value(values, 3),
       enqueued_at: this.value(values, 4),
       lease_expires_at: this.value(values, 5),
+      lease_left: this.value(values, 6),
     };
   }
 }
@@ -498,7 +480,7 @@ class RacedClaim extends Error {
 // The completing message's error, `statement` the index of the statement
 // that failed: a serialization failure (40001) after the completion, at the
 // claim or the COMMIT, is a RacedClaim.
-const SERIALIZATION_FAILURE = '40001';
+const SERIALIZATION_FAILURE = protocol.sqlstates.serialization_failure;
 function chainError(err, statement) {
   if (err && err.code === SERIALIZATION_FAILURE && statement >= 1) return new RacedClaim(err);
   return queueError(err);
@@ -607,7 +589,7 @@ const decoded = (text) => (text === null ? null : JSON.parse(text));
 // The recorded result of a step as JSON text (jsonb null as 'null'), or
 // null when the step was not recorded. CE001 when the lease is lost.
 async function stepResult(db, task, step) {
-  const { rows } = await query(db, 'SELECT concurrency.step_result($1::text, $2::bigint, $3::bigint, $4::text)::text AS result', [
+  const { rows } = await query(db, S.step_result.sql, [
     task.queue,
     task.id,
     task.leaseToken,
@@ -616,7 +598,7 @@ async function stepResult(db, task, step) {
   return rows[0].result;
 }
 
-const RECORD_STEP = 'SELECT concurrency.record_step($1::text, $2::bigint, $3::bigint, $4::text, $5::jsonb)';
+const RECORD_STEP = S.record_step.sql;
 
 // Runs fn(client) in a transaction of its own on a pool connection, and
 // gives the connection back (closed if it broke).
@@ -743,40 +725,23 @@ class Task {
     const interval = duration(ms);
     const step = `sleep:${++this.#sleeps}`;
     const values = [this.queue, this.id, this.leaseToken, step];
-    const { rows } = await query(
-      claim.worker.pool,
-      `SELECT r::text AS until, (r OPERATOR(pg_catalog.#>>) '{}')::timestamptz <= pg_catalog.clock_timestamp() AS passed
-         FROM concurrency.step_result($1::text, $2::bigint, $3::bigint, $4::text) AS r`,
-      values,
-    );
+    const { rows } = await query(claim.worker.pool, S.sleep_state.sql, values);
     const { until: recorded, passed } = rows[0];
     if (recorded !== null && passed) return;
     await claim.hold();
     let until;
     try {
-      until = await inTransaction(claim.worker.pool, async (client) => {
-        if (recorded === null) {
-          // the wake-up time once, recorded with the sleep that uses it
-          const r = await query(
-            client,
-            `SELECT pg_catalog.to_jsonb(u) OPERATOR(pg_catalog.#>>) '{}' AS until, concurrency.record_step($1::text, $2::bigint, $3::bigint, $4::text, pg_catalog.to_jsonb(u))
-               FROM (SELECT pg_catalog.now() + $5::interval AS u) AS s`,
-            [...values, interval],
-          );
-          const at = r.rows[0].until;
-          await query(client, 'SELECT concurrency.sleep_task($1::text, $2::bigint, $3::bigint, $4::timestamptz)', [this.queue, this.id, this.leaseToken, at]);
-          return at;
-        }
-        // woken before its time: to sleep again until then
-        const at = JSON.parse(recorded);
-        await query(client, 'SELECT concurrency.sleep_task($1::text, $2::bigint, $3::bigint, $4::timestamptz)', [this.queue, this.id, this.leaseToken, at]);
-        return at;
-      });
+      // the wake-up time once, recorded with the sleep that uses it (one
+      // statement); woken before its time: to sleep again until then
+      const r = recorded === null
+        ? await query(claim.worker.pool, S.sleep.sql, [...values, interval])
+        : await query(claim.worker.pool, S.sleep_again.sql, [this.queue, this.id, this.leaseToken, recorded]);
+      until = r.rows[0].until;
     } catch (err) {
       claim.resume();
       throw err;
     }
-    throw claim.suspend(this, { until: new Date(until) }); // ISO 8601, whatever the DateStyle
+    throw claim.suspend(this, { until: new Date(until) });
   }
 
   // The payload of `event` (emitted before, or while the task waited), or
@@ -795,14 +760,7 @@ class Task {
     let row;
     try {
       // a time-out is recorded in the same statement (one transaction)
-      ({ rows: [row] } = await query(
-        pool,
-        `SELECT e.status, e.payload::text AS payload,
-                CASE WHEN e.status OPERATOR(pg_catalog.=) 'timed_out'
-                     THEN concurrency.record_step($1::text, $2::bigint, $3::bigint, $6::text) END IS NULL AS recorded
-           FROM concurrency.await_event($1::text, $2::bigint, $3::bigint, $4::text, $5::interval) AS e`,
-        [this.queue, this.id, this.leaseToken, event, limit, timedOut],
-      ));
+      ({ rows: [row] } = await query(pool, S.await_event.sql, [this.queue, this.id, this.leaseToken, event, limit, timedOut]));
     } catch (err) {
       claim.resume();
       throw err;
@@ -885,27 +843,22 @@ class Claim {
   // gone: a spurious CE001).
   heartbeat(progress) {
     if (progress !== undefined && !this.worker.features.progress)
-      return Promise.reject(new QueueError('this server does not keep progress (heartbeat has no progress argument)', { code: '42883' }));
+      return Promise.reject(new QueueError('this server does not keep progress (heartbeat has no progress argument)', { code: protocol.sqlstates.undefined_function }));
     const beat = this.chain.then(async () => {
       if (this.ended || this.lost || this.held) return;
       const w = this.worker;
       const values = [w.queue];
-      let call;
+      let text;
       if (this.tasks.length === 1) {
         values.push(this.tasks[0].id, this.tasks[0].leaseToken, w.lease);
-        call = 'concurrency.heartbeat($1::text, $2::bigint, $3::bigint, $4::interval';
-        if (progress !== undefined) {
-          values.push(json(progress));
-          call += ', progress => $5::jsonb';
-        }
-        call += ')';
+        text = withNamed('heartbeat', values, { progress: ['progress', json] }, { progress });
       } else {
         values.push(this.tasks.map((t) => t.id), this.tasks.map((t) => t.leaseToken), w.lease);
-        call = 'concurrency.heartbeat_batch($1::text, $2::bigint[], $3::bigint[], $4::interval)';
+        text = S.heartbeat_batch.sql;
       }
       try {
-        const { rows } = await query(w.pool, `SELECT extract(epoch FROM ${call} - clock_timestamp())::float8 AS left`, values);
-        this.schedule(rows[0].left);
+        const { rows } = await query(w.pool, text, values);
+        this.schedule(rows[0].lease_left);
       } catch (err) {
         if (err instanceof LeaseLostError) {
           // told now, so that a long handler can stop (task.signal)
@@ -953,7 +906,6 @@ class Worker extends EventEmitter {
     this.pool = o.pool;
     this.queue = o.queue;
     this.lease = interval(o.lease, 'lease');
-    this.queueLiteral = literal(o.queue, '::text');
     this.features = null;
     this.stopping = false;
     this.slots = [];
@@ -1014,9 +966,9 @@ class Worker extends EventEmitter {
     // takes; another style is not guessed at (NaN: heartbeat soon)
     const expires = row.lease_expires_at;
     const end = expires instanceof Date ? expires.getTime() : ISO_TIMESTAMP.test(expires) ? Date.parse(expires) : NaN;
-    if (typeof row.left === 'number') {
-      if (Number.isFinite(end)) this.clockOffset = end - row.left * 1000 - now;
-      return row.left;
+    if (typeof row.lease_left === 'number') {
+      if (Number.isFinite(end)) this.clockOffset = end - row.lease_left * 1000 - now;
+      return row.lease_left;
     }
     const left = (end - (now + this.clockOffset)) / 1000;
     return Number.isFinite(left) ? left : 1; // an end it cannot read: heartbeat soon
@@ -1029,15 +981,10 @@ class Worker extends EventEmitter {
     this.features = await serverFeatures(this.pool);
     // wait: 0 polls even where the server could wait
     this.waiting = this.features.wait && this.options.wait > 0;
-    const { rows } = await query(
-      this.pool,
-      `SELECT pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || $1::text)) IS NOT NULL AS ok,
-              (SELECT setting::float8 FROM pg_catalog.pg_settings WHERE name = 'statement_timeout') AS timeout`,
-      [this.queue],
-    );
-    if (!rows[0].ok) throw new QueueError(`queue "${this.queue}" does not exist`, { code: '42704' });
-    this.waitMs = waitWithin(this.options.wait, rows[0].timeout);
-    this.claimSql = this.buildClaim();
+    const { rows } = await query(this.pool, S.worker_settings.sql, [this.queue]);
+    if (!rows[0].queue_exists) throw new QueueError(`queue "${this.queue}" does not exist`, { code: protocol.sqlstates.undefined_object });
+    this.waitMs = waitWithin(this.options.wait, rows[0].statement_timeout_ms);
+    this.claimSql = this.waiting ? S.claim_wait.sql : S.claim.sql;
     if (this.options.handleSignals) {
       this.signalHandler = (signal) => {
         this.stop().finally(() => process.exit(0));
@@ -1048,13 +995,6 @@ class Worker extends EventEmitter {
     }
     for (let i = 0; i < this.options.concurrency; i++) this.slots.push(this.runSlot());
     return this;
-  }
-
-  buildClaim() {
-    // positional: named arguments cost the server more to resolve
-    let args = '$1::text, $2::integer, $3::interval, $4::text';
-    if (this.waiting) args += ', $5::interval';
-    return `${CLAIM_COLUMNS} FROM concurrency.dequeue(${args})`;
   }
 
   async claim(client) {
@@ -1248,27 +1188,16 @@ class Worker extends EventEmitter {
   // Resolves with the claimed rows ([] when none: the begun transaction
   // is then empty), or null when it claimed nothing and committed.
   finish(client, tasks, result) {
-    const q = this.queueLiteral;
     let sql;
     if (this.options.batch > 1) {
-      const array = (values) => `'{${values.map(bigintText).join(',')}}'::bigint[]`;
-      sql = `SELECT concurrency.complete_batch(${q}, ${array(tasks.map((t) => t.id))}, ${array(tasks.map((t) => t.leaseToken))})`;
+      const array = (values) => `{${values.map(bigintText).join(',')}}`;
+      sql = inline(S.complete_batch.sql, [this.queue, array(tasks.map((t) => t.id)), array(tasks.map((t) => t.leaseToken))]);
     } else {
       const t = tasks[0];
-      const r = result === undefined ? 'NULL::jsonb' : literal(json(result), '::jsonb');
-      sql = `SELECT concurrency.complete(${q}, '${bigintText(t.id)}'::bigint, '${bigintText(t.leaseToken)}'::bigint, ${r})`;
+      sql = inline(S.complete.sql, [this.queue, bigintText(t.id), bigintText(t.leaseToken), result === undefined ? null : json(result)]);
     }
     if (this.stopping) return query(client, `${sql}; COMMIT`).then(() => null);
-    if (!this.chainSql) {
-      // positional and untyped (dequeue has one signature, which types
-      // them), and only as many as are set: each NULL or quoted number
-      // costs the server its coercion (5 800 instructions for the two)
-      const name = this.options.name ?? null;
-      const args = [literal(this.queue, ''), String(this.options.batch)];
-      if (this.lease !== null || name !== null) args.push(literal(this.lease, ''));
-      if (name !== null) args.push(literal(name, ''));
-      this.chainSql = `${TASK_COLUMNS} FROM concurrency.dequeue(${args.join(', ')})`;
-    }
+    if (!this.chainSql) this.chainSql = inline(S.claim_next.sql, [this.queue, this.options.batch, this.lease, this.options.name ?? null]);
     const guard = this.guarded || !chainable(client) ? READ_COMMITTED_ONLY : '';
     return chainedQuery(client, `${sql}; ${this.chainSql}${guard}; COMMIT; BEGIN`, this);
   }
@@ -1277,9 +1206,9 @@ class Worker extends EventEmitter {
     const message = err instanceof Error ? err.message : String(err);
     try {
       if (tasks.length === 1) {
-        await query(this.pool, 'SELECT concurrency.fail($1::text, $2::bigint, $3::bigint, $4::text)', [this.queue, tasks[0].id, tasks[0].leaseToken, message]);
+        await query(this.pool, S.fail.sql, [this.queue, tasks[0].id, tasks[0].leaseToken, message, null]);
       } else {
-        await query(this.pool, 'SELECT concurrency.fail_batch($1::text, $2::bigint[], $3::bigint[], $4::text)', [
+        await query(this.pool, S.fail_batch.sql, [
           this.queue,
           tasks.map((t) => t.id),
           tasks.map((t) => t.leaseToken),
@@ -1300,13 +1229,13 @@ class Worker extends EventEmitter {
     if (!this.features.release && !this.features.releaseBatch) return;
     try {
       if (this.features.releaseBatch && tasks.length > 1) {
-        await query(this.pool, 'SELECT concurrency.release_batch($1::text, $2::bigint[], $3::bigint[])', [
+        await query(this.pool, S.release_batch.sql, [
           this.queue,
           tasks.map((t) => t.id),
           tasks.map((t) => t.leaseToken),
         ]);
       } else {
-        for (const t of tasks) await query(this.pool, 'SELECT concurrency.release($1::text, $2::bigint, $3::bigint)', [this.queue, t.id, t.leaseToken]);
+        for (const t of tasks) await query(this.pool, S.release.sql, [this.queue, t.id, t.leaseToken]);
       }
       for (const t of tasks) this.emit('released', t);
     } catch (err) {

@@ -31,7 +31,7 @@ async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_
 async def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys=None, concurrency_keys=None):
     """Adds one task per payload; returns their ids in payload order."""
     with translating:
-        cur = await conn.execute(_core.ENQUEUE_BATCH_SQL, _core.enqueue_batch_params(
+        cur = await conn.execute(*_core.enqueue_batch_statement(
             queue, payloads, run_at, priority, dedupe_keys, concurrency_keys))
         return [row[0] for row in await cur.fetchall()]
 
@@ -47,8 +47,8 @@ async def schedule(conn, name, queue, *, cron=None, every=None, payload=None, ti
                    concurrency_key=None, catch_up=1):
     """Enqueues a task into queue at each due time (see concurrency_ext.schedule)."""
     with translating:
-        await conn.execute(_core.SCHEDULE_SQL, _core.schedule_params(name, queue, cron, every, payload, time_zone,
-                                                                     priority, concurrency_key, catch_up))
+        await conn.execute(*_core.schedule_statement(name, queue, cron, every, payload, time_zone,
+                                                      priority, concurrency_key, catch_up))
 
 
 async def unschedule(conn, name):
@@ -172,9 +172,9 @@ class _Workflow(_Flow):
             raise
 
     async def step(self, name, fn, transaction):
-        missing, result = (await self._call(_core.STEP_RESULT_SQL, self._key(name)))[0]
-        if not missing:
-            return result
+        (recorded,) = (await self._call(_core.STEP_RESULT_SQL, self._key(name)))[0]
+        if recorded is not None:
+            return _core.json_value(recorded)
         if not transaction:
             result = await _value(fn())
             await self._call(_core.RECORD_STEP_SQL, self._key(name, _core.Jsonb(result)))
@@ -193,20 +193,13 @@ class _Workflow(_Flow):
 
     async def sleep(self, duration):
         name = self._next_sleep()
-        missing, until, to_come = (await self._call(_core.SLEEP_STEP_SQL, self._key(name)))[0]
-        if not missing and not to_come:
+        until, passed = (await self._call(_core.SLEEP_STATE_SQL, self._key(name)))[0]
+        if until is not None and passed:
             return
         async with self._held.lock:
             self._mark_suspending()
         try:
-            conn = await self._steps.get()
-            with translating:
-                async with conn.transaction():
-                    if missing:
-                        cur = await conn.execute(_core.SLEEP_UNTIL_SQL, (_core.interval(duration),))
-                        until = (await cur.fetchone())[0]
-                        await conn.execute(_core.RECORD_STEP_SQL, self._key(name, _core.Jsonb(until.isoformat())))
-                    await conn.execute(_core.SLEEP_TASK_SQL, self._key(until))
+            until = (await self._call(*_core.sleep_statement(self._key(name), until, duration)))[0][0]
         except BaseException as e:
             async with self._held.lock:
                 self._mark_resumed(e)
@@ -215,14 +208,13 @@ class _Workflow(_Flow):
 
     async def wait_for_event(self, name, timeout):
         timed_out = self._timeout_step(name)
-        if not (await self._call(_core.STEP_RESULT_SQL, self._key(timed_out)))[0][0]:
+        if (await self._call(_core.STEP_RESULT_SQL, self._key(timed_out)))[0][0] is not None:
             return None
         async with self._held.lock:
             self._mark_suspending()
         try:
-            status, payload = (await self._call(_core.AWAIT_EVENT_SQL, self._key(name, _core.interval(timeout))))[0]
-            if status == "timed_out":
-                await self._call(_core.RECORD_STEP_SQL, self._key(timed_out, None))
+            status, payload, _ = (await self._call(*_core.await_event_statement(self._key(name), timeout,
+                                                                                 timed_out)))[0]
         except BaseException as e:
             async with self._held.lock:
                 self._mark_resumed(e)
@@ -231,7 +223,7 @@ class _Workflow(_Flow):
             raise self._suspended(f"waits for event {name!r}")
         async with self._held.lock:
             self._mark_resumed(None)
-        return payload
+        return _core.json_value(payload)
 
 
 class AsyncWorker(_core.Settings):
@@ -257,7 +249,8 @@ class AsyncWorker(_core.Settings):
     async def start(self, drain=False):
         async with self._source.connect() as conn:
             with translating:
-                self.features = _core.Features(*(await _one(conn, _core.FEATURES_SQL))[0])
+                self.features = _core.Features.read(await _one(conn, _core.FEATURES_SQL),
+                                                    (await _one(conn, _core.WORKER_SETTINGS_SQL, (self.queue,)))[0])
         self._drain = drain
         self._slots = [_Slot() for _ in range(self.concurrency)]
         self._tasks = [asyncio.create_task(self._slot_main(s)) for s in self._slots]
@@ -526,7 +519,7 @@ class AsyncWorker(_core.Settings):
             return
         try:
             with translating:
-                await _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc)))
+                await _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc), None))
         except LeaseLostError as e:
             self.on_error(e, task)
 

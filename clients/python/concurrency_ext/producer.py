@@ -26,9 +26,8 @@ def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=No
 def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys=None, concurrency_keys=None):
     """Adds one task per payload in one statement; returns their ids in payload order."""
     with translating:
-        rows = conn.execute(_core.ENQUEUE_BATCH_SQL,
-                            _core.enqueue_batch_params(queue, payloads, run_at, priority, dedupe_keys,
-                                                       concurrency_keys)).fetchall()
+        rows = conn.execute(*_core.enqueue_batch_statement(queue, payloads, run_at, priority, dedupe_keys,
+                                                                  concurrency_keys)).fetchall()
     return [row[0] for row in rows]
 
 
@@ -49,8 +48,8 @@ def schedule(conn, name, queue, *, cron=None, every=None, payload=None, time_zon
     with "scheduled_for". The same settings again change nothing; others replace the schedule. Needs
     permission manage on the queue."""
     with translating:
-        conn.execute(_core.SCHEDULE_SQL, _core.schedule_params(name, queue, cron, every, payload, time_zone, priority,
-                                                               concurrency_key, catch_up))
+        conn.execute(*_core.schedule_statement(name, queue, cron, every, payload, time_zone, priority,
+                                                concurrency_key, catch_up))
 
 
 def unschedule(conn, name):

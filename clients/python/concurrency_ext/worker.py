@@ -118,7 +118,8 @@ class Worker(_core.Settings):
         drain: each slot ends at its first empty claim (claims do not wait)."""
         with self._source.connect() as conn:
             with translating:
-                self.features = _core.Features(*_one(conn, _core.FEATURES_SQL)[0])
+                self.features = _core.Features.read(_one(conn, _core.FEATURES_SQL),
+                                                    _one(conn, _core.WORKER_SETTINGS_SQL, (self.queue,))[0])
         self._drain = drain
         self._slots = [_Slot() for _ in range(self.concurrency)]
         self._running = len(self._slots)
@@ -408,7 +409,7 @@ class Worker(_core.Settings):
             return
         try:
             with translating:
-                _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc)))
+                _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc), None))
         except LeaseLostError as e:
             self.on_error(e, task)
 

@@ -123,9 +123,9 @@ class Workflow(_Flow):
             self._mark_lost(error)
 
     def step(self, name, fn, transaction):
-        missing, result = self._call(_core.STEP_RESULT_SQL, self._key(name))[0]
-        if not missing:
-            return result
+        (recorded,) = self._call(_core.STEP_RESULT_SQL, self._key(name))[0]
+        if recorded is not None:
+            return _core.json_value(recorded)
         if not transaction:
             result = fn()
             self._call(_core.RECORD_STEP_SQL, self._key(name, Jsonb(result)))
@@ -143,18 +143,13 @@ class Workflow(_Flow):
 
     def sleep(self, duration):
         name = self._next_sleep()
-        missing, until, to_come = self._call(_core.SLEEP_STEP_SQL, self._key(name))[0]
-        if not missing and not to_come:
+        until, passed = self._call(_core.SLEEP_STATE_SQL, self._key(name))[0]
+        if until is not None and passed:
             return  # slept already
         self._suspending()
         try:
-            conn = self._steps.get()
-            with translating, conn.transaction():
-                if missing:
-                    until = conn.execute(_core.SLEEP_UNTIL_SQL, (_core.interval(duration),)).fetchone()[0]
-                    conn.execute(_core.RECORD_STEP_SQL, self._key(name, Jsonb(until.isoformat())))
-                # recorded and still to come: woken early, asleep again until then
-                conn.execute(_core.SLEEP_TASK_SQL, self._key(until))
+            # not recorded: records its end and sleeps; recorded and still to come: woken early, asleep again
+            until = self._call(*_core.sleep_statement(self._key(name), until, duration))[0][0]
         except BaseException as e:
             self._resumed(e)
             raise
@@ -162,21 +157,18 @@ class Workflow(_Flow):
 
     def wait_for_event(self, name, timeout):
         timed_out = self._timeout_step(name)
-        missing, _ = self._call(_core.STEP_RESULT_SQL, self._key(timed_out))[0]
-        if not missing:
+        if self._call(_core.STEP_RESULT_SQL, self._key(timed_out))[0][0] is not None:
             return None
         self._suspending()
         try:
-            status, payload = self._call(_core.AWAIT_EVENT_SQL, self._key(name, _core.interval(timeout)))[0]
-            if status == "timed_out":
-                self._call(_core.RECORD_STEP_SQL, self._key(timed_out, None))
+            status, payload, _ = self._call(*_core.await_event_statement(self._key(name), timeout, timed_out))[0]
         except BaseException as e:
             self._resumed(e)
             raise
         if status == "waiting":
             raise self._suspended(f"waits for event {name!r}")
         self._resumed(None)
-        return payload
+        return _core.json_value(payload)
 
     def _suspending(self):
         with self._held.lock:  # waits for a heartbeat in flight
