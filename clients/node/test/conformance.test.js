@@ -90,7 +90,10 @@ for (const scenario of spec.scenarios) {
       if (step.await) await until(() => check(step.await, queue), step.await);
       if (step.emit) await emitEvent(db, step.emit.event, step.emit.payload);
     }
-    if (scenario.until === 'worker_stopped') await until(() => run.stopped, 'the worker stopping'); // and its stop() ends
+    if (scenario.until === 'worker_stopped') {
+      await until(() => run.stopped !== null, 'an op to stop the worker');
+      await run.stopped;
+    }
     else await until(() => check(scenario.until, queue), scenario.until);
     await worker.stop();
     const { rows: states } = await db.query(SQL.state, [queue]);

@@ -20,15 +20,19 @@ with open(SPEC_PATH, encoding="utf-8") as f:
 
 
 def _sql(text):
-    """The scenario file's $1, $2, ... (each once, in order) as psycopg's placeholders."""
-    return re.sub(r"\$[0-9]+", "%s", text.replace("%", "%%"))
+    """The scenario file's $1, $2, ... as psycopg's named placeholders %(p1)s, ... (see _args)."""
+    return re.sub(r"\$([0-9]+)", r"%(p\1)s", text.replace("%", "%%"))
+
+
+def _args(*values):
+    return {f"p{i}": v for i, v in enumerate(values, 1)}
 
 
 SQL = {name: _sql(text) if isinstance(text, str) else [_sql(t) for t in text] for name, text in SPEC["sql"].items()}
 
 
 def _check(conn, sql, queue):
-    row = conn.execute(_sql(sql), (queue,)).fetchone()
+    row = conn.execute(_sql(sql), _args(queue)).fetchone()
     return row is not None and row[0] is True
 
 
@@ -44,8 +48,8 @@ class Run:
 
 def _mark(task, what, detail=None):
     with admin_connect() as conn:
-        conn.execute(SQL["mark"], (task.queue, task.payload["n"], task.attempt, what,
-                                   None if detail is None else Jsonb(detail)))
+        conn.execute(SQL["mark"], _args(task.queue, task.payload["n"], task.attempt, what,
+                                        None if detail is None else Jsonb(detail)))
 
 
 def _ops(task, conn, run):
@@ -54,10 +58,10 @@ def _ops(task, conn, run):
         if kind == "mark":
             _mark(task, op["what"])
         elif kind == "effect":
-            conn.execute(SQL["mark"], (task.queue, task.payload["n"], task.attempt, "effect", None))
+            conn.execute(SQL["mark"], _args(task.queue, task.payload["n"], task.attempt, "effect", None))
         elif kind == "cancel_self":
             with admin_connect() as other:
-                other.execute(SQL["cancel"], (task.queue, task.id))
+                other.execute(SQL["cancel"], _args(task.queue, task.id))
         elif kind == "fail_before":
             if task.attempt < op["attempt"]:
                 raise RuntimeError(f"boom at attempt {task.attempt}")
@@ -84,10 +88,10 @@ async def _aops(task, conn, run):
         if kind == "mark":
             await asyncio.to_thread(_mark, task, op["what"])
         elif kind == "effect":
-            await conn.execute(SQL["mark"], (task.queue, task.payload["n"], task.attempt, "effect", None))
+            await conn.execute(SQL["mark"], _args(task.queue, task.payload["n"], task.attempt, "effect", None))
         elif kind == "cancel_self":
             async with await psycopg.AsyncConnection.connect(dbname=DB, autocommit=True) as other:
-                await other.execute(SQL["cancel"], (task.queue, task.id))
+                await other.execute(SQL["cancel"], _args(task.queue, task.id))
         elif kind == "fail_before":
             if task.attempt < op["attempt"]:
                 raise RuntimeError(f"boom at attempt {task.attempt}")
@@ -109,7 +113,7 @@ async def _aops(task, conn, run):
 
 
 def _expect(admin, scenario, queue):
-    states = admin.execute(SQL["state"], (queue,)).fetchall()
+    states = admin.execute(SQL["state"], _args(queue)).fetchall()
     for what, sql in scenario["expect"]:
         assert _check(admin, sql, queue), f"{what}: {states}"
 
@@ -120,12 +124,12 @@ def test_conformance(scenario, flavour, admin, dsn):
     for statement in SQL["setup"]:
         admin.execute(statement)
     queue = f"conformance_{scenario['name']}_{flavour}"
-    admin.execute(SQL["create_queue"], (queue, scenario["queue"]["lease"], scenario["queue"]["max_attempts"]))
+    admin.execute(SQL["create_queue"], _args(queue, scenario["queue"]["lease"], scenario["queue"]["max_attempts"]))
     for e in scenario.get("emit_before", ()):
         emit_event(admin, f"{e['event']}-{flavour}", e["payload"])
     for t in scenario["tasks"]:
         t = dict(t, ops=[dict(op, event=f"{op['event']}-{flavour}") if "event" in op else op for op in t["ops"]])
-        admin.execute(SQL["task"], (queue, t["n"], enqueue(admin, queue, t)))
+        admin.execute(SQL["task"], _args(queue, t["n"], enqueue(admin, queue, t)))
     errors = []
     run = Run(queue)
     options = dict(concurrency=scenario["worker"]["concurrency"], batch=scenario["worker"]["batch"], wait=1.0,
