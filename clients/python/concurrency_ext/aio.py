@@ -150,26 +150,42 @@ class _StepConnection:
         self._stack = contextlib.AsyncExitStack()
 
 
+async def _in_transaction(conn, query, params):
+    """One statement as a transaction of its own, its rows (workflow._in_transaction's twin)."""
+    async with conn.transaction():
+        cur = await conn.execute(query, params)
+        return await cur.fetchall() if cur.description else []
+
+
 async def _value(result):
     """A step's result: what fn returned, awaited if it is awaitable (fn may be a coroutine function)."""
     return await result if inspect.isawaitable(result) else result
 
 
+# --- begin: the source of workflow.Workflow (tools/generate_sync.py writes it there without async) ---
 class _Workflow(_Flow):
-    """The workflow calls of one run of an async handler: `await task.step(...)`, `await task.sleep(...)`,
-    `await task.wait_for_event(...)` (see workflow.Workflow)."""
+    """The workflow calls of one run of a handler on one task."""
 
     async def _call(self, query, params):
         conn = await self._steps.get()
         try:
             with translating:
-                async with conn.transaction():
-                    cur = await conn.execute(query, params)
-                    return await cur.fetchall()
+                return await _in_transaction(conn, query, params)
         except LeaseLostError as e:
-            async with self._held.lock:
-                self._mark_lost(e)
+            await self._lost(e)
             raise
+
+    async def _lost(self, error):
+        async with self._held.lock:
+            self._mark_lost(error)
+
+    async def _suspending(self):
+        async with self._held.lock:  # waits for a heartbeat in flight
+            self._mark_suspending()
+
+    async def _resumed(self, error):
+        async with self._held.lock:
+            self._mark_resumed(error)
 
     async def step(self, name, fn, transaction):
         (recorded,) = (await self._call(_core.STEP_RESULT_SQL, self._key(name)))[0]
@@ -181,13 +197,12 @@ class _Workflow(_Flow):
             return result
         conn = await self._steps.get()
         try:
-            with translating:
-                async with conn.transaction():
-                    result = await _value(fn(conn))
+            async with conn.transaction():
+                result = await _value(fn(conn))
+                with translating:
                     await conn.execute(_core.RECORD_STEP_SQL, self._key(name, _core.Jsonb(result)))
         except LeaseLostError as e:
-            async with self._held.lock:
-                self._mark_lost(e)
+            await self._lost(e)
             raise
         return result
 
@@ -195,14 +210,13 @@ class _Workflow(_Flow):
         name = self._next_sleep()
         until, passed = (await self._call(_core.SLEEP_STATE_SQL, self._key(name)))[0]
         if until is not None and passed:
-            return
-        async with self._held.lock:
-            self._mark_suspending()
+            return  # slept already
+        await self._suspending()
         try:
+            # not recorded: records its end and sleeps; recorded and still to come: woken early, asleep again
             until = (await self._call(*_core.sleep_statement(self._key(name), until, duration)))[0][0]
         except BaseException as e:
-            async with self._held.lock:
-                self._mark_resumed(e)
+            await self._resumed(e)
             raise
         raise self._suspended(f"sleeps until {until}")
 
@@ -210,20 +224,18 @@ class _Workflow(_Flow):
         timed_out = self._timeout_step(name)
         if (await self._call(_core.STEP_RESULT_SQL, self._key(timed_out)))[0][0] is not None:
             return None
-        async with self._held.lock:
-            self._mark_suspending()
+        await self._suspending()
         try:
             status, payload, _ = (await self._call(*_core.await_event_statement(self._key(name), timeout,
                                                                                  timed_out)))[0]
         except BaseException as e:
-            async with self._held.lock:
-                self._mark_resumed(e)
+            await self._resumed(e)
             raise
         if status == "waiting":
             raise self._suspended(f"waits for event {name!r}")
-        async with self._held.lock:
-            self._mark_resumed(None)
+        await self._resumed(None)
         return _core.json_value(payload)
+# --- end
 
 
 class AsyncWorker(_core.Settings):

@@ -1,5 +1,5 @@
-"""The statements come from clients/protocol/statements.json: the generated copies are up to date, and no
-statement text is left in the package's own modules."""
+"""Generated code is up to date: the statements' copy (clients/protocol/statements.json), with no statement
+text left in the package's own modules, and the synchronous workflow calls (from the asyncio ones)."""
 import os
 import subprocess
 import sys
@@ -13,3 +13,8 @@ def test_generated_copies_are_up_to_date():
 
 def test_no_statement_outside_the_protocol():
     subprocess.run([sys.executable, os.path.join(PROTOCOL, "check_sources.py"), "python"], check=True)
+
+
+def test_the_synchronous_workflow_is_generated_from_the_asyncio_one():
+    tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
+    subprocess.run([sys.executable, os.path.join(tools, "generate_sync.py"), "--check"], check=True)
