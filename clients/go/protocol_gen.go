@@ -20,6 +20,15 @@ var leaseLostReasons = [][2]string{
 	{"unleased", "^The task has no lease now"},
 }
 
+// The lease arithmetic (see timings in statements.json).
+const (
+	timingHeartbeatFraction = 0.3333333333333333
+	timingHeartbeatMinMs    = 50
+	timingWaitMarginMs      = 1000
+	timingFirstPollMs       = 50
+	timingAwaitTaskSliceMs  = 30000
+)
+
 const fragmentReadCommittedOnly = " WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"
 
 // The statements (clients/protocol/statements.json); {named}: see withNamed.

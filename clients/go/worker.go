@@ -231,7 +231,7 @@ func (w *Worker) capWait(ctx context.Context) {
 		return
 	}
 	t := time.Duration(timeout * float64(time.Millisecond))
-	if limit := max(t-time.Second, t/2); w.cfg.Wait > limit {
+	if limit := max(t-timingWaitMarginMs*time.Millisecond, t/2); w.cfg.Wait > limit {
 		w.log.Info("concurrency: the claims wait less than WorkerConfig.Wait, under statement_timeout",
 			"worker", w.cfg.Name, "wait", limit, "statement_timeout", t)
 		w.cfg.Wait = limit
@@ -263,7 +263,7 @@ func (w *Worker) fetch(claimCtx, workCtx context.Context, q *queueRunner, handle
 	for range q.concurrency {
 		slots <- struct{}{}
 	}
-	pause := 50 * time.Millisecond
+	pause := timingFirstPollMs * time.Millisecond
 	for {
 		select {
 		case <-slots:
@@ -302,7 +302,7 @@ func (w *Worker) fetch(claimCtx, workCtx context.Context, q *queueRunner, handle
 			pause = min(2*pause, 5*time.Second)
 			continue
 		}
-		pause = 50 * time.Millisecond
+		pause = timingFirstPollMs * time.Millisecond
 		if len(tasks) > 0 && testHookClaimed != nil {
 			testHookClaimed(q.name, tasks)
 		}
@@ -646,9 +646,9 @@ func (w *Worker) onError(t *Task, err error) {
 // handler's context with ErrLeaseLost as its cause. It runs on a timer (no
 // goroutine of its own between heartbeats).
 func (w *Worker) heartbeat(t *Task, cancel context.CancelCauseFunc) func() {
-	every := t.leaseLeft / 3
-	if every < 50*time.Millisecond {
-		every = 50 * time.Millisecond
+	every := time.Duration(float64(t.leaseLeft) * timingHeartbeatFraction)
+	if every < timingHeartbeatMinMs*time.Millisecond {
+		every = timingHeartbeatMinMs * time.Millisecond
 	}
 	var mu sync.Mutex
 	stopped := false

@@ -324,7 +324,7 @@ const awaitTaskSQL = stmtAwaitTask
 
 // awaitSlice is the longest one await_task statement waits: short enough for
 // a pooler's and a server's statement timeouts, and to notice ctx.
-var awaitSlice = 30 * time.Second
+var awaitSlice = timingAwaitTaskSliceMs * time.Millisecond
 
 // AwaitTask waits until task id of queue ends (done, dead or cancelled) and
 // returns its outcome. It waits with short await_task statements (30 s at

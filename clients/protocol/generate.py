@@ -34,9 +34,13 @@ def load():
     return spec, statements
 
 
+def timings(spec):
+    return {k: v for k, v in spec["timings"].items() if k != "comment"}
+
+
 def node(spec, statements):
     out = {"sqlstates": spec["sqlstates"], "leaseLostReasons": spec["lease_lost_reasons"],
-           "fragments": spec["fragments"], "statements": statements}
+           "timings": timings(spec), "fragments": spec["fragments"], "statements": statements}
     return f"'use strict';\n// {HEADER}\nmodule.exports = {json.dumps(out, indent=2)};\n"
 
 
@@ -61,7 +65,7 @@ def python(spec, statements):
                      f" {tuple(order)!r}),")
     lines += ["}", f"SQLSTATES = {spec['sqlstates']!r}",
               f"LEASE_LOST_REASONS = {tuple(tuple(r) for r in spec['lease_lost_reasons'])!r}",
-              f"FRAGMENTS = {spec['fragments']!r}", ""]
+              f"TIMINGS = {timings(spec)!r}", f"FRAGMENTS = {spec['fragments']!r}", ""]
     return "\n".join(lines)
 
 
@@ -87,7 +91,11 @@ def go(spec, statements):
     lines += [")", "", "// What the DETAIL of a lease-lost error says became of the task.",
               "var leaseLostReasons = [][2]string{"]
     lines += [f"\t{{{go_string(r)}, {go_string(p)}}}," for r, p in spec["lease_lost_reasons"]]
-    lines += ["}", ""]
+    lines += ["}", "", "// The lease arithmetic (see timings in statements.json).", "const ("]
+    pairs = [(go_name("timing", name), value) for name, value in timings(spec).items()]
+    width = max(len(n) for n, _ in pairs)
+    lines += [f"\t{n.ljust(width)} = {v!r}" for n, v in pairs]
+    lines += [")", ""]
     for name, text in spec["fragments"].items():
         lines.append(f"const {go_name('fragment', name)} = {go_string(text)}")
     lines += ["", "// The statements (clients/protocol/statements.json); {named}: see withNamed.", "const ("]

@@ -97,7 +97,7 @@ async function parentResults(db, queue, taskId) {
 
 // The longest one statement of awaitTask waits in the server: short enough
 // for poolers and statement timeouts, long enough to cost little.
-const AWAIT_STATEMENT_MS = 30000;
+const AWAIT_STATEMENT_MS = protocol.timings.await_task_slice_ms;
 
 // Resolves with { state, result, lastError } as soon as the task is done,
 // dead or cancelled (`timeout`: ms, none: no limit; past it, rejects with an

@@ -27,6 +27,13 @@ module.exports = {
       "^The task has no lease now"
     ]
   ],
+  "timings": {
+    "heartbeat_fraction": 0.3333333333333333,
+    "heartbeat_min_ms": 50,
+    "wait_margin_ms": 1000,
+    "first_poll_ms": 50,
+    "await_task_slice_ms": 30000
+  },
   "fragments": {
     "read_committed_only": " WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"
   },

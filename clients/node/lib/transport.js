@@ -158,7 +158,7 @@ function chainedQuery(client, text, worker) {
 // error (57014), a reported error and a new connection each time.
 function waitWithin(wait, timeout) {
   if (!(timeout > 0)) return wait;
-  return Math.min(wait, Math.max(timeout - 1000, timeout / 2));
+  return Math.min(wait, Math.max(timeout - protocol.timings.wait_margin_ms, timeout / 2));
 }
 
 // Cancels the statement that `client`'s connection is running: the

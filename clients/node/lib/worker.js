@@ -9,7 +9,7 @@ const { serverFeatures } = require('./producer');
 const { chainable, chainedQuery, waitWithin, sendCancel } = require('./transport');
 const { Task } = require('./workflow');
 
-const POLL_MIN = 50; // ms: the first sleep after an empty claim when polling
+const POLL_MIN = protocol.timings.first_poll_ms; // the first sleep after an empty claim when polling
 
 const RESOLVED = Promise.resolve();
 
@@ -74,7 +74,8 @@ class Claim {
   // one timer: see Worker.wakeAt).
   schedule(leftSeconds) {
     if (this.ended || this.held || !this.worker.options.heartbeat) return;
-    this.due = Date.now() + Math.max(10, (leftSeconds * 1000) / 3);
+    const { heartbeat_min_ms: least, heartbeat_fraction: fraction } = protocol.timings;
+    this.due = Date.now() + Math.max(least, leftSeconds * 1000 * fraction);
     this.worker.wakeAt(this.due);
   }
 

@@ -132,11 +132,13 @@ class TaskWait:
 
 # await_task statements last at most this long, so that none holds a
 # pooler's server connection (or meets a statement_timeout) for long
-AWAIT_TASK_SLICE = 30.0
+AWAIT_TASK_SLICE = _protocol.TIMINGS["await_task_slice_ms"] / 1000
 
 # Without dequeue(wait): the pause after an empty claim starts here and
 # doubles up to the worker's poll_interval; any claim that gets a task resets it.
-FIRST_POLL = 0.05
+FIRST_POLL = _protocol.TIMINGS["first_poll_ms"] / 1000
+# Heartbeats every this fraction of the lease's time left (Settings' default).
+HEARTBEAT_FRACTION = _protocol.TIMINGS["heartbeat_fraction"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,8 +307,8 @@ class Settings:
     """The arguments Worker and AsyncWorker share (see Worker)."""
 
     def __init__(self, queue, handler, *, concurrency=1, batch=1, lease=None, wait=10.0, poll_interval=1.0,
-                 name=None, heartbeat=True, heartbeat_fraction=1 / 3, shutdown_timeout=30.0, on_error=None,
-                 on_complete=None, default_on_error=None):
+                 name=None, heartbeat=True, heartbeat_fraction=HEARTBEAT_FRACTION, shutdown_timeout=30.0,
+                 on_error=None, on_complete=None, default_on_error=None):
         if concurrency < 1 or batch < 1:
             raise ValueError("concurrency and batch must be at least 1")
         if not 0 < heartbeat_fraction < 1:
@@ -356,11 +358,11 @@ class Settings:
         timeout = self.features.statement_timeout if self.features else 0
         if not timeout or timeout <= 0:
             return self.wait
-        cap = datetime.timedelta(milliseconds=max(timeout - 1000, timeout / 2))
+        cap = datetime.timedelta(milliseconds=max(timeout - _protocol.TIMINGS["wait_margin_ms"], timeout / 2))
         return min(self.wait, cap)
 
     def heartbeat_every(self, lease_seconds):
-        return max(0.05, (lease_seconds or 1.0) * self.heartbeat_fraction)
+        return max(_protocol.TIMINGS["heartbeat_min_ms"] / 1000, (lease_seconds or 1.0) * self.heartbeat_fraction)
 
     def on_error(self, error, task):
         try:

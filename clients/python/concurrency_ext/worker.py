@@ -92,8 +92,8 @@ class Worker(_core.Settings):
     """
 
     def __init__(self, connection, queue, handler, *, concurrency=1, batch=1, lease=None, wait=10.0,
-                 poll_interval=1.0, name=None, heartbeat=True, heartbeat_fraction=1 / 3, shutdown_timeout=30.0,
-                 on_error=None, on_complete=None, connect_kwargs=None):
+                 poll_interval=1.0, name=None, heartbeat=True, heartbeat_fraction=_core.HEARTBEAT_FRACTION,
+                 shutdown_timeout=30.0, on_error=None, on_complete=None, connect_kwargs=None):
         super().__init__(queue, handler, concurrency=concurrency, batch=batch, lease=lease, wait=wait,
                          poll_interval=poll_interval, name=name, heartbeat=heartbeat,
                          heartbeat_fraction=heartbeat_fraction, shutdown_timeout=shutdown_timeout,
