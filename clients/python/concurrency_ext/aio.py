@@ -18,9 +18,12 @@ from .workflow import TaskSuspended, _Flow
 log = logging.getLogger("concurrency_ext")
 
 
+# --- begin: the source of producer (tools/generate_sync.py writes it there without async) ---
 async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=None, concurrency_key=None,
                   on_conflict=None, after=None):
-    """Adds a task; returns its id (see concurrency_ext.enqueue)."""
+    """Adds a task; returns its id (the existing task's id for a dedupe_key already held). on_conflict='replace'
+    gives that task this payload, run_at and priority if it has not started (debounce). after: ids of tasks of
+    the queue; the new task waits (state 'waiting') until every one of them is done."""
     with translating:
         cur = await conn.execute(*_core.enqueue_statement(
             queue, {} if payload is None else payload, run_at, priority, dedupe_key, concurrency_key, on_conflict,
@@ -29,7 +32,7 @@ async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_
 
 
 async def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys=None, concurrency_keys=None):
-    """Adds one task per payload; returns their ids in payload order."""
+    """Adds one task per payload in one statement; returns their ids in payload order."""
     with translating:
         cur = await conn.execute(*_core.enqueue_batch_statement(
             queue, payloads, run_at, priority, dedupe_keys, concurrency_keys))
@@ -37,7 +40,11 @@ async def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedup
 
 
 async def enqueue_graph(conn, queue, tasks):
-    """Adds a graph of tasks, all or nothing; returns (ref, task_id) per task (see concurrency_ext.enqueue_graph)."""
+    """Adds a graph of tasks, all or nothing; returns (ref, task_id) per task in the order of tasks.
+
+    Each task is a dict with the keys ref, payload, after, queue (default: queue), run_at, priority and
+    concurrency_key; its after lists refs of the graph (str), ids of tasks of its own queue (int), or
+    {"queue": ..., "id": ...} for a task of another queue."""
     with translating:
         cur = await conn.execute(_core.ENQUEUE_GRAPH_SQL, _core.graph_params(queue, tasks))
         return await cur.fetchall()
@@ -45,14 +52,17 @@ async def enqueue_graph(conn, queue, tasks):
 
 async def schedule(conn, name, queue, *, cron=None, every=None, payload=None, time_zone="UTC", priority=0,
                    concurrency_key=None, catch_up=1):
-    """Enqueues a task into queue at each due time (see concurrency_ext.schedule)."""
+    """Enqueues a task into queue at each due time of cron (five fields or @hourly, @daily, ..., read in
+    time_zone) or every (seconds or a timedelta), whatever the number of workers; the task's payload is payload
+    with "scheduled_for". The same settings again change nothing; others replace the schedule. Needs
+    permission manage on the queue."""
     with translating:
         await conn.execute(*_core.schedule_statement(name, queue, cron, every, payload, time_zone,
                                                       priority, concurrency_key, catch_up))
 
 
 async def unschedule(conn, name):
-    """Removes the schedule; False if there was none."""
+    """Removes the schedule (its tasks already enqueued stay); False if there was none."""
     with translating:
         cur = await conn.execute(_core.UNSCHEDULE_SQL, (name,))
         return (await cur.fetchone())[0]
@@ -66,8 +76,11 @@ async def parent_results(conn, queue, task_id):
 
 
 async def await_task(conn, queue, task_id, *, timeout=None):
-    """Waits for the task to end; TaskEnd(state, result, last_error), None for no such task, TimeoutError once
-    timeout has passed first (see concurrency_ext.await_task)."""
+    """Waits for the task to end; returns TaskEnd(state, result, last_error), or None when there is no such
+    task. Raises TimeoutError once timeout (seconds or a timedelta; None: no end) has passed first.
+
+    Each statement waits at most 30 seconds (through a pooler, none holds a server connection for long);
+    on an autocommit connection each is a transaction of its own."""
     wait = _core.TaskWait(queue, task_id, timeout)
     while True:
         with translating:
@@ -77,10 +90,13 @@ async def await_task(conn, queue, task_id, *, timeout=None):
 
 
 async def emit_event(conn, name, payload=None):
-    """Emits the event name with payload; returns how many waiting tasks it woke (see concurrency_ext.emit_event)."""
+    """Emits the event name with payload (any JSON value): the tasks waiting for it go on, and a task that
+    waits for it later gets it at once (kept for concurrency.event_retention). Returns how many tasks it woke.
+    Needs EXECUTE on concurrency.emit_event (granted by the extension's owner)."""
     with translating:
         cur = await conn.execute(_core.EMIT_EVENT_SQL, (name, _core.payload_param(payload)))
         return (await cur.fetchone())[0]
+# --- end
 
 
 async def _one(conn, query, params=None):
@@ -162,7 +178,7 @@ async def _value(result):
     return await result if inspect.isawaitable(result) else result
 
 
-# --- begin: the source of workflow.Workflow (tools/generate_sync.py writes it there without async) ---
+# --- begin: the source of workflow (tools/generate_sync.py writes it there without async) ---
 class _Workflow(_Flow):
     """The workflow calls of one run of a handler on one task."""
 

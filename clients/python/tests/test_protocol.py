@@ -1,5 +1,6 @@
 """Generated code is up to date: the statements' copy (clients/protocol/statements.json), with no statement
-text left in the package's own modules, and the synchronous workflow calls (from the asyncio ones)."""
+text left in the package's own modules, and the synchronous producer and workflow calls (from the asyncio
+ones)."""
 import os
 import subprocess
 import sys
@@ -15,6 +16,6 @@ def test_no_statement_outside_the_protocol():
     subprocess.run([sys.executable, os.path.join(PROTOCOL, "check_sources.py"), "python"], check=True)
 
 
-def test_the_synchronous_workflow_is_generated_from_the_asyncio_one():
+def test_the_synchronous_producer_and_workflow_calls_are_generated_from_the_asyncio_ones():
     tools = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
     subprocess.run([sys.executable, os.path.join(tools, "generate_sync.py"), "--check"], check=True)
