@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,8 +20,8 @@ import (
 
 // The conformance scenarios of clients/conformance/scenarios.json, run
 // through the package's public API (see clients/conformance/README.md): a
-// Worker with HandleTx for batch 1; Dequeue, the handler's transaction and
-// CompleteBatch for a batch, which the Worker does not claim.
+// Worker with HandleTx for batch 1; Dequeue, the handler's transaction,
+// CompleteBatch and Release for a batch, which the Worker does not claim.
 
 type conformanceSpec struct {
 	SQL struct {
@@ -177,7 +179,29 @@ func (r *conformanceRun) batches(ctx context.Context, queue string, size int) er
 			_, err := CompleteBatch(ctx, tx, queue, ids, tokens)
 			return err
 		})
-		if err != nil && !errors.Is(err, ErrLeaseLost) {
+		if errors.Is(err, ErrLeaseLost) {
+			// the others go back unspent, as the other runtimes' workers do
+			err = r.releaseOthers(ctx, tasks, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseOthers releases the tasks of a batch but the one whose lost lease
+// failed its completion (the error names it).
+func (r *conformanceRun) releaseOthers(ctx context.Context, tasks []*Task, lost error) error {
+	m := regexp.MustCompile(leaseLostTask).FindStringSubmatch(lost.Error())
+	if m == nil {
+		return fmt.Errorf("no task named in %v", lost)
+	}
+	for _, task := range tasks {
+		if strconv.FormatInt(task.ID, 10) == m[1] {
+			continue
+		}
+		if err := Release(ctx, r.pool, task.Queue, task.ID, task.LeaseToken); err != nil {
 			return err
 		}
 	}

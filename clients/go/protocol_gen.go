@@ -12,6 +12,9 @@ const (
 	sqlStateUndefinedObject      = "42704"
 )
 
+// Where the message of a batch call's lease-lost error names the task.
+const leaseLostTask = "task (\\d+) of queue"
+
 // What the DETAIL of a lease-lost error says became of the task.
 var leaseLostReasons = [][2]string{
 	{"cancelled", "^The task was cancelled"},

@@ -39,7 +39,8 @@ def timings(spec):
 
 
 def node(spec, statements):
-    out = {"sqlstates": spec["sqlstates"], "leaseLostReasons": spec["lease_lost_reasons"],
+    out = {"sqlstates": spec["sqlstates"], "leaseLostTask": spec["lease_lost_task"],
+           "leaseLostReasons": spec["lease_lost_reasons"],
            "timings": timings(spec), "fragments": spec["fragments"], "statements": statements}
     return f"'use strict';\n// {HEADER}\nmodule.exports = {json.dumps(out, indent=2)};\n"
 
@@ -64,6 +65,7 @@ def python(spec, statements):
         lines.append(f"    {name!r}: ({text!r}, {tuple(st['params'])!r}, {st['named']!r}, {tuple(st['columns'])!r},"
                      f" {tuple(order)!r}),")
     lines += ["}", f"SQLSTATES = {spec['sqlstates']!r}",
+              f"LEASE_LOST_TASK = {spec['lease_lost_task']!r}",
               f"LEASE_LOST_REASONS = {tuple(tuple(r) for r in spec['lease_lost_reasons'])!r}",
               f"TIMINGS = {timings(spec)!r}", f"FRAGMENTS = {spec['fragments']!r}", ""]
     return "\n".join(lines)
@@ -88,7 +90,9 @@ def go(spec, statements):
     lines = [f"// Code {HEADER}.", "", "package concurrency", "",
              "// SQLSTATEs the runtime gives a meaning to.", "const ("]
     lines += go_consts((go_name("sqlState", name), code) for name, code in spec["sqlstates"].items())
-    lines += [")", "", "// What the DETAIL of a lease-lost error says became of the task.",
+    lines += [")", "", "// Where the message of a batch call's lease-lost error names the task.",
+              f"const leaseLostTask = {go_string(spec['lease_lost_task'])}", "",
+              "// What the DETAIL of a lease-lost error says became of the task.",
               "var leaseLostReasons = [][2]string{"]
     lines += [f"\t{{{go_string(r)}, {go_string(p)}}}," for r, p in spec["lease_lost_reasons"]]
     lines += ["}", "", "// The lease arithmetic (see timings in statements.json).", "const ("]

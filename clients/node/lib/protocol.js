@@ -9,6 +9,7 @@ module.exports = {
     "undefined_function": "42883",
     "undefined_object": "42704"
   },
+  "leaseLostTask": "task (\\d+) of queue",
   "leaseLostReasons": [
     [
       "cancelled",

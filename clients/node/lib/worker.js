@@ -9,6 +9,13 @@ const { serverFeatures } = require('./producer');
 const { chainable, chainedQuery, waitWithin, sendCancel } = require('./transport');
 const { Task } = require('./workflow');
 
+// The task of a batch that a lease-lost error names (null: none of them).
+const LEASE_LOST_TASK = new RegExp(protocol.leaseLostTask);
+function lostTask(tasks, err) {
+  const match = LEASE_LOST_TASK.exec(err.message);
+  return (match && tasks.find((t) => String(t.id) === match[1])) || null;
+}
+
 const POLL_MIN = protocol.timings.first_poll_ms; // the first sleep after an empty claim when polling
 
 const RESOLVED = Promise.resolve();
@@ -383,7 +390,13 @@ class Worker extends EventEmitter {
         this.guarded = true;
         if (healthy) await this.giveBack(tasks);
       } else if (err instanceof LeaseLostError) {
-        for (const t of tasks) this.emit('leaseLost', t, err);
+        const lost = tasks.length > 1 && healthy ? lostTask(tasks, err) : null;
+        if (lost) {
+          // complete_batch named the one whose lease was lost: the others
+          // go back unspent, to run again at once
+          this.emit('leaseLost', lost, err);
+          await this.giveBack(tasks.filter((t) => t !== lost));
+        } else for (const t of tasks) this.emit('leaseLost', t, err);
       } else if (healthy) {
         await this.failTasks(tasks, err);
       } else {

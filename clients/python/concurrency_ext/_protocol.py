@@ -33,6 +33,7 @@ STATEMENTS = {
     'task_steps': ('SELECT step, result::text AS result, recorded_at FROM concurrency.task_steps(%s::text, %s::bigint)', ('queue', 'task_id'), {}, ('step', 'result', 'recorded_at'), (0, 1)),
 }
 SQLSTATES = {'lease_lost': 'CE001', 'serialization_failure': '40001', 'deadlock_detected': '40P01', 'query_canceled': '57014', 'undefined_function': '42883', 'undefined_object': '42704'}
+LEASE_LOST_TASK = 'task (\\d+) of queue'
 LEASE_LOST_REASONS = (('cancelled', '^The task was cancelled'), ('completed', '^The task was completed|^It was completed already'), ('reclaimed', '^The lease token does not match'), ('unleased', '^The task has no lease now'))
 TIMINGS = {'heartbeat_fraction': 0.3333333333333333, 'heartbeat_min_ms': 50, 'wait_margin_ms': 1000, 'first_poll_ms': 50, 'await_task_slice_ms': 30000}
 FRAGMENTS = {'read_committed_only': " WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"}

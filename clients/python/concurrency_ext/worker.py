@@ -9,13 +9,13 @@ import time
 
 import psycopg
 
-from . import _core
+from . import _core, _protocol
 from .errors import LEASE_LOST, LeaseLostError, QueueError, translate, translating
 from .workflow import StepConnection, TaskSuspended, Workflow
 
 log = logging.getLogger("concurrency_ext")
 
-_TASK_IN_ERROR = re.compile(r"task (\d+) of queue")
+_TASK_IN_ERROR = re.compile(_protocol.LEASE_LOST_TASK)
 
 
 def lost_task_id(error):
