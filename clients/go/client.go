@@ -214,17 +214,16 @@ func Enqueue(ctx context.Context, q Querier, queue string, payload any, opts ...
 	if o.runAt != nil {
 		runAt = *o.runAt
 	}
-	sql := "SELECT concurrency.enqueue($1::text, $2::jsonb, $3::timestamptz, $4::integer, $5::text, $6::text"
-	args := []any{queue, body, runAt, o.priority, nullable(o.dedupeKey), nullable(o.concurrencyKey)}
+	var onConflict, after any
 	if o.onConflict != nil {
-		args = append(args, *o.onConflict)
-		sql += fmt.Sprintf(", on_conflict => $%d::text", len(args))
+		onConflict = *o.onConflict
 	}
 	if o.after != nil {
-		args = append(args, int64Array(o.after))
-		sql += fmt.Sprintf(", after => $%d::bigint[]", len(args))
+		after = int64Array(o.after)
 	}
-	sql += ")"
+	sql, args := withNamed("enqueue", stmtEnqueue,
+		[]any{queue, body, runAt, o.priority, nullable(o.dedupeKey), nullable(o.concurrencyKey)},
+		"on_conflict", onConflict, "after", after)
 	var id int64
 	if err := q.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
 		return 0, wrap("enqueue", err)
@@ -256,10 +255,9 @@ func EnqueueBatch(ctx context.Context, q Querier, queue string, payloads []any, 
 	if o.after != nil {
 		after = int64Array(o.after)
 	}
-	rows, err := q.Query(ctx, "SELECT id FROM concurrency.enqueue_batch($1::text, $2::text[]::jsonb[], $3::timestamptz,"+
-		" $4::integer, $5::text[], $6::text[], $7::bigint[]) AS id",
-		queue, textArray(bodies, false), runAt, o.priority, textArray(o.dedupeKeys, true),
-		textArray(o.concurrencyKeys, true), after)
+	sql, args := withNamed("enqueue_batch", stmtEnqueueBatch, []any{queue, textArray(bodies, false), runAt,
+		o.priority, textArray(o.dedupeKeys, true), textArray(o.concurrencyKeys, true)}, "after", after)
+	rows, err := q.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, wrap("enqueue_batch", err)
 	}
@@ -297,4 +295,21 @@ func (m modeQuerier) Query(ctx context.Context, sql string, args ...any) (pgx.Ro
 
 func (m modeQuerier) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return m.q.QueryRow(ctx, sql, modeArgs(m.mode, args...)...)
+}
+
+// withNamed writes into statement's {named} (see clients/protocol) the named
+// arguments whose value is not nil, given as name, value pairs, each
+// numbered after args, and returns the text and all the arguments. Unset
+// ones are left out, so that the server's defaults apply.
+func withNamed(statement, sql string, args []any, named ...any) (string, []any) {
+	var extra strings.Builder
+	for i := 0; i+1 < len(named); i += 2 {
+		name, value := named[i].(string), named[i+1]
+		if value == nil {
+			continue
+		}
+		args = append(args, value)
+		fmt.Fprintf(&extra, ", %s => $%d::%s", name, len(args), namedArgs[statement][name])
+	}
+	return strings.Replace(sql, "{named}", extra.String(), 1), args
 }

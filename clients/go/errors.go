@@ -3,6 +3,7 @@ package concurrency
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -12,11 +13,11 @@ import (
 const (
 	// SQLStateLeaseLost is raised by heartbeat, complete, fail and release
 	// when the task is no longer held under the caller's lease token.
-	SQLStateLeaseLost = "CE001"
+	SQLStateLeaseLost = sqlStateLeaseLost
 	// SQLStateSerializationFailure is retried by RunInTx.
-	SQLStateSerializationFailure = "40001"
+	SQLStateSerializationFailure = sqlStateSerializationFailure
 	// SQLStateDeadlockDetected is retried by RunInTx.
-	SQLStateDeadlockDetected = "40P01"
+	SQLStateDeadlockDetected = sqlStateDeadlockDetected
 )
 
 // ErrLeaseLost matches (errors.Is) every error with SQLSTATE CE001: the task
@@ -72,19 +73,28 @@ func (e *Error) LeaseLostReason() string {
 	if e.SQLState != SQLStateLeaseLost {
 		return ""
 	}
-	d := e.Detail
-	switch {
-	case strings.HasPrefix(d, "The task was cancelled"):
-		return "cancelled"
-	case strings.HasPrefix(d, "The task was completed"), strings.HasPrefix(d, "It was completed already"):
-		return "completed"
-	case strings.HasPrefix(d, "The lease token does not match"):
-		return "reclaimed"
-	case strings.HasPrefix(d, "The task has no lease now"):
-		return "unleased"
+	for _, r := range leaseLostPatterns {
+		if r.pattern.MatchString(e.Detail) {
+			return r.reason
+		}
 	}
 	return "gone"
 }
+
+// leaseLostPatterns are leaseLostReasons (clients/protocol) compiled.
+var leaseLostPatterns = func() []struct {
+	reason  string
+	pattern *regexp.Regexp
+} {
+	out := make([]struct {
+		reason  string
+		pattern *regexp.Regexp
+	}, len(leaseLostReasons))
+	for i, r := range leaseLostReasons {
+		out[i].reason, out[i].pattern = r[0], regexp.MustCompile(r[1])
+	}
+	return out
+}()
 
 // SQLState returns the SQLSTATE of err (an *Error or anything wrapping a
 // *pgconn.PgError), or "" when err carries none.

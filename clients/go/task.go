@@ -80,10 +80,6 @@ type DequeueOptions struct {
 	Wait time.Duration
 }
 
-const dequeueSQL = `SELECT task_id, lease_token, attempt, payload, enqueued_at, lease_expires_at,
-       extract(epoch FROM lease_expires_at - pg_catalog.clock_timestamp())::float8
-  FROM concurrency.dequeue($1::text, $2::integer, $3::interval, $4::text, $5::interval)`
-
 // Dequeue claims up to opts.Batch tasks of queue (concurrency.dequeue) on q;
 // run it outside a transaction (or commit right after) so that the lease is
 // on record. An empty result means nothing was claimable (within opts.Wait).
@@ -96,7 +92,7 @@ func Dequeue(ctx context.Context, q Querier, queue string, opts DequeueOptions) 
 	if opts.Worker != "" {
 		worker = opts.Worker
 	}
-	rows, err := q.Query(ctx, dequeueSQL, queue, int32(batch), interval(opts.Lease), worker, interval(opts.Wait))
+	rows, err := q.Query(ctx, stmtClaimWait, queue, int32(batch), interval(opts.Lease), worker, interval(opts.Wait))
 	if err != nil {
 		return nil, wrap("dequeue", err)
 	}
@@ -128,12 +124,11 @@ func scanTasks(rows pgx.Rows, queue string) ([]*Task, error) {
 // and returns the new deadline; ErrLeaseLost when the lease was lost.
 func Heartbeat(ctx context.Context, q Querier, queue string, id, leaseToken int64, extend time.Duration) (time.Time, error) {
 	var until time.Time
-	err := q.QueryRow(ctx, "SELECT concurrency.heartbeat($1::text, $2::bigint, $3::bigint, $4::interval)",
-		queue, id, leaseToken, interval(extend)).Scan(&until)
+	var left float64
+	sql, args := withNamed("heartbeat", stmtHeartbeat, []any{queue, id, leaseToken, interval(extend)})
+	err := q.QueryRow(ctx, sql, args...).Scan(&until, &left)
 	return until, wrap("heartbeat", err)
 }
-
-const completeSQL = "SELECT concurrency.complete($1::text, $2::bigint, $3::bigint, $4::jsonb)"
 
 // Complete finishes task id held with leaseToken (concurrency.complete); run
 // it in the transaction of the work's own writes. result is nil or any
@@ -147,7 +142,7 @@ func Complete(ctx context.Context, q Querier, queue string, id, leaseToken int64
 		}
 		res = s
 	}
-	_, err := q.Exec(ctx, completeSQL, queue, id, leaseToken, res)
+	_, err := q.Exec(ctx, stmtComplete, queue, id, leaseToken, res)
 	return wrap("complete", err)
 }
 
@@ -156,7 +151,7 @@ func Complete(ctx context.Context, q Querier, queue string, id, leaseToken int64
 // ErrLeaseLost (naming that task) and changes nothing.
 func CompleteBatch(ctx context.Context, q Querier, queue string, ids, leaseTokens []int64) (int64, error) {
 	var n int64
-	err := q.QueryRow(ctx, "SELECT concurrency.complete_batch($1::text, $2::bigint[], $3::bigint[])",
+	err := q.QueryRow(ctx, stmtCompleteBatch,
 		queue, int64Array(ids), int64Array(leaseTokens)).Scan(&n)
 	return n, wrap("complete_batch", err)
 }
@@ -172,7 +167,7 @@ func Fail(ctx context.Context, q Querier, queue string, id, leaseToken int64, me
 		retry = "0"
 	}
 	var state string
-	err := q.QueryRow(ctx, "SELECT concurrency.fail($1::text, $2::bigint, $3::bigint, $4::text, $5::interval)",
+	err := q.QueryRow(ctx, stmtFail,
 		queue, id, leaseToken, message, retry).Scan(&state)
 	return state, wrap("fail", err)
 }
@@ -184,7 +179,7 @@ const RetryNow time.Duration = -1
 // Release hands a claimed task back unstarted: ready again, its attempt not
 // counted, its lease token fenced off.
 func Release(ctx context.Context, q Querier, queue string, id, leaseToken int64) error {
-	_, err := q.Exec(ctx, "SELECT concurrency.release($1::text, $2::bigint, $3::bigint)", queue, id, leaseToken)
+	_, err := q.Exec(ctx, stmtRelease, queue, id, leaseToken)
 	return wrap("release", err)
 }
 

@@ -224,14 +224,14 @@ func (w *Worker) Run(ctx context.Context) error {
 // which would end a longer wait with an error (57014) each time: to the
 // longer of half of it and all of it but a second.
 func (w *Worker) capWait(ctx context.Context) {
-	var timeout float64
-	err := w.q.QueryRow(ctx,
-		"SELECT extract(epoch FROM pg_catalog.current_setting('statement_timeout')::interval)::float8").Scan(&timeout)
+	var exists bool
+	var timeout float64 // ms
+	err := w.q.QueryRow(ctx, stmtWorkerSettings, "").Scan(&exists, &timeout)
 	if err != nil || timeout <= 0 {
 		return
 	}
-	t := time.Duration(timeout * float64(time.Second))
-	if limit := max(t-time.Second, t/2); w.cfg.Wait > limit {
+	t := time.Duration(timeout * float64(time.Millisecond))
+	if limit := max(t-timingWaitMarginMs*time.Millisecond, t/2); w.cfg.Wait > limit {
 		w.log.Info("concurrency: the claims wait less than WorkerConfig.Wait, under statement_timeout",
 			"worker", w.cfg.Name, "wait", limit, "statement_timeout", t)
 		w.cfg.Wait = limit
@@ -263,7 +263,7 @@ func (w *Worker) fetch(claimCtx, workCtx context.Context, q *queueRunner, handle
 	for range q.concurrency {
 		slots <- struct{}{}
 	}
-	pause := 50 * time.Millisecond
+	pause := timingFirstPollMs * time.Millisecond
 	for {
 		select {
 		case <-slots:
@@ -302,7 +302,7 @@ func (w *Worker) fetch(claimCtx, workCtx context.Context, q *queueRunner, handle
 			pause = min(2*pause, 5*time.Second)
 			continue
 		}
-		pause = 50 * time.Millisecond
+		pause = timingFirstPollMs * time.Millisecond
 		if len(tasks) > 0 && testHookClaimed != nil {
 			testHookClaimed(q.name, tasks)
 		}
@@ -465,10 +465,7 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-const claimNextSQL = `SELECT task_id, lease_token, attempt, payload, enqueued_at, lease_expires_at,
-       extract(epoch FROM lease_expires_at - pg_catalog.clock_timestamp())::float8
-  FROM concurrency.dequeue($1::text, 1, $2::interval, $3::text)
- WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'`
+const claimNextSQL = stmtClaimNext + fragmentReadCommittedOnly
 
 // finish completes t on q and, unless the worker is stopping, claims the
 // slot's next task in the same transaction, in the same round trip (a
@@ -490,8 +487,8 @@ func (w *Worker) finish(claimCtx, ctx context.Context, q batcher, t *Task) (*Tas
 		worker = w.cfg.Name
 	}
 	b := &pgx.Batch{}
-	b.Queue(completeSQL, t.Queue, t.ID, t.LeaseToken, res)
-	b.Queue(claimNextSQL, t.Queue, interval(w.cfg.Lease), worker)
+	b.Queue(stmtComplete, t.Queue, t.ID, t.LeaseToken, res)
+	b.Queue(claimNextSQL, t.Queue, int32(1), interval(w.cfg.Lease), worker)
 	br := q.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		_ = br.Close()
@@ -649,9 +646,9 @@ func (w *Worker) onError(t *Task, err error) {
 // handler's context with ErrLeaseLost as its cause. It runs on a timer (no
 // goroutine of its own between heartbeats).
 func (w *Worker) heartbeat(t *Task, cancel context.CancelCauseFunc) func() {
-	every := t.leaseLeft / 3
-	if every < 50*time.Millisecond {
-		every = 50 * time.Millisecond
+	every := time.Duration(float64(t.leaseLeft) * timingHeartbeatFraction)
+	if every < timingHeartbeatMinMs*time.Millisecond {
+		every = timingHeartbeatMinMs * time.Millisecond
 	}
 	var mu sync.Mutex
 	stopped := false

@@ -77,9 +77,9 @@ func (t *Task) StepKey(name string) string {
 	return t.Queue + ":" + strconv.FormatInt(t.ID, 10) + ":" + name
 }
 
-const stepResultSQL = "SELECT concurrency.step_result($1::text, $2::bigint, $3::bigint, $4::text)::text"
+const stepResultSQL = stmtStepResult
 
-const recordStepSQL = "SELECT concurrency.record_step($1::text, $2::bigint, $3::bigint, $4::text, $5::jsonb)"
+const recordStepSQL = stmtRecordStep
 
 // recorded reads a step's recorded result: nil when the step was not
 // recorded. ErrLeaseLost when the task is not held under the task's lease.
@@ -202,17 +202,9 @@ func (t *Task) suspend(stmt func() (bool, error)) error {
 	return nil
 }
 
-const sleepStateSQL = `SELECT r::text, (r OPERATOR(pg_catalog.#>>) '{}')::timestamptz <= pg_catalog.clock_timestamp()
-  FROM concurrency.step_result($1::text, $2::bigint, $3::bigint, $4::text) AS r`
-
-// the step's record and the sleep in one statement (one transaction): the
-// inner query, kept apart by OFFSET 0, records before the outer one releases
-const sleepSQL = `SELECT concurrency.sleep_task($1::text, $2::bigint, $3::bigint, s.until)
-  FROM (SELECT u.until, concurrency.record_step($1::text, $2::bigint, $3::bigint, $4::text, pg_catalog.to_jsonb(u.until))
-          FROM (SELECT pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $5::interval AS until) AS u
-        OFFSET 0) AS s`
-
-const sleepAgainSQL = "SELECT concurrency.sleep_task($1::text, $2::bigint, $3::bigint, ($4::jsonb OPERATOR(pg_catalog.#>>) '{}')::timestamptz)"
+// the step's record and the sleep in one statement (one transaction): see
+// clients/protocol/statements.json
+const sleepStateSQL, sleepSQL, sleepAgainSQL = stmtSleepState, stmtSleep, stmtSleepAgain
 
 // Sleep is a durable sleep of d: the task leaves the worker (no connection,
 // no lease, no attempt spent, its steps kept) and runs again from the start
@@ -253,7 +245,9 @@ func (t *Task) Sleep(ctx context.Context, d time.Duration) error {
 	})
 }
 
-const awaitEventSQL = "SELECT status, payload::text FROM concurrency.await_event($1::text, $2::bigint, $3::bigint, $4::text, $5::interval)"
+// await_event, recording a time-out as step "event-timeout:<event>" in the
+// same statement
+const awaitEventSQL = stmtAwaitEvent
 
 // WaitForEvent returns the payload of event, emitted by EmitEvent (or
 // concurrency.emit_event) before or after this call. When the event has not
@@ -272,8 +266,9 @@ func (t *Task) WaitForEvent(ctx context.Context, event string, timeout time.Dura
 	var status string
 	var payload *string
 	err = t.suspend(func() (bool, error) {
-		err := wf.q.QueryRow(ctx, awaitEventSQL, t.Queue, t.ID, t.LeaseToken, event, interval(timeout)).
-			Scan(&status, &payload)
+		var recorded bool
+		err := wf.q.QueryRow(ctx, awaitEventSQL, t.Queue, t.ID, t.LeaseToken, event, interval(timeout),
+			"event-timeout:"+event).Scan(&status, &payload, &recorded)
 		if err != nil {
 			return false, wrap("await_event", err)
 		}
@@ -325,11 +320,11 @@ func (o TaskOutcome) Decode(v any) error {
 	return json.Unmarshal(o.Result, v)
 }
 
-const awaitTaskSQL = "SELECT state, result::text, last_error FROM concurrency.await_task($1::text, $2::bigint, $3::interval)"
+const awaitTaskSQL = stmtAwaitTask
 
 // awaitSlice is the longest one await_task statement waits: short enough for
 // a pooler's and a server's statement timeouts, and to notice ctx.
-var awaitSlice = 30 * time.Second
+var awaitSlice = timingAwaitTaskSliceMs * time.Millisecond
 
 // AwaitTask waits until task id of queue ends (done, dead or cancelled) and
 // returns its outcome. It waits with short await_task statements (30 s at
@@ -409,7 +404,7 @@ func EmitEvent(ctx context.Context, q Querier, event string, payload any) (int64
 		body = s
 	}
 	var woken int64
-	err := q.QueryRow(ctx, "SELECT concurrency.emit_event($1::text, $2::jsonb)", event, body).Scan(&woken)
+	err := q.QueryRow(ctx, stmtEmitEvent, event, body).Scan(&woken)
 	return woken, wrap("emit_event", err)
 }
 
@@ -433,7 +428,7 @@ type RecordedStep struct {
 // TaskSteps lists the steps task id of queue has recorded, in the order
 // recorded (permission read).
 func TaskSteps(ctx context.Context, q Querier, queue string, id int64) ([]RecordedStep, error) {
-	rows, err := q.Query(ctx, "SELECT step, result::text, recorded_at FROM concurrency.task_steps($1::text, $2::bigint)",
+	rows, err := q.Query(ctx, stmtTaskSteps,
 		queue, id)
 	if err != nil {
 		return nil, wrap("task_steps", err)

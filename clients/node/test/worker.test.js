@@ -114,6 +114,33 @@ test('batches: the handler gets the claimed tasks, complete_batch finishes them'
   assert.deepEqual(seen.errors, []);
 });
 
+test('a batch whose completion meets one lost lease hands the others back unspent; they run again at once', async () => {
+  const queue = await freshQueue(db, 'worker');
+  const ids = await enqueueBatch(db, queue, [{ i: 0 }, { i: 1, cancel: true }, { i: 2 }]);
+  const worker = new Worker({
+    pool: db,
+    queue,
+    batch: 3,
+    handler: async (tasks, client) => {
+      for (const t of tasks) {
+        await record(queue)(t, client);
+        if (t.payload.cancel) await db.query('SELECT concurrency.cancel($1, ARRAY[$2::bigint])', [queue, t.id]);
+      }
+    },
+  });
+  const seen = collect(worker);
+  await worker.start();
+  await until(async () => seen.completed.length === 2, 'the two other tasks done');
+  await worker.stop();
+  assert.deepEqual(seen.leaseLost.map(([t, e]) => [t.id, e instanceof LeaseLostError]), [[ids[1], true]]);
+  assert.deepEqual(seen.released.map((t) => t.id).sort(), [ids[0], ids[2]].sort());
+  assert.deepEqual(seen.completed.map((t) => [t.id, t.attempt]).sort(), [[ids[0], 1], [ids[2], 1]].sort());
+  // only the completing run's writes stay
+  assert.deepEqual(await results(queue), { n: 2, distinct: 2 });
+  assert.deepEqual(seen.failed, []);
+  assert.deepEqual(seen.errors, []);
+});
+
 test('heartbeats keep a task longer than its lease', async () => {
   const queue = await freshQueue(db, 'worker', "lease => '300 milliseconds'");
   const long = await enqueue(db, queue, { long: true });

@@ -1,6 +1,7 @@
 """What the synchronous and asyncio runtimes share: the SQL they send, the
 task they hand to a handler, what the server offers, and the timings."""
 import collections
+import json
 import dataclasses
 import datetime
 import logging
@@ -12,72 +13,90 @@ import typing
 
 from psycopg.types.json import Jsonb
 
+from . import _protocol
+
 log = logging.getLogger("concurrency_ext")
 
-# Which of the 0.3.0 functions the server has: dequeue(..., wait) and
-# release / release_batch (pg_proc is readable by every role); and the
-# connection's statement_timeout in ms (0: none).
-FEATURES_SQL = """
-    SELECT coalesce(bool_or(p.proname = 'dequeue' AND 'wait' = ANY (p.proargnames)), false),
-           coalesce(bool_or(p.proname = 'release'), false),
-           coalesce(bool_or(p.proname = 'release_batch'), false),
-           (SELECT s.setting::float8 FROM pg_catalog.pg_settings s WHERE s.name = 'statement_timeout')
-      FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-     WHERE n.nspname = 'concurrency' AND p.proname IN ('dequeue', 'release', 'release_batch')"""
+# The statements, from clients/protocol/statements.json (see _protocol.py).
+def statement(name, params=(), **named):
+    """The text and parameters of a statement of the protocol: params in the
+    statement's order, then the named arguments given (None: left out, so
+    that the server's default applies)."""
+    text, _names, types, _columns, order = _protocol.STATEMENTS[name]
+    values = [params[i] for i in order]
+    extra = ""
+    for arg, value in named.items():
+        if value is not None:
+            extra += f", {arg} => %s::{types[arg]}"
+            values.append(value)
+    return text.replace("{named}", extra), tuple(values)
 
+
+def _text(name):
+    """The text of a statement whose placeholders come once each, in order, without named arguments."""
+    text, names, types, _columns, order = _protocol.STATEMENTS[name]
+    assert order == tuple(range(len(names))) and not types, name
+    return text
+
+
+FEATURES_SQL = _text("features")
+WORKER_SETTINGS_SQL = _text("worker_settings")
 # A claim on its own: dequeue's columns, and the seconds the lease has by the
 # server's clock (for the heartbeats).
-_CLAIM = """
-    SELECT *, extract(epoch FROM lease_expires_at - pg_catalog.clock_timestamp())::float8
-      FROM concurrency.dequeue(%s, %s, %s, %s{wait})"""
-CLAIM_SQL = _CLAIM.format(wait="")
-CLAIM_WAIT_SQL = _CLAIM.format(wait=", %s")
+CLAIM_SQL = _text("claim")
+CLAIM_WAIT_SQL = _text("claim_wait")
 # The next claim, made in the completing transaction: only under READ
 # COMMITTED (a handler that raised its transaction's isolation level claims
 # nothing there, where its old snapshot would make the claim fail on rows
-# claimed since); the slot then claims on its own. dequeue's columns as they
-# come, positional arguments: each expression, cast or named argument costs
-# the server its parse, plan and set-up in every statement; the lease's
-# time left is reckoned here instead (Settings.tasks_from_rows).
-CLAIM_NEXT_SQL = """
-    SELECT * FROM concurrency.dequeue(%s, %s, %s, %s)
-     WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"""
-COMPLETE_SQL = "SELECT concurrency.complete(%s, %s, %s, %s)"
+# claimed since); the slot then claims on its own.
+CLAIM_NEXT_SQL = _text("claim_next") + _protocol.FRAGMENTS["read_committed_only"]
+COMPLETE_SQL = _text("complete")
 
 
 def result_param(result):
     """complete's result argument: a handler's return value as jsonb (None: no result)."""
     return None if result is None else Jsonb(result)
-COMPLETE_BATCH_SQL = "SELECT concurrency.complete_batch(%s, %s, %s)"
-FAIL_SQL = "SELECT concurrency.fail(%s, %s, %s, %s)"
-HEARTBEAT_SQL = "SELECT concurrency.heartbeat(%s, %s, %s, %s)"
-HEARTBEAT_BATCH_SQL = "SELECT concurrency.heartbeat_batch(%s, %s, %s, %s)"
-RELEASE_SQL = "SELECT concurrency.release(%s, %s, %s)"
-RELEASE_BATCH_SQL = "SELECT concurrency.release_batch(%s, %s, %s)"
-_ENQUEUE = "SELECT concurrency.enqueue(%s, %s, %s, %s, %s, %s{named})"
-ENQUEUE_SQL = _ENQUEUE.format(named="")
-ENQUEUE_BATCH_SQL = "SELECT id FROM concurrency.enqueue_batch(%s, %s, %s, %s, %s, %s) AS id"
-ENQUEUE_GRAPH_SQL = "SELECT ref, task_id FROM concurrency.enqueue_graph(%s, %s)"
-SCHEDULE_SQL = "SELECT concurrency.schedule(%s, %s, %s, %s, %s, %s, %s, %s, %s)"
-UNSCHEDULE_SQL = "SELECT concurrency.unschedule(%s)"
-PARENT_RESULTS_SQL = ("SELECT p.task_id, p.parent_queue, p.result FROM concurrency.parent_results(%s, %s) AS p"
-                      " ORDER BY p.parent_queue, p.task_id")
 
-# Durable workflows (docs/workflows.md). A step's recorded result: whether it
-# is missing (SQL NULL; a step recorded without a result reads JSON null,
-# which psycopg would also decode to None), and the result.
-STEP_RESULT_SQL = "SELECT r IS NULL, r FROM concurrency.step_result(%s, %s, %s, %s) AS r"
-RECORD_STEP_SQL = "SELECT concurrency.record_step(%s, %s, %s, %s, %s)"
-# A numbered sleep: when it ends if recorded, and whether that is still to come.
-SLEEP_STEP_SQL = """
-    SELECT r IS NULL, u.until, u.until > pg_catalog.clock_timestamp()
-      FROM concurrency.step_result(%s, %s, %s, %s) AS r,
-           LATERAL (SELECT CAST(r #>> '{}' AS timestamptz) AS until) AS u"""
-SLEEP_UNTIL_SQL = "SELECT pg_catalog.clock_timestamp() + %s::interval"
-SLEEP_TASK_SQL = "SELECT concurrency.sleep_task(%s, %s, %s, %s)"
-AWAIT_EVENT_SQL = "SELECT status, payload FROM concurrency.await_event(%s, %s, %s, %s, %s)"
-EMIT_EVENT_SQL = "SELECT concurrency.emit_event(%s, %s)"
-AWAIT_TASK_SQL = "SELECT state, result, last_error FROM concurrency.await_task(%s, %s, %s)"
+
+COMPLETE_BATCH_SQL = _text("complete_batch")
+FAIL_SQL = _text("fail")
+HEARTBEAT_SQL, _ = statement("heartbeat", (None,) * 4)
+HEARTBEAT_BATCH_SQL = _text("heartbeat_batch")
+RELEASE_SQL = _text("release")
+RELEASE_BATCH_SQL = _text("release_batch")
+ENQUEUE_GRAPH_SQL = _text("enqueue_graph")
+UNSCHEDULE_SQL = _text("unschedule")
+PARENT_RESULTS_SQL = _text("parent_results")
+
+# Durable workflows (docs/workflows.md). A step's recorded result as JSON
+# text (JSON null as 'null'), None when the step is not recorded.
+STEP_RESULT_SQL = _text("step_result")
+RECORD_STEP_SQL = _text("record_step")
+# A numbered sleep: its end as recorded (JSON text, None: not recorded), and whether it has passed.
+SLEEP_STATE_SQL = _text("sleep_state")
+EMIT_EVENT_SQL = _text("emit_event")
+AWAIT_TASK_SQL = _text("await_task")
+
+
+def sleep_statement(key, until, duration):
+    """The statement of a sleep whose state (SLEEP_STATE_SQL) said until (its recorded end as JSON text, None
+    when not recorded): records its end and sleeps, or sleeps again until the recorded end. key: the task's
+    (queue, id, lease_token, step). Its row: the end (timestamptz)."""
+    if until is None:
+        return statement("sleep", key + (interval(duration),))
+    return statement("sleep_again", key[:3] + (until,))
+
+
+def await_event_statement(key, timeout, timed_out):
+    """await_event for key (queue, id, lease_token, event), recording the step timed_out if it timed out."""
+    return statement("await_event", key + (interval(timeout), timed_out))
+
+
+def json_value(text):
+    """A JSON text as Python's value (None stays None)."""
+    return None if text is None else json.loads(text)
+
+
 TaskEnd = collections.namedtuple("TaskEnd", "state result last_error")
 TaskEnd.__doc__ = "What await_task found: state 'done' (with result), 'dead' or 'cancelled' (with last_error)."
 
@@ -104,7 +123,7 @@ class TaskWait:
             self.end = None
             return True
         if row[0] in ("done", "dead", "cancelled"):
-            self.end = TaskEnd(*row)
+            self.end = TaskEnd(row[0], json_value(row[1]), row[2])
             return True
         if self.deadline is not None and time.monotonic() >= self.deadline:
             raise TimeoutError(f"task {self.task_id} of queue {self.queue!r} is still {row[0]} after {self.limit} s")
@@ -113,11 +132,13 @@ class TaskWait:
 
 # await_task statements last at most this long, so that none holds a
 # pooler's server connection (or meets a statement_timeout) for long
-AWAIT_TASK_SLICE = 30.0
+AWAIT_TASK_SLICE = _protocol.TIMINGS["await_task_slice_ms"] / 1000
 
 # Without dequeue(wait): the pause after an empty claim starts here and
 # doubles up to the worker's poll_interval; any claim that gets a task resets it.
-FIRST_POLL = 0.05
+FIRST_POLL = _protocol.TIMINGS["first_poll_ms"] / 1000
+# Heartbeats every this fraction of the lease's time left (Settings' default).
+HEARTBEAT_FRACTION = _protocol.TIMINGS["heartbeat_fraction"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +147,14 @@ class Features:
     release: bool
     release_batch: bool
     statement_timeout: float = 0.0  # ms, 0: none
+
+    @classmethod
+    def read(cls, rows, settings):
+        """What the server offers: the rows of FEATURES_SQL (each function's name and argument names) and the
+        row of WORKER_SETTINGS_SQL."""
+        def has(name, arg=None):
+            return any(p == name and (arg is None or arg in (args or ())) for p, args in rows)
+        return cls(has("dequeue", "wait"), has("release"), has("release_batch"), settings[1] or 0.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,15 +231,8 @@ def enqueue_statement(queue, payload, run_at, priority, dedupe_key, concurrency_
 
     on_conflict and after are sent only when given, so that servers before
     0.3.0 (whose enqueue has neither argument) take the other calls."""
-    params = enqueue_params(queue, payload, run_at, priority, dedupe_key, concurrency_key)
-    named = ""
-    if on_conflict is not None:
-        named += ", on_conflict => %s"
-        params += (on_conflict,)
-    if after is not None:
-        named += ", after => %s::bigint[]"
-        params += (list(after),)
-    return _ENQUEUE.format(named=named), params
+    return statement("enqueue", enqueue_params(queue, payload, run_at, priority, dedupe_key, concurrency_key),
+                     on_conflict=on_conflict, after=None if after is None else list(after))
 
 
 def graph_params(queue, tasks):
@@ -223,16 +245,18 @@ def graph_params(queue, tasks):
     return (queue, Jsonb(graph))
 
 
-def schedule_params(name, queue, cron, every, payload, time_zone, priority, concurrency_key, catch_up):
-    """schedule's parameters: every in seconds or a timedelta, payload any JSON object (None: {})."""
-    return (name, queue, cron, interval(every), payload_param({} if payload is None else payload), time_zone,
-            priority, concurrency_key, catch_up)
+def schedule_statement(name, queue, cron, every, payload, time_zone, priority, concurrency_key, catch_up):
+    """schedule's SQL and parameters: every in seconds or a timedelta, payload any JSON object (None: {})."""
+    return statement("schedule", (name, queue), cron=cron, every=interval(every),
+                     payload=payload_param({} if payload is None else payload), time_zone=time_zone,
+                     priority=priority, concurrency_key=concurrency_key, catch_up=catch_up)
 
 
-def enqueue_batch_params(queue, payloads, run_at, priority, dedupe_keys, concurrency_keys):
-    return (queue, [payload_param(p) for p in payloads], run_at, priority,
-            None if dedupe_keys is None else list(dedupe_keys),
-            None if concurrency_keys is None else list(concurrency_keys))
+def enqueue_batch_statement(queue, payloads, run_at, priority, dedupe_keys, concurrency_keys):
+    """enqueue_batch's SQL and parameters: the payloads as JSON texts."""
+    return statement("enqueue_batch", (queue, [json.dumps(p) for p in payloads], run_at, priority,
+                                       None if dedupe_keys is None else list(dedupe_keys),
+                                       None if concurrency_keys is None else list(concurrency_keys)))
 
 
 class Held:
@@ -283,8 +307,8 @@ class Settings:
     """The arguments Worker and AsyncWorker share (see Worker)."""
 
     def __init__(self, queue, handler, *, concurrency=1, batch=1, lease=None, wait=10.0, poll_interval=1.0,
-                 name=None, heartbeat=True, heartbeat_fraction=1 / 3, shutdown_timeout=30.0, on_error=None,
-                 on_complete=None, default_on_error=None):
+                 name=None, heartbeat=True, heartbeat_fraction=HEARTBEAT_FRACTION, shutdown_timeout=30.0,
+                 on_error=None, on_complete=None, default_on_error=None):
         if concurrency < 1 or batch < 1:
             raise ValueError("concurrency and batch must be at least 1")
         if not 0 < heartbeat_fraction < 1:
@@ -334,11 +358,11 @@ class Settings:
         timeout = self.features.statement_timeout if self.features else 0
         if not timeout or timeout <= 0:
             return self.wait
-        cap = datetime.timedelta(milliseconds=max(timeout - 1000, timeout / 2))
+        cap = datetime.timedelta(milliseconds=max(timeout - _protocol.TIMINGS["wait_margin_ms"], timeout / 2))
         return min(self.wait, cap)
 
     def heartbeat_every(self, lease_seconds):
-        return max(0.05, (lease_seconds or 1.0) * self.heartbeat_fraction)
+        return max(_protocol.TIMINGS["heartbeat_min_ms"] / 1000, (lease_seconds or 1.0) * self.heartbeat_fraction)
 
     def on_error(self, error, task):
         try:

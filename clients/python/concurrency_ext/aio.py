@@ -18,9 +18,12 @@ from .workflow import TaskSuspended, _Flow
 log = logging.getLogger("concurrency_ext")
 
 
+# --- begin: the source of producer (tools/generate_sync.py writes it there without async) ---
 async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=None, concurrency_key=None,
                   on_conflict=None, after=None):
-    """Adds a task; returns its id (see concurrency_ext.enqueue)."""
+    """Adds a task; returns its id (the existing task's id for a dedupe_key already held). on_conflict='replace'
+    gives that task this payload, run_at and priority if it has not started (debounce). after: ids of tasks of
+    the queue; the new task waits (state 'waiting') until every one of them is done."""
     with translating:
         cur = await conn.execute(*_core.enqueue_statement(
             queue, {} if payload is None else payload, run_at, priority, dedupe_key, concurrency_key, on_conflict,
@@ -29,15 +32,19 @@ async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_
 
 
 async def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys=None, concurrency_keys=None):
-    """Adds one task per payload; returns their ids in payload order."""
+    """Adds one task per payload in one statement; returns their ids in payload order."""
     with translating:
-        cur = await conn.execute(_core.ENQUEUE_BATCH_SQL, _core.enqueue_batch_params(
+        cur = await conn.execute(*_core.enqueue_batch_statement(
             queue, payloads, run_at, priority, dedupe_keys, concurrency_keys))
         return [row[0] for row in await cur.fetchall()]
 
 
 async def enqueue_graph(conn, queue, tasks):
-    """Adds a graph of tasks, all or nothing; returns (ref, task_id) per task (see concurrency_ext.enqueue_graph)."""
+    """Adds a graph of tasks, all or nothing; returns (ref, task_id) per task in the order of tasks.
+
+    Each task is a dict with the keys ref, payload, after, queue (default: queue), run_at, priority and
+    concurrency_key; its after lists refs of the graph (str), ids of tasks of its own queue (int), or
+    {"queue": ..., "id": ...} for a task of another queue."""
     with translating:
         cur = await conn.execute(_core.ENQUEUE_GRAPH_SQL, _core.graph_params(queue, tasks))
         return await cur.fetchall()
@@ -45,14 +52,17 @@ async def enqueue_graph(conn, queue, tasks):
 
 async def schedule(conn, name, queue, *, cron=None, every=None, payload=None, time_zone="UTC", priority=0,
                    concurrency_key=None, catch_up=1):
-    """Enqueues a task into queue at each due time (see concurrency_ext.schedule)."""
+    """Enqueues a task into queue at each due time of cron (five fields or @hourly, @daily, ..., read in
+    time_zone) or every (seconds or a timedelta), whatever the number of workers; the task's payload is payload
+    with "scheduled_for". The same settings again change nothing; others replace the schedule. Needs
+    permission manage on the queue."""
     with translating:
-        await conn.execute(_core.SCHEDULE_SQL, _core.schedule_params(name, queue, cron, every, payload, time_zone,
-                                                                     priority, concurrency_key, catch_up))
+        await conn.execute(*_core.schedule_statement(name, queue, cron, every, payload, time_zone,
+                                                      priority, concurrency_key, catch_up))
 
 
 async def unschedule(conn, name):
-    """Removes the schedule; False if there was none."""
+    """Removes the schedule (its tasks already enqueued stay); False if there was none."""
     with translating:
         cur = await conn.execute(_core.UNSCHEDULE_SQL, (name,))
         return (await cur.fetchone())[0]
@@ -66,8 +76,11 @@ async def parent_results(conn, queue, task_id):
 
 
 async def await_task(conn, queue, task_id, *, timeout=None):
-    """Waits for the task to end; TaskEnd(state, result, last_error), None for no such task, TimeoutError once
-    timeout has passed first (see concurrency_ext.await_task)."""
+    """Waits for the task to end; returns TaskEnd(state, result, last_error), or None when there is no such
+    task. Raises TimeoutError once timeout (seconds or a timedelta; None: no end) has passed first.
+
+    Each statement waits at most 30 seconds (through a pooler, none holds a server connection for long);
+    on an autocommit connection each is a transaction of its own."""
     wait = _core.TaskWait(queue, task_id, timeout)
     while True:
         with translating:
@@ -77,10 +90,13 @@ async def await_task(conn, queue, task_id, *, timeout=None):
 
 
 async def emit_event(conn, name, payload=None):
-    """Emits the event name with payload; returns how many waiting tasks it woke (see concurrency_ext.emit_event)."""
+    """Emits the event name with payload (any JSON value): the tasks waiting for it go on, and a task that
+    waits for it later gets it at once (kept for concurrency.event_retention). Returns how many tasks it woke.
+    Needs EXECUTE on concurrency.emit_event (granted by the extension's owner)."""
     with translating:
         cur = await conn.execute(_core.EMIT_EVENT_SQL, (name, _core.payload_param(payload)))
         return (await cur.fetchone())[0]
+# --- end
 
 
 async def _one(conn, query, params=None):
@@ -150,88 +166,92 @@ class _StepConnection:
         self._stack = contextlib.AsyncExitStack()
 
 
+async def _in_transaction(conn, query, params):
+    """One statement as a transaction of its own, its rows (workflow._in_transaction's twin)."""
+    async with conn.transaction():
+        cur = await conn.execute(query, params)
+        return await cur.fetchall() if cur.description else []
+
+
 async def _value(result):
     """A step's result: what fn returned, awaited if it is awaitable (fn may be a coroutine function)."""
     return await result if inspect.isawaitable(result) else result
 
 
+# --- begin: the source of workflow (tools/generate_sync.py writes it there without async) ---
 class _Workflow(_Flow):
-    """The workflow calls of one run of an async handler: `await task.step(...)`, `await task.sleep(...)`,
-    `await task.wait_for_event(...)` (see workflow.Workflow)."""
+    """The workflow calls of one run of a handler on one task."""
 
     async def _call(self, query, params):
         conn = await self._steps.get()
         try:
             with translating:
-                async with conn.transaction():
-                    cur = await conn.execute(query, params)
-                    return await cur.fetchall()
+                return await _in_transaction(conn, query, params)
         except LeaseLostError as e:
-            async with self._held.lock:
-                self._mark_lost(e)
+            await self._lost(e)
             raise
 
+    async def _lost(self, error):
+        async with self._held.lock:
+            self._mark_lost(error)
+
+    async def _suspending(self):
+        async with self._held.lock:  # waits for a heartbeat in flight
+            self._mark_suspending()
+
+    async def _resumed(self, error):
+        async with self._held.lock:
+            self._mark_resumed(error)
+
     async def step(self, name, fn, transaction):
-        missing, result = (await self._call(_core.STEP_RESULT_SQL, self._key(name)))[0]
-        if not missing:
-            return result
+        (recorded,) = (await self._call(_core.STEP_RESULT_SQL, self._key(name)))[0]
+        if recorded is not None:
+            return _core.json_value(recorded)
         if not transaction:
             result = await _value(fn())
             await self._call(_core.RECORD_STEP_SQL, self._key(name, _core.Jsonb(result)))
             return result
         conn = await self._steps.get()
         try:
-            with translating:
-                async with conn.transaction():
-                    result = await _value(fn(conn))
+            async with conn.transaction():
+                result = await _value(fn(conn))
+                with translating:
                     await conn.execute(_core.RECORD_STEP_SQL, self._key(name, _core.Jsonb(result)))
         except LeaseLostError as e:
-            async with self._held.lock:
-                self._mark_lost(e)
+            await self._lost(e)
             raise
         return result
 
     async def sleep(self, duration):
         name = self._next_sleep()
-        missing, until, to_come = (await self._call(_core.SLEEP_STEP_SQL, self._key(name)))[0]
-        if not missing and not to_come:
-            return
-        async with self._held.lock:
-            self._mark_suspending()
+        until, passed = (await self._call(_core.SLEEP_STATE_SQL, self._key(name)))[0]
+        if until is not None and passed:
+            return  # slept already
+        await self._suspending()
         try:
-            conn = await self._steps.get()
-            with translating:
-                async with conn.transaction():
-                    if missing:
-                        cur = await conn.execute(_core.SLEEP_UNTIL_SQL, (_core.interval(duration),))
-                        until = (await cur.fetchone())[0]
-                        await conn.execute(_core.RECORD_STEP_SQL, self._key(name, _core.Jsonb(until.isoformat())))
-                    await conn.execute(_core.SLEEP_TASK_SQL, self._key(until))
+            # not recorded: records its end and sleeps; recorded and still to come: woken early, asleep again
+            until = (await self._call(*_core.sleep_statement(self._key(name), until, duration)))[0][0]
         except BaseException as e:
-            async with self._held.lock:
-                self._mark_resumed(e)
+            await self._resumed(e)
             raise
         raise self._suspended(f"sleeps until {until}")
 
     async def wait_for_event(self, name, timeout):
         timed_out = self._timeout_step(name)
-        if not (await self._call(_core.STEP_RESULT_SQL, self._key(timed_out)))[0][0]:
+        if (await self._call(_core.STEP_RESULT_SQL, self._key(timed_out)))[0][0] is not None:
             return None
-        async with self._held.lock:
-            self._mark_suspending()
+        await self._suspending()
         try:
-            status, payload = (await self._call(_core.AWAIT_EVENT_SQL, self._key(name, _core.interval(timeout))))[0]
-            if status == "timed_out":
-                await self._call(_core.RECORD_STEP_SQL, self._key(timed_out, None))
+            status, payload, _ = (await self._call(*_core.await_event_statement(self._key(name), timeout,
+                                                                                 timed_out)))[0]
         except BaseException as e:
-            async with self._held.lock:
-                self._mark_resumed(e)
+            await self._resumed(e)
             raise
         if status == "waiting":
             raise self._suspended(f"waits for event {name!r}")
-        async with self._held.lock:
-            self._mark_resumed(None)
-        return payload
+        await self._resumed(None)
+        return _core.json_value(payload)
+# --- end
 
 
 class AsyncWorker(_core.Settings):
@@ -257,7 +277,8 @@ class AsyncWorker(_core.Settings):
     async def start(self, drain=False):
         async with self._source.connect() as conn:
             with translating:
-                self.features = _core.Features(*(await _one(conn, _core.FEATURES_SQL))[0])
+                self.features = _core.Features.read(await _one(conn, _core.FEATURES_SQL),
+                                                    (await _one(conn, _core.WORKER_SETTINGS_SQL, (self.queue,)))[0])
         self._drain = drain
         self._slots = [_Slot() for _ in range(self.concurrency)]
         self._tasks = [asyncio.create_task(self._slot_main(s)) for s in self._slots]
@@ -526,7 +547,7 @@ class AsyncWorker(_core.Settings):
             return
         try:
             with translating:
-                await _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc)))
+                await _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc), None))
         except LeaseLostError as e:
             self.on_error(e, task)
 

@@ -9,15 +9,12 @@ import re
 
 import psycopg
 
-LEASE_LOST = "CE001"
+from . import _protocol
 
-# What the DETAIL of a CE001 says became of the task (src/queue/queue.cpp).
-_REASONS = (
-    ("cancelled", re.compile(r"^The task was cancelled")),
-    ("completed", re.compile(r"^The task was completed|^It was completed already")),
-    ("reclaimed", re.compile(r"^The lease token does not match")),
-    ("unleased", re.compile(r"^The task has no lease now")),
-)
+LEASE_LOST = _protocol.SQLSTATES["lease_lost"]
+
+# What the DETAIL of a CE001 says became of the task (clients/protocol/statements.json).
+_REASONS = tuple((reason, re.compile(pattern)) for reason, pattern in _protocol.LEASE_LOST_REASONS)
 
 
 class QueueError(Exception):

@@ -9,13 +9,13 @@ import time
 
 import psycopg
 
-from . import _core
+from . import _core, _protocol
 from .errors import LEASE_LOST, LeaseLostError, QueueError, translate, translating
 from .workflow import StepConnection, TaskSuspended, Workflow
 
 log = logging.getLogger("concurrency_ext")
 
-_TASK_IN_ERROR = re.compile(r"task (\d+) of queue")
+_TASK_IN_ERROR = re.compile(_protocol.LEASE_LOST_TASK)
 
 
 def lost_task_id(error):
@@ -92,8 +92,8 @@ class Worker(_core.Settings):
     """
 
     def __init__(self, connection, queue, handler, *, concurrency=1, batch=1, lease=None, wait=10.0,
-                 poll_interval=1.0, name=None, heartbeat=True, heartbeat_fraction=1 / 3, shutdown_timeout=30.0,
-                 on_error=None, on_complete=None, connect_kwargs=None):
+                 poll_interval=1.0, name=None, heartbeat=True, heartbeat_fraction=_core.HEARTBEAT_FRACTION,
+                 shutdown_timeout=30.0, on_error=None, on_complete=None, connect_kwargs=None):
         super().__init__(queue, handler, concurrency=concurrency, batch=batch, lease=lease, wait=wait,
                          poll_interval=poll_interval, name=name, heartbeat=heartbeat,
                          heartbeat_fraction=heartbeat_fraction, shutdown_timeout=shutdown_timeout,
@@ -118,7 +118,8 @@ class Worker(_core.Settings):
         drain: each slot ends at its first empty claim (claims do not wait)."""
         with self._source.connect() as conn:
             with translating:
-                self.features = _core.Features(*_one(conn, _core.FEATURES_SQL)[0])
+                self.features = _core.Features.read(_one(conn, _core.FEATURES_SQL),
+                                                    _one(conn, _core.WORKER_SETTINGS_SQL, (self.queue,))[0])
         self._drain = drain
         self._slots = [_Slot() for _ in range(self.concurrency)]
         self._running = len(self._slots)
@@ -408,7 +409,7 @@ class Worker(_core.Settings):
             return
         try:
             with translating:
-                _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc)))
+                _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc), None))
         except LeaseLostError as e:
             self.on_error(e, task)
 

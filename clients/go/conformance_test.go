@@ -1,0 +1,307 @@
+package concurrency
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The conformance scenarios of clients/conformance/scenarios.json, run
+// through the package's public API (see clients/conformance/README.md): a
+// Worker with HandleTx for batch 1; Dequeue, the handler's transaction,
+// CompleteBatch and Release for a batch, which the Worker does not claim.
+
+type conformanceSpec struct {
+	SQL struct {
+		Setup       []string `json:"setup"`
+		CreateQueue string   `json:"create_queue"`
+		Task        string   `json:"task"`
+		Mark        string   `json:"mark"`
+		Cancel      string   `json:"cancel"`
+		State       string   `json:"state"`
+	} `json:"sql"`
+	Scenarios []conformanceScenario `json:"scenarios"`
+}
+
+type conformanceScenario struct {
+	Name  string `json:"name"`
+	About string `json:"about"`
+	Queue struct {
+		Lease       string `json:"lease"`
+		MaxAttempts int32  `json:"max_attempts"`
+	} `json:"queue"`
+	Worker struct {
+		Concurrency int `json:"concurrency"`
+		Batch       int `json:"batch"`
+	} `json:"worker"`
+	EmitBefore []conformanceEvent `json:"emit_before"`
+	Tasks      []json.RawMessage  `json:"tasks"`
+	Then       []struct {
+		Await string            `json:"await"`
+		Emit  *conformanceEvent `json:"emit"`
+	} `json:"then"`
+	Until  string      `json:"until"`
+	Expect [][2]string `json:"expect"`
+}
+
+type conformanceEvent struct {
+	Event   string          `json:"event"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+type conformanceTask struct {
+	N   int32 `json:"n"`
+	Ops []struct {
+		Op      string `json:"op"`
+		What    string `json:"what"`
+		Attempt int32  `json:"attempt"`
+		Name    string `json:"name"`
+		MS      int    `json:"ms"`
+		Event   string `json:"event"`
+	} `json:"ops"`
+}
+
+// conformanceRun is one scenario's run: stop cancels the worker's context
+// (an op asks for it); stopAsked is closed then.
+type conformanceRun struct {
+	spec      *conformanceSpec
+	pool      *pgxpool.Pool
+	stop      context.CancelFunc
+	stopAsked chan struct{}
+	stopOnce  sync.Once
+
+	mu   sync.Mutex
+	errs []error // what OnError was told
+}
+
+func (r *conformanceRun) mark(ctx context.Context, task *Task, n int32, what string, detail any) error {
+	var d any
+	if detail != nil {
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return err
+		}
+		d = string(b)
+	}
+	_, err := r.pool.Exec(ctx, r.spec.SQL.Mark, task.Queue, n, task.Attempt, what, d)
+	return err
+}
+
+// ops does what the task's payload says, in tx (the handler's transaction).
+func (r *conformanceRun) ops(ctx context.Context, tx pgx.Tx, task *Task) error {
+	var p conformanceTask
+	if err := task.Decode(&p); err != nil {
+		return err
+	}
+	for _, op := range p.Ops {
+		var err error
+		switch op.Op {
+		case "mark":
+			err = r.mark(ctx, task, p.N, op.What, nil)
+		case "effect":
+			_, err = tx.Exec(ctx, r.spec.SQL.Mark, task.Queue, p.N, task.Attempt, "effect", nil)
+		case "cancel_self":
+			_, err = r.pool.Exec(ctx, r.spec.SQL.Cancel, task.Queue, task.ID)
+		case "fail_before":
+			if task.Attempt < op.Attempt {
+				err = fmt.Errorf("boom at attempt %d", task.Attempt)
+			}
+		case "step":
+			var v map[string]string
+			v, err = Step(ctx, task, op.Name, func(ctx context.Context) (map[string]string, error) {
+				return map[string]string{"step": op.Name}, r.mark(ctx, task, p.N, "step:"+op.Name, nil)
+			})
+			if err == nil {
+				err = r.mark(ctx, task, p.N, "got:"+op.Name, v)
+			}
+		case "sleep":
+			err = task.Sleep(ctx, time.Duration(op.MS)*time.Millisecond)
+		case "wait_event":
+			var payload json.RawMessage
+			payload, err = task.WaitForEvent(ctx, op.Event, 0)
+			if err == nil {
+				err = r.mark(ctx, task, p.N, "event", payload)
+			}
+		case "stop_worker":
+			r.stopOnce.Do(func() { r.stop(); close(r.stopAsked) })
+		default:
+			err = fmt.Errorf("unknown op %q", op.Op)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *conformanceRun) check(t *testing.T, sql, queue string) bool {
+	t.Helper()
+	var ok *bool
+	err := r.pool.QueryRow(context.Background(), sql, queue).Scan(&ok)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return ok != nil && *ok
+}
+
+// batches claims and runs batches of the queue until ctx ends: each batch's
+// ops in one transaction that completes them with CompleteBatch; a lost
+// lease rolls the batch back and leaves its leases to lapse.
+func (r *conformanceRun) batches(ctx context.Context, queue string, size int) error {
+	for ctx.Err() == nil {
+		tasks, err := Dequeue(ctx, r.pool, queue, DequeueOptions{Batch: size, Wait: 200 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		if len(tasks) == 0 {
+			continue
+		}
+		err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
+			ids, tokens := make([]int64, len(tasks)), make([]int64, len(tasks))
+			for i, task := range tasks {
+				if err := r.ops(ctx, tx, task); err != nil {
+					return err
+				}
+				ids[i], tokens[i] = task.ID, task.LeaseToken
+			}
+			_, err := CompleteBatch(ctx, tx, queue, ids, tokens)
+			return err
+		})
+		if errors.Is(err, ErrLeaseLost) {
+			// the others go back unspent, as the other runtimes' workers do
+			err = r.releaseOthers(ctx, tasks, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseOthers releases the tasks of a batch but the one whose lost lease
+// failed its completion (the error names it).
+func (r *conformanceRun) releaseOthers(ctx context.Context, tasks []*Task, lost error) error {
+	m := regexp.MustCompile(leaseLostTask).FindStringSubmatch(lost.Error())
+	if m == nil {
+		return fmt.Errorf("no task named in %v", lost)
+	}
+	for _, task := range tasks {
+		if strconv.FormatInt(task.ID, 10) == m[1] {
+			continue
+		}
+		if err := Release(ctx, r.pool, task.Queue, task.ID, task.LeaseToken); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestConformance(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "conformance", "scenarios.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec conformanceSpec
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		t.Fatal(err)
+	}
+	pool := testPool(t, 12)
+	for _, sql := range spec.SQL.Setup {
+		mustExec(t, pool, sql)
+	}
+	for _, sc := range spec.Scenarios {
+		t.Run(sc.Name, func(t *testing.T) { runConformance(t, &spec, pool, sc) })
+	}
+}
+
+func runConformance(t *testing.T, spec *conformanceSpec, pool *pgxpool.Pool, sc conformanceScenario) {
+	ctx := context.Background()
+	queue := "conformance_" + sc.Name
+	mustExec(t, pool, spec.SQL.CreateQueue, queue, sc.Queue.Lease, sc.Queue.MaxAttempts)
+	for _, e := range sc.EmitBefore {
+		if _, err := EmitEvent(ctx, pool, e.Event, e.Payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, task := range sc.Tasks {
+		var n struct {
+			N int32 `json:"n"`
+		}
+		if err := json.Unmarshal(task, &n); err != nil {
+			t.Fatal(err)
+		}
+		id, err := Enqueue(ctx, pool, queue, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, pool, spec.SQL.Task, queue, n.N, id)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := &conformanceRun{spec: spec, pool: pool, stop: cancel, stopAsked: make(chan struct{})}
+	done := make(chan error, 1)
+	if sc.Worker.Batch > 1 {
+		go func() { done <- r.batches(runCtx, queue, sc.Worker.Batch) }()
+	} else {
+		w := NewWorker(pool, WorkerConfig{Wait: time.Second, ShutdownTimeout: 30 * time.Second,
+			OnError: func(task *Task, err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() }})
+		w.HandleTx(queue, r.ops, WithConcurrency(sc.Worker.Concurrency))
+		go func() { done <- w.Run(runCtx) }()
+	}
+	for _, step := range sc.Then {
+		if step.Await != "" {
+			waitFor(t, 60*time.Second, step.Await, func() bool { return r.check(t, step.Await, queue) })
+		}
+		if step.Emit != nil {
+			if _, err := EmitEvent(ctx, pool, step.Emit.Event, step.Emit.Payload); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if sc.Until == "worker_stopped" {
+		<-r.stopAsked
+	} else {
+		waitFor(t, 60*time.Second, sc.Until, func() bool { return r.check(t, sc.Until, queue) })
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("the worker: %v", err)
+	}
+	var states []string
+	rows, err := pool.Query(ctx, spec.SQL.State, queue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		values, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		states = append(states, fmt.Sprint(values...))
+	}
+	for _, e := range sc.Expect {
+		if !r.check(t, e[1], queue) {
+			t.Errorf("%s (tasks: %s)", e[0], strings.Join(states, "; "))
+		}
+	}
+	// OnError is told the handlers' errors and the lost leases; nothing else went wrong
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, err := range r.errs {
+		if !errors.Is(err, ErrLeaseLost) && !strings.Contains(err.Error(), "boom at attempt") {
+			t.Errorf("unexpected error: %v", err)
+		}
+	}
+}

@@ -1,0 +1,25 @@
+'use strict';
+// The statements come from clients/protocol/statements.json: the generated
+// copy (lib/protocol.js) is up to date, and no statement text is left in
+// the package's own modules.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { execFileSync } = require('node:child_process');
+const path = require('node:path');
+
+const protocol = path.join(__dirname, '..', '..', 'protocol');
+
+test('the generated copies of the protocol are up to date', () => {
+  execFileSync('python3', [path.join(protocol, 'generate.py'), '--check'], { stdio: 'inherit' });
+});
+
+test('no statement is written outside the protocol', () => {
+  execFileSync('python3', [path.join(protocol, 'check_sources.py'), 'node'], { stdio: 'inherit' });
+});
+
+test('the package reads the protocol it ships', () => {
+  const shipped = require('../lib/protocol');
+  const source = require('../../protocol/statements.json');
+  assert.deepEqual(Object.keys(shipped.statements), Object.keys(source.statements));
+  assert.equal(require('..').LEASE_LOST, source.sqlstates.lease_lost);
+});
