@@ -65,6 +65,29 @@ complete() {
   [ -f "$prefix/.complete" ] && [ -x "$pgxs/src/test/isolation/pg_isolation_regress" ]
 }
 
+# Where the archive's index names a version whose files the mirror does not
+# have yet (it lags the index after a point release), the upstream source of
+# an earlier point release from the same pool: the newest of the five before
+# it whose Debian source (.dsc) and orig tarball are both there, the tarball
+# checked against the .dsc's SHA-256. Only the upstream tarball is built.
+older_upstream() {
+  local version upstream minor revision pool dsc n sum name
+  version=$(apt-cache showsrc "postgresql-$major" 2>/dev/null | sed -n 's/^Version: //p' | sort -V | tail -1)
+  upstream=${version%%-*}; minor=${upstream#*.}; revision=${version#*-}
+  [ -n "$version" ] && [ "$minor" -gt 0 ] 2>/dev/null || return 1
+  pool=http://deb.debian.org/debian/pool/main/p/postgresql-$major
+  for n in $(seq $((minor - 1)) -1 $((minor > 5 ? minor - 5 : 0))); do
+    dsc=postgresql-${major}_$major.$n-$revision.dsc
+    /usr/lib/apt/apt-helper download-file "$pool/${dsc//+/%2b}" "$dsc" >/dev/null 2>&1 || continue
+    read -r sum name < <(sed -n '/^Checksums-Sha256:/,/^[A-Z]/p' "$dsc" | grep -E " postgresql-${major}_$major\.$n\.orig\.tar\.[a-z0-9]+$" | awk '{print $1, $3}')
+    [ -n "$name" ] && /usr/lib/apt/apt-helper download-file "$pool/$name" "$name" "SHA256:$sum" >/dev/null 2>&1 || continue
+    echo "$sum  $name" | sha256sum -c --quiet - || { rm -f "$name"; continue; }
+    echo "postgresql-$major $version: not on the mirror; building $major.$n ($dsc)" >&2
+    return 0
+  done
+  return 1
+}
+
 if complete; then
   src=$(source_tree)
   [ -n "$src" ] && tap_modules "$src"
@@ -85,7 +108,7 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
   apt-get update -qq >/dev/null 2>&1
   apt-get source -qq --download-only "postgresql-$major/$suite" >apt-source.log 2>&1 \
-    || skip "apt-get source postgresql-$major/$suite failed"
+    || older_upstream || skip "apt-get source postgresql-$major/$suite failed"
   tarball=$(ls postgresql-"$major"_*.orig.tar.* 2>/dev/null | head -1)
   [ -n "$tarball" ] || skip "no orig tarball"
   tar xf "$tarball" -C "$tree" || exit 1

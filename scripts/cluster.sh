@@ -22,13 +22,16 @@
 # Needs root (it runs the server as postgres).
 
 # A TCP port that nothing listens on, from 5500-5599 (5611-5625 and 5432 stay
-# clear), starting at a random point so that parallel runs spread out.
+# clear), starting at a random point so that parallel runs spread out; never
+# the current cluster's (it listens on a Unix socket only, in its own
+# directory, where a PgBouncer given the same port would put its socket).
 free_port() {
   local start=$((RANDOM % 100)) i port
   for i in $(seq 0 99); do
     port=$((5500 + (start + i) % 100))
+    [ "$port" = "${PGPORT:-}" ] && continue
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null \
-       && ! ls /tmp/.s.PGSQL."$port" /var/run/postgresql/.s.PGSQL."$port" >/dev/null 2>&1; then
+       && ! ls /tmp/.s.PGSQL."$port" /var/run/postgresql/.s.PGSQL."$port" ${CLUSTER_DIR:+"$CLUSTER_DIR"/.s.PGSQL."$port"} >/dev/null 2>&1; then
       echo "$port"; return 0
     fi
   done
