@@ -24,8 +24,14 @@ std::vector<std::string> statements(const KeySql &sql) {
 
 TEST(KeySql, SideTablesNeverCollideWithAQueueTable) {
 	std::string longest(max_queue_name_bytes, 'x');
-	EXPECT_LE((key_table_name(longest) + "_pkey").size(), 63u);
-	EXPECT_LE((slot_table_name(longest) + "_pkey").size(), 63u);
+	EXPECT_LE(concurrency::queue::derived_name(concurrency::queue::QueueTable::keys, longest,
+	                                          concurrency::queue::Role::pkey)
+	              .size(),
+	          63u);
+	EXPECT_LE(concurrency::queue::derived_name(concurrency::queue::QueueTable::slots, longest,
+	                                          concurrency::queue::Role::pkey)
+	              .size(),
+	          63u);
 	// queue tables are q_<name>: a queue named "k_x" has table q_k_x
 	EXPECT_EQ(key_table_name("jobs"), "k_jobs");
 	EXPECT_EQ(slot_table_name("jobs"), "s_jobs");

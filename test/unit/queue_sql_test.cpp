@@ -1,6 +1,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "sql_checks.hpp"
@@ -11,7 +12,9 @@
 using concurrency::max_queue_name_bytes;
 using concurrency::queue::FairFrom;
 using concurrency::queue::queue_channel;
-using concurrency::queue::queue_index_name;
+using concurrency::queue::derived_name;
+using concurrency::queue::QueueTable;
+using concurrency::queue::Role;
 using concurrency::queue::queue_table_name;
 using concurrency::queue::QueueSql;
 using concurrency::queue::ShardPlacement;
@@ -62,9 +65,12 @@ TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
 	std::string longest(max_queue_name_bytes, 'x');
 	EXPECT_LE(queue_table_name(longest).size(), 63u);
 	EXPECT_LE(queue_channel(longest).size(), 63u);
-	for (const char *suffix : {"pkey", "ready", "scheduled", "leased", "dedupe", "finished", "state_check",
-	                           "id_seq", "dedupe_new", "fair"})
-		EXPECT_LE(queue_index_name(longest, suffix).size(), 63u) << suffix;
+	// every index and the sequence (relation_names_test checks them all,
+	// both namings), and the names the update scripts of 0.2.0 gave for a
+	// moment (q_<queue>_state_check, q_<queue>_dedupe_new)
+	EXPECT_LE(derived_name(QueueTable::tasks, longest, Role::scheduled).size(), 63u);
+	for (const char *suffix : {"state_check", "dedupe_new"})
+		EXPECT_LE(fmt::format("q_{}_{}", longest, suffix).size(), 63u) << suffix;
 	EXPECT_EQ(queue_table_name("jobs"), "q_jobs");
 	EXPECT_EQ(queue_channel("jobs"), "concurrency_jobs");
 }
@@ -86,7 +92,9 @@ TEST(QueueSql, HostileNameStaysInsideItsQuotes) {
 	QueueSql sql(hostile);
 	EXPECT_EQ(sql.table(), "concurrency.\"q_x\"\";DROP/**/TABLE/**/t;--\"");
 	std::string ddl = sql.create_table();
-	EXPECT_NE(ddl.find("CREATE INDEX \"q_x\"\";DROP/**/TABLE/**/t;--_ready\""), std::string::npos) << ddl;
+	EXPECT_NE(ddl.find("CREATE INDEX \"ready_q_x\"\";DROP/**/TABLE/**/t;--\""), std::string::npos) << ddl;
+	EXPECT_NE(ddl.find("(SEQUENCE NAME concurrency.\"id_seq_q_x\"\";DROP/**/TABLE/**/t;--\")"), std::string::npos)
+	    << ddl;
 	// every double quote of the name is doubled: no unbalanced quote in
 	// statements that carry no string literal with the name
 	for (const std::string &statement : {sql.claim(), sql.wake(), sql.complete(), sql.drop_table()}) {
@@ -123,10 +131,11 @@ TEST(QueueSql, FairClaimWalksTheFairIndex) {
 	// the rotation is one index probe; each key's task is locked SKIP LOCKED
 	QueueSql sql("jobs");
 	const std::string order = "(OPERATOR(pg_catalog.-) (priority::pg_catalog.int8)), run_at, id";
-	EXPECT_EQ(sql.create_fair_index(), "CREATE INDEX IF NOT EXISTS \"q_jobs_fair\" ON concurrency.\"q_jobs\" "
+	EXPECT_EQ(sql.create_fair_index(), "CREATE INDEX IF NOT EXISTS \"fair_q_jobs\" ON concurrency.\"q_jobs\" "
 	                                   "(concurrency_key NULLS FIRST, " +
 	                                       order + ") WHERE state = 'ready'");
-	EXPECT_EQ(sql.drop_fair_index(), "DROP INDEX IF EXISTS concurrency.\"q_jobs_fair\"");
+	// under the name the index has: made before 0.4.0, table first
+	EXPECT_EQ(QueueSql::drop_fair_index("q_jobs_fair"), "DROP INDEX IF EXISTS concurrency.\"q_jobs_fair\"");
 	for (FairFrom from : {FairFrom::start, FairFrom::after_null, FairFrom::after_key}) {
 		std::string claim = sql.claim_fair(from);
 		std::size_t scans = 0, ordered = 0, locked = 0;

@@ -20,7 +20,10 @@ std::vector<std::string> statements(const RateSql &sql) {
 
 TEST(RateSql, SideTableFitsAName) {
 	std::string longest(max_queue_name_bytes, 'x');
-	EXPECT_LE((rate_table_name(longest) + "_pkey").size(), 63u);
+	EXPECT_LE(concurrency::queue::derived_name(concurrency::queue::QueueTable::rate, longest,
+	                                          concurrency::queue::Role::pkey)
+	              .size(),
+	          63u);
 	EXPECT_EQ(rate_table_name("jobs"), "r_jobs");
 }
 
@@ -70,7 +73,10 @@ using concurrency::queue::KeyRateSql;
 
 TEST(KeyRateSql, SideTableFitsANameAndHostileNamesStayQuoted) {
 	std::string longest(max_queue_name_bytes, 'x');
-	EXPECT_LE((key_rate_table_name(longest) + "_pkey").size(), 63u);
+	EXPECT_LE(concurrency::queue::derived_name(concurrency::queue::QueueTable::key_rate, longest,
+	                                          concurrency::queue::Role::pkey)
+	              .size(),
+	          63u);
 	EXPECT_EQ(key_rate_table_name("jobs"), "rk_jobs");
 	const std::string hostile = "x\";DROP/**/TABLE/**/t;--";
 	KeyRateSql sql(hostile);

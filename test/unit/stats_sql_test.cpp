@@ -9,7 +9,9 @@
 #include "queue/lifecycle/stats_sql.hpp"
 
 using concurrency::max_queue_name_bytes;
-using concurrency::queue::queue_index_name;
+using concurrency::queue::derived_name;
+using concurrency::queue::QueueTable;
+using concurrency::queue::Role;
 using concurrency::queue::QueueSql;
 using concurrency::queue::StatsSql;
 
@@ -53,10 +55,10 @@ TEST(StatsSql, EveryCountReadsOnlyThePartialIndexOfItsState) {
 }
 
 TEST(StatsSql, DeadIndexNameFitsAndHostileNameStaysInsideItsQuotes) {
-	EXPECT_LE(queue_index_name(std::string(max_queue_name_bytes, 'x'), "dead").size(), 63u);
+	EXPECT_LE(derived_name(QueueTable::tasks, std::string(max_queue_name_bytes, 'x'), Role::dead).size(), 63u);
 	StatsSql sql("a\"; DROP TABLE t; --");
 	EXPECT_EQ(sql.create_index(),
-	          "CREATE INDEX \"q_a\"\"; DROP TABLE t; --_dead\" ON concurrency.\"q_a\"\"; DROP TABLE t; --\" "
+	          "CREATE INDEX \"dead_q_a\"\"; DROP TABLE t; --\" ON concurrency.\"q_a\"\"; DROP TABLE t; --\" "
 	          "(id) WHERE state = 'dead'");
 	EXPECT_NE(sql.stats().find("FROM concurrency.\"q_a\"\"; DROP TABLE t; --\" WHERE"), std::string::npos);
 }

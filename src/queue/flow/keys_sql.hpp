@@ -31,10 +31,8 @@
 
 namespace concurrency::queue {
 
-// Side-table names (unquoted): k_<queue> (keys), s_<queue> (lease slots). A
-// queue table is always q_<…>, so they never collide with one.
-std::string key_table_name(std::string_view queue);
-std::string slot_table_name(std::string_view queue);
+// The side tables are k_<queue> (keys) and s_<queue> (lease slots):
+// key_table_name, slot_table_name (relation_names.hpp).
 
 class KeySql {
   public:

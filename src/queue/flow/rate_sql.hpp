@@ -25,8 +25,7 @@
 
 namespace concurrency::queue {
 
-// The side table's name (unquoted): r_<queue>.
-std::string rate_table_name(std::string_view queue);
+// The side table is r_<queue> (rate_table_name: relation_names.hpp).
 
 // What the two slot tables' statements share: the table's name and the
 // statements that are the same for both.
@@ -74,8 +73,8 @@ class RateSql : public SlotTableSql {
 	std::string oldest_use() const;
 };
 
-// The side table of key_rate_limit's slots (unquoted): rk_<queue>.
-std::string key_rate_table_name(std::string_view queue);
+// The side table of key_rate_limit's slots is rk_<queue>
+// (key_rate_table_name: relation_names.hpp).
 
 // key_rate_limit: at most key_rate_limit claims of each concurrency key in
 // any window of key_rate_period. The same slots as the queue's, kept per

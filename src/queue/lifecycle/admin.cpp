@@ -221,31 +221,56 @@ struct SettingsParams {
 };
 
 // Before a new queue's relations are created: refuses (42P07) a name that
-// another queue's table, index or side table already has, saying whose, as
-// queue "jobs_keyed" would meet the index q_jobs_keyed of queue "jobs" (or
-// "jobs" the table of "jobs_keyed"). A relation of no queue is left to
-// CREATE's own error.
+// another queue's relation already has, saying whose. The indexes and the
+// identity sequence a new queue makes are named role first
+// (relation_names.hpp), which no other queue's relation can be; its tables
+// can have the name of an index or sequence of a queue made before 0.4.0:
+// queue "jobs_keyed" would meet the index q_jobs_keyed of such a queue
+// "jobs", queue "jobs_id_seq" its sequence q_jobs_id_seq. A relation of no
+// queue is left to CREATE's own error.
+// The HINT of a name taken by an index or the identity sequence of queue
+// `owner` (of its table `table`): another name, or the relation renamed as
+// since 0.4.0 (role first), under which the queue's code finds it as well.
+std::string hint_for_taken(const std::string &relation, const std::string &kind, const std::string &table,
+                           const std::string &owner) {
+	std::optional<std::string> renamed = role_first_name(relation, table);
+	if (!renamed || (kind != "i" && kind != "S"))
+		return "Choose another name for the queue.";
+	return fmt::format("Choose another name for the queue, or give the {} of queue \"{}\" its name of "
+	                   "0.4.0, which no queue can take: ALTER {} concurrency.{} RENAME TO {};",
+	                   kind == "i" ? "index" : "sequence", owner, kind == "i" ? "INDEX" : "SEQUENCE",
+	                   quote_ident(relation), quote_ident(*renamed));
+}
+
 void refuse_names_of_other_queues(const std::string &name, bool rate_limit, bool key_rate_limit) {
 	std::string names;
 	for (const std::string &relation : relations_of_new_queue(name, rate_limit, key_rate_limit))
 		names += (names.empty() ? "" : ", ") + quote_literal(relation);
+	// the table an index is of, or a sequence belongs to (an identity's)
 	uint64 n = pg::execute(fmt::format(R"(SELECT c.relname::pg_catalog.text, c.relkind::pg_catalog.text,
-       COALESCE(t.relname, c.relname)::pg_catalog.text
+       COALESCE(t.relname, o.relname, c.relname)::pg_catalog.text
   FROM pg_catalog.pg_class c
   LEFT JOIN pg_catalog.pg_index i ON i.indexrelid OPERATOR(pg_catalog.=) c.oid
   LEFT JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) i.indrelid
+  LEFT JOIN pg_catalog.pg_depend d
+         ON c.relkind OPERATOR(pg_catalog.=) 'S' AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+        AND d.objid OPERATOR(pg_catalog.=) c.oid AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+        AND d.deptype OPERATOR(pg_catalog.=) ANY (ARRAY['a', 'i']::pg_catalog."char"[])
+  LEFT JOIN pg_catalog.pg_class o ON o.oid OPERATOR(pg_catalog.=) d.refobjid
  WHERE c.relnamespace OPERATOR(pg_catalog.=) 'concurrency'::pg_catalog.regnamespace
    AND c.relname OPERATOR(pg_catalog.=) ANY (ARRAY[{}]::pg_catalog.name[])
  ORDER BY 1)",
 	                                   names));
 	struct Taken {
-		std::string relation, kind, owner;
+		std::string relation, kind, table, owner;
 	};
 	std::vector<Taken> taken;
 	for (uint64 r = 0; r < n; ++r) {
-		std::optional<std::string> owner = queue_of_table(pg::text_column(r, 3).value_or(""));
+		std::string table = pg::text_column(r, 3).value_or("");
+		std::optional<std::string> owner = queue_of_table(table);
 		if (owner && *owner != name)
-			taken.push_back({pg::text_column(r, 1).value_or(""), pg::text_column(r, 2).value_or(""), *owner});
+			taken.push_back(
+			    {pg::text_column(r, 1).value_or(""), pg::text_column(r, 2).value_or(""), table, *owner});
 	}
 	static const Oid types[1] = {TEXTOID};
 	for (const Taken &t : taken) {
@@ -258,8 +283,11 @@ void refuse_names_of_other_queues(const std::string &name, bool rate_limit, bool
 		    fmt::format("cannot create queue \"{}\": relation concurrency.{} already exists", name,
 		                quote_ident(t.relation)),
 		    fmt::format("It is {} of queue \"{}\", and queue \"{}\" would give one of its own the same name.",
-		                t.kind == "i" ? "an index" : "a table", t.owner, name),
-		    "Choose another name for the queue.");
+		                t.kind == "i"   ? "an index"
+		                : t.kind == "S" ? "the identity sequence"
+		                                : "a table",
+		                t.owner, name),
+		    hint_for_taken(t.relation, t.kind, t.table, t.owner));
 	}
 }
 
@@ -465,9 +493,15 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		bool walks_keys = fair.value_or(was_fair) || key_rate_limit > 0;
 		Oid owner_id = queue::relation_owner(relid);
 		AsRole as_owner(owner_id);
-		bool indexed = OidIsValid(queue::concurrency_relid(queue_index_name(name, "fair")));
-		if (walks_keys != indexed)
-			execute(walks_keys ? sql.create_fair_index() : sql.drop_fair_index());
+		Oid index = queue::derived_relid(relid, QueueTable::tasks, name, Role::fair);
+		if (walks_keys && !OidIsValid(index))
+			execute(sql.create_fair_index());
+		else if (!walks_keys && OidIsValid(index)) {
+			// under its name: made before 0.4.0, it is named table first
+			const char *index_name = pg::guard([&] { return static_cast<const char *>(get_rel_name(index)); });
+			if (index_name)
+				execute(QueueSql::drop_fair_index(index_name));
+		}
 		// the rotation begins again, from the first key
 		queue::set_fair_position(name, queue::FairPosition{});
 	}
@@ -556,7 +590,7 @@ static void revoke_routed_usage(Oid owner) {
 	Datum values[1] = {ObjectIdGetDatum(owner)};
 	uint64 other = execute("SELECT 1 FROM concurrency.distributed_queue d JOIN pg_catalog.pg_class c"
 	                       " ON c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.format("
-	                       "'concurrency.%I', 'q_' OPERATOR(pg_catalog.||) d.queue))"
+	                       "'concurrency.%I', concurrency_internal.queue_relation_name(d.queue, 'tasks')))"
 	                       " WHERE c.relowner OPERATOR(pg_catalog.=) $1"
 	                       " UNION ALL SELECT 1 FROM pg_catalog.pg_namespace"
 	                       " WHERE nspname OPERATOR(pg_catalog.=) 'concurrency_internal'"
@@ -628,4 +662,38 @@ CONCURRENCY_FUNCTION(concurrency_queue_changed) {
 	if (std::strcmp(RelationGetRelationName(trigger->tg_relation), "schedule") == 0)
 		queue::schedule_changed_in_transaction();
 	return PointerGetDatum(nullptr);
+}
+
+// concurrency_internal.queue_relation_name(queue, tbl, role) — the name
+// (unquoted) of table `tbl` (tasks, keys, slots, rate, key_rate) of queue
+// `queue`, or, with `role`, of that table's index or identity sequence of
+// that role (relation_names.hpp: pkey, ready, …, id_seq): the name it has
+// (table first where it was made before 0.4.0), or, where the table has no
+// such relation (yet), the name it gets. For the PL/pgSQL of distributed
+// queues (src/sql/44_distributed_ddl.sql) and the statements that join the
+// catalog to the tables, so that no name is built but in
+// relation_names.cpp. 22023 for a word it does not know.
+CONCURRENCY_FUNCTION(concurrency_queue_relation_name) {
+	std::string name = queue::queue_name_arg(fcinfo);
+	std::string_view table_word = pg::text_view_arg(fcinfo, 1, "tbl");
+	std::optional<QueueTable> table = table_of_word(table_word);
+	if (!table)
+		throw Error(sqlstate::invalid_parameter_value, fmt::format("unknown queue table \"{}\"", table_word),
+		            "", "Use tasks, keys, slots, rate or key_rate.");
+	std::string relation = table_name(*table, name);
+	if (PG_NARGS() > 2 && !PG_ARGISNULL(2)) {
+		std::string_view role_text = pg::text_view_arg(fcinfo, 2, "role");
+		std::optional<Role> role = role_of_word(role_text);
+		if (!role || !has_role(*table, *role))
+			throw Error(sqlstate::invalid_parameter_value,
+			            fmt::format("queue table \"{}\" has no relation of role \"{}\"", table_word, role_text),
+			            "", "The tasks have pkey, ready, scheduled, leased, dedupe, finished, waiting, dead, "
+			                "keyed, fair and id_seq; the other tables pkey.");
+		Oid relid = queue::derived_relid(queue::concurrency_relid(relation), *table, name, *role);
+		const char *existing =
+		    OidIsValid(relid) ? pg::guard([&] { return static_cast<const char *>(get_rel_name(relid)); })
+		                      : nullptr;
+		relation = existing ? std::string(existing) : derived_name(*table, name, *role);
+	}
+	return pg::text_datum(relation);
 }

@@ -14,7 +14,7 @@ StatsSql::StatsSql(std::string_view queue)
 
 std::string StatsSql::create_index() const {
 	return fmt::format("CREATE INDEX {} ON {} (id) WHERE state = 'dead'",
-	                   quote_ident(queue_index_name(queue_, "dead")), table_);
+	                   quote_ident(derived_name(QueueTable::tasks, queue_, Role::dead)), table_);
 }
 
 // Each subquery's WHERE is the predicate of one partial index of the table
