@@ -200,6 +200,12 @@ Oid concurrency_relid(const std::string &relname);
 // queue) is not it.
 Oid derived_relid(Oid table_relid, QueueTable table, std::string_view queue, Role role);
 
+// How the relations made now are named (SPI connected): role first, unless
+// the extension's objects are older than 0.4.0 (the module updated, ALTER
+// EXTENSION … UPDATE not yet run), whose SQL (distribute_queue) names the
+// indexes table first: then as they did.
+Naming naming_of_new_relations();
+
 // The prefix of the keys of the plans that Queue::run_internal keeps for
 // the queue (or shard) of cache key `key`: "queue:<key>\x1f".
 std::string plan_prefix(std::string_view key);

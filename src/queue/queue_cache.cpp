@@ -146,7 +146,6 @@ void load_settings(QueueInfo &info) {
 	    isnull || info.key_rate_limit == 0 ? Interval{} : *DatumGetIntervalP(key_rate_period);
 }
 
-
 // Brings an invalid entry up to date: the table's OID (42704 when the queue
 // is gone), the settings, and, for a new incarnation of the queue, fresh
 // plans and cursor.
@@ -289,6 +288,15 @@ Oid derived_relid(Oid table_relid, QueueTable table, std::string_view queue, Rol
 	return InvalidOid;
 }
 
+Naming naming_of_new_relations() {
+	// concurrency_internal.queue_relation_name came with 0.4.0
+	uint64 n = pg::execute("SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace s"
+	                       " ON s.oid OPERATOR(pg_catalog.=) p.pronamespace"
+	                       " WHERE s.nspname OPERATOR(pg_catalog.=) 'concurrency_internal'"
+	                       " AND p.proname OPERATOR(pg_catalog.=) 'queue_relation_name'");
+	return n > 0 ? Naming::role_first : Naming::table_first;
+}
+
 bool claim_relations(QueueInfo &info) {
 	if (!OidIsValid(info.ready_index) || !OidIsValid(info.token_sequence)) {
 		if (info.shard_id == 0) {
@@ -396,6 +404,5 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		revalidate(*info);
 	info_ = info;
 }
-
 
 } // namespace concurrency::queue

@@ -19,8 +19,8 @@ QueueSql::QueueSql(std::string_view queue, const ShardPlacement &shard)
       k_(fmt::format("shard_key OPERATOR(pg_catalog.=) {} AND ", shard.shard_key)),
       tk_(fmt::format("t.shard_key OPERATOR(pg_catalog.=) {} AND ", shard.shard_key)) {}
 
-std::string QueueSql::name(Role role) const {
-	return quote_ident(derived_name(QueueTable::tasks, queue_, role));
+std::string QueueSql::name(Role role, Naming naming) const {
+	return quote_ident(derived_name(QueueTable::tasks, queue_, role, naming));
 }
 
 // Every statement runs with search_path = pg_catalog, pg_temp, pinned by
@@ -94,7 +94,7 @@ std::string QueueSql::dedupe_target() const {
 	return shard_ ? "(shard_key, dedupe_key)" : "(dedupe_key)";
 }
 
-std::string QueueSql::create_table() const {
+std::string QueueSql::create_table(Naming naming) const {
 	// Column order keeps 8-byte fields together (no alignment padding).
 	// Every state change moves the row between the partial indexes below, so
 	// it cannot be a HOT update; a heartbeat that extends a lease only writes
@@ -103,7 +103,7 @@ std::string QueueSql::create_table() const {
 	// each task is inserted, updated and deleted within seconds.
 	return fmt::format(
 	    R"(CREATE TABLE {t} (
-    id                bigint      GENERATED ALWAYS AS IDENTITY (SEQUENCE NAME concurrency.{id_seq}),
+    id                bigint      GENERATED ALWAYS AS IDENTITY{id_seq},
     lease_token       bigint,
     run_at            timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     lease_expires_at  timestamptz,
@@ -139,12 +139,16 @@ CREATE UNIQUE INDEX {dedupe} ON {t} (dedupe_key) WHERE {dedupe_holder};
 CREATE INDEX {finished} ON {t} (finished_at) WHERE {finished_states};
 CREATE INDEX {waiting} ON {t} (id) WHERE state = 'waiting';
 COMMENT ON TABLE {t} IS {comment};)",
-	    fmt::arg("t", table_), fmt::arg("id_seq", name(Role::id_seq)), fmt::arg("pkey", name(Role::pkey)),
-	    fmt::arg("ready", name(Role::ready)), fmt::arg("scheduled", name(Role::scheduled)),
-	    fmt::arg("leased", name(Role::leased)), fmt::arg("dedupe", name(Role::dedupe)),
-	    fmt::arg("dedupe_holder", dedupe_holder_predicate), fmt::arg("finished", name(Role::finished)),
-	    fmt::arg("finished_states", finished_states), fmt::arg("waiting", name(Role::waiting)),
-	    fmt::arg("order", claim_order()),
+	    fmt::arg("t", table_),
+	    // named role first; table first, PostgreSQL names it so (q_<queue>_id_seq)
+	    fmt::arg("id_seq", naming == Naming::role_first
+	                           ? fmt::format(" (SEQUENCE NAME concurrency.{})", name(Role::id_seq, naming))
+	                           : std::string()),
+	    fmt::arg("pkey", name(Role::pkey, naming)), fmt::arg("ready", name(Role::ready, naming)),
+	    fmt::arg("scheduled", name(Role::scheduled, naming)), fmt::arg("leased", name(Role::leased, naming)),
+	    fmt::arg("dedupe", name(Role::dedupe, naming)), fmt::arg("dedupe_holder", dedupe_holder_predicate),
+	    fmt::arg("finished", name(Role::finished, naming)), fmt::arg("finished_states", finished_states),
+	    fmt::arg("waiting", name(Role::waiting, naming)), fmt::arg("order", claim_order()),
 	    fmt::arg("comment", quote_literal(fmt::format("tasks of the concurrency_ext queue {}", queue_))));
 }
 

@@ -102,7 +102,10 @@ class QueueSql {
 
 	// CREATE TABLE with its indexes, storage and autovacuum settings, and the
 	// comment; one string of several statements.
-	std::string create_table() const;
+	// `naming`: how its indexes and identity sequence are named
+	// (relation_names.hpp: role first, or, while the extension's objects are
+	// older than 0.4.0, table first, as their SQL names them).
+	std::string create_table(Naming naming) const;
 	std::string drop_table() const;
 	// ALTER TABLE … OWNER TO role
 	std::string alter_owner(std::string_view role) const;
@@ -172,7 +175,7 @@ class QueueSql {
 	// tasks by key, the tasks without a key first, then in claim order);
 	// DROP INDEX IF EXISTS of it, under the name it has (`index`, unquoted:
 	// made before 0.4.0, it is named table first).
-	std::string create_fair_index() const;
+	std::string create_fair_index(Naming naming) const;
 	static std::string drop_fair_index(std::string_view index);
 	// $1 int8 task_id, $2 int8 lease_token, $3 timestamptz now, $4 interval extend -> new deadline
 	std::string heartbeat() const;
@@ -260,7 +263,7 @@ class QueueSql {
 	// "shard_key = <k> AND " (and with "t."): empty on a queue's own table
 	std::string k_, tk_;
 	// the name of its index (or identity sequence) `role`, quoted
-	std::string name(Role role) const;
+	std::string name(Role role, Naming naming) const;
 	// the expressions of a new task id (shards only) and a new lease token
 	std::string new_id() const;
 	std::string new_token() const;

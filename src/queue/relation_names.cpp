@@ -129,12 +129,14 @@ std::optional<std::string> role_first_name(std::string_view relation, std::strin
 	return fmt::format("{}_{}", role, table);
 }
 
-std::vector<std::string> relations_of_new_queue(std::string_view queue, bool rate_limit, bool key_rate_limit) {
+std::vector<std::string> relations_of_new_queue(std::string_view queue, Naming naming, bool rate_limit,
+                                                bool key_rate_limit) {
 	std::vector<std::string> names;
 	auto table_with = [&](QueueTable table, std::initializer_list<Role> roles) {
 		names.push_back(table_name(table, queue));
 		for (Role role : roles)
-			names.push_back(derived_name(table, queue, role));
+			if (role != Role::id_seq || naming == Naming::role_first)
+				names.push_back(derived_name(table, queue, role, naming));
 	};
 	// the DDL of src/queue/queue_sql.cpp (create_table), of the dead tasks'
 	// index (stats_sql.cpp), of the side tables and the keyed tasks' index
@@ -147,7 +149,7 @@ std::vector<std::string> relations_of_new_queue(std::string_view queue, bool rat
 		table_with(QueueTable::rate, {Role::pkey});
 	if (key_rate_limit) {
 		table_with(QueueTable::key_rate, {Role::pkey});
-		names.push_back(derived_name(QueueTable::tasks, queue, Role::fair));
+		names.push_back(derived_name(QueueTable::tasks, queue, Role::fair, naming));
 	}
 	return names;
 }

@@ -65,9 +65,9 @@ enum class Role : std::uint8_t {
 	fair,
 	id_seq,
 };
-inline constexpr Role all_roles[] = {Role::pkey,     Role::ready,   Role::scheduled, Role::leased,
-                                     Role::dedupe,   Role::finished, Role::waiting,  Role::dead,
-                                     Role::keyed,    Role::fair,     Role::id_seq};
+inline constexpr Role all_roles[] = {Role::pkey,   Role::ready,    Role::scheduled, Role::leased,
+                                     Role::dedupe, Role::finished, Role::waiting,   Role::dead,
+                                     Role::keyed,  Role::fair,     Role::id_seq};
 // "pkey", "ready", …, "id_seq"
 const char *role_word(Role role);
 std::optional<Role> role_of_word(std::string_view word);
@@ -92,7 +92,11 @@ std::optional<std::string> role_first_name(std::string_view relation, std::strin
 // them: the tasks' table, its indexes and identity sequence, the key and
 // lease-slot tables with their primary keys, and with a rate limit (key
 // rate limit) its slot table (and the fair index).
-std::vector<std::string> relations_of_new_queue(std::string_view queue, bool rate_limit, bool key_rate_limit);
+// Named as `naming` says; table first without the identity sequence, whose
+// name PostgreSQL then chooses (q_<queue>_id_seq, or another where that is
+// taken).
+std::vector<std::string> relations_of_new_queue(std::string_view queue, Naming naming, bool rate_limit,
+                                                bool key_rate_limit);
 
 // The queue whose table `table` (unquoted, a table's name, not an index's)
 // would be, by its prefix: q_, k_, s_, r_ or rk_; nothing for a name with

@@ -94,17 +94,23 @@ std::string first_shared_name(const std::vector<std::string> &queues, Naming nam
 
 TEST(RelationNames, ListWhatTheDdlOfANewQueueCreates) {
 	const std::string q = "jobs";
-	std::string ddl = QueueSql(q).create_table() + StatsSql(q).create_index() + KeySql(q).create_tables() +
-	                  RateSql(q).create_table() + KeyRateSql(q).create_table() +
-	                  QueueSql(q).create_fair_index();
-	std::vector<std::string> listed = relations_of_new_queue(q, true, true);
-	EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), created_by(ddl));
-	// the identity sequence too, named in the DDL
-	EXPECT_TRUE(created_by(ddl).count("id_seq_q_jobs")) << ddl;
+	for (Naming naming : {Naming::role_first, Naming::table_first}) {
+		std::string ddl = QueueSql(q).create_table(naming) + StatsSql(q).create_index(naming) +
+		                  KeySql(q).create_tables(naming) + RateSql(q).create_table(naming) +
+		                  KeyRateSql(q).create_table(naming) + QueueSql(q).create_fair_index(naming);
+		std::vector<std::string> listed = relations_of_new_queue(q, naming, true, true);
+		EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), created_by(ddl));
+	}
+	// the identity sequence too, named in the DDL (table first, PostgreSQL
+	// names it, as 0.3.0's DDL let it)
+	EXPECT_TRUE(created_by(QueueSql(q).create_table(Naming::role_first)).count("id_seq_q_jobs"));
+	EXPECT_EQ(QueueSql(q).create_table(Naming::table_first).find("SEQUENCE NAME"), std::string::npos);
+	EXPECT_NE(QueueSql(q).create_table(Naming::table_first).find("CREATE INDEX \"q_jobs_ready\""),
+	          std::string::npos);
 }
 
 TEST(RelationNames, RateTablesOnlyWithTheirLimit) {
-	std::vector<std::string> plain = relations_of_new_queue("jobs", false, false);
+	std::vector<std::string> plain = relations_of_new_queue("jobs", Naming::role_first, false, false);
 	std::set<std::string> names(plain.begin(), plain.end());
 	EXPECT_TRUE(names.count("keyed_q_jobs"));
 	EXPECT_FALSE(names.count("r_jobs"));
@@ -142,7 +148,8 @@ TEST(RelationNames, TheWordsThatKeepNamesApart) {
 		for (QueueTable b : tables) {
 			std::string pa = table_prefix(a), pb = table_prefix(b);
 			if (a != b)
-				EXPECT_NE(pa.substr(0, std::min(pa.size(), pb.size())), pb.substr(0, std::min(pa.size(), pb.size())))
+				EXPECT_NE(pa.substr(0, std::min(pa.size(), pb.size())),
+				          pb.substr(0, std::min(pa.size(), pb.size())))
 				    << pa << " " << pb;
 			EXPECT_EQ(pa.back(), '_');
 		}
@@ -179,8 +186,10 @@ TEST(RelationNames, NoTwoQueuesShareANameSince040) {
 	// while before 0.4.0 they did: queue jobs's index q_jobs_keyed was the
 	// table of queue jobs_keyed
 	EXPECT_NE(first_shared_name(queues, Naming::table_first), "");
-	EXPECT_EQ(first_shared_name({"jobs", "jobs_keyed"}, Naming::table_first), "q_jobs_keyed of jobs and jobs_keyed");
-	EXPECT_EQ(first_shared_name({"jobs", "jobs_keyed", "a", "a_pkey", "jobs_id_seq"}, Naming::role_first), "");
+	EXPECT_EQ(first_shared_name({"jobs", "jobs_keyed"}, Naming::table_first),
+	          "q_jobs_keyed of jobs and jobs_keyed");
+	EXPECT_EQ(first_shared_name({"jobs", "jobs_keyed", "a", "a_pkey", "jobs_id_seq"}, Naming::role_first),
+	          "");
 }
 
 TEST(RelationNames, RoleFirstNameOfAnOlderOne) {

@@ -111,8 +111,8 @@ bool is_distributed(Oid relid) {
 		static const Oid types[1] = {TEXTOID};
 		Datum values[1] = {pg::text_datum(*queue)};
 		SPIPlanPtr plan = pg::prepared_plan(
-		    "distributed:is", "SELECT FROM concurrency.distributed_queue WHERE queue OPERATOR(pg_catalog.=) $1",
-		    1, types);
+		    "distributed:is",
+		    "SELECT FROM concurrency.distributed_queue WHERE queue OPERATOR(pg_catalog.=) $1", 1, types);
 		distributed = pg::execute(plan, values, nullptr, true) > 0;
 	}
 	(*known)[relid] = distributed;

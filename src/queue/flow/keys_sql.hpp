@@ -45,7 +45,9 @@ class KeySql {
 
 	// CREATE TABLE of both side tables and the keyed index on the queue's
 	// table; DROP of the side tables; ALTER … OWNER TO of the side tables.
-	std::string create_tables() const;
+	// (`naming`: of their primary keys and the keyed index, as
+	// QueueSql::create_table's)
+	std::string create_tables(Naming naming) const;
 	std::string drop_tables() const;
 	std::string alter_owner(std::string_view role) const;
 

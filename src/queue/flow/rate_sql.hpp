@@ -46,7 +46,7 @@ class RateSql : public SlotTableSql {
 
 	// CREATE TABLE of the slot table and its index (drop_table, alter_owner:
 	// SlotTableSql's)
-	std::string create_table() const;
+	std::string create_table(Naming naming) const; // (of its primary key)
 	// $1 int4 rate_limit: makes the table hold slots 1..rate_limit (new ones
 	// never used)
 	std::string resize() const;
@@ -99,7 +99,7 @@ class KeyRateSql : public SlotTableSql {
 	const std::string &table() const { return table_; }
 	const std::string &shard_filter() const { return filter_; }
 
-	std::string create_table() const;
+	std::string create_table(Naming naming) const; // (of its primary key)
 	// $1 int4 key_rate_limit: drops the slots beyond it
 	std::string resize() const;
 	// $1 text key, $2 timestamptz free_before (now - key_rate_period), $3

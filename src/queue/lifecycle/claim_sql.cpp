@@ -169,10 +169,10 @@ RETURNING t.id, t.lease_token, t.attempt, t.payload, t.enqueued_at, t.lease_expi
 	                   fmt::arg("is_key", null_key ? "IS NULL" : EQ " $5"));
 }
 
-std::string QueueSql::create_fair_index() const {
+std::string QueueSql::create_fair_index(Naming naming) const {
 	return fmt::format(
 	    "CREATE INDEX IF NOT EXISTS {} ON {} (concurrency_key NULLS FIRST, {}) WHERE state = 'ready'",
-	    name(Role::fair), table_, claim_order());
+	    name(Role::fair, naming), table_, claim_order());
 }
 
 std::string QueueSql::drop_fair_index(std::string_view index) {

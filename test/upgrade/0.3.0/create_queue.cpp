@@ -4,9 +4,11 @@
 // slots, the rate slots of both limits and the fair index, from the release
 // commit's own QueueSql, StatsSql, KeySql, RateSql and KeyRateSql, compiled
 // against that commit's sources by scripts/upgrade-check.sh (the sources are
-// listed on the line below). Its relations are named as 0.3.0 named them
+// listed below). Its relations are named as 0.3.0 named them
 // (table first: q_<queue>_ready), which the update keeps (names.before.sql).
+// clang-format off
 // upgrade-check sources: src/queue/queue_sql.cpp src/queue/release_sql.cpp src/queue/stats_sql.cpp src/queue/keys_sql.cpp src/queue/rate_sql.cpp src/common/sql_text.cpp
+// clang-format on
 #include <cstdio>
 
 #include "queue/keys_sql.hpp"

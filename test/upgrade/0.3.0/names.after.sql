@@ -2,8 +2,11 @@
 -- names 0.3.0 gave its relations, and works
 SELECT c.relname, c.relkind FROM pg_class c
  WHERE c.relnamespace = 'concurrency'::regnamespace AND c.relname LIKE '%legacy%' ORDER BY 1;
-SELECT count(*) AS completed FROM names_held, concurrency.complete('legacy', task_id, lease_token);
+SELECT payload ->> 'n' AS n, concurrency.complete('legacy', task_id, lease_token) FROM names_held;
 SELECT count(*) FROM concurrency.enqueue('legacy', '{"n": 4}', concurrency_key => 'k');
+-- key k's tasks one at a time (key_limit 1)
+SELECT payload ->> 'n' AS n, concurrency.complete('legacy', task_id, lease_token)
+  FROM concurrency.dequeue('legacy', 5) ORDER BY 1;
 SELECT payload ->> 'n' AS n, concurrency.complete('legacy', task_id, lease_token)
   FROM concurrency.dequeue('legacy', 5) ORDER BY 1;
 SELECT payload ->> 'n' AS n, concurrency.complete('legacy', task_id, lease_token)
