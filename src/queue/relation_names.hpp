@@ -11,9 +11,9 @@
 //
 // Each index of those tables and the tasks' identity sequence are named by
 // their role and their table, role first: ready_q_jobs, pkey_k_jobs,
-// id_seq_q_jobs. No role begins with the first two characters of a table
-// prefix, and no role is another role followed by "_" and more, so such a
-// name is never another queue's relation's, nor a name of the older rule.
+// id_seq_q_jobs. No role followed by "_" begins with a table prefix, and no
+// role is another role followed by "_" and more, so such a name is never
+// another queue's relation's, nor a name of the older rule.
 // Before 0.4.0 they were named table first, as PostgreSQL names a primary
 // key (q_jobs_ready, k_jobs_pkey, q_jobs_id_seq), and one queue's could be
 // another's: queue "jobs" had the index q_jobs_keyed, the table of a queue
@@ -22,7 +22,10 @@
 // all), so the code finds an index or the sequence by its role under either
 // name (queue.hpp: derived_relid); create_queue refuses a name whose tables
 // would have the names of such an older queue's relations (42P07 naming
-// that queue: admin.cpp).
+// that queue: lifecycle/names.cpp). While the extension's objects are older
+// than 0.4.0 (the module updated, ALTER EXTENSION … UPDATE not yet run),
+// new relations are named table first, as those objects' SQL names them
+// (queue.hpp: naming_of_new_relations).
 #pragma once
 
 #include <cstdint>

@@ -518,16 +518,24 @@ static void revoke_routed_usage(Oid owner) {
 	// a superuser needs no grant; the schema's owner keeps its own
 	if (!OidIsValid(owner) || pg::guard([&] { return superuser_arg(owner); }))
 		return;
+	// the tables of the other distributed queues (their names: relation_names.hpp)
+	std::vector<std::string> queues;
+	uint64 n = execute("SELECT queue FROM concurrency.distributed_queue");
+	for (uint64 r = 0; r < n; ++r)
+		queues.push_back(pg::text_column(r, 1).value_or(""));
+	uint64 other = 0;
+	for (const std::string &q : queues) {
+		Oid relid = queue::queue_relid(q);
+		if (OidIsValid(relid) && queue::relation_owner(relid) == owner)
+			other = 1;
+	}
 	static const Oid types[1] = {OIDOID};
 	Datum values[1] = {ObjectIdGetDatum(owner)};
-	uint64 other = execute("SELECT 1 FROM concurrency.distributed_queue d JOIN pg_catalog.pg_class c"
-	                       " ON c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.format("
-	                       "'concurrency.%I', concurrency_internal.queue_relation_name(d.queue, 'tasks')))"
-	                       " WHERE c.relowner OPERATOR(pg_catalog.=) $1"
-	                       " UNION ALL SELECT 1 FROM pg_catalog.pg_namespace"
-	                       " WHERE nspname OPERATOR(pg_catalog.=) 'concurrency_internal'"
-	                       " AND nspowner OPERATOR(pg_catalog.=) $1 LIMIT 1",
-	                       1, types, values);
+	if (other == 0)
+		other = execute("SELECT 1 FROM pg_catalog.pg_namespace"
+		                " WHERE nspname OPERATOR(pg_catalog.=) 'concurrency_internal'"
+		                " AND nspowner OPERATOR(pg_catalog.=) $1",
+		                1, types, values);
 	if (other == 0) {
 		std::string revoke =
 		    fmt::format("REVOKE USAGE ON SCHEMA concurrency_internal FROM {}",
