@@ -74,7 +74,7 @@ latency() { # calls
   pgbench -n -c 1 -t "$1" -f "$work/claim.sql" 2>&1 | sed -nE 's/^latency average = ([0-9.]+) ms$/\1/p'
 }
 measure() { # queue direct_claim
-  local index="q_$1_ready" b0 b1 b2 first ms
+  local index="ready_q_$1" b0 b1 b2 first ms
   printf 'SET concurrency.direct_claim = %s;\nSELECT count(*) FROM concurrency.dequeue(%s);\n' "$2" "'$1'" >"$work/claim.sql"
   b0=$(index_buffers "$index")
   first=$(latency 1)
@@ -83,7 +83,7 @@ measure() { # queue direct_claim
   b2=$(index_buffers "$index")
   echo "$first $((b1 - b0)) $ms $(( (b2 - b1) / claims ))"
 }
-pages=$("${psql[@]}" -c "SELECT pg_relation_size('concurrency.q_bench_burst_on_ready') / current_setting('block_size')::int")
+pages=$("${psql[@]}" -c "SELECT pg_relation_size('concurrency.ready_q_bench_burst_on') / current_setting('block_size')::int")
 rows=()
 for direct in on off; do
   read -r _ _ f_ms f_buf <<<"$(measure bench_fresh $direct)"

@@ -43,7 +43,7 @@ SELECT c.relname, c.reloptions,
   FROM pg_class c WHERE c.oid = 'concurrency."q_jobs"'::regclass;
 SELECT indexrelid::regclass AS index, pg_get_indexdef(indexrelid) LIKE '%WHERE%' AS partial
   FROM pg_index WHERE indrelid = 'concurrency."q_jobs"'::regclass ORDER BY indexrelid::regclass::text;
-SELECT pg_get_indexdef('concurrency."q_jobs_ready"'::regclass);
+SELECT pg_get_indexdef('concurrency."ready_q_jobs"'::regclass);
 
 -- enqueue: ids, run_at, priority, dedupe_key
 SELECT concurrency.enqueue('jobs', '{"n": 1}');

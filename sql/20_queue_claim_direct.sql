@@ -123,7 +123,7 @@ SELECT count(*) FROM concurrency.enqueue_batch('direct_fair',
     (SELECT array_agg(jsonb_build_object('n', i)) FROM generate_series(1, 8) AS i),
     concurrency_keys => ARRAY['a', 'a', 'b', 'b', NULL, NULL, 'c', 'c']);
 CREATE FUNCTION pg_temp.fair_index_scans() RETURNS bigint LANGUAGE sql AS
-    $$ SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'q_direct_fair_fair' $$;
+    $$ SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = 'fair_q_direct_fair' $$;
 CREATE TEMP TABLE fair_claims (seq serial, n int, direct boolean, scans_before bigint);
 SET concurrency.direct_claim = on;
 SELECT pg_stat_force_next_flush();

@@ -59,12 +59,12 @@ SELECT count(*) AS kept_plans_after_drop FROM pg_backend_memory_contexts
 SELECT concurrency.create_queue('probed');
 SELECT concurrency.enqueue('probed', '{}') IS NOT NULL AS enqueued;
 SELECT count(*) AS claimed FROM concurrency.dequeue('probed');
-DROP INDEX concurrency."q_probed_leased";
+DROP INDEX concurrency."leased_q_probed";
 SELECT concurrency.enqueue('probed', '{}') IS NOT NULL AS enqueued_without_index;
 SELECT state FROM concurrency.task_status('probed',
     (SELECT max(id) FROM concurrency."q_probed"));
 SELECT task_id FROM concurrency.dequeue('probed');
-CREATE INDEX "q_probed_leased" ON concurrency."q_probed" (lease_expires_at) WHERE state = 'leased';
+CREATE INDEX "leased_q_probed" ON concurrency."q_probed" (lease_expires_at) WHERE state = 'leased';
 SELECT count(*) AS claimed FROM concurrency.dequeue('probed');
 SELECT concurrency.drop_queue('probed');
 

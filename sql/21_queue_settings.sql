@@ -96,8 +96,8 @@ DROP ROLE regress_queue_settings;
 
 -- the queue table: finished tasks and concurrency keys, and the partial
 -- index purge walks (claims never see finished tasks)
-SELECT pg_get_indexdef('concurrency."q_s1_finished"'::regclass);
-SELECT pg_get_indexdef('concurrency."q_s1_dedupe"'::regclass);
+SELECT pg_get_indexdef('concurrency."finished_q_s1"'::regclass);
+SELECT pg_get_indexdef('concurrency."dedupe_q_s1"'::regclass);
 
 -- enqueue stores a concurrency_key; one longer than an index can hold: 22023
 SELECT concurrency.enqueue('s2', '{"k": 1}', concurrency_key => 'customer-1') AS k1 \gset

@@ -18,7 +18,7 @@ SELECT name, key_rate_limit, key_rate_period, rate_limit, fair FROM concurrency.
 -- its slot table (empty: a key's slots are made by its claims) and the index
 -- its claims walk
 SELECT count(*) AS slots FROM concurrency.rk_kr;
-SELECT to_regclass('concurrency.q_kr_fair') IS NOT NULL AS key_index;
+SELECT to_regclass('concurrency.fair_q_kr') IS NOT NULL AS key_index;
 -- three keys of four tasks each, and two tasks without a key
 SELECT count(*) AS enqueued
   FROM generate_series(1, 12) AS i,
@@ -62,13 +62,13 @@ SELECT concurrency.alter_queue('kr', key_rate_period => '2 hours');
 SELECT key_rate_limit, key_rate_period FROM concurrency.queue WHERE name = 'kr';
 SELECT concurrency.alter_queue('kr', key_rate_limit => 0);
 SELECT key_rate_limit, key_rate_period, to_regclass('concurrency.rk_kr') AS slot_table,
-       to_regclass('concurrency.q_kr_fair') AS key_index
+       to_regclass('concurrency.fair_q_kr') AS key_index
   FROM concurrency.queue WHERE name = 'kr';
 SELECT count(*) AS claimed FROM concurrency.dequeue('kr', batch => 20);
 -- a fair queue keeps its index when the key limit goes
 SELECT concurrency.alter_queue('kr', fair => true, key_rate_limit => 1, key_rate_period => '1 hour');
 SELECT concurrency.alter_queue('kr', key_rate_limit => 0);
-SELECT fair, to_regclass('concurrency.q_kr_fair') IS NOT NULL AS key_index FROM concurrency.queue WHERE name = 'kr';
+SELECT fair, to_regclass('concurrency.fair_q_kr') IS NOT NULL AS key_index FROM concurrency.queue WHERE name = 'kr';
 
 -- with the queue's own rate_limit too: both limits hold
 SELECT concurrency.create_queue('kr_both', rate_limit => 3, rate_period => '1 hour',

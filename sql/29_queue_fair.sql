@@ -84,7 +84,7 @@ SELECT count(*) AS claimed FROM concurrency.dequeue('fq', wait => '10 ms');
 
 -- fair => false: the index goes, claims take the queue's claim order again
 SELECT concurrency.alter_queue('fq', fair => false);
-SELECT fair, (SELECT count(*) FROM pg_class WHERE relname = 'q_fq_fair') AS fair_index FROM concurrency.queue WHERE name = 'fq';
+SELECT fair, (SELECT count(*) FROM pg_class WHERE relname = 'fair_q_fq') AS fair_index FROM concurrency.queue WHERE name = 'fq';
 DELETE FROM concurrency.q_fq;
 SELECT count(*) FROM (
     SELECT concurrency.enqueue('fq', jsonb_build_object('k', k, 'i', i), concurrency_key => k)
@@ -95,7 +95,7 @@ SELECT concurrency.alter_queue('fq', fair => NULL);
 SELECT fair FROM concurrency.queue WHERE name = 'fq';
 SELECT concurrency.alter_queue('fq', fair => true);
 SELECT concurrency.alter_queue('fq', fair => true);
-SELECT count(*) AS fair_index FROM pg_class WHERE relname = 'q_fq_fair';
+SELECT count(*) AS fair_index FROM pg_class WHERE relname = 'fair_q_fq';
 
 -- a role with work claims from a fair queue; only manage may change it
 DELETE FROM concurrency.q_fq;

@@ -1,5 +1,6 @@
-// The task queue's PostgreSQL side: per-backend queue cache, plan runner,
-// materialized result sets. Internal to src/queue.
+// The task queue's PostgreSQL side: what a backend remembers about each
+// queue (queue_cache.cpp), and an open queue, which runs its statements
+// (queue.cpp). Internal to src/queue.
 #pragma once
 
 #include <cstdint>
@@ -58,11 +59,12 @@ struct QueueInfo {
 	// its partial index of finished tasks, probed by purge before its
 	// statement (InvalidOid until the first purge; a shard's is not probed)
 	Oid finished_index;
-	// its ready index and the lease-token sequence, for the claim without
-	// the executor (claim_direct.hpp; InvalidOid until the first claim:
-	// claim_relations), and what that claim keeps about the table (nullptr
-	// until then)
+	// its ready index, its fair index (InvalidOid where it has none) and the
+	// lease-token sequence, for the claim without the executor
+	// (claim_direct.hpp; InvalidOid until the first claim: claim_relations),
+	// and what that claim keeps about the table (nullptr until then)
 	Oid ready_index;
+	Oid fair_index;
 	Oid token_sequence;
 	DirectClaim *direct;
 	Interval lease;
@@ -190,6 +192,24 @@ uint64 run_plan_as(SPIPlanPtr plan, const Datum *values, const char *nulls, Oid 
 // Oid of relation concurrency.<relname>, or InvalidOid.
 Oid concurrency_relid(const std::string &relname);
 
+// The OID of the relation of role `role` (an index, or the identity
+// sequence) of table `table` of `queue`, whose OID is `table_relid`, under
+// either name it may have (relation_names.hpp: role first, or table first
+// where it was made before 0.4.0); InvalidOid where the table has none. A
+// relation of that name that is not the table's (the table of another
+// queue) is not it.
+Oid derived_relid(Oid table_relid, QueueTable table, std::string_view queue, Role role);
+
+// How the relations made now are named (SPI connected): role first, unless
+// the extension's objects are older than 0.4.0 (the module updated, ALTER
+// EXTENSION … UPDATE not yet run), whose SQL (distribute_queue) names the
+// indexes table first: then as they did.
+Naming naming_of_new_relations();
+
+// The prefix of the keys of the plans that Queue::run_internal keeps for
+// the queue (or shard) of cache key `key`: "queue:<key>\x1f".
+std::string plan_prefix(std::string_view key);
+
 // For a per-backend cache of what one catalog table of the extension says
 // (concurrency.<relname>): a generation counter bumped by every relcache
 // invalidation of that table (its statement trigger sends one, also this
@@ -243,9 +263,10 @@ void set_distributed_hooks(const DistributedHooks &hooks);
 // Oid of concurrency."q_<queue>", or InvalidOid.
 Oid queue_relid(std::string_view queue);
 
-// Looks up the ready index and the lease-token sequence of the claim without
-// the executor, once per cache entry (reset with the other OIDs when the
-// entry is revalidated). False when either is missing.
+// Looks up the ready index, the fair index and the lease-token sequence of
+// the claim without the executor, once per cache entry (reset with the
+// other OIDs when the entry is revalidated). False when the ready index or
+// the sequence is missing.
 bool claim_relations(QueueInfo &info);
 
 // Forgets this backend's plans and settings of `queue` (after DROP).

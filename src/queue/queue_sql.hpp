@@ -12,13 +12,13 @@
 #include <string>
 #include <string_view>
 
+#include "queue/relation_names.hpp"
+
 namespace concurrency::queue {
 
-// Identifiers derived from a queue name (unquoted). A valid queue name has at
-// most max_queue_name_bytes (48) bytes, so each fits in 63 bytes.
-std::string queue_table_name(std::string_view queue);                          // q_<queue>
-std::string queue_index_name(std::string_view queue, std::string_view suffix); // q_<queue>_<suffix>
-std::string queue_channel(std::string_view queue);                             // concurrency_<queue>
+// The queue's LISTEN channel, concurrency_<queue> (its relations' names:
+// relation_names.hpp).
+std::string queue_channel(std::string_view queue);
 
 // Longest concurrency_key and dedupe_key accepted (bytes): an index entry
 // must hold it.
@@ -83,6 +83,9 @@ class QueueSql {
 	// The condition under which a task holds its dedupe_key (the predicate of
 	// the unique index and of every ON CONFLICT that infers it).
 	static std::string dedupe_holder();
+	// The claim order, as the ready index stores it: ascending (-priority,
+	// run_at, id); the claims (queue/lifecycle/claim_sql.cpp) walk it.
+	static const char *claim_order();
 
 	// Whether the table has the columns of dependencies (parents_open,
 	// has_children) and concurrency.task_dependency exists: true unless the
@@ -99,7 +102,10 @@ class QueueSql {
 
 	// CREATE TABLE with its indexes, storage and autovacuum settings, and the
 	// comment; one string of several statements.
-	std::string create_table() const;
+	// `naming`: how its indexes and identity sequence are named
+	// (relation_names.hpp: role first, or, while the extension's objects are
+	// older than 0.4.0, table first, as their SQL names them).
+	std::string create_table(Naming naming) const;
 	std::string drop_table() const;
 	// ALTER TABLE … OWNER TO role
 	std::string alter_owner(std::string_view role) const;
@@ -127,6 +133,8 @@ class QueueSql {
 	// $5 text[] dedupe keys, $6 text[] concurrency keys -> id, dedupe_key of
 	// each task inserted, in payload order
 	std::string enqueue_batch(bool with_dedupe_keys) const;
+	// The claim's statements, up to drop_fair_index, are in
+	// queue/lifecycle/claim_sql.cpp.
 	// The wake-up step of dequeue: due scheduled tasks become ready; expired
 	// leases become ready (or dead when their attempts are used up); a lease
 	// extended by a heartbeat past its indexed deadline is left alone.
@@ -165,9 +173,10 @@ class QueueSql {
 	std::string claim_of_key(bool null_key) const;
 	// CREATE INDEX IF NOT EXISTS of the index the fair claim walks (ready
 	// tasks by key, the tasks without a key first, then in claim order);
-	// DROP INDEX IF EXISTS of it.
-	std::string create_fair_index() const;
-	std::string drop_fair_index() const;
+	// DROP INDEX IF EXISTS of it, under the name it has (`index`, unquoted:
+	// made before 0.4.0, it is named table first).
+	std::string create_fair_index(Naming naming) const;
+	static std::string drop_fair_index(std::string_view index);
 	// $1 int8 task_id, $2 int8 lease_token, $3 timestamptz now, $4 interval extend -> new deadline
 	std::string heartbeat() const;
 	// $1 int8 task_id, $2 int8 lease_token (deletes the task: SPI_processed 1
@@ -253,7 +262,8 @@ class QueueSql {
 	std::string link_columns(const char *alias = "") const;
 	// "shard_key = <k> AND " (and with "t."): empty on a queue's own table
 	std::string k_, tk_;
-	std::string name(std::string_view suffix) const;
+	// the name of its index (or identity sequence) `role`, quoted
+	std::string name(Role role, Naming naming) const;
 	// the expressions of a new task id (shards only) and a new lease token
 	std::string new_id() const;
 	std::string new_token() const;

@@ -1,12 +1,14 @@
 -- ---------------------------------------------------------------------------
 -- The SQL helpers of distributed queues (see 41_distributed_queue.sql for
 -- the placement they follow). Every queue function is served by the C++ on
--- each node (42_distributed_nodes.sql); what is left here in SQL is the
--- resizing of the lease slots of max_leased (run by alter_queue on the
--- coordinator, with its helpers), and the declarations of the C++ functions
--- that one node calls on another's shards: distributed_lease_end (a lease
--- slot whose lease end passed), distributed_rebalance (key_limit changed)
--- and distributed_purge_chunk (from a node without shards). Internal: they
+-- each node (42_distributed_nodes.sql); what is left here in SQL are the
+-- helpers of the resizing of the lease slots of max_leased (run by
+-- alter_queue on the coordinator: distributed_resize_slots and
+-- distributed_queue_settings are in 44_distributed_ddl.sql), and the
+-- declarations of the C++ functions that one node calls on another's
+-- shards: distributed_lease_end (a lease slot whose lease end passed),
+-- distributed_rebalance (key_limit changed) and distributed_purge_chunk
+-- (from a node without shards). Internal: they
 -- live in schema concurrency_internal, which PUBLIC cannot use; the owner of
 -- each distributed queue's table gets USAGE on it from distribute_queue (the
 -- queue functions run these as that owner), so that \df concurrency.* lists
@@ -17,32 +19,6 @@ CREATE SCHEMA concurrency_internal;
 REVOKE ALL ON SCHEMA concurrency_internal FROM PUBLIC;
 COMMENT ON SCHEMA concurrency_internal IS
     'internal functions of concurrency_ext (routed functions of distributed queues, trigger functions, the rows behind views); not an API: PUBLIC cannot use it';
-
--- The settings and shard keys of a distributed queue; 42704 when the queue is
--- not distributed (or does not exist).
-CREATE FUNCTION concurrency_internal.distributed_queue_settings(queue text,
-        OUT relation text, OUT lease interval, OUT max_attempts integer, OUT shard_keys integer[],
-        OUT dedupe_holder text, OUT retain interval, OUT key_limit integer, OUT max_leased integer)
-    LANGUAGE plpgsql STABLE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$
-BEGIN
-    IF queue IS NULL THEN
-        RAISE EXCEPTION 'queue must not be null' USING ERRCODE = '22004';
-    END IF;
-    SELECT format('concurrency.%I', 'q_' || q.name), q.lease, q.max_attempts, d.shard_keys, d.dedupe_holder, q.retain,
-           q.key_limit, q.max_leased
-      INTO relation, lease, max_attempts, shard_keys, dedupe_holder, retain, key_limit, max_leased
-      FROM concurrency.queue q JOIN concurrency.distributed_queue d ON d.queue = q.name
-     WHERE q.name = distributed_queue_settings.queue;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'distributed queue "%" does not exist', queue USING ERRCODE = '42704',
-            HINT = 'Create it with concurrency.create_queue, then concurrency.distribute_queue.';
-    END IF;
-END
-$fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_queue_settings(text) IS
-    'table, lease, max_attempts and shard keys of a distributed queue (42704 if it is not one)';
 
 -- ---------------------------------------------------------------------------
 -- key_limit on a distributed queue, kept as on a local queue (the design:
@@ -88,42 +64,9 @@ COMMENT ON FUNCTION concurrency_internal.distributed_key_position(integer, text)
 -- which a heartbeat may have left in lease_extended_to, is written into the
 -- slot). The claim itself and the acknowledgements are the queue's C++
 -- (src/queue/claim.cpp, src/queue/distributed.hpp: decide_lease_slots);
--- these functions keep the slots.
+-- these functions (and distributed_resize_slots, in 44_distributed_ddl.sql)
+-- keep the slots.
 -- ---------------------------------------------------------------------------
-
--- After alter_queue set max_leased (0: none): slots 1..max_leased, the leases
--- running now written into the empty ones.
-CREATE FUNCTION concurrency_internal.distributed_resize_slots(queue text, max_leased integer) RETURNS void
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$
-DECLARE
-    s record := concurrency_internal.distributed_queue_settings(queue);
-    slots_relation text := format('concurrency.%I', 's_' || queue);
-BEGIN
-    IF max_leased IS NULL OR max_leased < 0 THEN
-        RAISE EXCEPTION 'max_leased must not be negative' USING ERRCODE = '22023';
-    END IF;
-    EXECUTE format('DELETE FROM %s WHERE slot > $1', slots_relation) USING max_leased;
-    EXECUTE format('INSERT INTO %s (slot) SELECT g FROM generate_series(1, $1) AS g ON CONFLICT (slot) DO NOTHING',
-                   slots_relation) USING max_leased;
-    EXECUTE format($q$WITH running AS (SELECT r.id, r.lease_token, r.lease_expires_at,
-                                              row_number() OVER (ORDER BY r.id) AS n
-                                         FROM unnest($1, $2, $3) AS r(id, lease_token, lease_expires_at)
-                                        WHERE r.id NOT IN (SELECT task_id FROM %1$s WHERE task_id IS NOT NULL)),
-                           empty AS (SELECT slot, row_number() OVER (ORDER BY slot) AS n
-                                       FROM %1$s WHERE task_id IS NULL)
-                       UPDATE %1$s AS sl SET task_id = running.id, lease_token = running.lease_token,
-                                             lease_expires_at = running.lease_expires_at
-                         FROM running JOIN empty USING (n)
-                        WHERE sl.slot = empty.slot$q$, slots_relation)
-      USING ARRAY(SELECT l.id FROM concurrency_internal.distributed_leased(queue) l ORDER BY l.id),
-            ARRAY(SELECT l.lease_token FROM concurrency_internal.distributed_leased(queue) l ORDER BY l.id),
-            ARRAY(SELECT l.lease_expires_at FROM concurrency_internal.distributed_leased(queue) l ORDER BY l.id);
-END
-$fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_resize_slots(text, integer) IS
-    'gives a distributed queue max_leased lease slots, the running leases written into them (0: none)';
 
 -- The leased tasks of a distributed queue (a query over every shard).
 CREATE FUNCTION concurrency_internal.distributed_leased(queue text)

@@ -389,7 +389,7 @@ def fair_indexes(port, queue):
     """How many shards of `queue` on node `port` have the fair index (Citus hides shards from catalog queries)."""
     k = connect(port)
     k.execute("SET citus.override_table_visibility TO off")
-    return scalar(k, "SELECT count(*) FROM pg_indexes WHERE indexname LIKE %s", (f"q\\_{queue}\\_fair\\_%",))
+    return scalar(k, "SELECT count(*) FROM pg_indexes WHERE indexname LIKE %s", (f"fair\\_q\\_{queue}\\_%",))
 
 
 def test_fair_on_distributed_queues():

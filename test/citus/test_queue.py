@@ -1237,6 +1237,65 @@ def test_chaos_exactly_once():
     check("chaos: no task dead", dead in (0, None), repr(dead))
 
 
+# Renames the indexes and identity sequence of queue QUEUE's relations to the names 0.3.0 gave them (table first:
+# q_<queue>_ready), as a queue made before 0.4.0 has them.
+TABLE_FIRST = r"""
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT c.relname AS name, c.relkind AS kind, m[1] AS role, m[2] AS tbl
+               FROM pg_class c, regexp_match(c.relname, '^([a-z_]+)_((?:q|k|s|r|rk)_QUEUE)$') AS m
+              WHERE c.relnamespace = 'concurrency'::regnamespace AND m IS NOT NULL
+    LOOP
+        EXECUTE format('ALTER %s concurrency.%I RENAME TO %I', CASE r.kind WHEN 'S' THEN 'SEQUENCE' ELSE 'INDEX' END,
+                       r.name, r.tbl || '_' || r.role);
+    END LOOP;
+END $$"""
+
+
+def test_derived_names():
+    """Queues whose names were each other's derived names before 0.4.0 (nj's index q_nj_keyed was the table of
+    nj_keyed, na's k_na_pkey the key table of na_pkey, nj's sequence q_nj_id_seq the table of nj_id_seq) are all
+    distributed and work from every node; a queue named as before 0.4.0 (table first) is distributed under its
+    names (distribute_queue and distribute_key_rate_slots find them) and works too."""
+    c = connect(COORDINATOR)
+    names = ("nj", "nj_keyed", "na", "na_pkey", "nj_id_seq", "nold")
+    for q in names:
+        c.execute("SELECT concurrency.drop_queue(%s) FROM concurrency.queue WHERE name = %s", (q, q))
+    for q in names[:5]:
+        c.execute("SELECT concurrency.create_queue(%s, key_limit => 1, distributed => true)", (q,))
+    c.execute("SELECT concurrency.create_queue('nold', key_limit => 1, key_rate_limit => 10, "
+              "key_rate_period => '1 hour')")
+    c.execute(TABLE_FIRST.replace("QUEUE", "nold"))
+    c.execute("SELECT concurrency.distribute_queue('nold', 2)")
+    indexes = scalar(c, "SELECT string_agg(indexrelid::regclass::text, ' ' ORDER BY 1) FROM pg_index "
+                        "WHERE indrelid = 'concurrency.q_nj'::regclass")
+    check("a new queue's indexes are named role first", "concurrency.ready_q_nj" in indexes
+          and "concurrency.pkey_q_nj" in indexes and "concurrency.dedupe_q_nj" in indexes, indexes)
+    old = {name: scalar(c, "SELECT pg_get_indexdef(%s::regclass)", (f"concurrency.{name}",))
+           for name in ("q_nold_pkey", "q_nold_dedupe", "k_nold_pkey", "rk_nold_pkey")}
+    check("the queue named as before 0.4.0 keeps its names, its keys lead with shard_key",
+          all("shard_key" in d for d in old.values()), repr(old))
+    for i, q in enumerate(names):
+        port = (COORDINATOR, WORKER1, WORKER2)[i % 3]
+        n = connect(port)
+        n.execute("SELECT concurrency.enqueue_batch(%s, ARRAY['{\"n\": 1}', '{\"n\": 2}']::jsonb[], "
+                  "concurrency_keys => ARRAY['k', 'k'])", (q,))
+        got = []
+        for _ in range(40):  # a claim visits one shard at a time; the key's tasks one at a time
+            for tid, token, p in n.execute("SELECT task_id, lease_token, payload ->> 'n' FROM concurrency.dequeue(%s, 5)",
+                                           (q,)).fetchall():
+                n.execute("SELECT concurrency.complete(%s, %s, %s)", (q, tid, token))
+                got.append(p)
+            if len(got) >= 2:
+                break
+        check(f"queue {q}: its key's tasks claimed one after the other and completed, from node {port}",
+              got == ["1", "2"], repr(got))
+    for q in names:
+        c.execute("SELECT concurrency.drop_queue(%s)", (q,))
+
+
 if __name__ == "__main__":
     setup()
     run([test_shape, test_refusals, test_enqueue_places_tasks, test_router_claims_rotate,
@@ -1246,4 +1305,4 @@ if __name__ == "__main__":
          test_serial_key_order, test_max_leased, test_max_leased_expired_for_good, test_max_leased_concurrent, test_limits_concurrent,
          test_replace_on_dedupe,
          test_schedule_on_distributed_queue, test_schedule_runner_on_distributed_queue, test_dependencies,
-         test_chaos_exactly_once])
+         test_derived_names, test_chaos_exactly_once])

@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from citus_lib import COORDINATOR, NODES, check, connect, run, scalar
+from citus_lib import COORDINATOR, NODES, check, connect, error_of, run, scalar
 
 FROM = os.environ.get("CITUS_UPGRADE_FROM", "0.3.0")
 CURRENT = re.search(r"default_version = '([^']+)'",
@@ -114,6 +114,15 @@ def test_update_with_live_tasks():
     check("the ready and failed tasks made before the update drain after it",
           scalar(c, "SELECT count(*) FROM concurrency.q_up_local WHERE state NOT IN ('leased', 'scheduled')") == 0
           and scalar(c, "SELECT count(*) FROM concurrency.q_up_dist WHERE state NOT IN ('leased', 'scheduled')") == 0)
+    # the queues made under FROM keep the names FROM gave their indexes (table first), on every node (a worker
+    # node's shards are named after them); a queue whose table would have one of them is refused, naming its queue
+    if FROM != CURRENT:
+        check("the queues made before the update keep their index names",
+              all(scalar(connect(p), "SELECT to_regclass('concurrency.q_up_dist_ready') IS NOT NULL") for p in NODES)
+              and scalar(c, "SELECT to_regclass('concurrency.q_up_local_ready') IS NOT NULL"))
+        err = error_of(lambda: c.execute("SELECT concurrency.create_queue('up_dist_ready')"))
+        check("create_queue of a name taken by such an index: 42P07 naming the queue",
+              err is not None and err.sqlstate == "42P07" and '"up_dist"' in (err.diag.message_detail or ""), repr(err))
     recreate(c)
 
 

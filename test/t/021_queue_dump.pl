@@ -7,6 +7,10 @@
 # back too. After a restore the queues work, a lease taken
 # before the dump can still be completed with its token, new tokens never
 # repeat old ones, and DROP EXTENSION still refuses to take the tasks along.
+# The names of a queue's indexes and identity sequence come back as they
+# were: role first (ready_q_jobs) for a queue made since 0.4.0, table first
+# (q_legacy_ready) for one made before, and both kinds work, beside queues
+# whose names were each other's derived names before 0.4.0.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -56,6 +60,27 @@ $node->safe_psql('postgres', q{
   SELECT concurrency.alter_queue('turns', fair => true);
   SELECT concurrency.enqueue('turns', jsonb_build_object('k', k, 'n', n), concurrency_key => k)
     FROM (VALUES ('a', 1), ('a', 2), ('b', 1)) AS t(k, n);
+
+  -- queue jobs's index was queue jobs_keyed's table before 0.4.0
+  SELECT concurrency.create_queue(q, key_limit => 1) FROM unnest(ARRAY['jobs', 'jobs_keyed']) AS q;
+  SELECT concurrency.enqueue(q, '{}', concurrency_key => 'k') FROM unnest(ARRAY['jobs', 'jobs_keyed']) AS q;
+  -- a queue made before 0.4.0: its relations named table first, as then
+  -- (upgrade-check makes one with 0.3.0's own code)
+  SELECT concurrency.create_queue('legacy', key_limit => 1, key_rate_limit => 10, key_rate_period => '1 hour');
+  DO $$
+  DECLARE
+      r record;
+  BEGIN
+      FOR r IN SELECT c.relname AS name, c.relkind AS kind, m[1] AS role, m[2] AS tbl
+                 FROM pg_class c, regexp_match(c.relname, '^([a-z_]+)_((?:q|k|s|r|rk)_legacy)$') AS m
+                WHERE c.relnamespace = 'concurrency'::regnamespace AND m IS NOT NULL
+      LOOP
+          EXECUTE format('ALTER %s concurrency.%I RENAME TO %I',
+                         CASE r.kind WHEN 'S' THEN 'SEQUENCE' ELSE 'INDEX' END, r.name, r.tbl || '_' || r.role);
+      END LOOP;
+  END $$;
+  SELECT concurrency.enqueue('legacy', jsonb_build_object('n', n), concurrency_key => 'k')
+    FROM generate_series(1, 2) n;
 });
 # one claimed and kept (its holder will complete it after the restore), one failed for good
 my ($held_id, $held_token) = split /\|/, $node->safe_psql('postgres',
@@ -84,6 +109,9 @@ my $grants_sql = q{
     SELECT r, string_agg(p, ',' ORDER BY p) FROM unnest(ARRAY['app_producer', 'app_worker']) AS r,
            unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE']) AS p
      WHERE has_table_privilege(r, 'concurrency."q_emails"', p) GROUP BY r) AS g};
+my $names_sql = q{
+  SELECT string_agg(relname, ' ' ORDER BY relname) FROM pg_class
+   WHERE relnamespace = 'concurrency'::regnamespace AND relname ~ '(jobs|legacy)'};
 my $storage_sql = q{
   SELECT c.reloptions::text || ' ' || (SELECT string_agg(i.relname, ',' ORDER BY i.relname)
                                          FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
@@ -92,7 +120,11 @@ my $storage_sql = q{
 
 my %before = map { $_->[0] => $node->safe_psql('postgres', $_->[1]) }
   (['tasks', $tasks_sql], ['odd', $odd_sql], ['catalog', $catalog_sql], ['grants', $grants_sql],
-	['storage', $storage_sql], ['kept', $kept_sql]);
+	['storage', $storage_sql], ['kept', $kept_sql], ['names', $names_sql]);
+like($before{names}, qr/\bid_seq_q_jobs\b.*\bready_q_jobs\b/, 'before: a queue of 0.4.0, named role first');
+like($before{names}, qr/\bq_legacy_fair\b.*\bq_legacy_id_seq\b.*\bq_legacy_ready\b/,
+	'before: a queue named as before 0.4.0, table first');
+like($before{names}, qr/\bq_jobs_keyed\b/, 'before: queue jobs_keyed beside queue jobs');
 like($before{kept}, qr/\|done\|1\|kept-worker\|\{"receipt": "r-1"\}\|order-1\|customer-1\|/,
 	'before: a retained done task with its result');
 like($before{kept}, qr/\|cancelled\|/, 'before: a retained cancelled task');
@@ -105,6 +137,7 @@ my $max_token = $node->safe_psql('postgres', q{SELECT last_value FROM concurrenc
 for my $format ('custom', 'plain')
 {
 	my $db = "restored_$format";
+	my ($ret, $out, $err);
 	dump_and_restore($node, $node, $format, $db);
 
 	is($node->safe_psql($db, $tasks_sql),   $before{tasks},   "$format: every task came back as it was");
@@ -113,6 +146,7 @@ for my $format ('custom', 'plain')
 	is($node->safe_psql($db, $grants_sql),  $before{grants},  "$format: the per-queue GRANTs came back");
 	is($node->safe_psql($db, $storage_sql), $before{storage}, "$format: storage settings and indexes came back");
 	is($node->safe_psql($db, $kept_sql),    $before{kept},    "$format: retained tasks came back with their results");
+	is($node->safe_psql($db, $names_sql),   $before{names},   "$format: the names of indexes and sequences came back");
 	is($node->safe_psql($db, q{SELECT concurrency.enqueue('kept', '{}', dedupe_key => 'order-1')}), '1',
 		"$format: a retained done task still holds its dedupe key");
 	is($node->safe_psql($db, q{SELECT state || ' ' || result::text FROM concurrency.task_status('kept', 1)}),
@@ -142,15 +176,32 @@ for my $format ('custom', 'plain')
 		"$format: and alter_queue changes it: one more claim");
 	is($node->safe_psql($db, q{SELECT fair FROM concurrency.queue WHERE name = 'turns'}), 't',
 		"$format: the fair queue is fair");
-	is($node->safe_psql($db, q{SELECT to_regclass('concurrency.q_turns_fair') IS NOT NULL}), 't',
+	is($node->safe_psql($db, q{SELECT to_regclass('concurrency.fair_q_turns') IS NOT NULL}), 't',
 		"$format: with its index");
 	is($node->safe_psql($db,
 			q{SELECT string_agg(d.payload ->> 'k', ' ' ORDER BY g)
 			    FROM generate_series(1, 3) g, LATERAL concurrency.dequeue('turns', 1 + 0 * g) d}),
 		'a b a', "$format: and its claims take turns between keys");
 
+	# both kinds of names work: the claims find the indexes under either name
+	for my $q ('jobs', 'jobs_keyed', 'legacy')
+	{
+		is($node->safe_psql($db, qq{
+			SELECT count(concurrency.complete('$q', task_id, lease_token)) FROM concurrency.dequeue('$q', 5)}),
+			'1', "$format: queue $q claims its keyed task (key_limit 1)");
+	}
+	is($node->safe_psql($db, q{
+		SELECT count(concurrency.complete('legacy', task_id, lease_token)) FROM concurrency.dequeue('legacy', 5)}),
+		'1', "$format: and the key's next task then");
+	$node->safe_psql($db, q{SELECT concurrency.alter_queue('legacy', key_rate_limit => 0)});
+	is($node->safe_psql($db, q{SELECT to_regclass('concurrency.q_legacy_fair') IS NULL}), 't',
+		"$format: the fair index of the queue made before 0.4.0 is found under its name and dropped");
+	($ret, $out, $err) = $node->psql($db, q{SELECT concurrency.create_queue('legacy_keyed')});
+	like($err, qr/ERROR:  cannot create queue "legacy_keyed".*\n.*It is an index of queue "legacy"/,
+		"$format: a queue whose table would have the name of its index is refused, naming it");
+
 	# DROP EXTENSION still refuses while queues hold tasks
-	my ($ret, $out, $err) = $node->psql($db, 'DROP EXTENSION concurrency_ext');
+	($ret, $out, $err) = $node->psql($db, 'DROP EXTENSION concurrency_ext');
 	isnt($ret, 0, "$format: DROP EXTENSION refuses");
 	like($err, qr/cannot drop extension concurrency_ext because other objects depend on it/,
 		"$format: ... because the queue tables depend on its schema");

@@ -24,8 +24,14 @@ std::vector<std::string> statements(const KeySql &sql) {
 
 TEST(KeySql, SideTablesNeverCollideWithAQueueTable) {
 	std::string longest(max_queue_name_bytes, 'x');
-	EXPECT_LE((key_table_name(longest) + "_pkey").size(), 63u);
-	EXPECT_LE((slot_table_name(longest) + "_pkey").size(), 63u);
+	EXPECT_LE(concurrency::queue::derived_name(concurrency::queue::QueueTable::keys, longest,
+	                                           concurrency::queue::Role::pkey)
+	              .size(),
+	          63u);
+	EXPECT_LE(concurrency::queue::derived_name(concurrency::queue::QueueTable::slots, longest,
+	                                           concurrency::queue::Role::pkey)
+	              .size(),
+	          63u);
 	// queue tables are q_<name>: a queue named "k_x" has table q_k_x
 	EXPECT_EQ(key_table_name("jobs"), "k_jobs");
 	EXPECT_EQ(slot_table_name("jobs"), "s_jobs");
@@ -34,9 +40,10 @@ TEST(KeySql, SideTablesNeverCollideWithAQueueTable) {
 TEST(KeySql, HostileNameStaysInsideItsQuotes) {
 	const std::string hostile = "x\";DROP/**/TABLE/**/t;--";
 	KeySql sql(hostile);
-	EXPECT_NE(sql.create_tables().find("CREATE TABLE concurrency.\"k_x\"\";DROP/**/TABLE/**/t;--\""),
+	EXPECT_NE(sql.create_tables(concurrency::queue::Naming::role_first)
+	              .find("CREATE TABLE concurrency.\"k_x\"\";DROP/**/TABLE/**/t;--\""),
 	          std::string::npos)
-	    << sql.create_tables();
+	    << sql.create_tables(concurrency::queue::Naming::role_first);
 	for (const std::string &statement : statements(sql)) {
 		std::size_t quotes = 0;
 		for (char c : statement)

@@ -1,6 +1,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "sql_checks.hpp"
@@ -9,11 +10,13 @@
 #include "queue/queue_sql.hpp"
 
 using concurrency::max_queue_name_bytes;
+using concurrency::queue::derived_name;
 using concurrency::queue::FairFrom;
 using concurrency::queue::queue_channel;
-using concurrency::queue::queue_index_name;
 using concurrency::queue::queue_table_name;
 using concurrency::queue::QueueSql;
+using concurrency::queue::QueueTable;
+using concurrency::queue::Role;
 using concurrency::queue::ShardPlacement;
 
 namespace {
@@ -62,9 +65,12 @@ TEST(QueueSql, DerivedNamesFitPostgresIdentifiers) {
 	std::string longest(max_queue_name_bytes, 'x');
 	EXPECT_LE(queue_table_name(longest).size(), 63u);
 	EXPECT_LE(queue_channel(longest).size(), 63u);
-	for (const char *suffix : {"pkey", "ready", "scheduled", "leased", "dedupe", "finished", "state_check",
-	                           "id_seq", "dedupe_new", "fair"})
-		EXPECT_LE(queue_index_name(longest, suffix).size(), 63u) << suffix;
+	// every index and the sequence (relation_names_test checks them all,
+	// both namings), and the names the update scripts of 0.2.0 gave for a
+	// moment (q_<queue>_state_check, q_<queue>_dedupe_new)
+	EXPECT_LE(derived_name(QueueTable::tasks, longest, Role::scheduled).size(), 63u);
+	for (const char *suffix : {"state_check", "dedupe_new"})
+		EXPECT_LE(fmt::format("q_{}_{}", longest, suffix).size(), 63u) << suffix;
 	EXPECT_EQ(queue_table_name("jobs"), "q_jobs");
 	EXPECT_EQ(queue_channel("jobs"), "concurrency_jobs");
 }
@@ -73,7 +79,7 @@ TEST(QueueSql, QuotesTheTableEverywhere) {
 	QueueSql sql("jobs");
 	EXPECT_EQ(sql.table(), "concurrency.\"q_jobs\"");
 	std::vector<std::string> statements = every_statement(sql);
-	statements.push_back(sql.create_table());
+	statements.push_back(sql.create_table(concurrency::queue::Naming::role_first));
 	statements.push_back(sql.drop_table());
 	for (const std::string &statement : statements) {
 		EXPECT_NE(statement.find("concurrency.\"q_jobs\""), std::string::npos) << statement;
@@ -85,8 +91,11 @@ TEST(QueueSql, HostileNameStaysInsideItsQuotes) {
 	const std::string hostile = "x\";DROP/**/TABLE/**/t;--";
 	QueueSql sql(hostile);
 	EXPECT_EQ(sql.table(), "concurrency.\"q_x\"\";DROP/**/TABLE/**/t;--\"");
-	std::string ddl = sql.create_table();
-	EXPECT_NE(ddl.find("CREATE INDEX \"q_x\"\";DROP/**/TABLE/**/t;--_ready\""), std::string::npos) << ddl;
+	std::string ddl = sql.create_table(concurrency::queue::Naming::role_first);
+	EXPECT_NE(ddl.find("CREATE INDEX \"ready_q_x\"\";DROP/**/TABLE/**/t;--\""), std::string::npos) << ddl;
+	EXPECT_NE(ddl.find("(SEQUENCE NAME concurrency.\"id_seq_q_x\"\";DROP/**/TABLE/**/t;--\")"),
+	          std::string::npos)
+	    << ddl;
 	// every double quote of the name is doubled: no unbalanced quote in
 	// statements that carry no string literal with the name
 	for (const std::string &statement : {sql.claim(), sql.wake(), sql.complete(), sql.drop_table()}) {
@@ -97,9 +106,10 @@ TEST(QueueSql, HostileNameStaysInsideItsQuotes) {
 	}
 	// the comment is a literal, quoted as one (a quote and a backslash)
 	QueueSql tricky("a'b\\c");
-	EXPECT_NE(tricky.create_table().find("IS E'tasks of the concurrency_ext queue a''b\\\\c'"),
+	EXPECT_NE(tricky.create_table(concurrency::queue::Naming::role_first)
+	              .find("IS E'tasks of the concurrency_ext queue a''b\\\\c'"),
 	          std::string::npos)
-	    << tricky.create_table();
+	    << tricky.create_table(concurrency::queue::Naming::role_first);
 	EXPECT_EQ(tricky.alter_owner("r\"x"), "ALTER TABLE concurrency.\"q_a'b\\c\" OWNER TO \"r\"\"x\"");
 }
 
@@ -111,9 +121,10 @@ TEST(QueueSql, ClaimUsesTheReadyIndexOrderAndSkipLocked) {
 	EXPECT_NE(claim.find("(" + order + ") OPERATOR(pg_catalog.>=) ($5, $6, $7)"), std::string::npos) << claim;
 	EXPECT_NE(claim.find("FOR UPDATE SKIP LOCKED"), std::string::npos);
 	// the index is built on the same expression, so that the claim can walk it
-	EXPECT_NE(sql.create_table().find("ON concurrency.\"q_jobs\" (" + order + ") WHERE state = 'ready'"),
+	EXPECT_NE(sql.create_table(concurrency::queue::Naming::role_first)
+	              .find("ON concurrency.\"q_jobs\" (" + order + ") WHERE state = 'ready'"),
 	          std::string::npos)
-	    << sql.create_table();
+	    << sql.create_table(concurrency::queue::Naming::role_first);
 	EXPECT_NE(sql.wake().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
 }
 
@@ -123,10 +134,12 @@ TEST(QueueSql, FairClaimWalksTheFairIndex) {
 	// the rotation is one index probe; each key's task is locked SKIP LOCKED
 	QueueSql sql("jobs");
 	const std::string order = "(OPERATOR(pg_catalog.-) (priority::pg_catalog.int8)), run_at, id";
-	EXPECT_EQ(sql.create_fair_index(), "CREATE INDEX IF NOT EXISTS \"q_jobs_fair\" ON concurrency.\"q_jobs\" "
-	                                   "(concurrency_key NULLS FIRST, " +
-	                                       order + ") WHERE state = 'ready'");
-	EXPECT_EQ(sql.drop_fair_index(), "DROP INDEX IF EXISTS concurrency.\"q_jobs_fair\"");
+	EXPECT_EQ(sql.create_fair_index(concurrency::queue::Naming::role_first),
+	          "CREATE INDEX IF NOT EXISTS \"fair_q_jobs\" ON concurrency.\"q_jobs\" "
+	          "(concurrency_key NULLS FIRST, " +
+	              order + ") WHERE state = 'ready'");
+	// under the name the index has: made before 0.4.0, table first
+	EXPECT_EQ(QueueSql::drop_fair_index("q_jobs_fair"), "DROP INDEX IF EXISTS concurrency.\"q_jobs_fair\"");
 	for (FairFrom from : {FairFrom::start, FairFrom::after_null, FairFrom::after_key}) {
 		std::string claim = sql.claim_fair(from);
 		std::size_t scans = 0, ordered = 0, locked = 0;
@@ -218,7 +231,7 @@ TEST(QueueSql, DedupeConflictsInferTheUniqueIndex) {
 	// ON CONFLICT infers the dedupe index only when its WHERE implies the
 	// index's predicate: both are written from one constant
 	QueueSql sql("jobs");
-	std::string ddl = sql.create_table();
+	std::string ddl = sql.create_table(concurrency::queue::Naming::role_first);
 	std::size_t at = ddl.find("(dedupe_key) WHERE ");
 	ASSERT_NE(at, std::string::npos) << ddl;
 	std::string predicate = ddl.substr(at + 19, ddl.find(';', at) - at - 19);
@@ -234,8 +247,9 @@ TEST(QueueSql, DedupeConflictsInferTheUniqueIndex) {
 TEST(QueueSql, PurgeWalksTheFinishedIndex) {
 	QueueSql sql("jobs");
 	const std::string states = "state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[])";
-	EXPECT_NE(sql.create_table().find("(finished_at) WHERE " + states), std::string::npos)
-	    << sql.create_table();
+	EXPECT_NE(sql.create_table(concurrency::queue::Naming::role_first).find("(finished_at) WHERE " + states),
+	          std::string::npos)
+	    << sql.create_table(concurrency::queue::Naming::role_first);
 	EXPECT_NE(sql.purge().find("WHERE " + states), std::string::npos) << sql.purge();
 	EXPECT_NE(sql.purge().find("FOR UPDATE SKIP LOCKED"), std::string::npos);
 }

@@ -20,16 +20,20 @@ std::vector<std::string> statements(const RateSql &sql) {
 
 TEST(RateSql, SideTableFitsAName) {
 	std::string longest(max_queue_name_bytes, 'x');
-	EXPECT_LE((rate_table_name(longest) + "_pkey").size(), 63u);
+	EXPECT_LE(concurrency::queue::derived_name(concurrency::queue::QueueTable::rate, longest,
+	                                           concurrency::queue::Role::pkey)
+	              .size(),
+	          63u);
 	EXPECT_EQ(rate_table_name("jobs"), "r_jobs");
 }
 
 TEST(RateSql, HostileNameStaysInsideItsQuotes) {
 	const std::string hostile = "x\";DROP/**/TABLE/**/t;--";
 	RateSql sql(hostile);
-	EXPECT_NE(sql.create_table().find("CREATE TABLE concurrency.\"r_x\"\";DROP/**/TABLE/**/t;--\""),
+	EXPECT_NE(sql.create_table(concurrency::queue::Naming::role_first)
+	              .find("CREATE TABLE concurrency.\"r_x\"\";DROP/**/TABLE/**/t;--\""),
 	          std::string::npos)
-	    << sql.create_table();
+	    << sql.create_table(concurrency::queue::Naming::role_first);
 	for (const std::string &statement : statements(sql)) {
 		std::size_t quotes = 0;
 		for (char c : statement)
@@ -70,13 +74,17 @@ using concurrency::queue::KeyRateSql;
 
 TEST(KeyRateSql, SideTableFitsANameAndHostileNamesStayQuoted) {
 	std::string longest(max_queue_name_bytes, 'x');
-	EXPECT_LE((key_rate_table_name(longest) + "_pkey").size(), 63u);
+	EXPECT_LE(concurrency::queue::derived_name(concurrency::queue::QueueTable::key_rate, longest,
+	                                           concurrency::queue::Role::pkey)
+	              .size(),
+	          63u);
 	EXPECT_EQ(key_rate_table_name("jobs"), "rk_jobs");
 	const std::string hostile = "x\";DROP/**/TABLE/**/t;--";
 	KeyRateSql sql(hostile);
-	EXPECT_NE(sql.create_table().find("CREATE TABLE concurrency.\"rk_x\"\";DROP/**/TABLE/**/t;--\""),
+	EXPECT_NE(sql.create_table(concurrency::queue::Naming::role_first)
+	              .find("CREATE TABLE concurrency.\"rk_x\"\";DROP/**/TABLE/**/t;--\""),
 	          std::string::npos)
-	    << sql.create_table();
+	    << sql.create_table(concurrency::queue::Naming::role_first);
 	EXPECT_EQ(KeyRateSql("a").drop_table(), "DROP TABLE IF EXISTS concurrency.\"rk_a\"");
 	for (const std::string &statement :
 	     {sql.resize(), sql.take(), sql.give_back(), sql.oldest_use(), sql.forget_old()}) {

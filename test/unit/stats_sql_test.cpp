@@ -9,8 +9,10 @@
 #include "queue/lifecycle/stats_sql.hpp"
 
 using concurrency::max_queue_name_bytes;
-using concurrency::queue::queue_index_name;
+using concurrency::queue::derived_name;
 using concurrency::queue::QueueSql;
+using concurrency::queue::QueueTable;
+using concurrency::queue::Role;
 using concurrency::queue::StatsSql;
 
 namespace {
@@ -45,18 +47,23 @@ TEST(StatsSql, EveryCountReadsOnlyThePartialIndexOfItsState) {
 		EXPECT_NE(stats.find(table + predicate), std::string::npos) << predicate << " in:\n" << stats;
 	EXPECT_EQ(occurrences(stats, table), 8u) << stats;
 	// the finished tasks' predicate is the one of the table's index
-	EXPECT_NE(QueueSql("jobs").create_table().find(
-	              "WHERE state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[])"),
+	EXPECT_NE(QueueSql("jobs")
+	              .create_table(concurrency::queue::Naming::role_first)
+	              .find("WHERE state OPERATOR(pg_catalog.=) ANY ('{done,cancelled}'::pg_catalog.text[])"),
 	          std::string::npos);
 	// and the waiting tasks' (dependencies) the one of the waiting index
-	EXPECT_NE(QueueSql("jobs").create_table().find("(id) WHERE state = 'waiting'"), std::string::npos);
+	EXPECT_NE(QueueSql("jobs")
+	              .create_table(concurrency::queue::Naming::role_first)
+	              .find("(id) WHERE state = 'waiting'"),
+	          std::string::npos);
 }
 
 TEST(StatsSql, DeadIndexNameFitsAndHostileNameStaysInsideItsQuotes) {
-	EXPECT_LE(queue_index_name(std::string(max_queue_name_bytes, 'x'), "dead").size(), 63u);
+	EXPECT_LE(derived_name(QueueTable::tasks, std::string(max_queue_name_bytes, 'x'), Role::dead).size(),
+	          63u);
 	StatsSql sql("a\"; DROP TABLE t; --");
-	EXPECT_EQ(sql.create_index(),
-	          "CREATE INDEX \"q_a\"\"; DROP TABLE t; --_dead\" ON concurrency.\"q_a\"\"; DROP TABLE t; --\" "
+	EXPECT_EQ(sql.create_index(concurrency::queue::Naming::role_first),
+	          "CREATE INDEX \"dead_q_a\"\"; DROP TABLE t; --\" ON concurrency.\"q_a\"\"; DROP TABLE t; --\" "
 	          "(id) WHERE state = 'dead'");
 	EXPECT_NE(sql.stats().find("FROM concurrency.\"q_a\"\"; DROP TABLE t; --\" WHERE"), std::string::npos);
 }

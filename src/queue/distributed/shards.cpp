@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -103,16 +105,23 @@ bool is_distributed(Oid relid) {
 	remember();
 	if (auto it = known->find(relid); it != known->end())
 		return it->second;
-	static const Oid types[1] = {OIDOID};
-	Datum values[1] = {ObjectIdGetDatum(relid)};
-	SPIPlanPtr plan = pg::prepared_plan(
-	    "distributed:is",
-	    "SELECT FROM concurrency.distributed_queue d JOIN pg_catalog.pg_class c"
-	    "    ON c.relname OPERATOR(pg_catalog.=) ('q_' OPERATOR(pg_catalog.||) d.queue)"
-	    "   AND c.relnamespace OPERATOR(pg_catalog.=) 'concurrency'::pg_catalog.regnamespace"
-	    " WHERE c.oid OPERATOR(pg_catalog.=) $1",
-	    1, types);
-	bool distributed = pg::execute(plan, values, nullptr, true) > 0;
+	// the queue whose table it is (relation_names.hpp), if any
+	std::optional<std::string> queue;
+	const char *relname = pg::guard([&]() -> const char * {
+		Oid nsp = get_namespace_oid("concurrency", true);
+		return OidIsValid(nsp) && get_rel_namespace(relid) == nsp ? get_rel_name(relid) : nullptr;
+	});
+	if (relname && std::string_view(relname).substr(0, 2) == table_prefix(QueueTable::tasks))
+		queue = queue_of_table(relname);
+	bool distributed = false;
+	if (queue) {
+		static const Oid types[1] = {TEXTOID};
+		Datum values[1] = {pg::text_datum(*queue)};
+		SPIPlanPtr plan = pg::prepared_plan(
+		    "distributed:is",
+		    "SELECT FROM concurrency.distributed_queue WHERE queue OPERATOR(pg_catalog.=) $1", 1, types);
+		distributed = pg::execute(plan, values, nullptr, true) > 0;
+	}
 	(*known)[relid] = distributed;
 	return distributed;
 }
@@ -132,9 +141,9 @@ const Shards &distributed_shards(Queue &q) {
 	// the indexes each shard needs for the claim, as Citus names them on a
 	// shard (shard_name: the index name with the shard id, shortened with a
 	// hash where it would be too long)
-	Oid ready = concurrency_relid(queue_index_name(q.name(), "ready"));
-	Oid scheduled = concurrency_relid(queue_index_name(q.name(), "scheduled"));
-	Oid leased = concurrency_relid(queue_index_name(q.name(), "leased"));
+	Oid ready = derived_relid(relid, QueueTable::tasks, q.name(), Role::ready);
+	Oid scheduled = derived_relid(relid, QueueTable::tasks, q.name(), Role::scheduled);
+	Oid leased = derived_relid(relid, QueueTable::tasks, q.name(), Role::leased);
 	if (!OidIsValid(ready) || !OidIsValid(scheduled) || !OidIsValid(leased))
 		throw Error(
 		    sqlstate::undefined_object,

@@ -9,13 +9,6 @@
 
 namespace concurrency::queue {
 
-std::string key_table_name(std::string_view queue) {
-	return fmt::format("k_{}", queue);
-}
-std::string slot_table_name(std::string_view queue) {
-	return fmt::format("s_{}", queue);
-}
-
 KeySql::KeySql(std::string_view queue)
     : queue_(queue), tasks_("concurrency." + quote_ident(queue_table_name(queue))),
       keys_("concurrency." + quote_ident(key_table_name(queue))),
@@ -36,7 +29,7 @@ KeySql::KeySql(std::string_view queue, const QueueSql &tasks, const ShardPlaceme
 #define KEY_LIMIT(n)                                                                                         \
 	"COALESCE((SELECT NULLIF(key_limit, 0) FROM concurrency.queue WHERE name " EQ " " n "), 2147483647)"
 
-std::string KeySql::create_tables() const {
+std::string KeySql::create_tables(Naming naming) const {
 	// The keyed index serves admission (count a key's admitted tasks, find
 	// its first blocked ones) and queue_keys; only keyed tasks are in it.
 	return fmt::format(
@@ -53,16 +46,19 @@ CREATE TABLE {s} (
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE {s} IS {scomment};
 CREATE INDEX {keyed} ON {t} (concurrency_key, state, id) WHERE concurrency_key IS NOT NULL;)",
-	    fmt::arg("k", keys_), fmt::arg("kpkey", quote_ident(key_table_name(queue_) + "_pkey")),
+	    fmt::arg("k", keys_),
+	    fmt::arg("kpkey", quote_ident(derived_name(QueueTable::keys, queue_, Role::pkey, naming))),
 	    fmt::arg("kcomment",
 	             quote_literal(fmt::format(
 	                 "concurrency keys of the concurrency_ext queue {} (internal: locked to admit tasks)",
 	                 queue_))),
-	    fmt::arg("s", slots_), fmt::arg("spkey", quote_ident(slot_table_name(queue_) + "_pkey")),
+	    fmt::arg("s", slots_),
+	    fmt::arg("spkey", quote_ident(derived_name(QueueTable::slots, queue_, Role::pkey, naming))),
 	    fmt::arg("scomment",
 	             quote_literal(fmt::format(
 	                 "lease slots of the concurrency_ext queue {} (internal: one per max_leased)", queue_))),
-	    fmt::arg("t", tasks_), fmt::arg("keyed", quote_ident(queue_index_name(queue_, "keyed"))));
+	    fmt::arg("t", tasks_),
+	    fmt::arg("keyed", quote_ident(derived_name(QueueTable::tasks, queue_, Role::keyed, naming))));
 }
 
 std::string KeySql::drop_tables() const {

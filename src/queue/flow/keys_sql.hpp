@@ -31,10 +31,8 @@
 
 namespace concurrency::queue {
 
-// Side-table names (unquoted): k_<queue> (keys), s_<queue> (lease slots). A
-// queue table is always q_<…>, so they never collide with one.
-std::string key_table_name(std::string_view queue);
-std::string slot_table_name(std::string_view queue);
+// The side tables are k_<queue> (keys) and s_<queue> (lease slots):
+// key_table_name, slot_table_name (relation_names.hpp).
 
 class KeySql {
   public:
@@ -47,7 +45,9 @@ class KeySql {
 
 	// CREATE TABLE of both side tables and the keyed index on the queue's
 	// table; DROP of the side tables; ALTER … OWNER TO of the side tables.
-	std::string create_tables() const;
+	// (`naming`: of their primary keys and the keyed index, as
+	// QueueSql::create_table's)
+	std::string create_tables(Naming naming) const;
 	std::string drop_tables() const;
 	std::string alter_owner(std::string_view role) const;
 

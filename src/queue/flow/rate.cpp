@@ -298,7 +298,7 @@ void apply_slot_limit(const Sql &sql, const std::string &table, int32 limit, std
 		return;
 	}
 	if (!exists) {
-		pg::execute(sql.create_table());
+		pg::execute(sql.create_table(naming_of_new_relations()));
 		pg::execute(sql.alter_owner(owner));
 	}
 	static const Oid types[1] = {INT4OID};

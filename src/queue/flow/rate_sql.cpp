@@ -8,10 +8,6 @@
 
 namespace concurrency::queue {
 
-std::string rate_table_name(std::string_view queue) {
-	return fmt::format("r_{}", queue);
-}
-
 SlotTableSql::SlotTableSql(std::string_view queue, std::string_view table)
     : queue_(queue), table_("concurrency." + quote_ident(table)) {}
 
@@ -25,7 +21,7 @@ std::string SlotTableSql::alter_owner(std::string_view role) const {
 
 RateSql::RateSql(std::string_view queue) : SlotTableSql(queue, rate_table_name(queue)) {}
 
-std::string RateSql::create_table() const {
+std::string RateSql::create_table(Naming naming) const {
 	return fmt::format(
 	    R"(CREATE TABLE {r} (
     slot      integer     NOT NULL,
@@ -33,7 +29,8 @@ std::string RateSql::create_table() const {
     CONSTRAINT {pkey} PRIMARY KEY (slot)
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE {r} IS {comment};)",
-	    fmt::arg("r", table_), fmt::arg("pkey", quote_ident(rate_table_name(queue_) + "_pkey")),
+	    fmt::arg("r", table_),
+	    fmt::arg("pkey", quote_ident(derived_name(QueueTable::rate, queue_, Role::pkey, naming))),
 	    fmt::arg("comment",
 	             quote_literal(fmt::format(
 	                 "rate slots of the concurrency_ext queue {} (internal: one per rate_limit)", queue_))));
@@ -77,10 +74,6 @@ std::string RateSql::oldest_use() const {
 	return fmt::format("SELECT pg_catalog.min(used_at) FROM {}", table_);
 }
 
-std::string key_rate_table_name(std::string_view queue) {
-	return fmt::format("rk_{}", queue);
-}
-
 KeyRateSql::KeyRateSql(std::string_view queue) : SlotTableSql(queue, key_rate_table_name(queue)) {}
 
 KeyRateSql::KeyRateSql(std::string_view queue, const ShardPlacement &shard)
@@ -89,7 +82,7 @@ KeyRateSql::KeyRateSql(std::string_view queue, const ShardPlacement &shard)
       s_filter_(fmt::format("s.shard_key " EQ " {} AND ", shard.shard_key)), column_(", shard_key"),
       value_(fmt::format(", {}", shard.shard_key)) {}
 
-std::string KeyRateSql::create_table() const {
+std::string KeyRateSql::create_table(Naming naming) const {
 	return fmt::format(
 	    R"(CREATE TABLE {r} (
     concurrency_key text        NOT NULL,
@@ -98,7 +91,8 @@ std::string KeyRateSql::create_table() const {
     CONSTRAINT {pkey} PRIMARY KEY (concurrency_key, slot)
 ) WITH (fillfactor = 50);
 COMMENT ON TABLE {r} IS {comment};)",
-	    fmt::arg("r", table_), fmt::arg("pkey", quote_ident(key_rate_table_name(queue_) + "_pkey")),
+	    fmt::arg("r", table_),
+	    fmt::arg("pkey", quote_ident(derived_name(QueueTable::key_rate, queue_, Role::pkey, naming))),
 	    fmt::arg("comment",
 	             quote_literal(fmt::format("rate slots of each concurrency key of the concurrency_ext "
 	                                       "queue {} (internal: up to key_rate_limit per key)",

@@ -25,8 +25,7 @@
 
 namespace concurrency::queue {
 
-// The side table's name (unquoted): r_<queue>.
-std::string rate_table_name(std::string_view queue);
+// The side table is r_<queue> (rate_table_name: relation_names.hpp).
 
 // What the two slot tables' statements share: the table's name and the
 // statements that are the same for both.
@@ -47,7 +46,7 @@ class RateSql : public SlotTableSql {
 
 	// CREATE TABLE of the slot table and its index (drop_table, alter_owner:
 	// SlotTableSql's)
-	std::string create_table() const;
+	std::string create_table(Naming naming) const; // (of its primary key)
 	// $1 int4 rate_limit: makes the table hold slots 1..rate_limit (new ones
 	// never used)
 	std::string resize() const;
@@ -74,8 +73,8 @@ class RateSql : public SlotTableSql {
 	std::string oldest_use() const;
 };
 
-// The side table of key_rate_limit's slots (unquoted): rk_<queue>.
-std::string key_rate_table_name(std::string_view queue);
+// The side table of key_rate_limit's slots is rk_<queue>
+// (key_rate_table_name: relation_names.hpp).
 
 // key_rate_limit: at most key_rate_limit claims of each concurrency key in
 // any window of key_rate_period. The same slots as the queue's, kept per
@@ -100,7 +99,7 @@ class KeyRateSql : public SlotTableSql {
 	const std::string &table() const { return table_; }
 	const std::string &shard_filter() const { return filter_; }
 
-	std::string create_table() const;
+	std::string create_table(Naming naming) const; // (of its primary key)
 	// $1 int4 key_rate_limit: drops the slots beyond it
 	std::string resize() const;
 	// $1 text key, $2 timestamptz free_before (now - key_rate_period), $3

@@ -18,6 +18,7 @@
 #include "queue/flow/keys.hpp"
 #include "queue/flow/keys_sql.hpp"
 #include "queue/permissions.hpp"
+#include "queue/lifecycle/names.hpp"
 #include "queue/relation_names.hpp"
 #include "queue/queue.hpp"
 #include "queue/flow/rate.hpp"
@@ -221,49 +222,6 @@ struct SettingsParams {
 	SettingsParams(const SettingsParams &) = delete;
 };
 
-// Before a new queue's relations are created: refuses (42P07) a name that
-// another queue's table, index or side table already has, saying whose, as
-// queue "jobs_keyed" would meet the index q_jobs_keyed of queue "jobs" (or
-// "jobs" the table of "jobs_keyed"). A relation of no queue is left to
-// CREATE's own error.
-void refuse_names_of_other_queues(const std::string &name, bool rate_limit, bool key_rate_limit) {
-	std::string names;
-	for (const std::string &relation : relations_of_new_queue(name, rate_limit, key_rate_limit))
-		names += (names.empty() ? "" : ", ") + quote_literal(relation);
-	uint64 n = pg::execute(fmt::format(R"(SELECT c.relname::pg_catalog.text, c.relkind::pg_catalog.text,
-       COALESCE(t.relname, c.relname)::pg_catalog.text
-  FROM pg_catalog.pg_class c
-  LEFT JOIN pg_catalog.pg_index i ON i.indexrelid OPERATOR(pg_catalog.=) c.oid
-  LEFT JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) i.indrelid
- WHERE c.relnamespace OPERATOR(pg_catalog.=) 'concurrency'::pg_catalog.regnamespace
-   AND c.relname OPERATOR(pg_catalog.=) ANY (ARRAY[{}]::pg_catalog.name[])
- ORDER BY 1)",
-	                                   names));
-	struct Taken {
-		std::string relation, kind, owner;
-	};
-	std::vector<Taken> taken;
-	for (uint64 r = 0; r < n; ++r) {
-		std::optional<std::string> owner = queue_of_table(pg::text_column(r, 3).value_or(""));
-		if (owner && *owner != name)
-			taken.push_back({pg::text_column(r, 1).value_or(""), pg::text_column(r, 2).value_or(""), *owner});
-	}
-	static const Oid types[1] = {TEXTOID};
-	for (const Taken &t : taken) {
-		Datum values[1] = {pg::text_datum(t.owner)};
-		if (pg::execute("SELECT 1 FROM concurrency.queue WHERE name OPERATOR(pg_catalog.=) $1", 1, types,
-		                values) == 0)
-			continue;
-		throw Error(
-		    sqlstate::duplicate_table,
-		    fmt::format("cannot create queue \"{}\": relation concurrency.{} already exists", name,
-		                quote_ident(t.relation)),
-		    fmt::format("It is {} of queue \"{}\", and queue \"{}\" would give one of its own the same name.",
-		                t.kind == "i" ? "an index" : "a table", t.owner, name),
-		    "Choose another name for the queue.");
-	}
-}
-
 } // namespace
 
 // concurrency.create_queue(queue, lease, max_attempts, retain, key_limit,
@@ -349,10 +307,11 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 			PG_RETURN_VOID();
 		}
 	}
-	refuse_names_of_other_queues(name, rate_limit > 0, key_rate_limit > 0);
+	Naming naming = queue::naming_of_new_relations();
+	refuse_names_of_other_queues(name, naming, rate_limit > 0, key_rate_limit > 0);
 	KeySql keys(name);
-	execute(sql.create_table());
-	execute(StatsSql(name).create_index());
+	execute(sql.create_table(naming));
+	execute(StatsSql(name).create_index(naming));
 	// side tables left by a queue table dropped by hand go with it
 	std::string key_table = key_table_name(name);
 	bool leftovers = pg::guard([&] {
@@ -363,7 +322,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		queue::apply_rate_limit(name, 0, ""); // its rate slots
 		queue::apply_key_rate_limit(name, 0, "");
 	}
-	execute(keys.create_tables());
+	execute(keys.create_tables(naming));
 	clear_permissions(name);
 	if (caller != pg::guard([] { return GetUserId(); })) {
 		execute(sql.alter_owner(caller_name));
@@ -378,7 +337,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		queue::apply_rate_limit(name, rate_limit, caller_name);
 	if (key_rate_limit > 0) { // its slot table, and the index its claims walk
 		queue::apply_key_rate_limit(name, key_rate_limit, caller_name);
-		execute(sql.create_fair_index());
+		execute(sql.create_fair_index(naming));
 	}
 	queue::forget_queue(name);
 	if (distributed)
@@ -466,9 +425,16 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		bool walks_keys = fair.value_or(was_fair) || key_rate_limit > 0;
 		Oid owner_id = queue::relation_owner(relid);
 		AsRole as_owner(owner_id);
-		bool indexed = OidIsValid(queue::concurrency_relid(queue_index_name(name, "fair")));
-		if (walks_keys != indexed)
-			execute(walks_keys ? sql.create_fair_index() : sql.drop_fair_index());
+		Oid index = queue::derived_relid(relid, QueueTable::tasks, name, Role::fair);
+		if (walks_keys && !OidIsValid(index))
+			execute(sql.create_fair_index(queue::naming_of_new_relations()));
+		else if (!walks_keys && OidIsValid(index)) {
+			// under its name: made before 0.4.0, it is named table first
+			const char *index_name =
+			    pg::guard([&] { return static_cast<const char *>(get_rel_name(index)); });
+			if (index_name)
+				execute(QueueSql::drop_fair_index(index_name));
+		}
 		// the rotation begins again, from the first key
 		queue::set_fair_position(name, queue::FairPosition{});
 	}
@@ -553,16 +519,24 @@ static void revoke_routed_usage(Oid owner) {
 	// a superuser needs no grant; the schema's owner keeps its own
 	if (!OidIsValid(owner) || pg::guard([&] { return superuser_arg(owner); }))
 		return;
+	// the tables of the other distributed queues (their names: relation_names.hpp)
+	std::vector<std::string> queues;
+	uint64 n = execute("SELECT queue FROM concurrency.distributed_queue");
+	for (uint64 r = 0; r < n; ++r)
+		queues.push_back(pg::text_column(r, 1).value_or(""));
+	uint64 other = 0;
+	for (const std::string &q : queues) {
+		Oid relid = queue::queue_relid(q);
+		if (OidIsValid(relid) && queue::relation_owner(relid) == owner)
+			other = 1;
+	}
 	static const Oid types[1] = {OIDOID};
 	Datum values[1] = {ObjectIdGetDatum(owner)};
-	uint64 other = execute("SELECT 1 FROM concurrency.distributed_queue d JOIN pg_catalog.pg_class c"
-	                       " ON c.oid OPERATOR(pg_catalog.=) pg_catalog.to_regclass(pg_catalog.format("
-	                       "'concurrency.%I', 'q_' OPERATOR(pg_catalog.||) d.queue))"
-	                       " WHERE c.relowner OPERATOR(pg_catalog.=) $1"
-	                       " UNION ALL SELECT 1 FROM pg_catalog.pg_namespace"
-	                       " WHERE nspname OPERATOR(pg_catalog.=) 'concurrency_internal'"
-	                       " AND nspowner OPERATOR(pg_catalog.=) $1 LIMIT 1",
-	                       1, types, values);
+	if (other == 0)
+		other = execute("SELECT 1 FROM pg_catalog.pg_namespace"
+		                " WHERE nspname OPERATOR(pg_catalog.=) 'concurrency_internal'"
+		                " AND nspowner OPERATOR(pg_catalog.=) $1",
+		                1, types, values);
 	if (other == 0) {
 		std::string revoke =
 		    fmt::format("REVOKE USAGE ON SCHEMA concurrency_internal FROM {}",

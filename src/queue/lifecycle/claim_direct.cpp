@@ -72,7 +72,7 @@ struct DirectClaim {
 	bool usable;
 	Columns col;
 	int ready; // position of the ready index in indexes
-	// position of the fair index q_<queue>_fair (alter_queue(…, fair => true))
+	// position of the fair index (alter_queue(…, fair => true))
 	// in indexes, -1 without one; the collation of its key column
 	int fair;
 	Oid fair_collation;
@@ -106,7 +106,7 @@ bool written_by_claim(const Columns &c, AttrNumber a) {
 }
 
 // Whether the claim can be done here for this table, and what it needs.
-bool describe(DirectClaim *d, Relation heap, Oid ready_index, const char *fair_name) {
+bool describe(DirectClaim *d, Relation heap, Oid ready_index, Oid fair_index) {
 	Form_pg_class rel = heap->rd_rel;
 	if (rel->relkind != RELKIND_RELATION || rel->relam != HEAP_TABLE_AM_OID || rel->relhastriggers ||
 	    rel->relhasrules || rel->relrowsecurity)
@@ -152,7 +152,7 @@ bool describe(DirectClaim *d, Relation heap, Oid ready_index, const char *fair_n
 		                 TupleDescAttr(RelationGetDescr(irel), 0)->atttypid != INT8OID))
 			plain_btree = false;
 		// the fair index: (concurrency_key NULLS FIRST, …), as alter_queue makes it
-		bool is_fair = std::strcmp(RelationGetRelationName(irel), fair_name) == 0;
+		bool is_fair = OidIsValid(fair_index) && oid == fair_index;
 		if (is_fair && (ii->ii_NumIndexKeyAttrs < 1 || ii->ii_IndexAttrNumbers[0] != c.concurrency_key ||
 		                (irel->rd_indoption[0] & INDOPTION_NULLS_FIRST) == 0 ||
 		                (irel->rd_indoption[0] & INDOPTION_DESC) != 0))
@@ -208,10 +208,7 @@ DirectClaim *direct_of(QueueInfo &info, Relation heap) {
 	d->cxt = cxt;
 	info.direct = d; // freed by forget_direct, also if describe fails half-way
 	MemoryContext caller = MemoryContextSwitchTo(cxt);
-	char fair_name[NAMEDATALEN];
-	std::string_view queue(info.name);
-	snprintf(fair_name, sizeof fair_name, "q_%.*s_fair", static_cast<int>(queue.size()), queue.data());
-	d->usable = describe(d, heap, info.ready_index, fair_name);
+	d->usable = describe(d, heap, info.ready_index, info.fair_index);
 	MemoryContextSwitchTo(caller);
 	return d;
 }

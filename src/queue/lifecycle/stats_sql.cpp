@@ -12,18 +12,18 @@ namespace concurrency::queue {
 StatsSql::StatsSql(std::string_view queue)
     : queue_(queue), table_("concurrency." + quote_ident(queue_table_name(queue))) {}
 
-std::string StatsSql::create_index() const {
+std::string StatsSql::create_index(Naming naming) const {
 	return fmt::format("CREATE INDEX {} ON {} (id) WHERE state = 'dead'",
-	                   quote_ident(queue_index_name(queue_, "dead")), table_);
+	                   quote_ident(derived_name(QueueTable::tasks, queue_, Role::dead, naming)), table_);
 }
 
 // Each subquery's WHERE is the predicate of one partial index of the table
 // (src/queue/queue_sql.cpp, keys_sql.cpp, create_index above), written as
 // the index has it, so that even the generic plan scans only that index's
-// tasks: ready -> q_<queue>_ready, scheduled -> _scheduled, leased ->
-// _leased, dead -> _dead, done and cancelled -> _finished, blocked ->
-// _keyed (only keyed tasks are ever blocked: admission and retry_dead give
-// that state to keyed tasks only), waiting -> _waiting. One statement: one snapshot for all.
+// tasks: ready -> ready_q_<queue>, scheduled -> scheduled_, leased ->
+// leased_, dead -> dead_, done and cancelled -> finished_, blocked ->
+// keyed_ (only keyed tasks are ever blocked: admission and retry_dead give
+// that state to keyed tasks only), waiting -> waiting_. One statement: one snapshot for all.
 std::string StatsSql::stats() const {
 	return fmt::format(R"(SELECT r.n )" PLUS R"( d.n,
        (SELECT pg_catalog.count(*) FROM {t} WHERE state )" EQ R"( 'scheduled' AND run_at )" GT R"( $1),

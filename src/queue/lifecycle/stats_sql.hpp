@@ -9,17 +9,20 @@
 #include <string>
 #include <string_view>
 
+#include "queue/relation_names.hpp"
+
 namespace concurrency::queue {
 
 class StatsSql {
   public:
 	explicit StatsSql(std::string_view queue);
 
-	// The partial index of dead tasks (q_<queue>_dead), the only state that
+	// The partial index of dead tasks (dead_q_<queue>), the only state that
 	// no other index covers: made by create_queue next to the table's
 	// others (the update from 0.1.0 adds it to existing queues). Dead tasks
 	// are few and rarely change, so it costs the claim path nothing.
-	std::string create_index() const;
+	// named as QueueSql::create_table names the others (`naming`)
+	std::string create_index(Naming naming) const;
 	// $1 timestamptz now -> one row: ready (with due scheduled tasks),
 	// scheduled, leased, expired, dead, oldest_ready_age, done, cancelled,
 	// blocked (keyed tasks held back by their key).

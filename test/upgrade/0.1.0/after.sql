@@ -30,15 +30,16 @@ SELECT pg_temp.check((SELECT done = 0 AND cancelled = 0 AND leased = 1 AND expir
                         FROM concurrency.queue_stats WHERE queue = 'live'), 'queue_stats of queue live');
 
 -- the updated tables have the indexes and constraints of a table that 0.2.0's
--- create_queue makes
+-- create_queue makes (but for the indexes' names, which the queues made
+-- since 0.4.0 have role first: ready_q_<queue>, where q_live keeps q_live_ready)
 SELECT concurrency.create_queue('made_by_0_2_0');
 SELECT pg_temp.check((SELECT array_agg(replace(d, 'q_live', 'q_X') ORDER BY replace(d, 'q_live', 'q_X'))
-                        FROM (SELECT indexdef FROM pg_indexes WHERE schemaname = 'concurrency' AND tablename = 'q_live'
+                        FROM (SELECT regexp_replace(indexdef, ' INDEX \S+ ON ', ' INDEX ON ') FROM pg_indexes WHERE schemaname = 'concurrency' AND tablename = 'q_live'
                               UNION ALL
                               SELECT pg_get_constraintdef(oid) FROM pg_constraint
                                WHERE conrelid = 'concurrency."q_live"'::regclass) AS i(d))
                      = (SELECT array_agg(replace(d, 'q_made_by_0_2_0', 'q_X') ORDER BY replace(d, 'q_made_by_0_2_0', 'q_X'))
-                          FROM (SELECT indexdef FROM pg_indexes
+                          FROM (SELECT regexp_replace(indexdef, ' INDEX \S+ ON ', ' INDEX ON ') FROM pg_indexes
                                  WHERE schemaname = 'concurrency' AND tablename = 'q_made_by_0_2_0'
                                 UNION ALL
                                 SELECT pg_get_constraintdef(oid) FROM pg_constraint
