@@ -315,7 +315,7 @@ def release(path):
         f"{r['clients']} workers " + ", ".join(f"{x:.2f}" for x in r["ratios"]) for r in d["rows"]) + ".", "",
         f"Load average when the run began: {d.get('load_before', 'not recorded')}; when it ended: "
         f"{d.get('load_after', 'not recorded')} (2 cores, shared). The disk's flush time varies several-fold "
-        "from minute to minute: the ratio within each round, both sides minutes apart, is what compares.", ""]
+        "from minute to minute: the ratio within each round, its two sides run back to back, is what compares.", ""]
     return lines
 
 
