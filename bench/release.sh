@@ -25,6 +25,7 @@ per=${BENCH_TASKS:-1000}
 pg_config=${PG_CONFIG:-$(command -v pg_config)}
 durable=1
 [ "${BENCH_FSYNC_OFF:-0}" = 1 ] && durable=0
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 export CLUSTER_DURABLE=$durable
 cluster_start "$pg_config" "shared_preload_libraries = 'concurrency_ext'" "max_connections = 200" \
   "shared_buffers = '512MB'" "max_wal_size = '4GB'" "checkpoint_timeout = '30min'" || exit 1
@@ -80,16 +81,18 @@ SQL
   done
 done
 
-/usr/bin/python3 - "$results" "$out" "$durable" "$rounds" "$per" "$("$pg_config" --version)" <<'PY'
+/usr/bin/python3 - "$results" "$out" "$durable" "$rounds" "$per" "$("$pg_config" --version)" "$load_before" \
+  "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import json, statistics, sys, subprocess
-results, out, durable, rounds, per, version = sys.argv[1:]
+results, out, durable, rounds, per, version, load_before, load_after = sys.argv[1:]
 by = {}
 for clients, r, side, tps, us in (l.split() for l in open(results) if l.strip()):
     by.setdefault(int(clients), {}).setdefault(int(r), {})[side] = (float(tps), float(us))
 med = statistics.median
 report = {"durable": durable == "1", "rounds": int(rounds), "tasks_per_client": int(per), "server": version,
           "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip(),
-          "command": "sudo bash bench/release.sh" + ("" if durable == "1" else "  # BENCH_FSYNC_OFF=1"), "rows": []}
+          "command": "sudo bash bench/release.sh" + ("" if durable == "1" else "  # BENCH_FSYNC_OFF=1"),
+          "load_before": load_before, "load_after": load_after, "rows": []}
 print("\n| workers | plain tasks/s | parent tasks/s | time a task: parent / plain | server CPU a task: parent / plain | goal |")
 print("|---|---|---|---|---|---|")
 for clients, rs in sorted(by.items()):

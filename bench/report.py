@@ -312,7 +312,10 @@ def release(path):
         lines.append(f"| {r['clients']} | {fmt(r['plain'])} | {fmt(r['parent'])} | {r['ratio']:.2f} | {cpus} | "
                      f"{met(r['ratio'], r['goal'], at_least=False)} |")
     lines += ["", "Each round's ratio: " + "; ".join(
-        f"{r['clients']} workers " + ", ".join(f"{x:.2f}" for x in r["ratios"]) for r in d["rows"]) + ".", ""]
+        f"{r['clients']} workers " + ", ".join(f"{x:.2f}" for x in r["ratios"]) for r in d["rows"]) + ".", "",
+        f"Load average when the run began: {d.get('load_before', 'not recorded')}; when it ended: "
+        f"{d.get('load_after', 'not recorded')} (2 cores, shared). The disk's flush time varies several-fold "
+        "from minute to minute: the ratio within each round, its two sides run back to back, is what compares.", ""]
     return lines
 
 

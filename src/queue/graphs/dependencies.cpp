@@ -37,12 +37,26 @@ namespace concurrency::queue {
 namespace {
 
 // The edges: parents of a task (child_queue, child_id), children of tasks
-// (parent_queue, parent_id). Each statement is one index scan: the primary
-// key (parent_queue, parent_id, child_queue, child_id) or the child index.
-constexpr const char *children_sql = "SELECT child_queue, child_id FROM concurrency.task_dependency "
-                                     "WHERE parent_queue " EQ " $1 AND parent_id " EQ " ANY ($2)";
+// (parent_queue, parent_id). Each id of $2 is one descent of an index: the
+// primary key (parent_queue, parent_id, child_queue, child_id) or the child
+// index, the id a scalar key of the inner scan of a nested loop (OFFSET 0
+// keeps the planner from flattening it). The generic plan of `id = ANY ($2)`
+// may instead scan every edge of the queue ($1 as the only index key, the ids
+// a filter) while the table has no statistics, as a new one has not. One
+// id (a task's complete): the plain index scan, $2 a scalar.
+constexpr const char *children_one_sql = "SELECT child_queue, child_id FROM concurrency.task_dependency "
+                                         "WHERE parent_queue " EQ " $1 AND parent_id " EQ " $2";
+constexpr const char *drop_child_one_sql =
+    "DELETE FROM concurrency.task_dependency WHERE child_queue " EQ " $1 AND child_id " EQ " $2";
+constexpr const char *children_sql =
+    "SELECT e.child_queue, e.child_id FROM (SELECT DISTINCT u.id FROM pg_catalog.unnest($2) AS u(id)) AS u, "
+    "LATERAL (SELECT d.child_queue, d.child_id FROM concurrency.task_dependency AS d "
+    "WHERE d.parent_queue " EQ " $1 AND d.parent_id " EQ " u.id OFFSET 0) AS e";
 constexpr const char *drop_child_sql =
-    "DELETE FROM concurrency.task_dependency WHERE child_queue " EQ " $1 AND child_id " EQ " ANY ($2)";
+    "DELETE FROM concurrency.task_dependency WHERE ctid " EQ " ANY (ARRAY("
+    "SELECT e.ctid FROM (SELECT DISTINCT u.id FROM pg_catalog.unnest($2) AS u(id)) AS u, "
+    "LATERAL (SELECT d.ctid FROM concurrency.task_dependency AS d "
+    "WHERE d.child_queue " EQ " $1 AND d.child_id " EQ " u.id OFFSET 0) AS e))";
 
 // Whether task `id` of the queue of `q` is in another shard than `q`, a shard
 // of a distributed queue (ids carry their shard's position).
@@ -73,9 +87,13 @@ Oid edge_owner() {
 // per queue and task, with how many of `parents` each one has.
 std::map<std::string, std::map<int64, int32>> children_of(std::string_view queue,
                                                           const std::vector<int64> &parents) {
+	const bool one = parents.size() == 1;
 	static const Oid types[2] = {TEXTOID, INT8ARRAYOID};
-	Datum values[2] = {pg::text_datum(queue), int8_array(parents)};
-	uint64 n = run_edges("dependencies:children", children_sql, 2, types, values, nullptr, true);
+	static const Oid one_types[2] = {TEXTOID, INT8OID};
+	Datum values[2] = {pg::text_datum(queue), one ? Int64GetDatum(parents[0]) : int8_array(parents)};
+	uint64 n =
+	    one ? run_edges("dependencies:children-one", children_one_sql, 2, one_types, values, nullptr, true)
+	        : run_edges("dependencies:children-each", children_sql, 2, types, values, nullptr, true);
 	std::map<std::string, std::map<int64, int32>> children;
 	for (uint64 i = 0; i < n; ++i) {
 		std::optional<std::string> child_queue = pg::text_column(i, 1);
@@ -86,9 +104,14 @@ std::map<std::string, std::map<int64, int32>> children_of(std::string_view queue
 }
 
 void drop_child_edges(std::string_view queue, const std::vector<int64> &children) {
+	const bool one = children.size() == 1;
 	static const Oid types[2] = {TEXTOID, INT8ARRAYOID};
-	Datum values[2] = {pg::text_datum(queue), int8_array(children)};
-	run_edges("dependencies:drop-child", drop_child_sql, 2, types, values, nullptr, false);
+	static const Oid one_types[2] = {TEXTOID, INT8OID};
+	Datum values[2] = {pg::text_datum(queue), one ? Int64GetDatum(children[0]) : int8_array(children)};
+	if (one)
+		run_edges("dependencies:drop-child-one", drop_child_one_sql, 2, one_types, values, nullptr, false);
+	else
+		run_edges("dependencies:drop-child-each", drop_child_sql, 2, types, values, nullptr, false);
 }
 
 // Queue `name` to act on its tasks: `own` where that is its name (the queue,
@@ -153,7 +176,9 @@ void release_children(Queue &q, const std::vector<int64> &parents, const std::ma
 	for (const auto &[id, count] : in_row)
 		children[queue][id] += count;
 	for (const auto &[child_queue, counts] : children) {
-		if (!OidIsValid(queue_relid(child_queue))) // dropped since
+		// dropped since? (not `q` itself, which this call holds; a
+		// distributed queue's shard is looked up as before)
+		if ((child_queue != queue || q.on_shard()) && !OidIsValid(queue_relid(child_queue)))
 			continue;
 		std::optional<Queue> opened;
 		release_waiting(queue_of(child_queue, &q, opened), counts, now, false);
