@@ -86,12 +86,24 @@ CREATE FUNCTION concurrency_internal.forget_events_on_shard(event text, cutoff t
     SET search_path = pg_catalog, pg_temp
     AS $fn$
 DECLARE
-    events text := shard_name('concurrency.event'::regclass,
-                              get_shard_id_for_distribution_column('concurrency.event', event));
-    waits text := shard_name('concurrency.event_wait'::regclass,
-                             get_shard_id_for_distribution_column('concurrency.event_wait', event));
+    distributed boolean := false;
+    events text;
+    waits text;
     n bigint;
 BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        EXECUTE 'SELECT EXISTS (SELECT FROM pg_catalog.pg_dist_partition
+                                 WHERE logicalrelid OPERATOR(pg_catalog.=) $1)'
+           INTO distributed USING 'concurrency.event'::regclass;
+    END IF;
+    IF NOT distributed THEN
+        RAISE EXCEPTION 'the event tables are not distributed'
+            USING ERRCODE = '55000', HINT = 'forget_events_on_shard serves distributed queues on a Citus cluster.';
+    END IF;
+    events := shard_name('concurrency.event'::regclass,
+                         get_shard_id_for_distribution_column('concurrency.event', event));
+    waits := shard_name('concurrency.event_wait'::regclass,
+                        get_shard_id_for_distribution_column('concurrency.event_wait', event));
     EXECUTE format($sql$DELETE FROM %1$s WHERE name OPERATOR(pg_catalog.=) ANY (ARRAY(
                             SELECT e.name FROM %1$s AS e
                              WHERE e.touched_at OPERATOR(pg_catalog.<) $1

@@ -54,14 +54,38 @@ TimestampTz sample_queue_stats(TimestampTz now) {
 	                       "IS NOT NULL",
 	                       0, nullptr, nullptr, nullptr, true);
 	bool present = n == 1 && pg::column_as<bool>(0, 1).value_or(false);
+	TimestampTz next = never;
 	if (present) {
-		static const Oid types[1] = {INT4OID};
-		Datum values[1] = {Int32GetDatum(retention_min)};
-		(void)pg::execute("SELECT concurrency.queue_stats_sample(pg_catalog.make_interval(mins => $1))", 1,
-		                  types, values, nullptr, false);
+		// At most one sample an interval, however often the runner starts (a
+		// create_queue starts it too): the microseconds until the next one
+		// is due, <= 0 when it is due now.
+		static const Oid wait_types[1] = {INT4OID};
+		Datum wait_values[1] = {Int32GetDatum(interval_s)};
+		(void)pg::execute(
+		    "SELECT COALESCE(pg_catalog.date_part('epoch', pg_catalog.max(sampled_at) "
+		    "OPERATOR(pg_catalog.+) pg_catalog.make_interval(secs => $1) OPERATOR(pg_catalog.-) "
+		    "pg_catalog.now()), 0) FROM concurrency.queue_stats_sample",
+		    1, wait_types, wait_values, nullptr, true);
+		double wait_s = pg::column_as<double>(0, 1).value_or(0);
+		if (wait_s > 0) {
+			next = now + static_cast<TimestampTz>(wait_s * USECS_PER_SEC);
+		} else {
+			// A sample reads every queue's table: it gives way to DDL (a
+			// drop_queue, DROP EXTENSION) at once instead of holding one
+			// table's lock while it waits for another's, which could close a
+			// deadlock with the DDL (lock_timeout, for this transaction only;
+			// the sample is then taken at the next interval).
+			(void)pg::execute("SELECT pg_catalog.set_config('lock_timeout', '5ms', true)", 0, nullptr,
+			                  nullptr, nullptr, false);
+			static const Oid types[1] = {INT4OID};
+			Datum values[1] = {Int32GetDatum(retention_min)};
+			(void)pg::execute("SELECT concurrency.queue_stats_sample(pg_catalog.make_interval(mins => $1))",
+			                  1, types, values, nullptr, false);
+			next = now + static_cast<TimestampTz>(interval_s) * USECS_PER_SEC;
+		}
 	}
 	pg::spi_finish();
-	return present ? now + static_cast<TimestampTz>(interval_s) * USECS_PER_SEC : never;
+	return next;
 }
 
 TimestampTz next_sample_after_failure(TimestampTz now) {
