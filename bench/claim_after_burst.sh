@@ -12,10 +12,12 @@
 # shards), each on a queue of its own; and the same after a burst under a
 # pinned xmin horizon.
 #
-# A measure of CPU and buffers, not of commits: run it on a throw-away server
-# of its own (fsync = off is fine, and the result file says which), as root:
+# Mostly a measure of CPU and buffers; run it as production runs, on a
+# throw-away server of its own with durable commits (the result file records
+# fsync and synchronous_commit; a run with fsync = off is the CPU cost only,
+# and bench/report.py labels it so), as root:
 #   source scripts/cluster.sh
-#   cluster_start "$PG_CONFIG" "shared_preload_libraries = 'concurrency_ext'"
+#   CLUSTER_DURABLE=1 cluster_start "$PG_CONFIG" "shared_preload_libraries = 'concurrency_ext'"
 #   psql -c "CREATE EXTENSION concurrency_ext"; bench/claim_after_burst.sh; cluster_stop
 #
 # Writes docs/results/claim_after_burst-<date>.json (bench/report.py reports
