@@ -32,6 +32,22 @@ const (
 	timingAwaitTaskSliceMs  = 30000
 )
 
+// Tracing: the payload key of the trace context, span and attribute names (see tracing in statements.json).
+const (
+	tracePayloadKey   = "_trace"
+	traceTracerName   = "concurrency_ext"
+	traceEnqueueSpan  = "concurrency.enqueue {queue}"
+	traceClaimSpan    = "concurrency.claim {queue}"
+	traceHandleSpan   = "concurrency.handle {queue}"
+	traceCompleteSpan = "concurrency.complete {queue}"
+	traceFailSpan     = "concurrency.fail {queue}"
+	traceAttrTaskId   = "concurrency.task_id"
+	traceAttrQueue    = "concurrency.queue"
+	traceAttrAttempt  = "concurrency.attempt"
+)
+
+var traceAttrMessagingSystem = [2]string{"messaging.system", "concurrency_ext"}
+
 const fragmentReadCommittedOnly = " WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"
 
 // The statements (clients/protocol/statements.json); {named}: see withNamed.

@@ -38,10 +38,15 @@ def timings(spec):
     return {k: v for k, v in spec["timings"].items() if k != "comment"}
 
 
+def tracing(spec):
+    return {k: v for k, v in spec["tracing"].items() if k != "comment"}
+
+
 def node(spec, statements):
     out = {"sqlstates": spec["sqlstates"], "leaseLostTask": spec["lease_lost_task"],
            "leaseLostReasons": spec["lease_lost_reasons"],
-           "timings": timings(spec), "fragments": spec["fragments"], "statements": statements}
+           "timings": timings(spec), "tracing": tracing(spec), "fragments": spec["fragments"],
+           "statements": statements}
     return f"'use strict';\n// {HEADER}\nmodule.exports = {json.dumps(out, indent=2)};\n"
 
 
@@ -67,7 +72,7 @@ def python(spec, statements):
     lines += ["}", f"SQLSTATES = {spec['sqlstates']!r}",
               f"LEASE_LOST_TASK = {spec['lease_lost_task']!r}",
               f"LEASE_LOST_REASONS = {tuple(tuple(r) for r in spec['lease_lost_reasons'])!r}",
-              f"TIMINGS = {timings(spec)!r}", f"FRAGMENTS = {spec['fragments']!r}", ""]
+              f"TIMINGS = {timings(spec)!r}", f"TRACING = {tracing(spec)!r}", f"FRAGMENTS = {spec['fragments']!r}", ""]
     return "\n".join(lines)
 
 
@@ -99,7 +104,15 @@ def go(spec, statements):
     pairs = [(go_name("timing", name), value) for name, value in timings(spec).items()]
     width = max(len(n) for n, _ in pairs)
     lines += [f"\t{n.ljust(width)} = {v!r}" for n, v in pairs]
+    lines += [")", "", "// Tracing: the payload key of the trace context, span and attribute names (see tracing in statements.json).",
+              "const ("]
+    trace = tracing(spec)
+    lines += go_consts((go_name("trace", name), value) for name, value in trace.items() if isinstance(value, str))
     lines += [")", ""]
+    for name, value in trace.items():
+        if not isinstance(value, str):
+            lines.append(f"var {go_name('trace', name)} = [2]string{{{go_string(value[0])}, {go_string(value[1])}}}")
+    lines += [""]
     for name, text in spec["fragments"].items():
         lines.append(f"const {go_name('fragment', name)} = {go_string(text)}")
     lines += ["", "// The statements (clients/protocol/statements.json); {named}: see withNamed.", "const ("]

@@ -35,6 +35,22 @@ module.exports = {
     "first_poll_ms": 50,
     "await_task_slice_ms": 30000
   },
+  "tracing": {
+    "payload_key": "_trace",
+    "tracer_name": "concurrency_ext",
+    "enqueue_span": "concurrency.enqueue {queue}",
+    "claim_span": "concurrency.claim {queue}",
+    "handle_span": "concurrency.handle {queue}",
+    "complete_span": "concurrency.complete {queue}",
+    "fail_span": "concurrency.fail {queue}",
+    "attr_task_id": "concurrency.task_id",
+    "attr_queue": "concurrency.queue",
+    "attr_attempt": "concurrency.attempt",
+    "attr_messaging_system": [
+      "messaging.system",
+      "concurrency_ext"
+    ]
+  },
   "fragments": {
     "read_committed_only": " WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"
   },

@@ -36,4 +36,5 @@ SQLSTATES = {'lease_lost': 'CE001', 'serialization_failure': '40001', 'deadlock_
 LEASE_LOST_TASK = 'task (\\d+) of queue'
 LEASE_LOST_REASONS = (('cancelled', '^The task was cancelled'), ('completed', '^The task was completed|^It was completed already'), ('reclaimed', '^The lease token does not match'), ('unleased', '^The task has no lease now'))
 TIMINGS = {'heartbeat_fraction': 0.3333333333333333, 'heartbeat_min_ms': 50, 'wait_margin_ms': 1000, 'first_poll_ms': 50, 'await_task_slice_ms': 30000}
+TRACING = {'payload_key': '_trace', 'tracer_name': 'concurrency_ext', 'enqueue_span': 'concurrency.enqueue {queue}', 'claim_span': 'concurrency.claim {queue}', 'handle_span': 'concurrency.handle {queue}', 'complete_span': 'concurrency.complete {queue}', 'fail_span': 'concurrency.fail {queue}', 'attr_task_id': 'concurrency.task_id', 'attr_queue': 'concurrency.queue', 'attr_attempt': 'concurrency.attempt', 'attr_messaging_system': ['messaging.system', 'concurrency_ext']}
 FRAGMENTS = {'read_committed_only': " WHERE pg_catalog.current_setting('transaction_isolation') = 'read committed'"}
