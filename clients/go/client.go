@@ -201,7 +201,12 @@ func textArray(items []string, emptyIsNull bool) any {
 
 // Enqueue adds a task to queue on q (a pool: a transaction of its own; a
 // pgx.Tx: part of that transaction) and returns its id. See Client.Enqueue.
-func Enqueue(ctx context.Context, q Querier, queue string, payload any, opts ...EnqueueOption) (int64, error) {
+// It runs in a span "concurrency.enqueue <queue>" whose trace context it
+// stores in a JSON object payload under TracePayloadKey (see the README's
+// "Tracing").
+func Enqueue(ctx context.Context, q Querier, queue string, payload any, opts ...EnqueueOption) (id int64, err error) {
+	ctx, span, carrier := startEnqueueSpan(ctx, queue)
+	defer func() { endSpan(span, err) }()
 	o := buildOptions(opts)
 	if o.dedupeKeys != nil || o.concurrencyKeys != nil {
 		return 0, errors.New("concurrency: enqueue: DedupeKeys and ConcurrencyKeys are for EnqueueBatch")
@@ -210,6 +215,7 @@ func Enqueue(ctx context.Context, q Querier, queue string, payload any, opts ...
 	if err != nil {
 		return 0, fmt.Errorf("concurrency: enqueue: payload: %w", err)
 	}
+	body = withTrace(body, carrier)
 	var runAt any
 	if o.runAt != nil {
 		runAt = *o.runAt
@@ -224,7 +230,6 @@ func Enqueue(ctx context.Context, q Querier, queue string, payload any, opts ...
 	sql, args := withNamed("enqueue", stmtEnqueue,
 		[]any{queue, body, runAt, o.priority, nullable(o.dedupeKey), nullable(o.concurrencyKey)},
 		"on_conflict", onConflict, "after", after)
-	var id int64
 	if err := q.QueryRow(ctx, sql, args...).Scan(&id); err != nil {
 		return 0, wrap("enqueue", err)
 	}
@@ -233,8 +238,11 @@ func Enqueue(ctx context.Context, q Querier, queue string, payload any, opts ...
 
 // EnqueueBatch adds one task per payload in one statement on q and returns
 // their ids in payload order. DedupeKeys and ConcurrencyKeys, when given,
-// have one element per payload.
-func EnqueueBatch(ctx context.Context, q Querier, queue string, payloads []any, opts ...EnqueueOption) ([]int64, error) {
+// have one element per payload. Its span and trace context are Enqueue's,
+// one span for the batch, its context stored in each payload.
+func EnqueueBatch(ctx context.Context, q Querier, queue string, payloads []any, opts ...EnqueueOption) (ids []int64, err error) {
+	ctx, span, carrier := startEnqueueSpan(ctx, queue)
+	defer func() { endSpan(span, err) }()
 	o := buildOptions(opts)
 	if o.dedupeKey != nil || o.concurrencyKey != nil || o.onConflict != nil {
 		return nil, errors.New("concurrency: enqueue_batch: use DedupeKeys / ConcurrencyKeys (OnConflict is Enqueue's)")
@@ -245,7 +253,7 @@ func EnqueueBatch(ctx context.Context, q Querier, queue string, payloads []any, 
 		if err != nil {
 			return nil, fmt.Errorf("concurrency: enqueue_batch: payload %d: %w", i, err)
 		}
-		bodies[i] = b
+		bodies[i] = withTrace(b, carrier)
 	}
 	var runAt any
 	if o.runAt != nil {
@@ -261,7 +269,7 @@ func EnqueueBatch(ctx context.Context, q Querier, queue string, payloads []any, 
 	if err != nil {
 		return nil, wrap("enqueue_batch", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	ids, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
 		return nil, wrap("enqueue_batch", err)
 	}

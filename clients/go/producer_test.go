@@ -245,3 +245,56 @@ func TestExecModes(t *testing.T) {
 		}
 	}
 }
+
+func TestEnqueueGraph(t *testing.T) {
+	pool := testPool(t, 4)
+	createQueue(t, pool, "go_graph", "")
+	createQueue(t, pool, "go_graph_other", "")
+	ctx := context.Background()
+	client := NewClient(pool)
+	existing, err := Enqueue(ctx, pool, "go_graph_other", map[string]int{"n": 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runAt := time.Now().Add(time.Hour)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph, err := client.EnqueueGraphTx(ctx, tx, "go_graph", []GraphTask{
+		{Ref: "a", Payload: map[string]int{"n": 1}, Priority: 5},
+		{Ref: "b", After: []any{"a", GraphParent{Queue: "go_graph_other", ID: existing}}, Queue: "go_graph_other"},
+		{Payload: json.RawMessage(`[1, 2]`), AfterEnds: []any{"a", "b"}, RunAt: &runAt, ConcurrencyKey: "k"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(graph) != 3 || graph[0].Ref != "a" || graph[1].Ref != "b" || graph[2].Ref != "" {
+		t.Fatalf("graph %v", graph)
+	}
+	var payload string
+	var priority int32
+	if err := pool.QueryRow(ctx, `SELECT payload::text, priority FROM concurrency."q_go_graph" WHERE id = $1`,
+		graph[0].TaskID).Scan(&payload, &priority); err != nil || payload != `{"n": 1}` || priority != 5 {
+		t.Fatalf("task a: %s %d %v", payload, priority, err)
+	}
+	if n := count(t, pool, "SELECT parents_open FROM concurrency.task_status('go_graph_other', $1)", graph[1].TaskID); n != 2 {
+		t.Fatalf("task b waits for %d parents", n)
+	}
+	var key string
+	if err := pool.QueryRow(ctx, `SELECT payload::text, concurrency_key FROM concurrency."q_go_graph" WHERE id = $1 AND after_ends`,
+		graph[2].TaskID).Scan(&payload, &key); err != nil || payload != `[1, 2]` || key != "k" {
+		t.Fatalf("the finally-child: %s %s %v", payload, key, err)
+	}
+	// a cycle: 22023, nothing enqueued
+	_, err = client.EnqueueGraph(ctx, "go_graph", []GraphTask{{Ref: "x", After: []any{"y"}}, {Ref: "y", After: []any{"x"}}})
+	if SQLState(err) != "22023" {
+		t.Fatalf("a cycle: %v", err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM concurrency."q_go_graph"`); n != 2 {
+		t.Fatalf("%d tasks in go_graph", n)
+	}
+}

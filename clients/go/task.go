@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Task is a claimed task, as concurrency.dequeue returned it.
@@ -39,6 +40,8 @@ type Task struct {
 
 	resultMu sync.Mutex
 	result   *string
+
+	claimedBy trace.SpanContext // the span of the claim that got the task
 }
 
 // Decode unmarshals the task's payload into v.
@@ -185,3 +188,10 @@ func Release(ctx context.Context, q Querier, queue string, id, leaseToken int64)
 
 // jsonRaw marks JSON text that is already encoded.
 type jsonRaw string
+
+// lostErr is the lost lease a heartbeat found, if any.
+func (t *Task) lostErr() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lost
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // HandlerFunc handles one task. A nil error completes the task (in a
@@ -88,6 +89,7 @@ type queueRunner struct {
 	concurrency int
 	handle      HandlerFunc
 	handleTx    TxHandlerFunc
+	spans       taskSpans
 }
 
 // NewWorker returns a Worker on pool. The pool needs a connection per
@@ -126,6 +128,7 @@ func (w *Worker) HandleTx(queue string, handler TxHandlerFunc, opts ...HandleOpt
 }
 
 func (w *Worker) add(q *queueRunner, opts []HandleOption) {
+	q.spans = newTaskSpans(q.name)
 	for _, opt := range opts {
 		opt(q)
 	}
@@ -280,7 +283,7 @@ func (w *Worker) fetch(claimCtx, workCtx context.Context, q *queueRunner, handle
 				break more
 			}
 		}
-		tasks, err := w.claim(claimCtx, q.name, n)
+		tasks, err := w.claim(claimCtx, q, n)
 		for range n - len(tasks) {
 			slots <- struct{}{}
 		}
@@ -333,7 +336,17 @@ func (w *Worker) fetch(claimCtx, workCtx context.Context, q *queueRunner, handle
 // ends), so that a waiting claim ends at once and claims nothing; a
 // connection that was sent a cancel is closed rather than given back to the
 // pool, where a late cancel could hit another statement.
-func (w *Worker) claim(claimCtx context.Context, queue string, n int) ([]*Task, error) {
+// The claim runs in a span of its own (see startClaimSpan), which each task
+// claimed remembers.
+func (w *Worker) claim(claimCtx context.Context, q *queueRunner, n int) (tasks []*Task, err error) {
+	spanCtx, span := startClaimSpan(context.WithoutCancel(claimCtx), q.spans, q.name)
+	defer func() {
+		if claimCtx.Err() != nil {
+			endSpan(span, nil) // a claim cancelled by the shutdown is no error
+			return
+		}
+		endSpan(span, err)
+	}()
 	conn, err := w.pool.Acquire(claimCtx)
 	if err != nil {
 		return nil, err
@@ -361,8 +374,12 @@ func (w *Worker) claim(claimCtx context.Context, queue string, n int) ([]*Task, 
 			}
 		}
 	}()
-	tasks, err := Dequeue(context.WithoutCancel(claimCtx), WithExecMode(conn, w.cfg.ExecMode), queue,
+	tasks, err = Dequeue(spanCtx, WithExecMode(conn, w.cfg.ExecMode), q.name,
 		DequeueOptions{Batch: n, Lease: w.cfg.Lease, Worker: w.cfg.Name, Wait: w.cfg.Wait})
+	claimedBy := span.SpanContext()
+	for _, t := range tasks {
+		t.claimedBy = claimedBy
+	}
 	close(finished)
 	cancelled.Wait()
 	if sent {
@@ -387,41 +404,59 @@ func (w *Worker) release(ctx context.Context, tasks []*Task) {
 }
 
 // work runs one task's handler with its heartbeats and finishes the task;
-// it returns the next task when the completing transaction claimed one.
+// it returns the next task when the completing transaction claimed one. It
+// all runs in the task's handle span (see startHandleSpan), on which the
+// handler's error or panic, or the completion's, is recorded.
 func (w *Worker) work(claimCtx, workCtx context.Context, q *queueRunner, t *Task) *Task {
 	ctx, cancel := context.WithCancelCause(workCtx)
 	defer cancel(nil)
+	ctx, span := startHandleSpan(ctx, q.spans, t)
 	t.wf = &workflowDB{db: w.pool, q: w.q, mode: w.cfg.ExecMode}
 	stopBeats := w.heartbeat(t, cancel)
 	defer stopBeats()
+	var next *Task
+	var err error
 	if q.handleTx != nil {
-		return w.workTx(claimCtx, ctx, q, t)
+		next, err = w.workTx(claimCtx, ctx, q, t)
+	} else {
+		next, err = w.workPlain(claimCtx, ctx, q, t)
 	}
-	err := callHandler(func() error { return q.handle(ctx, t) })
-	if w.suspended(t, err) {
-		return nil
-	}
-	if err != nil {
-		w.failed(ctx, t, err)
-		return nil
-	}
-	if w.finishing(t) {
-		return nil
-	}
-	next, err := w.finish(claimCtx, ctx, w.pool, t)
-	if err != nil {
-		w.finishError(ctx, t, err)
-		return nil
-	}
-	w.completed(t)
+	endSpan(span, err)
 	return next
 }
 
-func (w *Worker) workTx(claimCtx, ctx context.Context, q *queueRunner, t *Task) *Task {
+// workPlain runs a Handle handler and completes its task in a statement of
+// its own; it returns the next task (see work) and the error that ended
+// the attempt, if any.
+func (w *Worker) workPlain(claimCtx, ctx context.Context, q *queueRunner, t *Task) (*Task, error) {
+	err := callHandler(func() error { return q.handle(ctx, t) })
+	if w.suspended(t, err) {
+		return nil, nil
+	}
+	if err != nil {
+		w.failed(ctx, q, t, err)
+		return nil, err
+	}
+	if w.finishing(t) {
+		return nil, t.lostErr()
+	}
+	cctx, span := tracer().Start(ctx, q.spans.complete)
+	next, err := w.finish(claimCtx, cctx, w.pool, t)
+	endSpan(span, err)
+	if err != nil {
+		w.finishError(ctx, q, t, err)
+		return nil, err
+	}
+	w.completed(t)
+	return w.claimedIn(span, next), nil
+}
+
+func (w *Worker) workTx(claimCtx, ctx context.Context, q *queueRunner, t *Task) (*Task, error) {
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {
-		w.failed(ctx, t, fmt.Errorf("concurrency: begin: %w", err))
-		return nil
+		err = fmt.Errorf("concurrency: begin: %w", err)
+		w.failed(ctx, q, t, err)
+		return nil, err
 	}
 	rollback := func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -431,30 +466,44 @@ func (w *Worker) workTx(claimCtx, ctx context.Context, q *queueRunner, t *Task) 
 	err = callHandler(func() error { return q.handleTx(ctx, tx, t) })
 	if w.suspended(t, err) {
 		rollback()
-		return nil
+		return nil, nil
 	}
 	if err != nil {
 		rollback()
-		w.failed(ctx, t, err)
-		return nil
+		w.failed(ctx, q, t, err)
+		return nil, err
 	}
 	if w.finishing(t) {
 		rollback()
-		return nil
+		return nil, t.lostErr()
 	}
-	next, err := w.finish(claimCtx, ctx, tx, t)
+	// the complete span covers the commit, which makes the completion count
+	cctx, span := tracer().Start(ctx, q.spans.complete)
+	next, err := w.finish(claimCtx, cctx, tx, t)
 	if err != nil {
+		endSpan(span, err)
 		rollback()
-		w.finishError(ctx, t, err)
-		return nil
+		w.finishError(ctx, q, t, err)
+		return nil, err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.Commit(cctx); err != nil {
 		// e.g. a deferred constraint or a serialization failure: nothing
 		// committed, the next claim neither
-		w.finishError(ctx, t, wrap("commit", err))
-		return nil
+		err = wrap("commit", err)
+		endSpan(span, err)
+		w.finishError(ctx, q, t, err)
+		return nil, err
 	}
+	endSpan(span, nil)
 	w.completed(t)
+	return w.claimedIn(span, next), nil
+}
+
+// claimedIn marks next (when not nil) as claimed in span's transaction.
+func (w *Worker) claimedIn(span trace.Span, next *Task) *Task {
+	if next != nil {
+		next.claimedBy = span.SpanContext()
+	}
 	return next
 }
 
@@ -579,7 +628,7 @@ func (w *Worker) finishing(t *Task) bool {
 }
 
 // failed records a handler's error with fail (unless the lease is lost).
-func (w *Worker) failed(ctx context.Context, t *Task, err error) {
+func (w *Worker) failed(ctx context.Context, q *queueRunner, t *Task, err error) {
 	if w.finishing(t) {
 		return // the heartbeat reported the lost lease; the task is not ours
 	}
@@ -598,7 +647,10 @@ func (w *Worker) failed(ctx context.Context, t *Task, err error) {
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if _, ferr := Fail(fctx, w.q, t.Queue, t.ID, t.LeaseToken, err.Error(), delay); ferr != nil {
+	fctx, span := tracer().Start(fctx, q.spans.fail)
+	_, ferr := Fail(fctx, w.q, t.Queue, t.ID, t.LeaseToken, err.Error(), delay)
+	endSpan(span, ferr)
+	if ferr != nil {
 		if errors.Is(ferr, ErrLeaseLost) {
 			w.onError(t, ferr)
 			return
@@ -610,7 +662,7 @@ func (w *Worker) failed(ctx context.Context, t *Task, err error) {
 
 // finishError handles an error of complete or commit: a lost lease is
 // reported; anything else fails the task (its work was rolled back).
-func (w *Worker) finishError(ctx context.Context, t *Task, err error) {
+func (w *Worker) finishError(ctx context.Context, q *queueRunner, t *Task, err error) {
 	if errors.Is(err, ErrLeaseLost) {
 		w.onError(t, err)
 		return
@@ -618,7 +670,7 @@ func (w *Worker) finishError(ctx context.Context, t *Task, err error) {
 	t.mu.Lock()
 	t.finishing = false // fail is allowed now
 	t.mu.Unlock()
-	w.failed(ctx, t, err)
+	w.failed(ctx, q, t, err)
 }
 
 func (w *Worker) completed(t *Task) {
