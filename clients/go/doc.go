@@ -1,9 +1,9 @@
 // Package concurrency is the Go runtime of concurrency_ext, a PostgreSQL
 // extension whose task queue lives in the database (schema concurrency).
 //
-// It has four parts:
+// It has five parts:
 //
-//   - a producer API: [Enqueue] and [EnqueueBatch] run on any [Querier] (a
+//   - a producer API: [Enqueue], [EnqueueBatch] and [EnqueueGraph] run on any [Querier] (a
 //     *pgxpool.Pool, a *pgx.Conn or a pgx.Tx), so that a task enqueued inside
 //     the caller's transaction commits or rolls back with the caller's own
 //     writes; [Client] wraps a pool for the common case;
@@ -19,7 +19,12 @@
 //     is due: the handler returns [ErrSuspended]), and on the producing
 //     side [EmitEvent] and [AwaitTask];
 //   - [RunInTx], a transaction helper that retries serialization failures
-//     (40001) and deadlocks (40P01) with jittered exponential backoff.
+//     (40001) and deadlocks (40P01) with jittered exponential backoff;
+//   - OpenTelemetry tracing through the global tracer provider and
+//     propagator: the producer calls store the trace context of their span in
+//     the payload under [TracePayloadKey], and the worker runs each handler
+//     in a span that continues it (spans of tracer [TracerName]; no-op until
+//     a program installs an SDK). See the README's "Tracing".
 //
 // Every error a server call returns is an [*Error] carrying the SQLSTATE;
 // SQLSTATE CE001 (the caller's lease on a task was lost) matches
