@@ -19,17 +19,18 @@ import (
 // worker continues it in the task's handle span. The calls go through the
 // global tracer provider and propagator (otel.SetTracerProvider,
 // otel.SetTextMapPropagator); without an SDK installed every span is a
-// non-recording one and nothing is written into a payload.
+// non-recording one, and a payload gets a trace context only from a caller
+// whose ctx carries one from elsewhere.
 
-// TracePayloadKey is the key of a task's payload under which Enqueue,
-// EnqueueBatch and EnqueueGraph store the W3C trace context of the enqueue
-// span (an object such as {"traceparent": "00-…", "tracestate": "…"}: what
-// the global propagator writes). The Worker removes it from the payload it
-// hands a handler.
+// TracePayloadKey ("_trace") is the key of a task's payload under which
+// Enqueue, EnqueueBatch and EnqueueGraph store the W3C trace context of the
+// enqueue span (an object such as {"traceparent": "00-…", "tracestate":
+// "…"}: what the global propagator writes). The Worker removes it from the
+// payload it hands a handler.
 const TracePayloadKey = tracePayloadKey
 
-// TracerName is the instrumentation name of the spans of this package (the
-// name it asks the global tracer provider for).
+// TracerName ("concurrency_ext") is the instrumentation name of the spans of
+// this package (the name it asks the global tracer provider for).
 const TracerName = traceTracerName
 
 var traceKeyQuoted = []byte(`"` + tracePayloadKey + `"`)
