@@ -23,6 +23,7 @@ export interface Task<P = Json> {
   leaseToken: string;
   /** 1 on the first claim, counting every claim of this task */
   attempt: number;
+  /** the payload as enqueued, without the key "_trace" (the producer's trace context: see the README's "Tracing") */
   payload: P;
   /** parsed when first read, as node-postgres parses a timestamptz */
   readonly enqueuedAt: Date;
@@ -165,7 +166,8 @@ export interface ParentResult {
   result: Json;
 }
 
-/** adds a task; resolves with its id */
+/** adds a task; resolves with its id. Where a span is active (@opentelemetry/api), a plain-object payload
+ * carries its trace context under "_trace" (see the README's "Tracing"); so do enqueueBatch's and enqueueGraph's */
 export declare function enqueue(db: Queryable, queue: string, payload?: Json, options?: EnqueueOptions): Promise<string>;
 /** adds one task per payload in one statement; resolves with their ids in payload order */
 export declare function enqueueBatch(db: Queryable, queue: string, payloads: Json[], options?: EnqueueBatchOptions): Promise<string[]>;

@@ -4,6 +4,7 @@
 
 const { protocol, S, query, interval, json, ids, withNamed, decoded, CLAIM_TYPES } = require('./statements');
 const { QueueError, AwaitTimeoutError } = require('./errors');
+const { traceEnqueue } = require('./tracing');
 
 // enqueue's named arguments, sent only when given, so that servers before
 // 0.3.0 take the other calls
@@ -18,7 +19,15 @@ const ENQUEUE_OPTIONS = {
 
 // Adds a task and returns its id (a string: ids are bigint). `db` is a Pool
 // or a Client, so that a producer can enqueue inside its own transaction.
-async function enqueue(db, queue, payload, options = {}) {
+// Inside a traced context, in a span of its own whose context goes with the
+// payload (see lib/tracing.js).
+function enqueue(db, queue, payload, options = {}) {
+  return traceEnqueue(queue, (inject) => enqueueOne(db, queue, inject(payload), options), taskIdOf);
+}
+
+const taskIdOf = (id) => id;
+
+async function enqueueOne(db, queue, payload, options) {
   const o = options;
   const values = [queue, json(payload), o.runAt ?? null, o.priority ?? 0, o.dedupeKey ?? null, o.concurrencyKey ?? null];
   const text = withNamed('enqueue', values, ENQUEUE_OPTIONS, options);
@@ -28,10 +37,14 @@ async function enqueue(db, queue, payload, options = {}) {
 }
 
 // Adds one task per payload in one statement; returns their ids in payload order.
-async function enqueueBatch(db, queue, payloads, options = {}) {
+function enqueueBatch(db, queue, payloads, options = {}) {
+  return traceEnqueue(queue, (inject) => enqueueMany(db, queue, payloads, inject, options));
+}
+
+async function enqueueMany(db, queue, payloads, inject, options) {
   if (!Array.isArray(payloads)) throw new TypeError('payloads must be an array');
   const o = options;
-  const values = [queue, payloads.map(json), o.runAt ?? null, o.priority ?? 0, o.dedupeKeys ?? null, o.concurrencyKeys ?? null];
+  const values = [queue, payloads.map((p) => json(inject(p))), o.runAt ?? null, o.priority ?? 0, o.dedupeKeys ?? null, o.concurrencyKeys ?? null];
   const text = withNamed('enqueue_batch', values, {}, options);
   // the ids read as text by the row parser (see CLAIM_TYPES), not cast one
   // by one; a query config costs node-postgres a copy of it, once a call
@@ -62,14 +75,14 @@ function graphParent(parent) {
 }
 
 // One task of a graph as the server's JSON object, its fields renamed.
-function graphTask(task, index) {
+function graphTask(task, index, inject) {
   if (task === null || typeof task !== 'object' || Array.isArray(task)) throw new TypeError(`tasks[${index}] must be an object`);
   const out = {};
   for (const [field, value] of Object.entries(task)) {
     const name = GRAPH_FIELDS[field];
     if (!name) throw new TypeError(`tasks[${index}] has a field enqueueGraph does not know: ${field}`);
     if (value === undefined) continue;
-    if (field === 'payload') out.payload = JSON.parse(json(value)); // a TypeError for what is no JSON value
+    if (field === 'payload') out.payload = JSON.parse(json(inject(value))); // a TypeError for what is no JSON value
     else if (field === 'after') {
       if (!Array.isArray(value)) throw new TypeError(`tasks[${index}].after must be an array`);
       out.after = value.map(graphParent);
@@ -81,9 +94,13 @@ function graphTask(task, index) {
 // Adds a graph of tasks, all or nothing; a task waits until the tasks of
 // its `after` are done. Resolves with [{ ref, taskId }] in the order of
 // `tasks` (ref null for a task without one).
-async function enqueueGraph(db, queue, tasks) {
+function enqueueGraph(db, queue, tasks) {
+  return traceEnqueue(queue, (inject) => enqueueTasks(db, queue, tasks, inject));
+}
+
+async function enqueueTasks(db, queue, tasks, inject) {
   if (!Array.isArray(tasks)) throw new TypeError('tasks must be an array');
-  const graph = JSON.stringify(tasks.map(graphTask));
+  const graph = JSON.stringify(tasks.map((task, index) => graphTask(task, index, inject)));
   const { rows } = await query(db, { text: S.enqueue_graph.sql, values: [queue, graph], types: CLAIM_TYPES });
   return rows.map((r) => ({ ref: r.ref, taskId: r.task_id }));
 }

@@ -8,6 +8,7 @@ const { QueueError, LeaseLostError, queueError, TaskSuspended, RacedClaim } = re
 const { serverFeatures } = require('./producer');
 const { chainable, chainedQuery, waitWithin, sendCancel } = require('./transport');
 const { Task } = require('./workflow');
+const tracing = require('./tracing');
 
 // The task of a batch that a lease-lost error names (null: none of them).
 const LEASE_LOST_TASK = new RegExp(protocol.leaseLostTask);
@@ -35,6 +36,8 @@ class Claim {
     this.aborted = null; // the reason, once aborted
     this.held = false; // no heartbeats while a sleep or a wait may end the lease
     this.suspension = null; // the TaskSuspended thrown, once the task left
+    this.handles = null; // the tasks' handle spans (see lib/tracing.js), when tracing
+    this.nextClaimed = 0; // when the completing message that claimed the next tasks was sent (tracing)
   }
 
   // Stops the heartbeats before a call that may give the lease up (a
@@ -178,6 +181,7 @@ class Worker extends EventEmitter {
     // go off (Date.now() ms)
     this.beatTimer = null;
     this.beatDue = Infinity;
+    this.tracing = tracing.workerTracing(this.queue); // null without @opentelemetry/api
   }
 
   // Sets the heartbeats' timer to go off by `due` (ms) at the latest.
@@ -280,6 +284,7 @@ class Worker extends EventEmitter {
     let idle = POLL_MIN;
     let client = null;
     let next = null;
+    let claimedAt = 0; // when the claim of the tasks at hand began (tracing)
     const backOff = async () => {
       await this.pause(idle);
       idle = Math.min(idle * 2, this.options.pollInterval);
@@ -292,6 +297,7 @@ class Worker extends EventEmitter {
         if (this.stopping) break;
         try {
           client = client || (await this.pool.connect());
+          if (this.tracing) claimedAt = tracing.now();
           rows = await this.claim(client);
         } catch (err) {
           if (this.stopping && client && this.cancelled.has(client)) break; // stop() cancelled the wait
@@ -309,7 +315,9 @@ class Worker extends EventEmitter {
         }
       }
       idle = POLL_MIN;
+      const carriers = tracing.takeTraces(rows);
       const tasks = rows.map((r) => new Task(this.queue, r, client));
+      const claimContext = this.tracing && this.tracing.claimed(claimedAt);
       if (this.stopping) {
         if (begun && !(await this.commit(client))) {
           client.release(true);
@@ -320,13 +328,17 @@ class Worker extends EventEmitter {
       }
       const claim = new Claim(this, tasks);
       claim.schedule(this.leaseLeft(rows[0]));
+      if (this.tracing) claim.handles = this.tracing.handling(tasks, carriers, claimContext);
       this.claims.add(claim);
       try {
         const outcome = await this.execute(claim, client, begun);
         if (outcome === false) {
           client.release(true);
           client = null;
-        } else if (outcome !== true) next = outcome;
+        } else if (outcome !== true) {
+          next = outcome;
+          claimedAt = claim.nextClaimed;
+        }
       } finally {
         this.claims.delete(claim);
       }
@@ -351,20 +363,35 @@ class Worker extends EventEmitter {
   // previous completion began it). Returns false when the connection is
   // broken, the next claimed tasks (their transaction begun) when the
   // completion brought some, true otherwise.
+  //
+  // When tracing, the handler runs in the context of the (first) task's
+  // handle span, the completing message in complete spans inside the handle
+  // spans, which end with the tasks' outcome (see lib/tracing.js).
   async execute(claim, client, begun) {
-    const { tasks } = claim;
+    const { tasks, handles } = claim;
     const batch = this.options.batch > 1;
+    const input = batch ? tasks : tasks[0];
     let result;
     let next;
+    let completing = null; // the complete spans, when tracing
     try {
       if (!begun) await client.query('BEGIN');
-      result = await this.options.handler(batch ? tasks : tasks[0], client);
+      result = await (handles ? this.tracing.run(handles, () => this.options.handler(input, client)) : this.options.handler(input, client));
       const beating = claim.end();
       if (beating) await beating;
       if (claim.suspension) throw claim.suspension; // even where the handler swallowed it
       if (claim.lost) throw claim.lost;
+      if (handles) {
+        completing = this.tracing.step('complete', handles);
+        claim.nextClaimed = tracing.now();
+      }
       next = await this.finish(client, tasks, result);
+      if (completing) this.tracing.end(completing);
     } catch (thrown) {
+      if (completing) this.tracing.end(completing, thrown);
+      // what the handle spans end with: the error, but where the tasks
+      // left the worker or went back unspent
+      let failure = thrown;
       const beating = claim.end();
       if (beating) await beating;
       let healthy = true;
@@ -380,9 +407,12 @@ class Worker extends EventEmitter {
         // the task left the worker (a durable sleep or wait): not completed,
         // not failed; the handler's writes outside its steps rolled back
         for (const t of tasks) this.emit('suspended', t, claim.suspension.reason);
+        failure = undefined;
       } else if (claim.lost) {
         // told when the heartbeat found it
+        failure = claim.lost;
       } else if (thrown instanceof RacedClaim) {
+        failure = undefined;
         // the handler raised its isolation level, and the claim made with
         // the completion raced another worker's: its work was rolled back
         // with the message, so the tasks go back unspent, and the worker
@@ -398,12 +428,14 @@ class Worker extends EventEmitter {
           await this.giveBack(tasks.filter((t) => t !== lost));
         } else for (const t of tasks) this.emit('leaseLost', t, err);
       } else if (healthy) {
-        await this.failTasks(tasks, err);
+        await this.failTasks(tasks, err, handles);
       } else {
         this.report(err);
       }
+      if (handles) this.tracing.endHandles(handles, failure);
       return healthy;
     }
+    if (handles) this.tracing.endHandles(handles);
     // done: a listener's throw is reported, not taken for the task's failure
     try {
       for (const t of tasks) this.emit('completed', t, result);
@@ -458,8 +490,10 @@ class Worker extends EventEmitter {
     return chainedQuery(client, `${sql}; ${this.chainSql}${guard}; COMMIT; BEGIN`, this);
   }
 
-  async failTasks(tasks, err) {
+  // `handles`: the tasks' handle spans, for fail spans inside them (when tracing).
+  async failTasks(tasks, err, handles) {
     const message = err instanceof Error ? err.message : String(err);
+    let failing = handles ? this.tracing.step('fail', handles) : null;
     try {
       if (tasks.length === 1) {
         await query(this.pool, S.fail.sql, [this.queue, tasks[0].id, tasks[0].leaseToken, message, null]);
@@ -471,8 +505,13 @@ class Worker extends EventEmitter {
           message,
         ]);
       }
+      if (failing) {
+        this.tracing.end(failing);
+        failing = null;
+      }
       for (const t of tasks) this.emit('failed', t, err);
     } catch (failError) {
+      if (failing) this.tracing.end(failing, failError);
       if (failError instanceof LeaseLostError) for (const t of tasks) this.emit('leaseLost', t, failError);
       else this.report(failError); // the lease lapses; the task comes back
     }
