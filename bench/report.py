@@ -318,9 +318,70 @@ def release(path):
         "from minute to minute: the ratio within each round, its two sides run back to back, is what compares.", ""]
     return lines
 
+CITUS_KINDS = {
+    "local1": "local queue on the coordinator, one statement",
+    "coordinator1": "distributed, every client on the coordinator, one statement",
+    "max_leased1": "distributed with max_leased, clients on the coordinator",
+    "rate_limit1": "distributed with rate_limit, clients on the coordinator",
+}
+
+
+def citus_kind(kind):
+    if kind.startswith("nodes"):
+        form, shards = kind[len("nodes"):].split("@")
+        return (f"distributed over {shards} shards, clients on the worker nodes, "
+                f"{'two statements' if form == '2' else 'one statement'}")
+    return CITUS_KINDS.get(kind, kind)
+
+
+def citus(path):
+    d = json.load(open(path))
+    name = os.path.basename(path)
+    lines = [
+        "## Distributed queues on Citus against a plain server",
+        "",
+        f"`{d['command']}` — result file [{name}](results/{name}); {d['server']}, Citus 14, commit {d['commit']}; "
+        f"durable commits: {'yes' if d['durable'] else 'no (fsync = off: the CPU cost only)'}; "
+        f"{d['rounds']} turns of {d['seconds_per_round']:g} s rounds, the order of the kinds turning every turn.",
+        "",
+        "A coordinator and two worker nodes, each preloading `citus,concurrency_ext`, beside a plain PostgreSQL "
+        "server of the same build without Citus (preloading `concurrency_ext`), all on one machine; each server in "
+        "a cpuacct cgroup of its own. pgbench clients take a task and complete it: two statements (`dequeue`, "
+        "then `complete`, as the runtimes do) or one (`SELECT complete(…) FROM dequeue(…)`). Ratios are against "
+        "the plain server's round of the same form in the same turn (medians of the turns); server CPU counts "
+        "every node.",
+        "",
+        "| clients | round | tasks/s | tasks/s ÷ plain | server CPU a task (coordinator / worker 1 / worker 2) "
+        "| CPU ÷ plain | coordinator's share |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in d["rows"]:
+        cpu = r["cpu_us"]
+        if r["ratio"] is None:
+            form = "two statements" if r["kind"].endswith("2") else "one statement"
+            lines.append(f"| {r['clients']} | plain server, {form} | {fmt(r['tasks_per_s'])} | 1 | "
+                         f"{cpu['plain']:.0f} µs | 1 | — |")
+            continue
+        lines.append(f"| {r['clients']} | {citus_kind(r['kind'])} | {fmt(r['tasks_per_s'])} | {r['ratio']:.2f} | "
+                     f"{cpu['coordinator']:.0f} / {cpu['worker1']:.0f} / {cpu['worker2']:.0f} µs | "
+                     f"{r['cpu_ratio']:.2f} | {r['coordinator_share']:.1f} % |")
+    if d.get("scaling"):
+        lines += ["", "Scaling: each worker node pinned to a core of its own (taskset), rounds with one worker node "
+                  "serving alternating with rounds where both serve (as many clients again, tasks of their own), "
+                  "two statements a task:", "",
+                  "| clients per node | one node tasks/s | two nodes tasks/s | two ÷ one (median) | each turn |",
+                  "|---|---|---|---|---|"]
+        for r in d["scaling"]:
+            lines.append(f"| {r['clients_per_node']} | {fmt(r['one_node'])} | {fmt(r['two_nodes'])} | "
+                         f"{r['ratio']:.2f} | {', '.join(f'{x:.2f}' for x in r['ratios'])} |")
+    lines += ["", f"Load average when the run began: {d.get('load_before')}; when it ended: {d.get('load_after')} "
+              f"({d.get('cores')} cores, shared by the four servers and pgbench, so tasks/s show the cost of each "
+              "path, not a cluster's scale; the CPU a task costs is what a cluster of real machines would divide).", ""]
+    return lines
+
 
 RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go, "workflows": workflows,
-             "claim_after_burst": claim_after_burst, "release": release}
+             "claim_after_burst": claim_after_burst, "release": release, "citus": citus}
 
 
 def main():

@@ -2,7 +2,9 @@
 # A Citus cluster on this machine for tests and benchmarks: a coordinator and
 # two workers of the PostgreSQL 18 build, each with shared_preload_libraries =
 # 'citus' (the coordinator 'citus,concurrency_ext': its lock history and
-# schedule runner; the module must be installed first), in a directory owned
+# schedule runner; the module must be installed first; CITUS_NODE_PRELOAD=1:
+# every node 'citus,concurrency_ext', as docs/scaling-out.md asks of a
+# production cluster), in a directory owned
 # by postgres, listening on 127.0.0.1 only, the workers added with
 # citus_add_node.
 #
@@ -32,7 +34,7 @@ start)
       durability=$'fsync = off\nsynchronous_commit = off\nfull_page_writes = off'
       [ "${CLUSTER_DURABLE:-0}" = 1 ] && durability='# durable commits: the server defaults'
       preload=citus
-      [ "$i" = 0 ] && preload=citus,concurrency_ext
+      { [ "$i" = 0 ] || [ "${CITUS_NODE_PRELOAD:-0}" = 1 ]; } && preload=citus,concurrency_ext
       as_pg "$bin/initdb" -D "$data" -A trust -U postgres >/dev/null
       cat >>"$data/postgresql.conf" <<CONF
 port = ${ports[$i]}
