@@ -12,7 +12,7 @@ import time
 
 import psycopg
 
-from . import _core
+from . import _core, _tracing
 from .errors import LEASE_LOST, LeaseLostError, QueueError, translate, translating
 from .worker import default_on_error, lost_task_id
 from .workflow import TaskSuspended, _Flow
@@ -30,18 +30,18 @@ async def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_
     """Adds a task; returns its id (the existing task's id for a dedupe_key already held). on_conflict='replace'
     gives that task this payload, run_at and priority if it has not started (debounce). after: ids of tasks of
     the queue; the new task waits (state 'waiting') until every one of them is done."""
-    with translating:
+    with _tracing.enqueue_span(queue), translating:
         cur = await conn.execute(*_core.enqueue_statement(
-            queue, {} if payload is None else payload, run_at, priority, dedupe_key, concurrency_key, on_conflict,
-            after))
+            queue, _tracing.inject({} if payload is None else payload), run_at, priority, dedupe_key,
+            concurrency_key, on_conflict, after))
         return (await cur.fetchone())[0]
 
 
 async def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys=None, concurrency_keys=None):
     """Adds one task per payload in one statement; returns their ids in payload order."""
-    with translating:
+    with _tracing.enqueue_span(queue), translating:
         cur = await conn.execute(*_core.enqueue_batch_statement(
-            queue, payloads, run_at, priority, dedupe_keys, concurrency_keys))
+            queue, _tracing.inject_each(payloads), run_at, priority, dedupe_keys, concurrency_keys))
         return [row[0] for row in await cur.fetchall()]
 
 
@@ -51,8 +51,8 @@ async def enqueue_graph(conn, queue, tasks):
     Each task is a dict with the keys ref, payload, after, queue (default: queue), run_at, priority and
     concurrency_key; its after lists refs of the graph (str), ids of tasks of its own queue (int), or
     {"queue": ..., "id": ...} for a task of another queue."""
-    with translating:
-        cur = await conn.execute(_core.ENQUEUE_GRAPH_SQL, _core.graph_params(queue, tasks))
+    with _tracing.enqueue_span(queue), translating:
+        cur = await conn.execute(_core.ENQUEUE_GRAPH_SQL, _core.graph_params(queue, _tracing.inject_graph(tasks)))
         return await cur.fetchall()
 
 
@@ -366,6 +366,7 @@ class _AsyncRunner(_core.Settings):
             if self._stopping.is_set():
                 return [], None
             slot.waiting = waits
+        started = self._tracing.now()
         try:
             rows = await _one(conn, _core.CLAIM_WAIT_SQL if waits else _core.CLAIM_SQL, params)
         except psycopg.errors.QueryCanceled:
@@ -379,14 +380,20 @@ class _AsyncRunner(_core.Settings):
         finally:
             with slot.lock:
                 slot.waiting = False
-        return self.tasks_from_rows(rows)
+        return self._claimed(started, rows)
+
+    def _claimed(self, started, rows):
+        tasks, lease_seconds = self.tasks_from_rows(rows)
+        self._tracing.claimed(started, tasks)
+        return tasks, lease_seconds
 
     async def _claim_next(self, conn):
         """The cheapest loop: the next claim in the completing transaction (no wait)."""
         if self._stopping.is_set():
             return [], None
+        started = self._tracing.now()
         cur = await conn.execute(_core.CLAIM_NEXT_SQL, self.claim_params(False))
-        return self.tasks_from_rows(await cur.fetchall())
+        return self._claimed(started, await cur.fetchall())
 
     async def _work(self, slot, conn, tasks, lease_seconds):
         every = self.heartbeat_every(lease_seconds)
@@ -403,6 +410,7 @@ class _AsyncRunner(_core.Settings):
                 return await self._work_one(conn, held, tasks[0])
             return await self._work_batch(conn, held)
         finally:
+            self._tracing.end(tasks)
             async with self._beats:
                 self._held.remove(held)
             with slot.lock:
@@ -410,8 +418,10 @@ class _AsyncRunner(_core.Settings):
             await slot.steps.handler_done()
 
     async def _run_handler(self, task, conn, held):
-        """The handler, with task's workflow calls bound to this run; TaskSuspended when the task left it."""
-        return await self.handler(dataclasses.replace(task, _workflow=_Workflow(task, held, held.steps)), conn)
+        """The handler, with task's workflow calls bound to this run, in the task's handle span; TaskSuspended
+        when the task left it."""
+        with self._tracing.running(task):
+            return await self.handler(dataclasses.replace(task, _workflow=_Workflow(task, held, held.steps)), conn)
 
     async def _finishing(self, held, finishing=True):
         async with held.lock:  # waits for a heartbeat in flight
@@ -432,10 +442,12 @@ class _AsyncRunner(_core.Settings):
                 await self._finishing(held)
                 if task.id in held.lost:
                     raise _Rollback()  # the heartbeat found the lease lost, and reported it
+                self._tracing.completing([task])
                 with translating:
                     await conn.execute(_core.COMPLETE_SQL, (self.queue, task.id, task.lease_token,
                                                             _core.result_param(result)))
                     following = await self._claim_next(conn)
+            self._tracing.completed([task])
             self._completed([task])
         except TaskSuspended:
             pass  # sleeping or waiting for an event: not complete, not failed, not heartbeated
@@ -443,10 +455,13 @@ class _AsyncRunner(_core.Settings):
             if failure is not None:
                 await self._fail(conn, held, task, failure)
         except LeaseLostError as e:
+            self._tracing.completed([task], e)
             self.on_error(e, task)
         except psycopg.Error as e:  # the commit failed (a deferred constraint, a serialization failure)
             if conn.broken:
                 raise
+            self._tracing.completed([task], e)
+            self._tracing.end(following[0])
             following = ([], None)  # the next claim rolled back with it
             await self._fail(conn, held, task, e)
         return following
@@ -477,6 +492,7 @@ class _AsyncRunner(_core.Settings):
                             failures.append((task, exc))
                     await self._finishing(held)
                     done = [t for t in done if t.id not in held.lost]
+                    self._tracing.completing(done)
                     with translating:
                         if done:
                             await conn.execute(_core.COMPLETE_BATCH_SQL, (
@@ -484,15 +500,19 @@ class _AsyncRunner(_core.Settings):
                         if not unstarted:
                             following = await self._claim_next(conn)
                 pending = []
+                self._tracing.completed(done)
                 self._completed(done)
             except psycopg.Error as e:  # the commit failed: the batch's work is undone
                 if conn.broken:
                     raise
+                self._tracing.completed(done, e)
+                self._tracing.end(following[0])
                 failures += [(t, e) for t in done]
                 following = ([], None)  # the next claim rolled back with it
                 pending = []
             except LeaseLostError as e:
                 # one lease is lost and the batch rolled back: again without it
+                self._tracing.completed(done, e)
                 lost = next((t for t in pending if t.id == lost_task_id(e)), None)
                 if lost is None:
                     raise
@@ -511,7 +531,7 @@ class _AsyncRunner(_core.Settings):
         if task.id in held.lost:
             return
         try:
-            with translating:
+            with self._tracing.step(task, "fail_span"), translating:
                 await _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc), None))
         except LeaseLostError as e:
             self.on_error(e, task)
@@ -519,6 +539,7 @@ class _AsyncRunner(_core.Settings):
     async def _release(self, conn, tasks):
         """Hands back claimed tasks that did not start: no attempt spent. A
         server without release leaves them to their leases' end."""
+        self._tracing.end(tasks)
         if not tasks:
             return
         if not self.features.release:

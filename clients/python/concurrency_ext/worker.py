@@ -184,6 +184,7 @@ class _Runner(_core.Settings):
             if self._stopping.is_set():
                 return [], None
             slot.waiting = waits
+        started = self._tracing.now()
         try:
             rows = _one(conn, _core.CLAIM_WAIT_SQL if waits else _core.CLAIM_SQL, params)
         except psycopg.errors.QueryCanceled:
@@ -197,14 +198,20 @@ class _Runner(_core.Settings):
         finally:
             with slot.lock:
                 slot.waiting = False
-        return self.tasks_from_rows(rows)
+        return self._claimed(started, rows)
+
+    def _claimed(self, started, rows):
+        tasks, lease_seconds = self.tasks_from_rows(rows)
+        self._tracing.claimed(started, tasks)
+        return tasks, lease_seconds
 
     def _claim_next(self, conn):
         """The cheapest loop: the next claim in the completing transaction (no wait)."""
         if self._stopping.is_set():
             return [], None
+        started = self._tracing.now()
         cur = conn.execute(_core.CLAIM_NEXT_SQL, self.claim_params(False))
-        return self.tasks_from_rows(cur.fetchall())
+        return self._claimed(started, cur.fetchall())
 
     def _work(self, slot, conn, tasks, lease_seconds):
         every = self.heartbeat_every(lease_seconds)
@@ -221,6 +228,7 @@ class _Runner(_core.Settings):
                 return self._work_one(conn, held, tasks[0])
             return self._work_batch(conn, held)
         finally:
+            self._tracing.end(tasks)
             with self._beats:
                 self._held.remove(held)
             with slot.lock:
@@ -228,8 +236,10 @@ class _Runner(_core.Settings):
             slot.steps.handler_done()
 
     def _run_handler(self, task, conn, held):
-        """The handler, with task's workflow calls bound to this run; TaskSuspended when the task left it."""
-        return self.handler(dataclasses.replace(task, _workflow=Workflow(task, held, held.steps)), conn)
+        """The handler, with task's workflow calls bound to this run, in the task's handle span; TaskSuspended
+        when the task left it."""
+        with self._tracing.running(task):
+            return self.handler(dataclasses.replace(task, _workflow=Workflow(task, held, held.steps)), conn)
 
     def _finishing(self, held, finishing=True):
         with held.lock:  # waits for a heartbeat in flight
@@ -250,10 +260,12 @@ class _Runner(_core.Settings):
                 self._finishing(held)
                 if task.id in held.lost:
                     raise _Rollback()  # the heartbeat found the lease lost, and reported it
+                self._tracing.completing([task])
                 with translating:
                     conn.execute(_core.COMPLETE_SQL, (self.queue, task.id, task.lease_token,
                                                       _core.result_param(result)))
                     following = self._claim_next(conn)
+            self._tracing.completed([task])
             self._completed([task])
         except TaskSuspended:
             pass  # sleeping or waiting for an event: not complete, not failed, not heartbeated
@@ -261,10 +273,13 @@ class _Runner(_core.Settings):
             if failure is not None:
                 self._fail(conn, held, task, failure)
         except LeaseLostError as e:
+            self._tracing.completed([task], e)
             self.on_error(e, task)
         except psycopg.Error as e:  # the commit failed (a deferred constraint, a serialization failure)
             if conn.broken:
                 raise
+            self._tracing.completed([task], e)
+            self._tracing.end(following[0])
             following = ([], None)  # the next claim rolled back with it
             self._fail(conn, held, task, e)
         return following
@@ -295,6 +310,7 @@ class _Runner(_core.Settings):
                             failures.append((task, exc))
                     self._finishing(held)
                     done = [t for t in done if t.id not in held.lost]
+                    self._tracing.completing(done)
                     with translating:
                         if done:
                             conn.execute(_core.COMPLETE_BATCH_SQL, (
@@ -302,15 +318,19 @@ class _Runner(_core.Settings):
                         if not unstarted:
                             following = self._claim_next(conn)
                 pending = []
+                self._tracing.completed(done)
                 self._completed(done)
             except psycopg.Error as e:  # the commit failed: the batch's work is undone
                 if conn.broken:
                     raise
+                self._tracing.completed(done, e)
+                self._tracing.end(following[0])
                 failures += [(t, e) for t in done]
                 following = ([], None)  # the next claim rolled back with it
                 pending = []
             except LeaseLostError as e:
                 # one lease is lost and the batch rolled back: again without it
+                self._tracing.completed(done, e)
                 lost = next((t for t in pending if t.id == lost_task_id(e)), None)
                 if lost is None:
                     raise
@@ -329,7 +349,7 @@ class _Runner(_core.Settings):
         if task.id in held.lost:
             return
         try:
-            with translating:
+            with self._tracing.step(task, "fail_span"), translating:
                 _one(conn, _core.FAIL_SQL, (self.queue, task.id, task.lease_token, _core.error_text(exc), None))
         except LeaseLostError as e:
             self.on_error(e, task)
@@ -337,6 +357,7 @@ class _Runner(_core.Settings):
     def _release(self, conn, tasks):
         """Hands back claimed tasks that did not start: no attempt spent. A
         server without release leaves them to their leases' end."""
+        self._tracing.end(tasks)
         if not tasks:
             return
         if not self.features.release:
