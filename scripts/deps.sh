@@ -14,8 +14,9 @@ packages=(
   cmake clang-14 llvm-14 clang-format googletest libgtest-dev valgrind libipc-run-perl python3 python3-psycopg
   # entry points found by their SQL name in tags (scripts/tags-check.sh, .ctags.d/)
   universal-ctags
-  # the Python client's tests (clients/python: pytest; its pool test uses psycopg_pool)
-  python3-pytest python3-psycopg-pool
+  # the Python client's tests (clients/python: pytest; its pool test uses psycopg_pool; a venv for
+  # the OpenTelemetry SDK from PyPI)
+  python3-pytest python3-psycopg-pool python3-venv
   # the Debian package (debian/, pg_buildext)
   dpkg-dev debhelper fakeroot postgresql-server-dev-all
   # a real pooler and the monitoring exporter, for their TAP tests

@@ -9,8 +9,24 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 pg_config=${1:-${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}}
 shift || true
-python=/usr/bin/python3  # Debian's, with python3-psycopg and python3-pytest
 . "$root/scripts/cluster.sh"
+
+# pytest runs in a virtual environment over Debian's python3 (its psycopg,
+# psycopg_pool and pytest), with the test dependencies of
+# tests/requirements.txt (the OpenTelemetry API and SDK) from PyPI: made once,
+# and again when that file changes
+venv=$here/.venv
+if ! cmp -s "$here/tests/requirements.txt" "$venv/requirements.txt"; then
+  rm -rf "$venv"
+  if ! { /usr/bin/python3 -m venv --system-site-packages "$venv" &&
+         "$venv/bin/pip" install -q --disable-pip-version-check -r "$here/tests/requirements.txt" &&
+         cp "$here/tests/requirements.txt" "$venv/requirements.txt"; }; then
+    echo "could not install the test dependencies (tests/requirements.txt)"
+    echo "0 passed, 1 failed"
+    exit 1
+  fi
+fi
+python=$venv/bin/python
 
 bouncer_pid=
 cleanup() { [ -n "$bouncer_pid" ] && kill "$bouncer_pid" 2>/dev/null; cluster_stop; }

@@ -13,7 +13,7 @@ import typing
 
 from psycopg.types.json import Jsonb
 
-from . import _protocol
+from . import _protocol, _tracing
 
 log = logging.getLogger("concurrency_ext")
 
@@ -170,6 +170,8 @@ class Task:
     lease_expires_at: datetime.datetime
     # the durable-workflow calls of this run of the handler (Worker only)
     _workflow: typing.Any = dataclasses.field(default=None, repr=False, compare=False)
+    # the trace context the producer stored with the task (the payload's "_trace", which payload lacks)
+    _trace_context: typing.Any = dataclasses.field(default=None, repr=False, compare=False)
 
     def step(self, name, fn, *, transaction=False):
         """Runs fn once for this task: its result is recorded under name and returned again, without running
@@ -327,6 +329,7 @@ class Settings:
         self._on_error = on_error or default_on_error
         self._on_complete = on_complete
         self.features = None
+        self._tracing = _tracing.for_worker(queue)
         self.clock_offset = 0.0  # seconds the server's clock is ahead of this one's
 
     def tasks_from_rows(self, rows):
@@ -336,7 +339,10 @@ class Settings:
         ahead, within a round trip); for a claim in the completing
         transaction, the lease's end less the server's time reckoned from
         that offset."""
-        tasks = [Task(self.queue, *row[:6]) for row in rows]
+        tasks = []
+        for row in rows:
+            payload, carrier = _tracing.split(row[3])  # the handler gets the payload without the trace context
+            tasks.append(Task(self.queue, *row[:3], payload, *row[4:6], _trace_context=carrier))
         if not rows:
             return tasks, None
         end = min(row[5] for row in rows).timestamp()
@@ -365,6 +371,7 @@ class Settings:
         return max(_protocol.TIMINGS["heartbeat_min_ms"] / 1000, (lease_seconds or 1.0) * self.heartbeat_fraction)
 
     def on_error(self, error, task):
+        self._tracing.error(task, error)
         try:
             self._on_error(error, task)
         except Exception:  # a callback's bug does not stop the worker

@@ -8,7 +8,7 @@ they commit. Payloads are any JSON value: objects, arrays, strings, numbers,
 booleans, None (JSON null). Generated from the asyncio functions (aio.py) by
 tools/generate_sync.py.
 """
-from . import _core
+from . import _core, _tracing
 from .errors import translating
 
 
@@ -18,18 +18,18 @@ def enqueue(conn, queue, payload=None, *, run_at=None, priority=0, dedupe_key=No
     """Adds a task; returns its id (the existing task's id for a dedupe_key already held). on_conflict='replace'
     gives that task this payload, run_at and priority if it has not started (debounce). after: ids of tasks of
     the queue; the new task waits (state 'waiting') until every one of them is done."""
-    with translating:
+    with _tracing.enqueue_span(queue), translating:
         cur = conn.execute(*_core.enqueue_statement(
-      queue, {} if payload is None else payload, run_at, priority, dedupe_key, concurrency_key, on_conflict,
-      after))
+      queue, _tracing.inject({} if payload is None else payload), run_at, priority, dedupe_key,
+      concurrency_key, on_conflict, after))
         return cur.fetchone()[0]
 
 
 def enqueue_batch(conn, queue, payloads, *, run_at=None, priority=0, dedupe_keys=None, concurrency_keys=None):
     """Adds one task per payload in one statement; returns their ids in payload order."""
-    with translating:
+    with _tracing.enqueue_span(queue), translating:
         cur = conn.execute(*_core.enqueue_batch_statement(
-      queue, payloads, run_at, priority, dedupe_keys, concurrency_keys))
+      queue, _tracing.inject_each(payloads), run_at, priority, dedupe_keys, concurrency_keys))
         return [row[0] for row in cur.fetchall()]
 
 
@@ -39,8 +39,8 @@ def enqueue_graph(conn, queue, tasks):
     Each task is a dict with the keys ref, payload, after, queue (default: queue), run_at, priority and
     concurrency_key; its after lists refs of the graph (str), ids of tasks of its own queue (int), or
     {"queue": ..., "id": ...} for a task of another queue."""
-    with translating:
-        cur = conn.execute(_core.ENQUEUE_GRAPH_SQL, _core.graph_params(queue, tasks))
+    with _tracing.enqueue_span(queue), translating:
+        cur = conn.execute(_core.ENQUEUE_GRAPH_SQL, _core.graph_params(queue, _tracing.inject_graph(tasks)))
         return cur.fetchall()
 
 

@@ -1,8 +1,9 @@
 """Durable workflows in the synchronous worker: a task's steps, sleeps and
 events (task.step, task.sleep, task.wait_for_event), and how a handler
 leaves its task without completing or failing it (TaskSuspended). Workflow
-is generated from its asyncio twin, aio._Workflow, by
-tools/generate_sync.py; both share _Flow.
+and StepConnection are generated from their asyncio twins, aio._Workflow
+and aio._StepConnection, by tools/generate_sync.py; both workflows share
+_Flow.
 
 The calls go through a second connection of the slot, not the handler's:
 the handler's connection is inside the transaction that ends with
@@ -28,33 +29,6 @@ class TaskSuspended(BaseException):
 # What Held.lost holds for a task whose lease is being handed back by a
 # sleep or an await: heartbeats leave it alone from then on.
 _SUSPENDING = object()
-
-
-class StepConnection:
-    """The slot's connection for workflow calls, opened at the first one; a
-    pool's is given back after each handler, a conninfo's kept."""
-
-    def __init__(self, source):
-        self._source = source
-        self._stack = contextlib.ExitStack()
-        self._conn = None
-
-    def get(self):
-        if self._conn is not None and (self._conn.broken or self._conn.closed):
-            self.close()
-        if self._conn is None:
-            self._conn = self._stack.enter_context(self._source.connect())
-        return self._conn
-
-    def handler_done(self):
-        if self._source.pool is not None:
-            self.close()
-
-    def close(self):
-        self._conn = None
-        with contextlib.suppress(Exception):  # a broken connection cannot be closed cleanly
-            self._stack.close()
-        self._stack = contextlib.ExitStack()
 
 
 def _in_transaction(conn, query, params):
@@ -179,4 +153,31 @@ class Workflow(_Flow):
             raise self._suspended(f"waits for event {name!r}")
         self._resumed(None)
         return _core.json_value(payload)
+
+
+class StepConnection:
+    """The slot's connection for workflow calls, opened at the first one; a
+    pool's is given back after each handler, a conninfo's kept."""
+
+    def __init__(self, source):
+        self._source = source
+        self._stack = contextlib.ExitStack()
+        self._conn = None
+
+    def get(self):
+        if self._conn is not None and (self._conn.broken or self._conn.closed):
+            self.close()
+        if self._conn is None:
+            self._conn = self._stack.enter_context(self._source.connect())
+        return self._conn
+
+    def handler_done(self):
+        if self._source.pool is not None:
+            self.close()
+
+    def close(self):
+        self._conn = None
+        with contextlib.suppress(Exception):  # a broken connection cannot be closed cleanly
+            self._stack.close()
+        self._stack = contextlib.ExitStack()
 # --- end

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Writes the synchronous code that is generated from its asyncio twin (as psycopg generates its
 synchronous API from its asyncio one): each region of concurrency_ext/aio.py between "# --- begin: the
-source of <name>" and "# --- end" (the producer functions; the workflow calls, _Workflow) becomes the
-region of its module (producer.py; workflow.py, Workflow) between "# --- begin: generated" and "# --- end",
-with async and await taken out.
+source of <name>" and "# --- end" (the producer functions; the workflow calls, _Workflow, and the slot's
+connection for them, _StepConnection; the worker's slots and heartbeats, _AsyncRunner) becomes the region
+of its module (producer.py; workflow.py, Workflow and StepConnection; worker.py, _Runner, the base of
+Worker) between "# --- begin: generated" and "# --- end", with async and await taken out.
 
 The asyncio source is written so that this is all it takes: `await _value(x)` (a result that may be
-awaitable) becomes `x`; `async def`, `async with` and `await` lose their keyword; _Workflow is Workflow;
-the names it uses (_core, _in_transaction, translating, the lock of Held, the step connection's get())
-exist in both modules.
+awaitable) becomes `x`; `async def`, `async with` and `await` lose their keyword; the names of NAMES become
+their synchronous twins (asyncio's Lock, Condition and Event threading's); the names it uses from its
+module (_core, _in_transaction, translating, _slot_lock, ...) exist in both modules. What differs
+between threads and asyncio tasks (starting and stopping them, waiting on an event or a condition with a
+timeout, signals) is written twice, in AsyncWorker (aio.py) and Worker (worker.py), outside the regions.
 
 Usage: clients/python/tools/generate_sync.py [--check]   (--check: exit 1 when workflow.py is stale)"""
 import os
@@ -18,7 +21,23 @@ import sys
 PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "concurrency_ext")
 # the regions of aio.py ("# --- begin: the source of <name>" to "# --- end") and the module each is written
 # into (between "# --- begin: generated" and "# --- end")
-REGIONS = {"workflow": "workflow.py", "producer": "producer.py"}
+REGIONS = {"workflow": "workflow.py", "producer": "producer.py", "worker": "worker.py"}
+# asyncio's names and their synchronous twins
+NAMES = {
+    "_Workflow": "Workflow",
+    "_StepConnection": "StepConnection",
+    "_AsyncRunner": "_Runner",
+    "AsyncWorker": "Worker",
+    "AsyncExitStack": "ExitStack",
+    "enter_async_context": "enter_context",
+    "aclose": "close",
+    "asynccontextmanager": "contextmanager",
+    "AsyncConnection": "Connection",
+    "asyncio.Lock": "threading.Lock",
+    "asyncio.Condition": "threading.Condition",
+    "asyncio.Event": "threading.Event",
+}
+_NAME = re.compile(r"\b(?:" + "|".join(re.escape(n) for n in NAMES) + r")\b")
 END = "# --- end\n"
 
 
@@ -39,9 +58,10 @@ def _unclosed(line):
 
 
 def _line(line):
-    line = line.replace("class _Workflow(_Flow):", "class Workflow(_Flow):")
+    line = _NAME.sub(lambda m: NAMES[m.group(0)], line)
     line = re.sub(r"await _value\((.*)\)$", r"\1", line)
-    line = re.sub(r"\(await ([\w.]+\((?:[^()]|\([^()]*\))*\))\)", r"\1", line)  # (await f(x))[0]: f(x)[0]
+    # (await f(x))[0]: f(x)[0]; not the parentheses of a call, g(await f(x)): g(f(x))
+    line = re.sub(r"(?<![\w)\]])\(await ([\w.]+\((?:[^()]|\([^()]*\))*\))\)", r"\1", line)
     return re.sub(r"\b(?:async (?=def|with)|await )", "", line)
 
 
