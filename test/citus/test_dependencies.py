@@ -373,7 +373,8 @@ def test_finally_children_across_nodes():
           == sorted([(gone, "dead"), (still, "cancelled")]), repr(q.status(late)))
     now = scalar(connect(WORKER2), "SELECT task_id FROM concurrency.enqueue_graph('xn', %s)",
                  (json.dumps([{"after_ends": [still, gone]}]),))
-    check("a finally-child whose parents in other shards have all ended: ready at once", q.status(now) == ("ready", None))
+    check("a finally-child whose parents in other shards have all ended: ready at once",
+          q.status(now) == ("ready", None), repr(q.status(now)))
     c.execute("SELECT concurrency.drop_queue('xn')")
 
 

@@ -8,7 +8,8 @@ the task's shard (fenced by the lease, kept across a sleep), events in both
 orders with the emit made on another node than the await (the event tables
 distributed by name, an emit sent to the event's shard and the task's shard
 only, not through the coordinator), await_task woken on the task's shard,
-a batch with a finally-child (after_ends) whose parents end dead and done, and the Python runtime's workflow calls from a worker node.
+a batch with a finally-child (after_ends) whose parents end dead and done, and the Python runtime's workflow
+calls from a worker node.
 """
 import json
 import os
