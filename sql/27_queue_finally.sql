@@ -134,6 +134,21 @@ SELECT o.task_id = :dead_id AS is_dead_one, o.task_id = :open_id AS is_open_one,
   FROM concurrency.parent_outcomes('fin', (SELECT task_id FROM g5 WHERE ref = 'callback')) o
  ORDER BY o.parent_queue, o.task_id;
 SELECT pg_temp.complete_one('fin', (SELECT task_id FROM g5 WHERE ref = 'callback'));
+-- the same with all its parents in its own queue (as a distributed queue's
+-- graph has them): the dead one and the doomed one count at once, the open
+-- one is waited for
+SELECT concurrency.enqueue('fin', '{"n": "open here"}') AS open_here \gset
+CREATE TEMP TABLE g5b AS SELECT * FROM concurrency.enqueue_graph('fin', format($$[
+    {"ref": "doomed", "after": [%s]},
+    {"ref": "callback", "after_ends": [%s, %s, "doomed"]}
+]$$, :dead_id, :dead_id, :open_here)::jsonb);
+SELECT ref, state, parents_open FROM g5b, concurrency.task_status('fin', g5b.task_id) ORDER BY ref;
+SELECT pg_temp.complete_one('fin', :open_here, '{"from": "here"}');
+SELECT state, parents_open FROM concurrency.task_status('fin', (SELECT task_id FROM g5b WHERE ref = 'callback'));
+SELECT o.task_id = :dead_id AS is_dead_one, o.task_id = :open_here AS is_open_one, o.state, o.result, o.last_error
+  FROM concurrency.parent_outcomes('fin', (SELECT task_id FROM g5b WHERE ref = 'callback')) o
+ ORDER BY o.task_id;
+SELECT pg_temp.complete_one('fin', (SELECT task_id FROM g5b WHERE ref = 'callback'));
 -- all parents ended already: the callback is ready at once
 SELECT state, parents_open FROM concurrency.enqueue_graph('fin', format('[{"after_ends": [%s]}]', :dead_id)::jsonb) g,
        concurrency.task_status('fin', g.task_id);

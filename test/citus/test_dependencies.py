@@ -8,8 +8,11 @@ nodes by their concurrency keys and the calls made from every node: a fan-in chi
 both and is ready when the last completes; parent_results from any node; a parent done before counts, a dead one
 cancels; cancellation and death cross nodes through generations; enqueue_batch and enqueue_graph after parents on two
 shards; an unknown parent on another node and a rolled-back enqueue change nothing; a done parent is kept until its
-children on other shards ended; parents on two nodes completed at once by two workers leave no child waiting; and
-chains across nodes drained while the backends carrying routed calls are killed run each task once, in order.
+children on other shards ended; parents on two nodes completed at once by two workers leave no child waiting;
+finally-children (enqueue_graph's after_ends) of parents in other shards are released by each parent's end, done, dead
+or cancelled (before the graph too), their parents' outcomes read from every node, parents ending at once on two nodes
+leaving none waiting; and chains across nodes drained while the backends carrying routed calls are killed run each
+task once, in order.
 """
 import json
 import threading
@@ -298,6 +301,118 @@ def test_concurrent_parents_on_two_nodes():
     c.execute("SELECT concurrency.drop_queue('xc')")
 
 
+def outcomes_of(node, queue, tid):
+    """parent_outcomes of task `tid`, read on `node`: [(task_id, state, result, last_error)] by task id."""
+    return connect(node).execute("SELECT task_id, state, result, last_error FROM concurrency.parent_outcomes(%s, %s)"
+                                 " ORDER BY task_id", (queue, tid)).fetchall()
+
+
+def test_finally_children_across_nodes():
+    q = Queue("xn", max_attempts=1)  # retains nothing: the parents are kept for their finally-child
+    c = q.c
+    done, dead, cancelled = q.task(q.w1[0]), q.task(q.w2[0]), q.task(q.w1[1])
+    graph = json.dumps([{"ref": "callback", "payload": {"n": "callback"}, "after_ends": [done, dead, cancelled]},
+                        {"ref": "ordinary", "after": [dead]}])
+    ids = dict(connect(WORKER2).execute("SELECT ref, task_id FROM concurrency.enqueue_graph('xn', %s)",
+                                        (graph,)).fetchall())
+    callback, ordinary = ids["callback"], ids["ordinary"]
+    marks = c.execute("SELECT id, after_ends FROM concurrency.q_xn WHERE id = ANY (%s) ORDER BY id",
+                      ([callback, ordinary],)).fetchall()
+    check("a finally-child of parents in three shards on both worker nodes, enqueued from worker node 2: in the "
+          "shard of one of its parents, with its graph's other task, the mark in its row only",
+          callback & 1023 in [p & 1023 for p in (done, dead, cancelled)] and ordinary & 1023 == callback & 1023
+          and marks == sorted([(callback, True), (ordinary, None)]), repr((ids, marks)))
+    for node in NODES:
+        check(f"it waits for its three parents (task_status on {node})", q.status(callback, node) == ("waiting", 3))
+    c.execute("SELECT concurrency.cancel('xn', ARRAY[%s]::bigint[])", (cancelled,))
+    check("a parent on worker node 1 cancelled from the coordinator: one parent less, the finally-child not cancelled",
+          q.status(callback) == ("waiting", 2), repr(q.status(callback)))
+    leases = q.claim([done, dead])
+    connect(WORKER2).execute("SELECT concurrency.complete('xn', %s, %s, '{\"r\": \"done\"}')",
+                             (done, leases[done]))
+    check("a parent on worker node 1 completed from worker node 2: one parent less",
+          q.status(callback) == ("waiting", 1), repr(q.status(callback)))
+    connect(WORKER1).execute("SELECT concurrency.fail('xn', %s, %s, 'boom')", (dead, leases[dead]))
+    check("the last parent, on worker node 2, dead (failed from worker node 1): the finally-child is ready, its "
+          "ordinary sibling cancelled naming that parent",
+          q.status(callback) == ("ready", None)
+          and c.execute("SELECT state, last_error FROM concurrency.q_xn WHERE id = %s", (ordinary,)).fetchone()
+          == ("cancelled", f'parent task {dead} of queue "xn" ended dead'), repr(q.status(callback)))
+    want = sorted([(done, "done", {"r": "done"}, None), (dead, "dead", None, "boom"),
+                   (cancelled, "cancelled", None, None)])
+    for node in NODES:
+        got = outcomes_of(node, "xn", callback)
+        check(f"parent_outcomes on {node}: each parent's end, state, result and error", got == want, repr(got))
+        results = connect(node).execute("SELECT task_id, result FROM concurrency.parent_results('xn', %s)",
+                                        (callback,)).fetchall()
+        check(f"parent_results on {node}: the done parent's result only", results == [(done, {"r": "done"})],
+              repr(results))
+    c.execute("SELECT concurrency.purge('xn')")
+    check("the ended parents are kept while their finally-child lives",
+          scalar(c, "SELECT count(*) FROM concurrency.q_xn WHERE id = ANY (%s)", ([done, dead, cancelled],)) == 3)
+    leases = q.claim([callback])
+    connect(WORKER1).execute("SELECT concurrency.complete('xn', %s, %s)", (callback, leases[callback]))
+    c.execute("SELECT concurrency.purge('xn')")
+    left = c.execute("SELECT id, state FROM concurrency.q_xn ORDER BY id").fetchall()
+    check("its end is told to the parents in other shards, and purge deletes the parents then (the dead one "
+          "stays, as every dead task does)", left == [(dead, "dead")], repr(left))
+    c.execute("SELECT concurrency.retry_dead('xn')")
+    leases = q.claim([dead])
+    c.execute("SELECT concurrency.complete('xn', %s, %s)", (dead, leases[dead]))
+    # parents that ended before the graph, on other nodes, count as ended at once; an open one is waited for
+    gone, still = q.task(q.w2[1]), q.task(q.w2[0])
+    leases = q.claim([gone])
+    c.execute("SELECT concurrency.fail('xn', %s, %s, 'early')", (gone, leases[gone]))
+    late = scalar(connect(WORKER1), "SELECT task_id FROM concurrency.enqueue_graph('xn', %s)",
+                  (json.dumps([{"after_ends": [gone, still]}]),))
+    check("a finally-child after a parent dead before, on the other node: that one counts as ended at once",
+          q.status(late) == ("waiting", 1), repr(q.status(late)))
+    c.execute("SELECT concurrency.cancel('xn', ARRAY[%s]::bigint[])", (still,))
+    check("and the open one's cancellation releases it, its outcomes read on the coordinator",
+          q.status(late) == ("ready", None) and [(t, s) for t, s, _, _ in outcomes_of(COORDINATOR, "xn", late)]
+          == sorted([(gone, "dead"), (still, "cancelled")]), repr(q.status(late)))
+    now = scalar(connect(WORKER2), "SELECT task_id FROM concurrency.enqueue_graph('xn', %s)",
+                 (json.dumps([{"after_ends": [still, gone]}]),))
+    check("a finally-child whose parents in other shards have all ended: ready at once",
+          q.status(now) == ("ready", None), repr(q.status(now)))
+    c.execute("SELECT concurrency.drop_queue('xn')")
+
+
+def test_finally_parents_ending_at_once():
+    q = Queue("xm", max_attempts=1)
+    c = q.c
+    triples = []
+    for i in range(20):
+        a, b = q.task(q.w1[i % 2]), q.task(q.w2[i % 2])
+        child = scalar(c, "SELECT task_id FROM concurrency.enqueue_graph('xm', %s)",
+                       (json.dumps([{"after_ends": [a, b]}]),))
+        triples.append((a, b, child))
+    leases = q.claim([p for a, b, _ in triples for p in (a, b)])
+    errors = []
+
+    def end(node, sql, ids):
+        conn = connect(node)
+        for t in ids:
+            try:
+                conn.execute(sql, (t, leases[t]))
+            except Exception as e:  # noqa: BLE001 - counted
+                errors.append(repr(e))
+    threads = [threading.Thread(target=end, args=(WORKER1, "SELECT concurrency.complete('xm', %s, %s)",
+                                                  [a for a, _, _ in triples])),
+               threading.Thread(target=end, args=(WORKER2, "SELECT concurrency.fail('xm', %s, %s, 'no')",
+                                                  [b for _, b, _ in triples]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    check("parents on two nodes completed and failed at once by two workers, without error", errors == [],
+          repr(errors[:3]))
+    states = c.execute("SELECT state, count(*) FROM concurrency.q_xm WHERE id = ANY (%s) GROUP BY state",
+                       ([ch for _, _, ch in triples],)).fetchall()
+    check("no finally-child left waiting: all 20 ready", states == [("ready", 20)], repr(states))
+    c.execute("SELECT concurrency.drop_queue('xm')")
+
+
 def dep_worker(stop, errors, port):
     """Claims one task at a time and completes it, its effect (the task and the time) written in the same
     transaction, until `stop`; errors (a killed connection, a lost lease) are counted and the loop goes on."""
@@ -376,4 +491,5 @@ if __name__ == "__main__":
          test_undelivered_messages_refuse_the_commit,
          test_batches_across_nodes,
          test_done_parent_kept_for_remote_children, test_concurrent_parents_on_two_nodes,
+         test_finally_children_across_nodes, test_finally_parents_ending_at_once,
          test_chaos_chains_across_nodes])

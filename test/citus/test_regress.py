@@ -52,7 +52,7 @@ SHARDS = 1
 FILES = [
     "20_queue_api", "20_queue_grants", "20_queue_permissions_attacks", "20_queue_run_at", "21_queue_settings", "22_queue_finish", "22_queue_keys",
     "23_queue_stats", "24_queue_replace", "24_queue_wait", "25_queue_pause", "26_queue_schedules",
-    "27_queue_dependencies", "28_queue_rate", "28_queue_key_rate", "29_queue_fair", "80_workflows",
+    "27_queue_dependencies", "27_queue_finally", "28_queue_rate", "28_queue_key_rate", "29_queue_fair", "80_workflows",
 ]
 
 CREATE = re.compile(r"concurrency\.create_queue\('([a-z0-9_]+)'")

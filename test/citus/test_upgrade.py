@@ -8,7 +8,8 @@ get tasks in every state, then ALTER EXTENSION concurrency_ext UPDATE runs on
 the coordinator (Citus runs it on every node). Checked: no task lost or
 changed, the distributed queue known on every node, the event tables
 distributed and a lease taken under FROM running a workflow from the worker
-nodes, the leases taken under FROM completed with their tokens from a worker node, new ids and tokens made
+nodes, a finally-child enqueued after the update released by the ends of tasks
+made under FROM, the leases taken under FROM completed with their tokens from a worker node, new ids and tokens made
 on the worker nodes unequal to every number FROM made, and both queues drain.
 """
 import os
@@ -88,6 +89,24 @@ def test_update_with_live_tasks():
           scalar(w, "SELECT status FROM concurrency.await_event('up_dist', %s, %s, 'up-reply')", (wtid, wtok))
           == "waiting")
     check("an emit on the other wakes it", scalar(w2, "SELECT concurrency.emit_event('up-reply', '2')") == 1)
+    # a finally-child enqueued after the update, on a worker node, of a task leased before it and one ready
+    (_, p1), t1 = next(((k, t) for k, t in held.items() if k[0] == "up_dist"))
+    del held[("up_dist", p1)]
+    p2 = scalar(c, "SELECT id FROM concurrency.q_up_dist WHERE state = 'ready' ORDER BY id LIMIT 1")
+    fin = scalar(w2, "SELECT task_id FROM concurrency.enqueue_graph('up_dist', %s::jsonb)",
+                 (f'[{{"after_ends": [{p1}, {p2}]}}]',))
+    w.execute("SELECT concurrency.complete('up_dist', %s, %s, '\"ok\"')", (p1, t1))
+    c.execute("SELECT concurrency.cancel('up_dist', ARRAY[%s]::bigint[])", (p2,))
+    check("a finally-child of tasks made before the update is released by their ends (done, cancelled), "
+          "parent_outcomes read on a worker node",
+          scalar(c, "SELECT state FROM concurrency.task_status('up_dist', %s)", (fin,)) == "ready"
+          and w2.execute("SELECT task_id, state, result FROM concurrency.parent_outcomes('up_dist', %s) "
+                         "ORDER BY task_id", (fin,)).fetchall()
+          == sorted([(p1, "done", "ok"), (p2, "cancelled", None)]))
+    c.execute("SELECT concurrency.cancel('up_dist', ARRAY[%s]::bigint[])", (fin,))
+    c.execute("SELECT concurrency.purge('up_dist')")
+    check("its parents, kept for it, are purged once it has ended",
+          scalar(c, "SELECT count(*) FROM concurrency.q_up_dist WHERE id = ANY (%s)", ([p1, p2],)) == 0)
     # leases taken before the update, completed after it: the distributed ones on whichever node
     done = 0
     for (q, tid), token in held.items():
@@ -111,9 +130,9 @@ def test_update_with_live_tasks():
                              "FROM concurrency.dequeue(%s, 50, lease => '1 hour') t", (q, q)).fetchall()
             if not rows:
                 break
-    check("the ready and failed tasks made before the update drain after it",
-          scalar(c, "SELECT count(*) FROM concurrency.q_up_local WHERE state NOT IN ('leased', 'scheduled')") == 0
-          and scalar(c, "SELECT count(*) FROM concurrency.q_up_dist WHERE state NOT IN ('leased', 'scheduled')") == 0)
+    left = [c.execute(f"SELECT id, state FROM concurrency.q_{q} WHERE state NOT IN ('leased', 'scheduled')").fetchall()
+            for q in ("up_local", "up_dist")]
+    check("the ready and failed tasks made before the update drain after it", left == [[], []], repr(left))
     # the queues made under FROM keep the names FROM gave their indexes (table first), on every node (a worker
     # node's shards are named after them); a queue whose table would have one of them is refused, naming its queue
     if FROM != CURRENT:

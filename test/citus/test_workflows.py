@@ -8,7 +8,8 @@ the task's shard (fenced by the lease, kept across a sleep), events in both
 orders with the emit made on another node than the await (the event tables
 distributed by name, an emit sent to the event's shard and the task's shard
 only, not through the coordinator), await_task woken on the task's shard,
-finally-children refused (0A000) as before, and the Python runtime's workflow calls from a worker node.
+a batch with a finally-child (after_ends) whose parents end dead and done, and the Python runtime's workflow
+calls from a worker node.
 """
 import json
 import os
@@ -216,15 +217,35 @@ def test_distributed_await_task():
           w2.execute("SELECT * FROM concurrency.await_task('wf_dist', 1023)").fetchall() == [])
 
 
-def test_distributed_finally_children_refused():
-    c = connect(COORDINATOR)
-    before = scalar(c, "SELECT count(*) FROM concurrency.q_wf_dist")
+def test_distributed_finally_children():
+    c, w1 = connect(COORDINATOR), connect(WORKER1)
     graph = json.dumps([{"ref": "a", "payload": {}}, {"ref": "b", "payload": {}},
                         {"ref": "summary", "payload": {}, "after_ends": ["a", "b"]}])
-    check("a finally-child on a distributed queue is refused (0A000)",
-          sqlstate_of(lambda: c.execute("SELECT * FROM concurrency.enqueue_graph('wf_dist', %s::jsonb)", (graph,)))
-          == "0A000")
-    check("and nothing changed", scalar(c, "SELECT count(*) FROM concurrency.q_wf_dist") == before)
+    ids = dict(c.execute("SELECT ref, task_id FROM concurrency.enqueue_graph('wf_dist', %s::jsonb)",
+                         (graph,)).fetchall())
+    check("a batch with a finally-child on a distributed queue: it waits for both",
+          scalar(w1, "SELECT parents_open FROM concurrency.task_status('wf_dist', %s)", (ids["summary"],)) == 2)
+    leases = {}
+
+    def claim(wanted):
+        for _ in range(20):
+            for node in NODES:
+                leases.update(connect(node).execute(
+                    "SELECT task_id, lease_token FROM concurrency.dequeue('wf_dist', 10)").fetchall())
+            if set(wanted) <= set(leases):
+                return
+    claim([ids["a"], ids["b"]])
+    w1.execute("SELECT concurrency.fail('wf_dist', %s, %s, 'no')", (ids["a"], leases[ids["a"]]))
+    w1.execute("SELECT concurrency.complete('wf_dist', %s, %s, '{\"b\": 1}')", (ids["b"], leases[ids["b"]]))
+    outcomes = connect(WORKER2).execute("SELECT task_id, state, result, last_error FROM "
+                                        "concurrency.parent_outcomes('wf_dist', %s) ORDER BY task_id",
+                                        (ids["summary"],)).fetchall()
+    check("one parent dead, the other done (on worker node 1): the finally-child is ready",
+          scalar(c, "SELECT state FROM concurrency.task_status('wf_dist', %s)", (ids["summary"],)) == "ready")
+    check("parent_outcomes on worker node 2: dead with its error, done with its result",
+          outcomes == sorted([(ids["a"], "dead", None, "no"), (ids["b"], "done", {"b": 1}, None)]), repr(outcomes))
+    claim([ids["summary"]])
+    c.execute("SELECT concurrency.complete('wf_dist', %s, %s)", (ids["summary"], leases[ids["summary"]]))
 
 
 def test_python_runtime_on_a_worker_node():
@@ -300,5 +321,5 @@ def test_drop():
 if __name__ == "__main__":
     setup()
     run([test_local_queue_with_distributed_writes, test_distributed_steps, test_distributed_events,
-         test_distributed_await_task, test_distributed_finally_children_refused, test_python_runtime_on_a_worker_node,
+         test_distributed_await_task, test_distributed_finally_children, test_python_runtime_on_a_worker_node,
          test_distributed_max_leased, test_local_queue_event_from_a_worker_node, test_drop])

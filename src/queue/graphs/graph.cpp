@@ -46,14 +46,11 @@ const std::string elsewhere_state = "(elsewhere)";
 namespace {
 
 // A finally-child (after_ends) of tasks[at] in queue `q`: refused where the
-// queue cannot keep its mark (a table from before the update to 0.4.0), and
-// on a distributed queue, whose messages between shards carry no such kind.
+// queue cannot keep its mark (a table from before the update to 0.4.0). On a
+// distributed queue the mark is in the child's row, in its shard, and the
+// ends of parents in other shards reach it as the messages between shards
+// (done, dead, cancelled: dependencies.hpp), which release it as they count.
 void refuse_finally(Queue &q, std::size_t at) {
-	if (is_distributed(q.info().relid))
-		throw Error(sqlstate::feature_not_supported,
-		            fmt::format("tasks[{}].after_ends: queue \"{}\" is a distributed queue", at, q.name()),
-		            "A distributed queue has no finally-children (after_ends).",
-		            "Use after, or put the finally-child in a queue that is not distributed.");
 	if (!q.info().after_ends)
 		throw Error(sqlstate::object_not_in_prerequisite_state,
 		            fmt::format("tasks[{}].after_ends: the table of queue \"{}\" is older than the module",
