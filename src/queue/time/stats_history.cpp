@@ -65,8 +65,8 @@ TimestampTz sample_queue_stats(TimestampTz now) {
 	TimestampTz next = never;
 	if (present) {
 		// At most one sample an interval, however often the runner starts (a
-		// create_queue starts it too): the microseconds until the next one
-		// is due, <= 0 when it is due now.
+		// change of a schedule starts it too): the microseconds until the next
+		// one is due, <= 0 when it is due now.
 		static const Oid wait_types[1] = {INT4OID};
 		Datum wait_values[1] = {Int32GetDatum(interval_s)};
 		(void)pg::execute(
