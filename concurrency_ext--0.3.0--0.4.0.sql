@@ -632,37 +632,15 @@ COMMENT ON FUNCTION concurrency.task_steps(text, bigint) IS
 
 CREATE FUNCTION concurrency.sleep_task(queue text, task_id bigint, lease_token bigint, until timestamptz)
     RETURNS timestamptz
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $sleep$
-BEGIN
-    IF until IS NULL THEN
-        RAISE EXCEPTION 'until must not be NULL' USING ERRCODE = '22004',
-            HINT = 'Pass the time the task is to run again (a time in the past: now).';
-    END IF;
-    IF NOT pg_catalog.isfinite(until) THEN
-        RAISE EXCEPTION 'until must be a finite time' USING ERRCODE = '22023',
-            HINT = 'To wait for something else than time, use await_event.';
-    END IF;
-    PERFORM concurrency.release(queue, task_id, lease_token, until);
-    RETURN GREATEST(until, pg_catalog.clock_timestamp());
-END
-$sleep$;
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_sleep_task';
 COMMENT ON FUNCTION concurrency.sleep_task(text, bigint, bigint, timestamptz) IS
     'a durable sleep: the task held with lease_token leaves its worker (no attempt spent, the token fenced off, its steps kept) and is claimable again at until; returns when';
 
 CREATE FUNCTION concurrency.sleep_task_for(queue text, task_id bigint, lease_token bigint, duration interval)
     RETURNS timestamptz
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $sleep$
-BEGIN
-    IF duration IS NULL THEN
-        RAISE EXCEPTION 'duration must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    RETURN concurrency.sleep_task(queue, task_id, lease_token, pg_catalog.clock_timestamp() + duration);
-END
-$sleep$;
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_sleep_task_for';
 COMMENT ON FUNCTION concurrency.sleep_task_for(text, bigint, bigint, interval) IS
     'sleep_task for a duration from now (a negative one: claimable now)';
 
@@ -846,49 +824,33 @@ COMMENT ON TABLE concurrency.queue_stats_sample IS
 
 -- Takes one sample of every queue (as the function's owner, who may read
 -- every queue's counts) and deletes the samples older than `retain`.
--- Returns the rows inserted.
+-- Returns the rows inserted. (src/queue/time/stats_history.cpp: relid is the
+-- queue's table, by the name src/queue/relation_names.hpp gives it.)
 CREATE FUNCTION concurrency.queue_stats_sample(retain interval DEFAULT '1 day')
     RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
-    AS $sample$
-DECLARE
-    added bigint;
-BEGIN
-    IF retain IS NULL OR retain <= interval '0' THEN
-        RAISE EXCEPTION 'retain must be a positive interval, not %', coalesce(retain::text, 'NULL')
-            USING ERRCODE = '22023';
-    END IF;
-    DELETE FROM concurrency.queue_stats_sample WHERE sampled_at < pg_catalog.now() - retain;
-    INSERT INTO concurrency.queue_stats_sample
-           (sampled_at, queue, relid, ready, scheduled, leased, expired, dead, done, cancelled, blocked,
-            waiting, inserted)
-    SELECT pg_catalog.now(), s.queue, c.oid, s.ready, s.scheduled, s.leased, s.expired, s.dead, s.done,
-           s.cancelled, s.blocked, s.waiting, pg_catalog.pg_stat_get_tuples_inserted(c.oid)
-      FROM concurrency.queue_stats s
-      LEFT JOIN pg_catalog.pg_class c
-        ON c.oid = pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' || s.queue))
-     WHERE s.ready IS NOT NULL
-    ON CONFLICT DO NOTHING;
-    GET DIAGNOSTICS added = ROW_COUNT;
-    RETURN added;
-END
-$sample$;
+    AS 'MODULE_PATHNAME', 'concurrency_queue_stats_sample';
 COMMENT ON FUNCTION concurrency.queue_stats_sample(interval) IS
     'adds a sample of every queue''s counts to concurrency.queue_stats_sample and deletes the samples older than retain; the schedule runner calls it every concurrency.stats_history_interval';
 REVOKE ALL ON FUNCTION concurrency.queue_stats_sample(interval) FROM PUBLIC;
 
 -- The samples of the queues whose counts the reader may see now: a holder
--- of read on the queue (mirrored as SELECT on its table) or a member of
--- concurrency_monitor, as concurrency.queue_stats decides.
+-- of read on the queue (mirrored as SELECT on its table, whose name
+-- concurrency_internal.queue_relation_name gives) or a member of
+-- concurrency_monitor, as concurrency.queue_stats decides. A sample of a
+-- queue that is gone (no such name in the catalog) only to the members.
 CREATE VIEW concurrency.queue_stats_history WITH (security_barrier) AS
     SELECT h.sampled_at, h.queue, h.relid, h.ready, h.scheduled, h.leased, h.expired, h.dead, h.done,
            h.cancelled, h.blocked, h.waiting, h.inserted
       FROM concurrency.queue_stats_sample h
      WHERE pg_catalog.pg_has_role('concurrency_monitor', 'USAGE')
-        OR pg_catalog.has_table_privilege(
-               pg_catalog.to_regclass(pg_catalog.format('concurrency.%I', 'q_' OPERATOR(pg_catalog.||) h.queue))::pg_catalog.oid,
-               'SELECT');
+        OR EXISTS (SELECT FROM concurrency.queue q
+                    WHERE q.name OPERATOR(pg_catalog.=) h.queue
+                      AND pg_catalog.has_table_privilege(
+                              pg_catalog.to_regclass(pg_catalog.format('concurrency.%I',
+                                  concurrency_internal.queue_relation_name(q.name, 'tasks')))::pg_catalog.oid,
+                              'SELECT'));
 COMMENT ON VIEW concurrency.queue_stats_history IS
     'samples of the counts of the queues you may read (queue_stats_sample), oldest first by sampled_at';
 GRANT SELECT ON concurrency.queue_stats_history TO PUBLIC;

@@ -134,6 +134,13 @@ SELECT concurrency.emit_event('', '1');
 SELECT concurrency.sleep_task('wf_once', :t5, :tok, NULL);
 SELECT concurrency.sleep_task('wf_once', :t5, :tok, 'infinity');
 SELECT concurrency.sleep_task_for('wf_once', :t5, :tok, NULL);
+SELECT concurrency.sleep_task_for('wf_once', :t5, :tok, '300000 years');
+SELECT concurrency.sleep_task(NULL, :t5, :tok, now());
+SELECT concurrency.sleep_task('wf_once', NULL, :tok, now());
+SELECT concurrency.sleep_task_for('wf_once', :t5, NULL, '1 hour');
+SELECT concurrency.sleep_task('', :t5, :tok, now());
+SELECT concurrency.sleep_task_for('wf_nope', 1, 1, '1 hour');
+SELECT concurrency.sleep_task('wf_once', :t5, :tok + 1, now());
 SELECT * FROM concurrency.await_task('wf_once', :t5, '-1 second');
 SELECT * FROM concurrency.await_task('wf_nope', 1);
 SELECT concurrency.record_step('wf_nope', 1, 1, 's', '1');
@@ -153,6 +160,8 @@ SELECT concurrency.step_result('wf_once', :t5, :tok, 'one');
 SELECT * FROM concurrency.task_steps('wf_once', :t5);
 SELECT * FROM concurrency.await_task('wf_once', :t5);
 SELECT concurrency.emit_event('x', '1');
+SELECT concurrency.sleep_task('wf_once', :t5, :tok, now());
+SELECT concurrency.sleep_task_for('wf_once', :t5, :tok, '1 hour');
 RESET ROLE;
 SET ROLE regress_wf_worker;
 SELECT concurrency.record_step('wf_once', :t5, :tok, 'one', '1');
@@ -163,7 +172,16 @@ RESET ROLE;
 GRANT EXECUTE ON FUNCTION concurrency.emit_event(text, jsonb) TO regress_wf_worker;
 SET ROLE regress_wf_worker;
 SELECT concurrency.emit_event('x', '1') AS woken;
+-- the worker's durable sleep: run as the caller (SECURITY INVOKER), for
+-- everyone who may work on the queue (EXECUTE not revoked)
+SELECT concurrency.sleep_task_for('wf_once', :t5, :tok, '1 hour') > now() AS slept;
 RESET ROLE;
+SELECT state, lease_expires_at IS NULL AS no_lease FROM concurrency.task_status('wf_once', :t5);
+SELECT p.proname, l.lanname, p.prosecdef, p.proconfig, has_function_privilege('public', p.oid, 'EXECUTE') AS public
+  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+ WHERE p.oid IN ('concurrency.sleep_task(text, bigint, bigint, timestamptz)'::regprocedure,
+                 'concurrency.sleep_task_for(text, bigint, bigint, interval)'::regprocedure)
+ ORDER BY 1;
 
 SELECT concurrency.drop_queue('wf_orders');
 SELECT concurrency.drop_queue('wf_once');

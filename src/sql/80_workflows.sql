@@ -58,37 +58,15 @@ COMMENT ON FUNCTION concurrency.task_steps(text, bigint) IS
 
 CREATE FUNCTION concurrency.sleep_task(queue text, task_id bigint, lease_token bigint, until timestamptz)
     RETURNS timestamptz
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $sleep$
-BEGIN
-    IF until IS NULL THEN
-        RAISE EXCEPTION 'until must not be NULL' USING ERRCODE = '22004',
-            HINT = 'Pass the time the task is to run again (a time in the past: now).';
-    END IF;
-    IF NOT pg_catalog.isfinite(until) THEN
-        RAISE EXCEPTION 'until must be a finite time' USING ERRCODE = '22023',
-            HINT = 'To wait for something else than time, use await_event.';
-    END IF;
-    PERFORM concurrency.release(queue, task_id, lease_token, until);
-    RETURN GREATEST(until, pg_catalog.clock_timestamp());
-END
-$sleep$;
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_sleep_task';
 COMMENT ON FUNCTION concurrency.sleep_task(text, bigint, bigint, timestamptz) IS
     'a durable sleep: the task held with lease_token leaves its worker (no attempt spent, the token fenced off, its steps kept) and is claimable again at until; returns when';
 
 CREATE FUNCTION concurrency.sleep_task_for(queue text, task_id bigint, lease_token bigint, duration interval)
     RETURNS timestamptz
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $sleep$
-BEGIN
-    IF duration IS NULL THEN
-        RAISE EXCEPTION 'duration must not be NULL' USING ERRCODE = '22004';
-    END IF;
-    RETURN concurrency.sleep_task(queue, task_id, lease_token, pg_catalog.clock_timestamp() + duration);
-END
-$sleep$;
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_sleep_task_for';
 COMMENT ON FUNCTION concurrency.sleep_task_for(text, bigint, bigint, interval) IS
     'sleep_task for a duration from now (a negative one: claimable now)';
 

@@ -3,7 +3,8 @@
 # concurrency.stats_history_interval and deletes the samples older than
 # concurrency.stats_history_retention; a database whose first queue is
 # created after the server started gets its samples too; interval 0 (per
-# database) turns it off there.
+# database) turns it off there; creating a queue where the database's runner
+# is due already starts no runner.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -68,6 +69,43 @@ my $before = $node->safe_psql('later', q(SELECT count(*) FROM concurrency.queue_
 $wait_samples->();
 is($node->safe_psql('later', q(SELECT count(*) FROM concurrency.queue_stats_sample)), $before,
 	'no sample where the interval is 0, while the other database goes on');
+
+# create_queue where the database's runner is due already starts none: a
+# runner reads concurrency.schedule (its scans counted in pg_stat_all_tables
+# when it exits), and a database sampled once an hour has its next look an
+# hour away. A resume_queue, which asks for a look, starts one: the count
+# moves when a runner runs.
+$node->safe_psql('postgres', 'CREATE DATABASE quiet');
+$node->safe_psql('postgres', q(ALTER DATABASE quiet SET concurrency.stats_history_interval = '1h'));
+$node->safe_psql('quiet', q(
+CREATE EXTENSION concurrency_ext;
+SELECT concurrency.create_queue('first');
+));
+my $runner_scans = sub {
+	return $node->safe_psql('quiet', q(
+SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0) FROM pg_stat_all_tables
+ WHERE relid = 'concurrency.schedule'::regclass));
+};
+$node->poll_query_until('quiet', q(
+SELECT (SELECT count(*) = 1 FROM concurrency.queue_stats_sample WHERE queue = 'first')
+   AND (SELECT seq_scan + coalesce(idx_scan, 0) > 0 FROM pg_stat_all_tables
+         WHERE relid = 'concurrency.schedule'::regclass)))
+  or die 'the first queue of database quiet was not sampled';
+# the runner that sampled has exited (its scans counted at its exit)
+sleep(1);
+my $scans = $runner_scans->();
+$node->safe_psql('quiet', qq(SELECT concurrency.create_queue('more_$_'))) for 1 .. 5;
+sleep(3);
+is($runner_scans->(), $scans, 'create_queue starts no runner where one is due already');
+$node->safe_psql('quiet', q(SELECT concurrency.pause_queue('first')));
+$node->safe_psql('quiet', q(SELECT concurrency.resume_queue('first')));
+$node->poll_query_until('quiet', qq(
+SELECT seq_scan + coalesce(idx_scan, 0) > $scans FROM pg_stat_all_tables
+ WHERE relid = 'concurrency.schedule'::regclass))
+  or die 'no runner after a resume_queue';
+pass('a resume_queue starts the runner');
+is($node->safe_psql('quiet', q(SELECT count(*) FROM concurrency.queue_stats_sample)), '1',
+	'one sample in an hour however often the runner starts');
 
 $node->stop;
 done_testing();

@@ -602,11 +602,13 @@ CONCURRENCY_FUNCTION(concurrency_queue_changed) {
 	// after the commit (queue/schedule_runner.hpp)
 	// a queue created (an insert into concurrency.queue), where queue counts
 	// are sampled: a database whose first queue this is gets its sampling
-	// started (time/stats_history.hpp)
+	// started (time/stats_history.hpp), one whose runner is due already
+	// nothing
 	const char *table = RelationGetRelationName(trigger->tg_relation);
-	if (std::strcmp(table, "schedule") == 0 ||
-	    (std::strcmp(table, "queue") == 0 && TRIGGER_FIRED_BY_INSERT(trigger->tg_event) &&
-	     queue::stats_history_enabled()))
+	if (std::strcmp(table, "schedule") == 0)
 		queue::schedule_changed_in_transaction();
+	else if (std::strcmp(table, "queue") == 0 && TRIGGER_FIRED_BY_INSERT(trigger->tg_event) &&
+	         queue::stats_history_enabled())
+		queue::runner_wanted_in_transaction();
 	return PointerGetDatum(nullptr);
 }

@@ -79,6 +79,7 @@ struct RunnerShared {
 RunnerShared *shared = nullptr; // nullptr: not preloaded
 bool runner_enabled = true;     // concurrency.schedule_runner
 bool wake_at_commit = false;    // this transaction wrote concurrency.schedule
+bool start_at_commit = false;   // this transaction created a queue
 bool quiet = false;             // QuietSchedules alive
 
 // The launcher's handles of the runners it started, by slot.
@@ -137,6 +138,22 @@ void ask_for_look(Oid database) {
 		SetLatch(launcher);
 }
 
+// Asks for a runner in `database` at once where none is due there: its next
+// look is `never` (no runner started since the server started, or the last
+// one found nothing to look at again, such as no extension). A database
+// whose runner runs, or will at its next look, is left alone: that runner
+// looks at what the caller made (its next sample) without a background
+// worker more. Raises no error.
+void ask_for_look_if_none_due(Oid database) {
+	if (!shared)
+		return;
+	SpinLockAcquire(&shared->mutex);
+	int i = slot_of_locked(database);
+	SpinLockRelease(&shared->mutex);
+	if (i >= 0 && pg_atomic_read_u64(&shared->slots[i].next_look) == static_cast<uint64>(never))
+		ask_for_look(database);
+}
+
 // For a runner: replaces its database's next look when it still holds
 // `expected` (what the launcher or the runner wrote before), so that a
 // backend's request for a look at once, written meanwhile, is not lost.
@@ -158,12 +175,14 @@ void on_transaction_end(XactEvent event, void *) {
 	case XACT_EVENT_PARALLEL_COMMIT:
 		if (wake_at_commit)
 			ask_for_look(MyDatabaseId);
-		wake_at_commit = false;
+		else if (start_at_commit)
+			ask_for_look_if_none_due(MyDatabaseId);
+		wake_at_commit = start_at_commit = false;
 		break;
 	case XACT_EVENT_ABORT:
 	case XACT_EVENT_PARALLEL_ABORT:
 	case XACT_EVENT_PREPARE:
-		wake_at_commit = false;
+		wake_at_commit = start_at_commit = false;
 		break;
 	default:
 		break;
@@ -434,6 +453,11 @@ void schedule_launcher_stop() noexcept {
 void schedule_changed_in_transaction() {
 	if (shared && !quiet)
 		wake_at_commit = true;
+}
+
+void runner_wanted_in_transaction() {
+	if (shared && !quiet)
+		start_at_commit = true;
 }
 
 QuietSchedules::QuietSchedules() : previous_(quiet) {

@@ -41,6 +41,13 @@ void schedule_launcher_stop() noexcept;
 // dequeue's own materialization, which only move due times later).
 void schedule_changed_in_transaction();
 
+// A queue created (an insert into concurrency.queue): asks at commit for a
+// runner in this database where none is due there (so that a database whose
+// first queue this is gets its counts sampled: stats_history.hpp), and
+// nothing where one is: no background worker is started, and only the
+// spinlock of the shared state is taken, once, at commit.
+void runner_wanted_in_transaction();
+
 // While alive, writes to concurrency.schedule ask for no runner (a
 // materialization in progress).
 class QuietSchedules {

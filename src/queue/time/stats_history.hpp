@@ -3,9 +3,10 @@
 // (schedule_runner.hpp) also samples the counts of its queues, every
 // concurrency.stats_history_interval, into concurrency.queue_stats_sample
 // (concurrency.queue_stats_sample(retain), which also drops the samples
-// older than concurrency.stats_history_retention). A runner is started at
-// server start in every database, and when a queue is created (in a
-// database that had none, say). Internal to src/queue.
+// older than concurrency.stats_history_retention; stats_history.cpp). A
+// runner is started at server start in every database, and when a queue is
+// created in a database where none is due (one whose first queue it is, say:
+// schedule_runner.hpp, runner_wanted_in_transaction). Internal to src/queue.
 #pragma once
 
 #include "pg/postgres.hpp"

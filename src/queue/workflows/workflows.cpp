@@ -2,7 +2,7 @@
 // in the task's row under its lease (record_step, step_result, task_steps),
 // a task parked until an event (await_event) and the event that wakes it
 // (emit_event), and a caller waiting for a task's end (await_task). Durable
-// sleep is release(…, run_at) under another name (the SQL part).
+// sleep is release(…, run_at) under another name (sleep.cpp).
 //
 // Everything a workflow keeps is in the task's row (steps, awaiting) or in
 // the extension's event tables: it survives crashes and restarts as the task
