@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,8 +18,7 @@ import (
 
 // The conformance scenarios of clients/conformance/scenarios.json, run
 // through the package's public API (see clients/conformance/README.md): a
-// Worker with HandleTx for batch 1; Dequeue, the handler's transaction,
-// CompleteBatch and Release for a batch, which the Worker does not claim.
+// Worker with HandleTx for batch 1, with HandleBatch for larger batches.
 
 type conformanceSpec struct {
 	SQL struct {
@@ -156,52 +153,10 @@ func (r *conformanceRun) check(t *testing.T, sql, queue string) bool {
 	return ok != nil && *ok
 }
 
-// batches claims and runs batches of the queue until ctx ends: each batch's
-// ops in one transaction that completes them with CompleteBatch; a lost
-// lease rolls the batch back and leaves its leases to lapse.
-func (r *conformanceRun) batches(ctx context.Context, queue string, size int) error {
-	for ctx.Err() == nil {
-		tasks, err := Dequeue(ctx, r.pool, queue, DequeueOptions{Batch: size, Wait: 200 * time.Millisecond})
-		if err != nil {
-			return err
-		}
-		if len(tasks) == 0 {
-			continue
-		}
-		err = pgx.BeginFunc(ctx, r.pool, func(tx pgx.Tx) error {
-			ids, tokens := make([]int64, len(tasks)), make([]int64, len(tasks))
-			for i, task := range tasks {
-				if err := r.ops(ctx, tx, task); err != nil {
-					return err
-				}
-				ids[i], tokens[i] = task.ID, task.LeaseToken
-			}
-			_, err := CompleteBatch(ctx, tx, queue, ids, tokens)
-			return err
-		})
-		if errors.Is(err, ErrLeaseLost) {
-			// the others go back unspent, as the other runtimes' workers do
-			err = r.releaseOthers(ctx, tasks, err)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// releaseOthers releases the tasks of a batch but the one whose lost lease
-// failed its completion (the error names it).
-func (r *conformanceRun) releaseOthers(ctx context.Context, tasks []*Task, lost error) error {
-	m := regexp.MustCompile(leaseLostTask).FindStringSubmatch(lost.Error())
-	if m == nil {
-		return fmt.Errorf("no task named in %v", lost)
-	}
+// batch runs a batch's tasks' ops one after the other in the batch's transaction.
+func (r *conformanceRun) batch(ctx context.Context, tx pgx.Tx, tasks []*Task) error {
 	for _, task := range tasks {
-		if strconv.FormatInt(task.ID, 10) == m[1] {
-			continue
-		}
-		if err := Release(ctx, r.pool, task.Queue, task.ID, task.LeaseToken); err != nil {
+		if err := r.ops(ctx, tx, task); err != nil {
 			return err
 		}
 	}
@@ -252,14 +207,14 @@ func runConformance(t *testing.T, spec *conformanceSpec, pool *pgxpool.Pool, sc 
 	defer cancel()
 	r := &conformanceRun{spec: spec, pool: pool, stop: cancel, stopAsked: make(chan struct{})}
 	done := make(chan error, 1)
+	w := NewWorker(pool, WorkerConfig{Wait: time.Second, ShutdownTimeout: 30 * time.Second,
+		OnError: func(task *Task, err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() }})
 	if sc.Worker.Batch > 1 {
-		go func() { done <- r.batches(runCtx, queue, sc.Worker.Batch) }()
+		w.HandleBatch(queue, sc.Worker.Batch, r.batch, WithConcurrency(sc.Worker.Concurrency))
 	} else {
-		w := NewWorker(pool, WorkerConfig{Wait: time.Second, ShutdownTimeout: 30 * time.Second,
-			OnError: func(task *Task, err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() }})
 		w.HandleTx(queue, r.ops, WithConcurrency(sc.Worker.Concurrency))
-		go func() { done <- w.Run(runCtx) }()
 	}
+	go func() { done <- w.Run(runCtx) }()
 	for _, step := range sc.Then {
 		if step.Await != "" {
 			waitFor(t, 60*time.Second, step.Await, func() bool { return r.check(t, step.Await, queue) })

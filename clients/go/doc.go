@@ -10,9 +10,11 @@
 //   - a [Worker] that runs handlers per queue: it claims tasks with the
 //     waiting concurrency.dequeue (one statement, no LISTEN), heartbeats
 //     every third of the lease, completes a task in its handler's
-//     transaction ([Worker.HandleTx]: exactly-once effects), fails it with the
-//     handler's error (or a recovered panic), and on shutdown hands claimed
-//     but unstarted tasks back with concurrency.release;
+//     transaction ([Worker.HandleTx]: exactly-once effects) or many at once
+//     ([Worker.HandleBatch]: up to N tasks a claim, one transaction ending
+//     with complete_batch), fails them with the handler's error (or a
+//     recovered panic), and on shutdown hands claimed but unstarted tasks
+//     back with concurrency.release;
 //   - durable workflows: [Step] and [StepTx] (steps whose results are kept
 //     with the task, the database ones exactly once), [Task.Sleep] and
 //     [Task.WaitForEvent] (the task is handed back to the server until it

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -171,9 +172,10 @@ func runWorker(t *testing.T, w *Worker) func() error {
 	return stop
 }
 
-// helperWorker is the worker process of TestKillRestartExactlyOnce: a
-// HandleTx worker on queue CE_GO_QUEUE that records each task in
-// kill_effects, until SIGTERM (or SIGKILL).
+// helperWorker is the worker process of the TestKillRestartExactlyOnce
+// tests: a HandleTx worker (HandleBatch with batches of CE_GO_BATCH, when
+// set) on queue CE_GO_QUEUE that records each task in kill_effects, until
+// SIGTERM (or SIGKILL).
 func helperWorker() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -190,13 +192,25 @@ func helperWorker() int {
 	}
 	defer pool.Close()
 	w := NewWorker(pool, WorkerConfig{Name: "helper", Lease: time.Second, Wait: 2 * time.Second})
-	w.HandleTx(os.Getenv("CE_GO_QUEUE"), func(ctx context.Context, tx pgx.Tx, task *Task) error {
+	work := func(ctx context.Context, tx pgx.Tx, task *Task) error {
 		if _, err := tx.Exec(ctx, "INSERT INTO kill_effects VALUES ($1)", task.ID); err != nil {
 			return err
 		}
 		time.Sleep(10 * time.Millisecond) // the work, inside the transaction
 		return nil
-	}, WithConcurrency(4))
+	}
+	if size, _ := strconv.Atoi(os.Getenv("CE_GO_BATCH")); size > 0 {
+		w.HandleBatch(os.Getenv("CE_GO_QUEUE"), size, func(ctx context.Context, tx pgx.Tx, tasks []*Task) error {
+			for _, task := range tasks {
+				if err := work(ctx, tx, task); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, WithConcurrency(2))
+	} else {
+		w.HandleTx(os.Getenv("CE_GO_QUEUE"), work, WithConcurrency(4))
+	}
 	if err := w.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

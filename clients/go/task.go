@@ -159,6 +159,34 @@ func CompleteBatch(ctx context.Context, q Querier, queue string, ids, leaseToken
 	return n, wrap("complete_batch", err)
 }
 
+// HeartbeatBatch extends the leases of the tasks ids, each held with the
+// token at the same position, by extend (0: the queue's lease), all or
+// nothing, and returns the new deadline; one lost lease is ErrLeaseLost
+// (naming that task) and extends none.
+func HeartbeatBatch(ctx context.Context, q Querier, queue string, ids, leaseTokens []int64, extend time.Duration) (time.Time, error) {
+	var until time.Time
+	var left float64
+	err := q.QueryRow(ctx, stmtHeartbeatBatch,
+		queue, int64Array(ids), int64Array(leaseTokens), interval(extend)).Scan(&until, &left)
+	return until, wrap("heartbeat_batch", err)
+}
+
+// FailBatch fails every task held with the token at the same position with
+// message, as Fail with the queue's backoff does, all or nothing; one lost
+// lease is ErrLeaseLost (naming that task) and fails none.
+func FailBatch(ctx context.Context, q Querier, queue string, ids, leaseTokens []int64, message string) error {
+	_, err := q.Exec(ctx, stmtFailBatch, queue, int64Array(ids), int64Array(leaseTokens), message)
+	return wrap("fail_batch", err)
+}
+
+// ReleaseBatch hands claimed tasks back unstarted, as Release does, all or
+// nothing; one lost lease is ErrLeaseLost (naming that task) and releases
+// none.
+func ReleaseBatch(ctx context.Context, q Querier, queue string, ids, leaseTokens []int64) error {
+	_, err := q.Exec(ctx, stmtReleaseBatch, queue, int64Array(ids), int64Array(leaseTokens))
+	return wrap("release_batch", err)
+}
+
 // Fail records message as the task's last error and ends the lease: the task
 // is retried after retryIn (0: the queue's backoff) or becomes dead when its
 // attempts are used up. It returns "ready" or "dead".

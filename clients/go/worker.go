@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // HandlerFunc handles one task. A nil error completes the task (in a
@@ -70,7 +70,7 @@ func WithConcurrency(n int) HandleOption {
 }
 
 // Worker runs handlers for the tasks of one or more queues. Register
-// handlers with Handle or HandleTx, then call Run.
+// handlers with Handle, HandleTx or HandleBatch, then call Run.
 type Worker struct {
 	pool   *pgxpool.Pool
 	q      Querier
@@ -87,8 +87,10 @@ type Worker struct {
 type queueRunner struct {
 	name        string
 	concurrency int
+	batch       int // the tasks a slot claims and runs together (HandleBatch); 0: one
 	handle      HandlerFunc
 	handleTx    TxHandlerFunc
+	handleBatch BatchHandlerFunc
 	spans       taskSpans
 }
 
@@ -283,8 +285,10 @@ func (w *Worker) fetch(claimCtx, workCtx context.Context, q *queueRunner, handle
 				break more
 			}
 		}
-		tasks, err := w.claim(claimCtx, q, n)
-		for range n - len(tasks) {
+		size := max(q.batch, 1)
+		tasks, err := w.claim(claimCtx, q, n*size)
+		units := chunks(tasks, size)
+		for range n - len(units) {
 			slots <- struct{}{}
 		}
 		if err != nil {
@@ -309,26 +313,39 @@ func (w *Worker) fetch(claimCtx, workCtx context.Context, q *queueRunner, handle
 		if len(tasks) > 0 && testHookClaimed != nil {
 			testHookClaimed(q.name, tasks)
 		}
-		for i, t := range tasks {
+		for i, unit := range units {
 			if claimCtx.Err() != nil {
-				w.release(context.WithoutCancel(claimCtx), tasks[i:])
+				w.release(context.WithoutCancel(claimCtx), slices.Concat(units[i:]...))
 				return
 			}
 			handlers.Add(1)
 			go func() {
 				defer handlers.Done()
 				defer func() { slots <- struct{}{} }()
-				// a slot goes on with the task claimed in its last completing transaction
-				for t != nil {
-					t = w.work(claimCtx, workCtx, q, t)
-					if t != nil && claimCtx.Err() != nil {
-						w.release(context.WithoutCancel(claimCtx), []*Task{t})
+				// a slot goes on with the tasks claimed in its last completing transaction
+				for len(unit) > 0 {
+					unit = w.work(claimCtx, workCtx, q, unit)
+					if len(unit) > 0 && claimCtx.Err() != nil {
+						w.release(context.WithoutCancel(claimCtx), unit)
 						return
 					}
 				}
 			}()
 		}
 	}
+}
+
+// chunks cuts tasks into runs of size (the last one may be shorter).
+func chunks(tasks []*Task, size int) [][]*Task {
+	var out [][]*Task
+	for len(tasks) > size {
+		out = append(out, tasks[:size:size])
+		tasks = tasks[size:]
+	}
+	if len(tasks) > 0 {
+		out = append(out, tasks)
+	}
+	return out
 }
 
 // claim runs one waiting dequeue on a connection of its own. Cancelling
@@ -391,361 +408,20 @@ func (w *Worker) claim(claimCtx context.Context, q *queueRunner, n int) (tasks [
 	return tasks, err
 }
 
-// release hands unstarted tasks back; a lease lost meanwhile is no error.
+// release hands unstarted tasks back (several in one release_batch); a lease
+// lost meanwhile is no error.
 func (w *Worker) release(ctx context.Context, tasks []*Task) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for _, t := range tasks {
-		if err := Release(ctx, w.q, t.Queue, t.ID, t.LeaseToken); err != nil && !errors.Is(err, ErrLeaseLost) {
-			w.log.Warn("concurrency: release failed; the task comes back after its lease", "worker", w.cfg.Name,
-				"queue", t.Queue, "task", t.ID, "error", err)
+	err := heldCall(tasks, func(held []*Task) error {
+		if len(held) == 1 {
+			return Release(ctx, w.q, held[0].Queue, held[0].ID, held[0].LeaseToken)
 		}
+		ids, tokens := taskKeys(held)
+		return ReleaseBatch(ctx, w.q, held[0].Queue, ids, tokens)
+	}, nil)
+	if err != nil && !errors.Is(err, ErrLeaseLost) {
+		w.log.Warn("concurrency: release failed; the tasks come back after their lease", "worker", w.cfg.Name,
+			"queue", tasks[0].Queue, "tasks", len(tasks), "error", err)
 	}
-}
-
-// work runs one task's handler with its heartbeats and finishes the task;
-// it returns the next task when the completing transaction claimed one. It
-// all runs in the task's handle span (see startHandleSpan), on which the
-// handler's error or panic, or the completion's, is recorded.
-func (w *Worker) work(claimCtx, workCtx context.Context, q *queueRunner, t *Task) *Task {
-	ctx, cancel := context.WithCancelCause(workCtx)
-	defer cancel(nil)
-	ctx, span := startHandleSpan(ctx, q.spans, t)
-	t.wf = &workflowDB{db: w.pool, q: w.q, mode: w.cfg.ExecMode}
-	stopBeats := w.heartbeat(t, cancel)
-	defer stopBeats()
-	var next *Task
-	var err error
-	if q.handleTx != nil {
-		next, err = w.workTx(claimCtx, ctx, q, t)
-	} else {
-		next, err = w.workPlain(claimCtx, ctx, q, t)
-	}
-	endSpan(span, err)
-	return next
-}
-
-// workPlain runs a Handle handler and completes its task in a statement of
-// its own; it returns the next task (see work) and the error that ended
-// the attempt, if any.
-func (w *Worker) workPlain(claimCtx, ctx context.Context, q *queueRunner, t *Task) (*Task, error) {
-	err := callHandler(func() error { return q.handle(ctx, t) })
-	if w.suspended(t, err) {
-		return nil, nil
-	}
-	if err != nil {
-		w.failed(ctx, q, t, err)
-		return nil, err
-	}
-	if w.finishing(t) {
-		return nil, t.lostErr()
-	}
-	cctx, span := tracer().Start(ctx, q.spans.complete)
-	next, err := w.finish(claimCtx, cctx, w.pool, t)
-	endSpan(span, err)
-	if err != nil {
-		w.finishError(ctx, q, t, err)
-		return nil, err
-	}
-	w.completed(t)
-	return w.claimedIn(span, next), nil
-}
-
-func (w *Worker) workTx(claimCtx, ctx context.Context, q *queueRunner, t *Task) (*Task, error) {
-	tx, err := w.pool.Begin(ctx)
-	if err != nil {
-		err = fmt.Errorf("concurrency: begin: %w", err)
-		w.failed(ctx, q, t, err)
-		return nil, err
-	}
-	rollback := func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-	}
-	err = callHandler(func() error { return q.handleTx(ctx, tx, t) })
-	if w.suspended(t, err) {
-		rollback()
-		return nil, nil
-	}
-	if err != nil {
-		rollback()
-		w.failed(ctx, q, t, err)
-		return nil, err
-	}
-	if w.finishing(t) {
-		rollback()
-		return nil, t.lostErr()
-	}
-	// the complete span covers the commit, which makes the completion count
-	cctx, span := tracer().Start(ctx, q.spans.complete)
-	next, err := w.finish(claimCtx, cctx, tx, t)
-	if err != nil {
-		endSpan(span, err)
-		rollback()
-		w.finishError(ctx, q, t, err)
-		return nil, err
-	}
-	if err := tx.Commit(cctx); err != nil {
-		// e.g. a deferred constraint or a serialization failure: nothing
-		// committed, the next claim neither
-		err = wrap("commit", err)
-		endSpan(span, err)
-		w.finishError(ctx, q, t, err)
-		return nil, err
-	}
-	endSpan(span, nil)
-	w.completed(t)
-	return w.claimedIn(span, next), nil
-}
-
-// claimedIn marks next (when not nil) as claimed in span's transaction.
-func (w *Worker) claimedIn(span trace.Span, next *Task) *Task {
-	if next != nil {
-		next.claimedBy = span.SpanContext()
-	}
-	return next
-}
-
-// batcher is what finish sends its statements on: *pgxpool.Pool (one
-// implicit transaction per batch) or pgx.Tx.
-type batcher interface {
-	Querier
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
-const claimNextSQL = stmtClaimNext + fragmentReadCommittedOnly
-
-// finish completes t on q and, unless the worker is stopping, claims the
-// slot's next task in the same transaction, in the same round trip (a
-// pipelined batch): one commit a task instead of two. The claim is made only
-// under READ COMMITTED (a handler that raised its transaction's isolation
-// level claims nothing there, where its older snapshot would fail on tasks
-// claimed since). With WorkerConfig.ExecMode set, it only completes.
-func (w *Worker) finish(claimCtx, ctx context.Context, q batcher, t *Task) (*Task, error) {
-	result := resultValue(t.resultArg())
-	if w.cfg.ExecMode != 0 || claimCtx.Err() != nil {
-		return nil, Complete(ctx, WithExecMode(q, w.cfg.ExecMode), t.Queue, t.ID, t.LeaseToken, result)
-	}
-	var res any
-	if result != nil {
-		res = string(result.(jsonRaw))
-	}
-	var worker any
-	if w.cfg.Name != "" {
-		worker = w.cfg.Name
-	}
-	b := &pgx.Batch{}
-	b.Queue(stmtComplete, t.Queue, t.ID, t.LeaseToken, res)
-	b.Queue(claimNextSQL, t.Queue, int32(1), interval(w.cfg.Lease), worker)
-	br := q.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, wrap("complete", err)
-	}
-	rows, err := br.Query()
-	if err != nil {
-		_ = br.Close()
-		return nil, wrap("dequeue", err)
-	}
-	next, err := scanTasks(rows, t.Queue)
-	if err != nil {
-		_ = br.Close()
-		return nil, err
-	}
-	if err := br.Close(); err != nil {
-		return nil, wrap("dequeue", err)
-	}
-	if len(next) == 0 {
-		return nil, nil
-	}
-	return next[0], nil
-}
-
-// resultValue turns a stored JSON text into complete's argument.
-func resultValue(v any) any {
-	if s, ok := v.(string); ok {
-		return jsonRaw(s)
-	}
-	return nil
-}
-
-// callHandler runs fn, turning a panic into an error.
-func callHandler(fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r}
-		}
-	}()
-	return fn()
-}
-
-// PanicError is the error a handler's recovered panic becomes (its message
-// is recorded by fail as "panic: <value>").
-type PanicError struct {
-	// Value is what the handler panicked with.
-	Value any
-}
-
-// Error returns "panic: <value>".
-func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
-
-// RetryIn wraps err so that the failed task is retried after delay instead
-// of the queue's backoff (RetryNow: at once).
-func RetryIn(err error, delay time.Duration) error { return &retryError{err: err, delay: delay} }
-
-type retryError struct {
-	err   error
-	delay time.Duration
-}
-
-func (e *retryError) Error() string { return e.err.Error() }
-func (e *retryError) Unwrap() error { return e.err }
-
-// suspended reports whether the handler's run ended with the task handed
-// back to the server (Task.Sleep, Task.WaitForEvent): the task is neither
-// completed nor failed, and its heartbeats have stopped. A handler that
-// returned something else than ErrSuspended after the suspension is logged.
-func (w *Worker) suspended(t *Task, err error) bool {
-	if !t.isSuspended() {
-		return false
-	}
-	if !errors.Is(err, ErrSuspended) {
-		w.log.Warn("concurrency: the handler did not return ErrSuspended after suspending the task; the task stays suspended",
-			"worker", w.cfg.Name, "queue", t.Queue, "task", t.ID, "returned", err)
-	}
-	return true
-}
-
-// finishing stops the task's heartbeats (waiting for one in flight) before
-// its completion; true when a heartbeat found the lease lost already (and
-// reported it).
-func (w *Worker) finishing(t *Task) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.finishing = true
-	return t.lost != nil
-}
-
-// failed records a handler's error with fail (unless the lease is lost).
-func (w *Worker) failed(ctx context.Context, q *queueRunner, t *Task, err error) {
-	if w.finishing(t) {
-		return // the heartbeat reported the lost lease; the task is not ours
-	}
-	if errors.Is(err, ErrLeaseLost) {
-		w.onError(t, err)
-		return
-	}
-	w.onError(t, err)
-	var delay time.Duration
-	var re *retryError
-	if errors.As(err, &re) {
-		delay = re.delay
-		if delay == 0 {
-			delay = RetryNow
-		}
-	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	fctx, span := tracer().Start(fctx, q.spans.fail)
-	_, ferr := Fail(fctx, w.q, t.Queue, t.ID, t.LeaseToken, err.Error(), delay)
-	endSpan(span, ferr)
-	if ferr != nil {
-		if errors.Is(ferr, ErrLeaseLost) {
-			w.onError(t, ferr)
-			return
-		}
-		w.log.Warn("concurrency: fail failed; the task comes back after its lease", "worker", w.cfg.Name,
-			"queue", t.Queue, "task", t.ID, "error", ferr)
-	}
-}
-
-// finishError handles an error of complete or commit: a lost lease is
-// reported; anything else fails the task (its work was rolled back).
-func (w *Worker) finishError(ctx context.Context, q *queueRunner, t *Task, err error) {
-	if errors.Is(err, ErrLeaseLost) {
-		w.onError(t, err)
-		return
-	}
-	t.mu.Lock()
-	t.finishing = false // fail is allowed now
-	t.mu.Unlock()
-	w.failed(ctx, q, t, err)
-}
-
-func (w *Worker) completed(t *Task) {
-	if w.cfg.OnComplete != nil {
-		w.cfg.OnComplete(t)
-	}
-}
-
-func (w *Worker) onError(t *Task, err error) {
-	if w.cfg.OnError != nil {
-		w.cfg.OnError(t, err)
-		return
-	}
-	if errors.Is(err, ErrLeaseLost) {
-		w.log.Warn("concurrency: lease lost, the task's work rolled back", "worker", w.cfg.Name,
-			"queue", t.Queue, "task", t.ID, "error", err)
-		return
-	}
-	w.log.Error("concurrency: task failed", "worker", w.cfg.Name, "queue", t.Queue, "task", t.ID,
-		"attempt", t.Attempt, "error", err)
-}
-
-// heartbeat extends the task's lease every third of it until the returned
-// function is called (or the task is finishing); a lost lease cancels the
-// handler's context with ErrLeaseLost as its cause. It runs on a timer (no
-// goroutine of its own between heartbeats).
-func (w *Worker) heartbeat(t *Task, cancel context.CancelCauseFunc) func() {
-	every := time.Duration(float64(t.leaseLeft) * timingHeartbeatFraction)
-	if every < timingHeartbeatMinMs*time.Millisecond {
-		every = timingHeartbeatMinMs * time.Millisecond
-	}
-	var mu sync.Mutex
-	stopped := false
-	var timer *time.Timer
-	fire := func() {
-		stop, lost := w.beat(t, every, cancel)
-		if lost != nil {
-			w.onError(t, lost)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if !stop && !stopped {
-			timer.Reset(every)
-		}
-	}
-	mu.Lock()
-	timer = time.AfterFunc(every, fire)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		timer.Stop()
-	}
-}
-
-// beat sends one heartbeat; true when no more are to be sent, with the
-// error when the lease was found lost.
-func (w *Worker) beat(t *Task, every time.Duration, cancel context.CancelCauseFunc) (bool, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.finishing {
-		return true, nil
-	}
-	ctx, cancelBeat := context.WithTimeout(context.Background(), max(every, time.Second))
-	defer cancelBeat()
-	_, err := Heartbeat(ctx, w.q, t.Queue, t.ID, t.LeaseToken, w.cfg.Lease)
-	if err == nil {
-		return false, nil
-	}
-	if errors.Is(err, ErrLeaseLost) {
-		t.lost = err
-		cancel(err)
-		return true, err
-	}
-	w.log.Warn("concurrency: heartbeat failed", "worker", w.cfg.Name, "queue", t.Queue, "task", t.ID, "error", err)
-	return false, nil
 }

@@ -247,24 +247,10 @@ func TestWorkerLeaseLost(t *testing.T) {
 		if string(task.Payload) == `"complete"` {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			causes <- context.Cause(ctx)
-			return ctx.Err()
-		case <-time.After(5 * time.Second):
-			causes <- nil
-			return nil
-		}
+		return awaitLeaseLost(ctx, causes)
 	}, WithConcurrency(2))
 	stop := runWorker(t, w)
-	select {
-	case cause := <-causes:
-		if !errors.Is(cause, ErrLeaseLost) {
-			t.Fatalf("the handler's context ended with %v", cause)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the heartbeat did not find the lease lost")
-	}
+	expectLeaseLost(t, causes)
 	waitFor(t, 5*time.Second, "two lost leases reported", func() bool { return len(errs.list()) == 2 })
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -282,6 +268,33 @@ func TestWorkerLeaseLost(t *testing.T) {
 		if s, _ := taskStatus(t, pool, "go_lost", id); s.State != "cancelled" {
 			t.Fatalf("task %d %+v", id, s)
 		}
+	}
+}
+
+// awaitLeaseLost waits (in a handler) up to 5 s for ctx to end and sends
+// its cause to causes (nil when it did not end).
+func awaitLeaseLost(ctx context.Context, causes chan<- error) error {
+	select {
+	case <-ctx.Done():
+		causes <- context.Cause(ctx)
+		return ctx.Err()
+	case <-time.After(5 * time.Second):
+		causes <- nil
+		return nil
+	}
+}
+
+// expectLeaseLost fails the test unless awaitLeaseLost tells of a lost lease
+// within 10 s.
+func expectLeaseLost(t *testing.T, causes <-chan error) {
+	t.Helper()
+	select {
+	case cause := <-causes:
+		if !errors.Is(cause, ErrLeaseLost) {
+			t.Fatalf("the handler's context ended with %v", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the heartbeat did not find the lease lost")
 	}
 }
 
@@ -315,10 +328,27 @@ func TestWorkerHeartbeatsKeepTheLease(t *testing.T) {
 }
 
 func TestWorkerShutdownReleasesUnstartedTasks(t *testing.T) {
+	checkShutdownReleases(t, "go_release", 3, func(w *Worker, started *atomic.Int64) {
+		w.Handle("go_release", func(ctx context.Context, task *Task) error {
+			started.Add(1)
+			return nil
+		}, WithConcurrency(3))
+	})
+}
+
+// checkShutdownReleases enqueues n tasks to queue, runs a worker with the
+// handler that register sets (counting its starts in started) and shuts it
+// down between the claim and the handlers' start: every task must be ready
+// again, no attempt spent.
+func checkShutdownReleases(t *testing.T, queue string, n int, register func(w *Worker, started *atomic.Int64)) {
 	pool := testPool(t, 8)
-	createQueue(t, pool, "go_release", "")
+	createQueue(t, pool, queue, "")
 	ctx := context.Background()
-	ids, err := EnqueueBatch(ctx, pool, "go_release", []any{1, 2, 3})
+	payloads := make([]any, n)
+	for i := range payloads {
+		payloads[i] = i
+	}
+	ids, err := EnqueueBatch(ctx, pool, queue, payloads)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,18 +362,15 @@ func TestWorkerShutdownReleasesUnstartedTasks(t *testing.T) {
 	defer func() { testHookClaimed = nil }()
 	var started atomic.Int64
 	w := NewWorker(pool, WorkerConfig{Wait: time.Second})
-	w.Handle("go_release", func(ctx context.Context, task *Task) error {
-		started.Add(1)
-		return nil
-	}, WithConcurrency(3))
+	register(w, &started)
 	if err := w.Run(runCtx); err != nil {
 		t.Fatal(err)
 	}
-	if n := <-claimed; n != 3 || started.Load() != 0 {
-		t.Fatalf("claimed %d, started %d", n, started.Load())
+	if got := <-claimed; got != n || started.Load() != 0 {
+		t.Fatalf("claimed %d, started %d", got, started.Load())
 	}
 	for _, id := range ids {
-		s, ok := taskStatus(t, pool, "go_release", id)
+		s, ok := taskStatus(t, pool, queue, id)
 		if !ok || s.State != "ready" || s.Attempt != 0 {
 			t.Fatalf("task %d after the shutdown: %+v", id, s)
 		}
@@ -426,9 +453,17 @@ func TestWorkerStopsOnAFatalClaimError(t *testing.T) {
 // A worker process killed (SIGKILL) in the middle of its tasks and started
 // again does every task exactly once: the killed transactions roll back, and
 // their tasks come back when their leases end.
-func TestKillRestartExactlyOnce(t *testing.T) {
+func TestKillRestartExactlyOnce(t *testing.T) { killRestart(t, "go_kill", "") }
+
+// The same with a HandleBatch worker, batches of 5.
+func TestKillRestartExactlyOnceBatch(t *testing.T) { killRestart(t, "go_kill_batch", "5") }
+
+// killRestart runs the worker process of helperWorker on queue (batch: its
+// HandleBatch size, "" for HandleTx), kills it, starts it again and checks
+// that every task was done once.
+func killRestart(t *testing.T, queue, batch string) {
 	pool := testPool(t, 4)
-	createQueue(t, pool, "go_kill", "")
+	createQueue(t, pool, queue, "")
 	mustExec(t, pool, "CREATE TABLE IF NOT EXISTS kill_effects (task_id bigint)")
 	mustExec(t, pool, "TRUNCATE kill_effects")
 	ctx := context.Background()
@@ -437,12 +472,12 @@ func TestKillRestartExactlyOnce(t *testing.T) {
 	for i := range payloads {
 		payloads[i] = i
 	}
-	if _, err := EnqueueBatch(ctx, pool, "go_kill", payloads); err != nil {
+	if _, err := EnqueueBatch(ctx, pool, queue, payloads); err != nil {
 		t.Fatal(err)
 	}
 	start := func() *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "CE_GO_HELPER=worker", "CE_GO_QUEUE=go_kill")
+		cmd.Env = append(os.Environ(), "CE_GO_HELPER=worker", "CE_GO_QUEUE="+queue, "CE_GO_BATCH="+batch)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
@@ -464,13 +499,13 @@ func TestKillRestartExactlyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = first.Wait()
-	leased := count(t, pool, `SELECT count(*) FROM concurrency."q_go_kill" WHERE state = 'leased'`)
+	leased := count(t, pool, `SELECT count(*) FROM concurrency."q_`+queue+`" WHERE state = 'leased'`)
 	if leased == 0 {
 		t.Log("no task was leased at the kill")
 	}
 	second := start()
 	waitFor(t, 30*time.Second, "every task done", func() bool {
-		return count(t, pool, `SELECT count(*) FROM concurrency."q_go_kill"`) == 0
+		return count(t, pool, `SELECT count(*) FROM concurrency."q_`+queue+`"`) == 0
 	})
 	if err := second.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
