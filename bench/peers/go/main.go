@@ -21,9 +21,9 @@
 //
 //   - runtime: concurrency.Worker with HandleTx: the handler's insert and
 //     the task's completion commit in one transaction (exactly-once
-//     effects); in (c), where the Worker has no batch handler yet, a loop
-//     over the runtime's Dequeue (Batch 10) and CompleteBatch, the batch's
-//     insert and its completion in one transaction; in (f) the queue has
+//     effects); in (c) HandleBatch with batches of 10: one claim of 10
+//     tasks, their insert and their complete_batch in one transaction, and
+//     the next claim with the completion; in (f) the queue has
 //     key_limit 1 and the tasks their concurrency key; Enqueue for row (d),
 //     EnqueueBatch for row (e);
 //   - raw: the loop the runtime's HandleTx wraps, written by hand on pgx

@@ -106,9 +106,6 @@ func runtimeDrain(ctx context.Context, spec rowSpec, jobs int, raw bool) (result
 	if raw {
 		return rawDrain(ctx, pool, setupPool, workers, spec.batch, jobs)
 	}
-	if spec.batch > 1 {
-		return batchDrain(ctx, pool, setupPool, workers, spec.batch, jobs)
-	}
 	var completed atomic.Int64
 	finished := make(chan struct{})
 	w := concurrency.NewWorker(pool, concurrency.WorkerConfig{Name: "peers",
@@ -118,10 +115,21 @@ func runtimeDrain(ctx context.Context, spec rowSpec, jobs int, raw bool) (result
 				close(finished)
 			}
 		}})
-	w.HandleTx("peers", func(ctx context.Context, tx pgxTx, task *concurrency.Task) error {
-		_, err := tx.Exec(ctx, "INSERT INTO peers_results VALUES ($1)", task.ID)
-		return err
-	}, concurrency.WithConcurrency(workers))
+	if spec.batch > 1 {
+		w.HandleBatch("peers", spec.batch, func(ctx context.Context, tx pgxTx, tasks []*concurrency.Task) error {
+			ids := make([]int64, len(tasks))
+			for i, t := range tasks {
+				ids[i] = t.ID
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO peers_results SELECT unnest($1::bigint[])", ids)
+			return err
+		}, concurrency.WithConcurrency(workers))
+	} else {
+		w.HandleTx("peers", func(ctx context.Context, tx pgxTx, task *concurrency.Task) error {
+			_, err := tx.Exec(ctx, "INSERT INTO peers_results VALUES ($1)", task.ID)
+			return err
+		}, concurrency.WithConcurrency(workers))
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	done := measure()
 	errc := make(chan error, 1)
@@ -158,46 +166,6 @@ func untilDone(workers int, loop func() error) (result, error) {
 	var r result
 	done(&r)
 	return r, first
-}
-
-// batchDrain is the runtime's batch: each of workers goroutines claims up to
-// batch tasks with Dequeue, then inserts their ids and completes them with
-// CompleteBatch in one transaction.
-func batchDrain(ctx context.Context, pool, setup *pgxpool.Pool, workers, batch, jobs int) (result, error) {
-	var handled atomic.Int64
-	r, err := untilDone(workers, func() error {
-		for handled.Load() < int64(jobs) {
-			tasks, err := concurrency.Dequeue(ctx, pool, "peers", concurrency.DequeueOptions{Batch: batch, Worker: "peers"})
-			if err != nil {
-				return err
-			}
-			if len(tasks) == 0 {
-				time.Sleep(time.Millisecond)
-				continue
-			}
-			ids, tokens := make([]int64, len(tasks)), make([]int64, len(tasks))
-			for i, t := range tasks {
-				ids[i], tokens[i] = t.ID, t.LeaseToken
-			}
-			err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, "INSERT INTO peers_results SELECT unnest($1::bigint[])", ids); err != nil {
-					return err
-				}
-				_, err := concurrency.CompleteBatch(ctx, tx, "peers", ids, tokens)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			handled.Add(int64(len(tasks)))
-		}
-		return nil
-	})
-	if err != nil {
-		return result{}, err
-	}
-	r.OK, err = verify(ctx, setup, "runtime", jobs)
-	return r, err
 }
 
 // rawDrain: each of workers goroutines holds a connection and loops; batch
