@@ -187,9 +187,8 @@ def peers_go(path):
     env = d["environment"]
     present = {r["row"] for r in d["rows"]}
     sides = [
-        "`runtime` (clients/go: the handler's writes and `complete` in one transaction; in (c), where the `Worker` "
-        "has no batch handler yet, its `Dequeue` of 10 and `CompleteBatch` with the batch's writes in one "
-        "transaction; `Enqueue`, `EnqueueBatch` in the enqueue rows)",
+        "`runtime` (clients/go: the handler's writes and `complete` in one transaction; in (c) `HandleBatch` of 10, "
+        "the batch's writes and `complete_batch` in one transaction; `Enqueue`, `EnqueueBatch` in the enqueue rows)",
         "`raw` (the same SQL loop written by hand)",
         "`river` (River's worker, completion batched by River; in (c) 10 workers, since River has no batch handler "
         "in its open-source version and its fetch claims as many jobs as it has free workers: the same 10 jobs in "
@@ -408,6 +407,29 @@ def citus(path):
     return lines
 
 
+def peers_node():
+    """The newest output of bench/peers/peers.sh (a Markdown table as the run printed it)."""
+    files = sorted(f for f in glob.glob(os.path.join(RESULTS, "peers-node-*.md")) if "fsync-off" not in f)
+    if not files:
+        return [], None
+    path = files[-1]
+    name = os.path.basename(path)
+    text = open(path).read().rstrip("\n").split("\n")
+    lines = ["## The Node.js runtime against graphile-worker, pg-boss and pgmq", "",
+             f"`{text[0]}` — result file [{name}](results/{name}).", ""]
+    prev = ""
+    for t in text[1:]:
+        if prev.startswith("|") and not t.startswith("|"):
+            lines.append("")  # a table ends at a blank line
+        lines.append(t if t.startswith("|") or not t else t + "  ")
+        prev = t
+    lines += ["", "Rows (see bench/peers/peers.js): (g) 32 producers, each enqueueing one job a commit. `runtime ÷ side` "
+              "is how much faster the runtime was than that side (time of the side's run ÷ the runtime's, median of "
+              "the rounds and range). pgmq's `send` is a message queue's enqueue (no scheduling, keys or dependencies "
+              "behind it).", ""]
+    return lines, path
+
+
 RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go, "workflows": workflows,
              "claim_after_burst": claim_after_burst, "release": release, "citus": citus}
 
@@ -435,6 +457,8 @@ def main():
         if path:
             out += render(path)
             rendered.add(path)
+    lines, path = peers_node()
+    out += lines
     others = sorted(set(glob.glob(os.path.join(RESULTS, "*.json"))) - rendered)
     kinds = sorted({re.sub(r"-\d{8}T\d{6}Z.*$", "", os.path.basename(f)) for f in others} - set(RENDERERS))
     if kinds:

@@ -23,6 +23,7 @@
 #                 returns every column the runtime's does (not in the
 #                 enqueue rows, where it would enqueue as the other)
 #   PEERS_FSYNC_OFF=1  fsync = off (the CPU cost only; default: durable commits)
+# Writes its output to docs/results/peers-node-<time>.md (bench/report.py shows it).
 #   PEERS_VERBOSE  set: each run's time and CPU on stderr, as it ends
 #   PEERS_WARMUP  jobs each run handles first, untimed, in its own Node.js
 #                 process (default: PEERS_JOBS; 0: none)
@@ -56,7 +57,14 @@ trap cluster_stop EXIT
 cluster_start "$PG_CONFIG" "max_connections = 150" "shared_buffers = 256MB" "synchronous_commit = on" \
   "shared_preload_libraries = 'concurrency_ext'"  # the waiting dequeue is woken by commits only with the preload
 psql -Xq -v ON_ERROR_STOP=1 -c 'CREATE EXTENSION concurrency_ext'
-echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2); node $(node --version)"
-echo "graphile-worker $(node -p "require('$deps/node_modules/graphile-worker/package.json').version"), pg-boss $(node -p "require('$deps/node_modules/pg-boss/package.json').version"), pg $(node -p "require('$deps/node_modules/pg/package.json').version")"
-node "$here/peers.js" "${PEERS_JOBS:-20000}" "$deps" "${PEERS_ROWS:-a b c d e f g latency}"
-echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+# the run's output is also its result file (bench/report.py shows the newest)
+mkdir -p "$root/docs/results"
+suffix=; [ "${PEERS_FSYNC_OFF:-0}" = 1 ] && suffix=-fsync-off
+out=$root/docs/results/peers-node-$(date -u +%Y%m%dT%H%M%SZ)$suffix.md
+{
+  echo "PEERS_JOBS=${PEERS_JOBS:-20000} PEERS_ROWS=\"${PEERS_ROWS:-a b c d e f g latency}\" PEERS_ROUNDS=${PEERS_ROUNDS:-1}$([ -n "${PGMQ_DIR:-}" ] && echo " PGMQ_DIR=…") bash bench/peers/peers.sh; commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown); durable commits: $([ "${PEERS_FSYNC_OFF:-0}" = 1 ] && echo no || echo yes)"
+  echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2); node $(node --version)"
+  echo "graphile-worker $(node -p "require('$deps/node_modules/graphile-worker/package.json').version"), pg-boss $(node -p "require('$deps/node_modules/pg-boss/package.json').version"), pg $(node -p "require('$deps/node_modules/pg/package.json').version")$([ -n "${PGMQ_DIR:-}" ] && echo ", pgmq $(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$PGMQ_DIR/pgmq.control")")"
+  node "$here/peers.js" "${PEERS_JOBS:-20000}" "$deps" "${PEERS_ROWS:-a b c d e f g latency}"
+  echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+} | tee "$out" || { rm -f "$out"; exit 1; }
