@@ -51,6 +51,7 @@
 # -fsync-off in its name for that variant), which bench/report.py renders.
 #
 # Usage (root): bench/citus.sh      PAIRS=5 SECONDS_PER_ROUND=5 SHARDS="4 32" CITUS_PORTS="5621 5622 5623"
+#   SCALING=0 leaves the scaling rounds out.
 #   KINDS="plain2 nodes2@4 ..." runs only those kinds (plain2 and plain1 are
 #   added: the ratios need them).
 set -euo pipefail
@@ -217,8 +218,7 @@ pin() { # node cpu
   pm=$(head -1 "$dir/cluster/node$1/postmaster.pid")
   for p in "$pm" $(ps -o pid= --ppid "$pm"); do taskset -a -p -c "$2" "$p" >/dev/null 2>&1 || true; done
 }
-pin 1 0
-pin 2 1
+[ "${SCALING:-1}" = 1 ] && { pin 1 0; pin 2 1; }
 scale_round() { # nodes clients_per_node: prints tasks/s
   local n=0 f a b
   local q=bench_dist_$s0
@@ -233,8 +233,10 @@ scale_round() { # nodes clients_per_node: prints tasks/s
   sql "$c" "TRUNCATE concurrency.q_$q"
   awk -v n="$n" -v s="$secs" 'BEGIN {printf "%.1f\n", n / s}'
 }
-echo "scaling ($s0 shards, two statements per task): worker 1 pinned to CPU 0, worker 2 to CPU 1 (taskset); clients per serving node, tasks of its own"
-for clients in 4 8; do
+[ "${SCALING:-1}" = 1 ] && echo "scaling ($s0 shards, two statements per task): worker 1 pinned to CPU 0, worker 2 to CPU 1 (taskset); clients per serving node, tasks of its own"
+: >"$dir/scaling.txt"
+[ "${SCALING:-1}" = 1 ] || echo "scaling: not run (SCALING=0)"
+for clients in $([ "${SCALING:-1}" = 1 ] && echo 4 8); do
   ones=() twos=() ratios=()
   for ((i = 0; i < pairs; i++)); do
     if ((i % 2)); then two=$(scale_round 2 "$clients"); one=$(scale_round 1 "$clients")
