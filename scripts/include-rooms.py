@@ -11,8 +11,7 @@ its arrows, and the check fails. Includes that resolve to no file of src/
 
 scripts/include-rooms.known lists the arrows, one "A -> B" a line, that
 still close circles and are to go (the queue wing's hall, src/queue/, still
-includes its rooms, and the lifecycle and graphs rooms call the distributed
-room directly): the check leaves them out, and fails on a listed arrow that
+includes its rooms): the check leaves them out, and fails on a listed arrow that
 no longer exists or no longer closes a circle, so that the list only
 shrinks.
 

@@ -11,6 +11,7 @@
 #include "citus/node.hpp"
 #include "common/sql_text.hpp"
 #include "pg/relation.hpp"
+#include "queue/distribution.hpp"
 #include "queue/flow/rate.hpp"
 #include "queue/queue.hpp"
 #include "queue/time/notifier.hpp"
@@ -37,10 +38,6 @@ extern "C" {
 }
 
 namespace concurrency::queue {
-
-namespace {
-DistributedHooks distributed_hooks; // set by queue/distributed/ at start-up
-} // namespace
 
 namespace {
 
@@ -350,10 +347,9 @@ void Queue::maybe_purge(TimestampTz now) {
 		return;
 	// a distributed queue: a chunk of one shard (queue/distributed/); the
 	// distributed room is asked once
-	const bool whole_distributed =
-	    !on_shard() && distributed_hooks.is_distributed && distributed_hooks.is_distributed(info_->relid);
-	uint64 purged =
-	    whole_distributed ? distributed_hooks.purge_chunk(*this, purge_chunk, now) : purge(now, purge_chunk);
+	const bool whole_distributed = !on_shard() && distribution().is_distributed(info_->relid);
+	uint64 purged = whole_distributed ? distribution().distributed_purge_chunk(*this, purge_chunk, now)
+	                                  : purge(now, purge_chunk);
 	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
 	// key_rate_limit: the slots of keys not claimed for long (rate.cpp,
 	// forget_old_key_rate_slots); a distributed queue's on each shard, by
@@ -365,10 +361,6 @@ void Queue::maybe_purge(TimestampTz now) {
 void Queue::notify(uint64 tasks) {
 	note_claimable(name(), tasks);
 	notify_listeners(name());
-}
-
-void set_distributed_hooks(const DistributedHooks &hooks) {
-	distributed_hooks = hooks;
 }
 
 void notify_listeners(std::string_view queue) {

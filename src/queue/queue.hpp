@@ -246,16 +246,6 @@ Oid relation_owner(Oid relid);
 // node routed here (that node tells them).
 void notify_listeners(std::string_view queue);
 
-// What the queue's own code asks of the distributed room (queue/distributed/),
-// which sets them at start-up, so that the queue does not depend on it:
-// whether a queue's table is distributed (Citus), and a chunk of purge of a
-// distributed queue. Before they are set, no queue is distributed.
-struct DistributedHooks {
-	bool (*is_distributed)(Oid relid) = nullptr;
-	uint64 (*purge_chunk)(Queue &whole, int32 chunk, TimestampTz now) = nullptr;
-};
-void set_distributed_hooks(const DistributedHooks &hooks);
-
 // CE001 for an acknowledgement of task `task_id` of `queue` that does not
 // exist (any more).
 [[noreturn]] void task_gone(std::string_view queue, int64 task_id);

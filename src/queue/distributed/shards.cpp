@@ -86,19 +86,6 @@ uint32 next_cursor() {
 	}
 	return shard_cursor++;
 }
-namespace {} // namespace
-
-void distributed_init() {
-	set_distributed_hooks(DistributedHooks{is_distributed, distributed_purge_chunk});
-	set_permission_hooks(PermissionHooks{[](Queue &q, const char *what) {
-		                                     if (!is_distributed(q.info().relid))
-			                                     return false;
-		                                     require_coordinator_for(q.name(), what);
-		                                     return true;
-	                                     },
-	                                     sync_catalog});
-}
-
 bool is_distributed(Oid relid) {
 	if (citus::local_role().role == citus::Role::none)
 		return false;
@@ -124,13 +111,6 @@ bool is_distributed(Oid relid) {
 	}
 	(*known)[relid] = distributed;
 	return distributed;
-}
-
-const LocalShard *Shards::at(int32 position) const {
-	for (const LocalShard &shard : local)
-		if (shard.position == position)
-			return &shard;
-	return nullptr;
 }
 
 const Shards &distributed_shards(Queue &q) {
@@ -265,11 +245,6 @@ const Shards &distributed_shards(Queue &q) {
 	return shard_maps->emplace(relid, std::move(shards)).first->second;
 }
 
-namespace {
-int slots_decided = 0; // SlotsDecided alive in this backend
-
-} // namespace
-
 // Whether the objects installed are 0.3.0's (schema concurrency_internal):
 // not 0.2.0's, between a package update and ALTER EXTENSION … UPDATE (looked
 // up at each call, a syscache probe, so that an update made while this
@@ -289,17 +264,9 @@ bool distributed_in_parallel() {
 }
 } // namespace
 
-SlotsDecided::SlotsDecided() {
-	++slots_decided;
-}
-
-SlotsDecided::~SlotsDecided() {
-	--slots_decided;
-}
-
 bool shards_served_here(Queue &q, bool slots) {
 	// (a call routed here was let through by the node that keeps the slots)
-	if (slots && q.info().max_leased != 0 && !citus::in_routed_call() && slots_decided == 0)
+	if (slots && q.info().max_leased != 0 && !citus::in_routed_call() && !SlotsDecided::any())
 		return false;
 	if (q.info().key_limit != 0 && !distributed_shards(q).keys_everywhere)
 		return false;

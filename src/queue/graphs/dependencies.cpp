@@ -15,7 +15,7 @@
 
 #include "citus/node.hpp"
 #include "queue/args.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/sql_operators.hpp"

@@ -19,7 +19,7 @@
 #include "pg/srf.hpp"
 #include "queue/graphs/dependencies.hpp"
 #include "queue/graphs/graph_input.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
@@ -88,7 +88,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 	for (const auto &entry : members) {
 		Queue q(entry.first);
 		require(q, caller, Permission::enqueue, "enqueue_graph");
-		if (!entry.second.empty() && is_distributed(q.info().relid))
+		if (!entry.second.empty() && distribution().is_distributed(q.info().relid))
 			distributed = entry.first;
 		for (std::size_t i : entry.second)
 			if (graph[i].finally)
@@ -103,9 +103,9 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 			if (!entry.second.empty() && entry.first != distributed)
 				refuse_graph_distributed(distributed);
 		Queue whole(distributed);
-		if (!shards_served_here(whole, false))
+		if (!distribution().shards_served_here(whole, false))
 			refuse_not_served_here(distributed, "enqueue_graph");
-		const Shards &shards = distributed_shards(whole);
+		const Shards &shards = distribution().distributed_shards(whole);
 		std::vector<int64> outer;
 		std::vector<int32> keys;
 		for (const GraphTask &t : graph) {
@@ -115,7 +115,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 				outer.push_back(p.id);
 			}
 			if (t.key && shards.count > 0)
-				keys.push_back(key_position(pg::text_datum(*t.key), shards.count));
+				keys.push_back(distribution().key_position(pg::text_datum(*t.key), shards.count));
 		}
 		// the shard of the keys, else of the first parent enqueued before
 		// (parents in other shards are told of their children by messages:
@@ -127,17 +127,17 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 			else if (*position != k)
 				refuse_graph_shards(distributed);
 		if (!outer.empty()) {
-			int32 first = parents_position(whole, outer);
+			int32 first = distribution().parents_position(whole, outer);
 			if (!position)
 				position = first;
 		}
 		if (!position) {
-			const LocalShard *mine = next_local_shard(shards);
-			position = mine ? mine->position : next_position(shards);
+			const LocalShard *mine = distribution().next_local_shard(shards);
+			position = mine ? mine->position : distribution().next_position(shards);
 		}
 		const LocalShard *at = shards.at(*position);
 		if (!at)
-			return route_call(fcinfo, whole, *position, &out);
+			return distribution().route_call(fcinfo, whole, *position, &out);
 		shard.emplace(distributed, *at);
 	}
 	// queue `queue_name`: the shard where the graph's tasks go, or the queue
@@ -158,7 +158,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_graph) {
 		Queue whole(queue_name);
 		if (!holds(whole, caller, Permission::enqueue))
 			require(whole, caller, Permission::read, "enqueue_graph");
-		if (queue_name != distributed && is_distributed(whole.info().relid))
+		if (queue_name != distributed && distribution().is_distributed(whole.info().relid))
 			refuse_graph_distributed(queue_name);
 		std::optional<Queue> opened;
 		Queue &q = open(queue_name, opened);

@@ -17,7 +17,7 @@
 
 #include "citus/node.hpp"
 #include "queue/args.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/sql_operators.hpp"
@@ -181,7 +181,7 @@ void deliver_messages() {
 			if (!OidIsValid(queue_relid(name))) // dropped in this transaction
 				continue;
 			Queue whole(name);
-			const Shards &shards = distributed_shards(whole);
+			const Shards &shards = distribution().distributed_shards(whole);
 			TimestampTz now = clock_now();
 			for (const auto &[position, flat] : by_position) {
 				if (position >= shards.count)
@@ -189,13 +189,13 @@ void deliver_messages() {
 				if (const LocalShard *here = shards.at(position)) {
 					Queue shard(name, *here);
 					handle_messages(shard, flat, now);
-					note_local_writes(whole); // where other nodes were written before
+					distribution().note_local_writes(whole); // where other nodes were written before
 					continue;
 				}
 				static const Oid types[2] = {TEXTOID, INT8ARRAYOID};
 				Datum values[2] = {pg::text_datum(name), int8_array(flat)};
-				call_on_shard(whole, position, "dependency_messages", 2, types, values, nullptr, false, true,
-				              "concurrency_internal");
+				distribution().call_on_shard(whole, position, "dependency_messages", 2, types, values,
+				                             nullptr, false, true, "concurrency_internal");
 			}
 		}
 	} catch (...) {
@@ -235,14 +235,14 @@ CONCURRENCY_FUNCTION(concurrency_dependency_messages) {
 		    sqlstate::insufficient_privilege,
 		    fmt::format("only the owner of queue \"{}\" may deliver its dependency messages", whole.name()));
 	AsRole as_owner = authorize(whole, Permission::manage, "dependency_messages");
-	if (!is_distributed(whole.info().relid))
+	if (!distribution().is_distributed(whole.info().relid))
 		throw Error(sqlstate::object_not_in_prerequisite_state,
 		            fmt::format("queue \"{}\" is not a distributed queue", whole.name()));
 	// all of one shard's (deliver_messages): that of the first
 	if (!flat.empty()) {
 		Message kind = static_cast<Message>(flat[0]);
 		int64 to = kind == Message::mark || kind == Message::forget ? flat[1] : flat[2];
-		const Shards &shards = distributed_shards(whole);
+		const Shards &shards = distribution().distributed_shards(whole);
 		int32 position = task_position(to);
 		const LocalShard *here = position < shards.count ? shards.at(position) : nullptr;
 		if (!here)

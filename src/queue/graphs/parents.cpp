@@ -13,7 +13,7 @@
 #include "common/names.hpp"
 #include "pg/srf.hpp"
 #include "queue/graphs/dependencies.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "queue/sql_operators.hpp"
@@ -47,10 +47,10 @@ Datum parents_of(FunctionCallInfo fcinfo, bool outcomes) {
 	// table (its parents may be in any shard)
 	std::optional<Queue> shard;
 	bool through_citus = false;
-	if (queue::route_tasks(whole, &id, 1, shard, nullptr, false)) {
-		if (!queue::shards_served_here(whole, false))
+	if (distribution().route_tasks(whole, &id, 1, shard, nullptr, false)) {
+		if (!distribution().shards_served_here(whole, false))
 			queue::refuse_not_served_here(name, function);
-		if (queue::task_position(id) >= queue::distributed_shards(whole).count) {
+		if (queue::task_position(id) >= distribution().distributed_shards(whole).count) {
 			pg::spi_finish(); // its id names no shard of the queue: no such task
 			return Datum(0);
 		}
@@ -77,7 +77,7 @@ Datum parents_of(FunctionCallInfo fcinfo, bool outcomes) {
 	                                q.sql().shard_filter(false));
 	static const Oid row_types[2] = {INT8OID, INT4OID};
 	Datum row_values[2] = {
-	    child_id, Int32GetDatum(through_citus ? queue::distributed_shards(whole).keys.at(
+	    child_id, Int32GetDatum(through_citus ? distribution().distributed_shards(whole).keys.at(
 	                                                static_cast<std::size_t>(queue::task_position(id)))
 	                                          : 0)};
 	if (q.run_internal(through_citus ? "dependencies:row-parents-citus" : "dependencies:row-parents", row_sql,
@@ -114,8 +114,8 @@ Datum parents_of(FunctionCallInfo fcinfo, bool outcomes) {
 		bool null_state, null_result, null_error;
 	};
 	std::map<int64, Row> elsewhere;
-	if (queue::is_distributed(whole.info().relid)) {
-		const queue::Shards &shards = queue::distributed_shards(whole);
+	if (distribution().is_distributed(whole.info().relid)) {
+		const queue::Shards &shards = distribution().distributed_shards(whole);
 		std::map<int32, std::vector<int64>> by_position; // one router statement per shard
 		for (const TaskRef &p : parents)
 			if (p.queue == name && (through_citus || queue::task_position(p.id) != q.info().shard_position) &&
@@ -143,7 +143,7 @@ Datum parents_of(FunctionCallInfo fcinfo, bool outcomes) {
 	for (const TaskRef &p : parents) {
 		if (!OidIsValid(queue_relid(p.queue))) // dropped since
 			continue;
-		if (p.queue == name && queue::is_distributed(whole.info().relid) &&
+		if (p.queue == name && distribution().is_distributed(whole.info().relid) &&
 		    (through_citus || queue::task_position(p.id) != q.info().shard_position)) {
 			auto found = elsewhere.find(p.id);
 			if (found != elsewhere.end()) {

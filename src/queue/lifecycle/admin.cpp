@@ -13,7 +13,7 @@
 #include "common/sql_text.hpp"
 #include "pg/relation.hpp"
 #include "queue/graphs/dependencies.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/flow/fair.hpp"
 #include "queue/flow/keys.hpp"
 #include "queue/flow/keys_sql.hpp"
@@ -245,7 +245,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	if (distributed && key_rate_limit > 0 && rate_limit > 0)
 		queue::refuse_key_rate_distributed(name);
 	if (distributed)
-		queue::require_coordinator(name);
+		distribution().require_coordinator(name);
 
 	Oid caller = pg::guard([] { return GetOuterUserId(); });
 	std::string caller_name = pg::guard([&] { return GetUserNameFromId(caller, false); });
@@ -302,7 +302,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 		// missing its table: create it again.
 		if (OidIsValid(queue::queue_relid(name))) {
 			if (distributed)
-				queue::distribute(name);
+				distribution().distribute(name);
 			pg::spi_finish();
 			PG_RETURN_VOID();
 		}
@@ -341,7 +341,7 @@ CONCURRENCY_FUNCTION(concurrency_create_queue) {
 	}
 	queue::forget_queue(name);
 	if (distributed)
-		queue::distribute(name);
+		distribution().distribute(name);
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }
@@ -378,13 +378,13 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	}
 	// a distributed queue keeps its limits with functions of its own
 	// (src/sql/41_distributed_queue.sql)
-	bool distributed = queue::is_distributed(relid);
+	bool distributed = distribution().is_distributed(relid);
 	// key_rate_limit on a distributed queue: not beside rate_limit (whose
 	// claims the coordinator makes)
 	if (distributed && key_rate_limit > 0 && rate_limit > 0)
 		queue::refuse_key_rate_distributed(name);
 	if (distributed)
-		queue::require_coordinator_for(name, "alter_queue");
+		distribution().require_coordinator_for(name, "alter_queue");
 	// fair => true / false (a 0.2.0 declaration has no such argument)
 	std::optional<bool> fair;
 	if (PG_NARGS() > 8 && !PG_ARGISNULL(8))
@@ -445,7 +445,7 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		if (settings.max_leased)
 			slots = settings.max_leased->value_or(0);
 		if (distributed)
-			queue::distributed_limits(name, settings.key_limit.has_value(), slots);
+			distribution().distributed_limits(name, settings.key_limit.has_value(), slots);
 		else
 			queue::apply_limits(q, clock_now(), settings.key_limit.has_value(), slots);
 	}
@@ -456,10 +456,10 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 	if (distributed && key_rate_limit > 0 && had_key_rate_limit == 0) {
 		// its new slot table beside the tasks' shards
 		AsRole as_owner(queue::relation_owner(relid));
-		queue::distribute_key_rate_slots(name);
+		distribution().distribute_key_rate_slots(name);
 	}
 	if (distributed) // every node serves it: the new settings on every node
-		queue::sync_catalog(name);
+		distribution().sync_catalog(name);
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }
@@ -481,14 +481,14 @@ Datum set_paused(FunctionCallInfo fcinfo, bool paused, const char *function) {
 	{
 		Queue q(name); // 42704 for a queue that does not exist
 		queue::require(q, caller, Permission::manage, function);
-		bool distributed = queue::is_distributed(relid);
+		bool distributed = distribution().is_distributed(relid);
 		if (distributed)
-			queue::require_coordinator_for(name, function);
+			distribution().require_coordinator_for(name, function);
 		static const Oid types[2] = {TEXTOID, BOOLOID};
 		Datum values[2] = {pg::text_datum(name), BoolGetDatum(paused)};
 		changed = execute(catalog_sql::set_paused, 2, types, values) == 1;
 		if (changed && distributed) // every node serves it: the flag on every node
-			queue::sync_catalog(name);
+			distribution().sync_catalog(name);
 		if (changed && !paused) {
 			q.notify(static_cast<uint64>(MaxBackends));
 			schedule_changed_in_transaction(); // its schedules' runner looks again
@@ -561,9 +561,9 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 	pg::spi_connect();
 	Oid relid = queue::queue_relid(name);
 	Oid owner = InvalidOid;
-	bool distributed = OidIsValid(relid) && queue::is_distributed(relid);
+	bool distributed = OidIsValid(relid) && distribution().is_distributed(relid);
 	if (distributed)
-		queue::require_coordinator_for(name, "drop_queue");
+		distribution().require_coordinator_for(name, "drop_queue");
 	if (OidIsValid(relid)) {
 		if (!pg::guard([&] { return pg::owns_relation(relid, caller); }))
 			throw Error(sqlstate::insufficient_privilege, fmt::format("must be owner of queue \"{}\"", name),
@@ -581,7 +581,7 @@ CONCURRENCY_FUNCTION(concurrency_drop_queue) {
 	if (!OidIsValid(relid) && deleted == 0)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", name));
 	if (distributed) { // gone from every node's catalog too
-		queue::sync_catalog(name);
+		distribution().sync_catalog(name);
 		revoke_routed_usage(owner);
 	}
 	queue::forget_queue(name);

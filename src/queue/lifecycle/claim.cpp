@@ -12,7 +12,7 @@
 #include "pg/relation.hpp"
 #include "queue/lifecycle/claim_direct.hpp"
 #include "queue/graphs/dependencies.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/flow/fair.hpp"
 #include "queue/flow/keys.hpp"
 #include "queue/flow/rate.hpp"
@@ -422,11 +422,11 @@ std::optional<Interval> wait_arg(FunctionCallInfo fcinfo, int n) {
 std::size_t claim_on_local_shards(Queue &q, int32 batch, TimestampTz now, const Interval &lease, Datum worker,
                                   bool worker_null, pg::ResultSet &out, bool &visited, bool &every_shard) {
 	visited = every_shard = false;
-	if (!shards_served_here(q))
+	if (!distribution().shards_served_here(q))
 		return 0;
 	// a copy: an invalidation while a shard is opened may drop the cached list
-	const Shards shards = distributed_shards(q);
-	const LocalShard *first = next_local_shard(shards);
+	const Shards shards = distribution().distributed_shards(q);
+	const LocalShard *first = distribution().next_local_shard(shards);
 	if (!first)
 		return 0;
 	visited = true;
@@ -535,7 +535,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		return claim.claimed();
 	};
 	// A claim of up to `wanted` tasks of distributed queue `q` (Citus:
-	// src/queue/distributed/distributed.hpp), its rows into `rows`: this node's shards
+	// src/queue/distribution.hpp), its rows into `rows`: this node's shards
 	// first, then, without tasks there, the other nodes' shards.
 	auto claim_distributed = [&](Queue &q, int32 wanted, pg::ResultSet &rows) {
 		bool visited = false, every_shard = false;
@@ -544,11 +544,11 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		// a call routed here by another node claims from this node's shards only
 		if (claimed > 0 || every_shard || citus::in_routed_call())
 			return claimed;
-		if (shards_served_here(q)) // the other nodes' shards, each node's on its node
-			return static_cast<std::size_t>(dequeue_elsewhere(fcinfo, q, wanted, rows));
+		if (distribution().shards_served_here(q)) // the other nodes' shards, each node's on its node
+			return static_cast<std::size_t>(distribution().dequeue_elsewhere(fcinfo, q, wanted, rows));
 		if (!visited) // a chunk of a shard on some node
 			q.maybe_purge(now);
-		return static_cast<std::size_t>(dequeue_routed(fcinfo, rows));
+		return static_cast<std::size_t>(distribution().dequeue_routed(fcinfo, rows));
 	};
 	// A look at a distributed queue. Its limits are decided where their
 	// slots are, the coordinator (require_slots_here sent other nodes' calls
@@ -566,8 +566,8 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		bool limited = q.info().rate_limit > 0 || q.info().max_leased > 0;
 		if (!limited || citus::in_routed_call())
 			return claim_distributed(q, batch, out);
-		if (!shards_served_here(q, false)) // 0.2.0's routed SQL functions decide
-			return static_cast<std::size_t>(dequeue_routed(fcinfo, out));
+		if (!distribution().shards_served_here(q, false)) // 0.2.0's routed SQL functions decide
+			return static_cast<std::size_t>(distribution().dequeue_routed(fcinfo, out));
 		int32 wanted = batch;
 		RateSlots rate;
 		if (q.info().rate_limit > 0) {
@@ -576,7 +576,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		}
 		std::vector<int32> slots;
 		if (q.info().max_leased > 0 && wanted > 0) {
-			slots = take_lease_slots(q, wanted, now);
+			slots = distribution().take_lease_slots(q, wanted, now);
 			wanted = std::min(wanted, static_cast<int32>(slots.size()));
 		}
 		std::vector<ClaimedLease> leases;
@@ -591,7 +591,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 			claim_distributed(q, wanted, tapped);
 		}
 		if (q.info().max_leased > 0)
-			fill_lease_slots(q, slots, leases);
+			distribution().fill_lease_slots(q, slots, leases);
 		if (q.info().rate_limit > 0)
 			give_back_rate_slots(q, rate, leases.size());
 		return leases.size();
@@ -600,9 +600,9 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	{
 		Queue q(name.view());
 		AsRole as_owner = authorize(q, Permission::work, "dequeue");
-		distributed = is_distributed(q.info().relid);
+		distributed = distribution().is_distributed(q.info().relid);
 		if (distributed)
-			require_slots_here(q, "dequeue", true);
+			distribution().require_slots_here(q, "dequeue", true);
 	}
 	if (!wait) {
 		if (distributed)
@@ -674,10 +674,10 @@ CONCURRENCY_FUNCTION(concurrency_distributed_lease_end) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "distributed_lease_end");
-	if (!queue::is_distributed(whole.info().relid))
+	if (!distribution().is_distributed(whole.info().relid))
 		throw Error(sqlstate::object_not_in_prerequisite_state,
 		            fmt::format("queue \"{}\" is not a distributed queue", whole.name()));
-	const queue::LocalShard *here = queue::local_shard_of(whole, &task_id, 1, false);
+	const queue::LocalShard *here = distribution().local_shard_of(whole, &task_id, 1, false);
 	if (!here)
 		throw Error(
 		    sqlstate::object_not_in_prerequisite_state,

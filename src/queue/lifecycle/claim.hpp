@@ -24,7 +24,7 @@ namespace concurrency::queue {
 bool wake_tasks(Queue &q, TimestampTz now, int32 limit, int64 floor);
 
 // For the lease slots of a distributed queue with max_leased, whose lease
-// end has passed (distributed.hpp, take_lease_slots): wakes shard `shard`
+// end has passed (queue/distribution.hpp, take_lease_slots): wakes shard `shard`
 // (on this node) at `now` as a claim does, then returns when the lease
 // `lease_token` on task `task_id` ends, or nothing where the task is no
 // longer leased under it.

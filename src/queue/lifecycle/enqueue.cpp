@@ -10,7 +10,7 @@
 
 #include "pg/srf.hpp"
 #include "queue/graphs/dependencies.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
@@ -93,15 +93,16 @@ void enqueue_params(FunctionCallInfo fcinfo, TimestampTz now, int32 priority, Da
 // (so that the key is unique across the queue), else to the next of this
 // node's shards.
 std::optional<queue::LocalShard> shard_for_task(Queue &q, const Datum *values, const char *nulls) {
-	if (!queue::shards_served_here(q, false)) // enqueue takes no lease slot
+	if (!distribution().shards_served_here(q, false)) // enqueue takes no lease slot
 		return std::nullopt;
-	const queue::Shards &shards = queue::distributed_shards(q);
+	const queue::Shards &shards = distribution().distributed_shards(q);
 	const queue::LocalShard *shard = nullptr;
 	if (nulls[5] != 'n' || nulls[4] != 'n') {
 		if (shards.count > 0)
-			shard = shards.at(queue::key_position(nulls[5] != 'n' ? values[5] : values[4], shards.count));
+			shard =
+			    shards.at(distribution().key_position(nulls[5] != 'n' ? values[5] : values[4], shards.count));
 	} else {
-		shard = queue::next_local_shard(shards);
+		shard = distribution().next_local_shard(shards);
 	}
 	if (!shard)
 		return std::nullopt;
@@ -113,13 +114,13 @@ std::optional<queue::LocalShard> shard_for_task(Queue &q, const Datum *values, c
 // node (shard_for_task found none): its key's shard, or, for a task without
 // keys on a node that holds no shard of the queue, the next shard.
 int32 routed_task_position(Queue &q, const Datum *values, const char *nulls) {
-	const queue::Shards &shards = queue::distributed_shards(q);
+	const queue::Shards &shards = distribution().distributed_shards(q);
 	if (shards.count < 1)
 		throw Error(sqlstate::object_not_in_prerequisite_state,
 		            fmt::format("distributed queue \"{}\" has no shards", q.name()));
 	if (nulls[5] != 'n' || nulls[4] != 'n')
-		return queue::key_position(nulls[5] != 'n' ? values[5] : values[4], shards.count);
-	return queue::next_position(shards);
+		return distribution().key_position(nulls[5] != 'n' ? values[5] : values[4], shards.count);
+	return distribution().next_position(shards);
 }
 
 // A batch on a distributed queue whose calls this node's C++ serves (Citus):
@@ -132,7 +133,7 @@ int32 routed_task_position(Queue &q, const Datum *values, const char *nulls) {
 // batch's shards, else the next shard.
 std::optional<queue::LocalShard> place_batch(Queue &q, const std::vector<int32> &position,
                                              std::map<int32, std::vector<int>> &groups) {
-	const queue::Shards &shards = queue::distributed_shards(q);
+	const queue::Shards &shards = distribution().distributed_shards(q);
 	std::optional<int32> only;
 	bool several = false, keyless = false;
 	for (int32 p : position) {
@@ -144,7 +145,7 @@ std::optional<queue::LocalShard> place_batch(Queue &q, const std::vector<int32> 
 			several = true;
 	}
 	if (!several) {
-		const queue::LocalShard *here = only ? shards.at(*only) : queue::next_local_shard(shards);
+		const queue::LocalShard *here = only ? shards.at(*only) : distribution().next_local_shard(shards);
 		if (here)
 			return *here;
 	}
@@ -159,12 +160,12 @@ std::optional<queue::LocalShard> place_batch(Queue &q, const std::vector<int32> 
 				break;
 			}
 		if (target < 0) {
-			if (const queue::LocalShard *next = queue::next_local_shard(shards))
+			if (const queue::LocalShard *next = distribution().next_local_shard(shards))
 				target = next->position;
 			else if (!groups.empty())
 				target = groups.begin()->first;
 			else
-				target = queue::next_position(shards);
+				target = distribution().next_position(shards);
 		}
 		for (std::size_t i = 0; i < position.size(); ++i)
 			if (position[i] < 0)
@@ -271,32 +272,33 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue");
 	std::optional<Queue> shard;
-	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed/distributed.hpp
-		if (!after.empty()) {                    // beside its parents, on their node
-			if (!queue::shards_served_here(q, false))
+	if (distribution().is_distributed(q.info().relid)) { // Citus: src/queue/distribution.hpp
+		if (!after.empty()) {                            // beside its parents, on their node
+			if (!distribution().shards_served_here(q, false))
 				queue::refuse_not_served_here(name, "enqueue with after");
 			bool keyed = nulls[5] != 'n' || nulls[4] != 'n';
-			int32 position = queue::parents_position(q, after);
+			int32 position = distribution().parents_position(q, after);
 			if (keyed)
 				position = routed_task_position(q, values, nulls);
-			const queue::LocalShard *at = queue::distributed_shards(q).at(position);
+			const queue::LocalShard *at = distribution().distributed_shards(q).at(position);
 			if (!at) {
 				queue::notify_listeners(name);
-				return queue::route_call(fcinfo, q, position);
+				return distribution().route_call(fcinfo, q, position);
 			}
 			shard.emplace(name, *at);
 		}
 	}
-	if (!shard && queue::is_distributed(q.info().relid)) {
+	if (!shard && distribution().is_distributed(q.info().relid)) {
 		std::optional<queue::LocalShard> here = shard_for_task(q, values, nulls);
-		if (!here && queue::shards_served_here(q, false)) { // to its shard's node; listeners here are told
+		if (!here &&
+		    distribution().shards_served_here(q, false)) { // to its shard's node; listeners here are told
 			queue::notify_listeners(name);
-			return queue::route_call(fcinfo, q, routed_task_position(q, values, nulls));
+			return distribution().route_call(fcinfo, q, routed_task_position(q, values, nulls));
 		}
 		if (!here && replace)
 			queue::refuse_not_served_here(name, "on_conflict => 'replace'");
 		if (!here)
-			return queue::forward_distributed(fcinfo, "distributed_enqueue", nullptr, 6);
+			return distribution().forward_distributed(fcinfo, "distributed_enqueue", nullptr, 6);
 		shard.emplace(name, *here);
 	}
 	Queue &target = shard ? *shard : q;
@@ -377,24 +379,24 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 	Queue q(name);
 	AsRole as_owner = authorize(q, Permission::enqueue, "enqueue_batch");
 	std::optional<Queue> shard;
-	if (queue::is_distributed(q.info().relid)) { // Citus: src/queue/distributed/distributed.hpp
+	if (distribution().is_distributed(q.info().relid)) { // Citus: src/queue/distribution.hpp
 		// a batch whose tasks all go to one shard of this node is served
 		// there; otherwise each shard's tasks are enqueued on its node, and
 		// the ids put back in payload order
-		if (!queue::shards_served_here(q, false)) {
+		if (!distribution().shards_served_here(q, false)) {
 			if (!after.empty())
 				queue::refuse_not_served_here(name, "enqueue_batch with after");
-			return queue::forward_distributed(fcinfo, "distributed_enqueue_batch", &out, 6);
+			return distribution().forward_distributed(fcinfo, "distributed_enqueue_batch", &out, 6);
 		}
-		const queue::Shards &shards = queue::distributed_shards(q);
+		const queue::Shards &shards = distribution().distributed_shards(q);
 		std::vector<int32> position(static_cast<std::size_t>(payloads.n), -1);
 		for (int i = 0; i < payloads.n && shards.count > 0; ++i)
 			if (has_keys && !concurrency_keys.nulls[i])
-				position[i] = queue::key_position(concurrency_keys.elems[i], shards.count);
+				position[i] = distribution().key_position(concurrency_keys.elems[i], shards.count);
 			else if (has_dedupe && !dedupe_keys.nulls[i])
-				position[i] = queue::key_position(dedupe_keys.elems[i], shards.count);
+				position[i] = distribution().key_position(dedupe_keys.elems[i], shards.count);
 		if (!after.empty()) { // the tasks without keys beside the first parent
-			int32 parents = queue::parents_position(q, after);
+			int32 parents = distribution().parents_position(q, after);
 			for (int32 &p : position)
 				if (p < 0)
 					p = parents;
@@ -406,7 +408,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 			for (const auto &[p, members] : groups) {
 				// a batch of this shard's tasks, made on its node: its ids in
 				// the order of its payloads
-				uint64 n = queue::call_subset(fcinfo, q, p, members, {1, 4, 5}, true);
+				uint64 n = distribution().call_subset(fcinfo, q, p, members, {1, 4, 5}, true);
 				for (uint64 r = 0; r < n && r < members.size(); ++r)
 					ids[static_cast<std::size_t>(members[r])] = queue::int64_column(static_cast<int>(r), 1);
 			}

@@ -22,7 +22,7 @@
 
 #include "pg/srf.hpp"
 #include "queue/graphs/dependencies.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
@@ -165,18 +165,18 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat");
-	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: queue/distributed.hpp
-	queue::decide_lease_slots(whole, &task_id, 1, false, "heartbeat", decided);
+	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: queue/distribution.hpp
+	distribution().decide_lease_slots(whole, &task_id, 1, false, "heartbeat", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &task_id, 1, shard, "heartbeat")) {
-		if (auto position = queue::routed_position(whole, &task_id, 1))
-			return queue::route_call(fcinfo, whole, *position);
-		if (queue::shards_served_here(whole))
+	if (distribution().route_tasks(whole, &task_id, 1, shard, "heartbeat")) {
+		if (auto position = distribution().routed_position(whole, &task_id, 1))
+			return distribution().route_call(fcinfo, whole, *position);
+		if (distribution().shards_served_here(whole))
 			queue::task_gone(whole.name(), task_id); // its id names no shard of the queue
 		// (0.2.0's routed SQL functions store no progress)
 		if (with_progress)
 			queue::refuse_not_served_here(whole.name(), "heartbeat with progress");
-		return queue::forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
+		return distribution().forward_distributed(fcinfo, "distributed_heartbeat", nullptr, 4);
 	}
 	Queue &q = shard ? *shard : whole;
 	Interval extend = extend_arg ? *extend_arg : q.info().lease;
@@ -208,15 +208,15 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "complete");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
-	queue::decide_lease_slots(whole, &task_id, 1, true, "complete", decided);
+	distribution().decide_lease_slots(whole, &task_id, 1, true, "complete", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &task_id, 1, shard, "complete")) {
-		if (auto position = queue::routed_position(whole, &task_id, 1))
-			return queue::route_call(fcinfo, whole, *position); // purges there
-		if (queue::shards_served_here(whole))
+	if (distribution().route_tasks(whole, &task_id, 1, shard, "complete")) {
+		if (auto position = distribution().routed_position(whole, &task_id, 1))
+			return distribution().route_call(fcinfo, whole, *position); // purges there
+		if (distribution().shards_served_here(whole))
 			queue::task_gone(whole.name(), task_id);
 		whole.maybe_purge(now);
-		return queue::forward_distributed(fcinfo, "distributed_complete");
+		return distribution().forward_distributed(fcinfo, "distributed_complete");
 	}
 	Queue &q = shard ? *shard : whole;
 	uint64 n = 0;
@@ -260,14 +260,14 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
-	queue::decide_lease_slots(whole, &task_id, 1, true, "fail", decided);
+	distribution().decide_lease_slots(whole, &task_id, 1, true, "fail", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &task_id, 1, shard, "fail")) {
-		if (auto position = queue::routed_position(whole, &task_id, 1))
-			return queue::route_call(fcinfo, whole, *position);
-		if (queue::shards_served_here(whole))
+	if (distribution().route_tasks(whole, &task_id, 1, shard, "fail")) {
+		if (auto position = distribution().routed_position(whole, &task_id, 1))
+			return distribution().route_call(fcinfo, whole, *position);
+		if (distribution().shards_served_here(whole))
 			queue::task_gone(whole.name(), task_id);
-		return queue::forward_distributed(fcinfo, "distributed_fail");
+		return distribution().forward_distributed(fcinfo, "distributed_fail");
 	}
 	Queue &q = shard ? *shard : whole;
 	static const Oid lock_types[2] = {INT8OID, INT8OID};
@@ -328,14 +328,15 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 		return static_cast<int64>(n);
 	};
 	int64 n = 0;
-	if (!queue::is_distributed(q.info().relid))
+	if (!distribution().is_distributed(q.info().relid))
 		n = revive(q);
-	else if (queue::shards_served_here(q, false)) { // Citus: each node revives the tasks of its own shards
-		n = queue::on_every_node(fcinfo, q, revive);
+	else if (distribution().shards_served_here(
+	             q, false)) { // Citus: each node revives the tasks of its own shards
+		n = distribution().on_every_node(fcinfo, q, revive);
 		if (n > 0)
 			queue::notify_listeners(q.name());
 	} else
-		return queue::forward_distributed(fcinfo, "distributed_retry_dead");
+		return distribution().forward_distributed(fcinfo, "distributed_retry_dead");
 	pg::spi_finish();
 	PG_RETURN_INT64(n);
 }
@@ -351,16 +352,18 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	bool retain = whole.info().has_retain;
 	AsRole as_owner = authorize(whole, Permission::work, "complete_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
-	decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true, "complete_batch", decided);
+	distribution().decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true,
+	                                  "complete_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "complete_batch")) {
-		if (queue::shards_served_here(whole)) { // each shard's part on its node, which purges there
-			int64 total = queue::route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
+	if (distribution().route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard,
+	                               "complete_batch")) {
+		if (distribution().shards_served_here(whole)) { // each shard's part on its node, which purges there
+			int64 total = distribution().route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
 			pg::spi_finish();
 			PG_RETURN_INT64(total);
 		}
 		whole.maybe_purge(now);
-		return forward_distributed(fcinfo, "distributed_complete_batch");
+		return distribution().forward_distributed(fcinfo, "distributed_complete_batch");
 	}
 	Queue &q = shard ? *shard : whole;
 	uint64 n = 0;
@@ -412,16 +415,17 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	pg::spi_connect();
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat_batch");
-	std::optional<SlotsDecided> decided; // Citus, max_leased: queue/distributed.hpp
-	decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), false, "heartbeat_batch",
-	                   decided);
+	std::optional<SlotsDecided> decided; // Citus, max_leased: queue/distribution.hpp
+	distribution().decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), false,
+	                                  "heartbeat_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "heartbeat_batch")) {
-		if (queue::shards_served_here(whole)) {
+	if (distribution().route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard,
+	                               "heartbeat_batch")) {
+		if (distribution().shards_served_here(whole)) {
 			// each shard's node extends from its own clock: the earliest of
 			// their deadlines, by which every lease must be heartbeated again
 			std::optional<TimestampTz> deadline;
-			queue::route_batch(fcinfo, whole, l.ids, {1, 2, 4}, false, true, [&](uint64 n) {
+			distribution().route_batch(fcinfo, whole, l.ids, {1, 2, 4}, false, true, [&](uint64 n) {
 				bool isnull = true;
 				Datum d = n == 1 ? column(0, 1, &isnull) : Datum(0);
 				if (!isnull)
@@ -435,7 +439,7 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 		// (0.2.0's routed SQL functions store no progress)
 		if (with_progress)
 			refuse_not_served_here(whole.name(), "heartbeat_batch with progress");
-		return forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);
+		return distribution().forward_distributed(fcinfo, "distributed_heartbeat_batch", nullptr, 4);
 	}
 	Queue &q = shard ? *shard : whole;
 	if (l.ids.empty()) {
@@ -469,13 +473,15 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
-	decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true, "fail_batch", decided);
+	distribution().decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true, "fail_batch",
+	                                  decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "fail_batch")) {
-		if (queue::shards_served_here(whole)) {
+	if (distribution().route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard,
+	                               "fail_batch")) {
+		if (distribution().shards_served_here(whole)) {
 			// each shard's tasks failed on its node; the rows in argument order
 			std::unordered_map<int64, bool> dead;
-			queue::route_batch(fcinfo, whole, l.ids, {1, 2}, true, true, [&](uint64 n) {
+			distribution().route_batch(fcinfo, whole, l.ids, {1, 2}, true, true, [&](uint64 n) {
 				for (uint64 i = 0; i < n; ++i) {
 					bool isnull = false;
 					Datum state = column(static_cast<int>(i), 2, &isnull);
@@ -492,7 +498,7 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 			pg::spi_finish();
 			return Datum(0);
 		}
-		return forward_distributed(fcinfo, "distributed_fail_batch", &out);
+		return distribution().forward_distributed(fcinfo, "distributed_fail_batch", &out);
 	}
 	Queue &q = shard ? *shard : whole;
 	if (!l.ids.empty()) {
@@ -577,12 +583,12 @@ CONCURRENCY_FUNCTION(concurrency_release) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
-	queue::decide_lease_slots(whole, &task_id, 1, true, "release", decided);
+	distribution().decide_lease_slots(whole, &task_id, 1, true, "release", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &task_id, 1, shard, "release")) {
-		if (auto position = queue::routed_position(whole, &task_id, 1))
-			return queue::route_call(fcinfo, whole, *position);
-		if (!queue::shards_served_here(whole))
+	if (distribution().route_tasks(whole, &task_id, 1, shard, "release")) {
+		if (auto position = distribution().routed_position(whole, &task_id, 1))
+			return distribution().route_call(fcinfo, whole, *position);
+		if (!distribution().shards_served_here(whole))
 			queue::refuse_not_served_here(whole.name(), "release");
 		queue::task_gone(whole.name(), task_id);
 	}
@@ -609,12 +615,14 @@ CONCURRENCY_FUNCTION(concurrency_release_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
-	decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true, "release_batch", decided);
+	distribution().decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true,
+	                                  "release_batch", decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard, "release_batch")) {
-		if (!queue::shards_served_here(whole))
+	if (distribution().route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard,
+	                               "release_batch")) {
+		if (!distribution().shards_served_here(whole))
 			queue::refuse_not_served_here(whole.name(), "release_batch");
-		int64 total = queue::route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
+		int64 total = distribution().route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
 		pg::spi_finish();
 		PG_RETURN_INT64(total);
 	}
@@ -636,15 +644,16 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::manage, "cancel");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: the slots of leased ones emptied first
-	decide_lease_slots(whole, ids.data(), static_cast<int>(ids.size()), true, "cancel", decided);
+	distribution().decide_lease_slots(whole, ids.data(), static_cast<int>(ids.size()), true, "cancel",
+	                                  decided);
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, ids.data(), static_cast<int>(ids.size()), shard, "cancel")) {
-		if (queue::shards_served_here(whole)) { // ids of no shard: not counted
-			int64 total = queue::route_batch_count(fcinfo, whole, ids, {1}, false);
+	if (distribution().route_tasks(whole, ids.data(), static_cast<int>(ids.size()), shard, "cancel")) {
+		if (distribution().shards_served_here(whole)) { // ids of no shard: not counted
+			int64 total = distribution().route_batch_count(fcinfo, whole, ids, {1}, false);
 			pg::spi_finish();
 			PG_RETURN_INT64(total);
 		}
-		return forward_distributed(fcinfo, "distributed_cancel");
+		return distribution().forward_distributed(fcinfo, "distributed_cancel");
 	}
 	Queue &q = shard ? *shard : whole;
 	uint64 n = 0;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "pg/srf.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/flow/keys_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
@@ -43,7 +43,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_stats) {
 			AsRole as_owner(queue_owner(*q));
 			static const Oid types[1] = {TIMESTAMPTZOID};
 			Datum values[1] = {TimestampTzGetDatum(now)};
-			if (queue::is_distributed(q->info().relid)) // Citus: one query over every shard, planned
+			if (distribution().is_distributed(q->info().relid)) // Citus: one query over every shard, planned
 				pg::execute(StatsSql(name).stats_over_shards(), 1, types, values, nullptr,
 				            true); // with `now`
 			else
@@ -77,7 +77,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_keys) {
 	Datum values[1] = {TimestampTzGetDatum(now)};
 	// a distributed queue (Citus): the same query over every shard, planned
 	// with `now` (Citus plans no multi-shard query with a parameter unknown)
-	uint64 n = queue::is_distributed(q.info().relid)
+	uint64 n = distribution().is_distributed(q.info().relid)
 	               ? pg::execute(KeySql(name).queue_keys(), 1, types, values, nullptr, true)
 	               : q.run("queue_keys", KeySql(name).queue_keys(), 1, types, values);
 	for (uint64 i = 0; i < n; ++i) {
@@ -111,12 +111,12 @@ CONCURRENCY_FUNCTION(concurrency_purge) {
 		}
 	};
 	int64 total = 0;
-	if (!is_distributed(q.info().relid))
+	if (!distribution().is_distributed(q.info().relid))
 		total = purge_all(q);
-	else if (shards_served_here(q, false)) // Citus: each node purges its own shards
-		total = on_every_node(fcinfo, q, purge_all);
+	else if (distribution().shards_served_here(q, false)) // Citus: each node purges its own shards
+		total = distribution().on_every_node(fcinfo, q, purge_all);
 	else
-		return forward_distributed(fcinfo, "distributed_purge");
+		return distribution().forward_distributed(fcinfo, "distributed_purge");
 	pg::spi_finish();
 	PG_RETURN_INT64(total);
 }
@@ -133,14 +133,15 @@ CONCURRENCY_FUNCTION(concurrency_task_status) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::read, "task_status");
 	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (queue::route_tasks(whole, &id, 1, shard, nullptr, false)) {
-		if (auto position = queue::routed_position(whole, &id, 1, false))
-			return queue::route_call(fcinfo, whole, *position, &out, -1, false);
-		if (queue::shards_served_here(whole, false)) { // its id names no shard of the queue: no such task
+	if (distribution().route_tasks(whole, &id, 1, shard, nullptr, false)) {
+		if (auto position = distribution().routed_position(whole, &id, 1, false))
+			return distribution().route_call(fcinfo, whole, *position, &out, -1, false);
+		if (distribution().shards_served_here(whole,
+		                                      false)) { // its id names no shard of the queue: no such task
 			pg::spi_finish();
 			return Datum(0);
 		}
-		return forward_distributed(fcinfo, "distributed_task_status", &out);
+		return distribution().forward_distributed(fcinfo, "distributed_task_status", &out);
 	}
 	Queue &q = shard ? *shard : whole;
 	static const Oid types[2] = {INT8OID, TIMESTAMPTZOID};

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "pg/srf.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "queue/time/wait.hpp"
@@ -99,13 +99,13 @@ EventTaskState event_task_here(Queue &q, int64 task_id, int64 token, const std::
 
 bool task_elsewhere(Queue &whole, int64 task_id, const char *what, bool held, std::optional<Queue> &shard,
                     int32 &position) {
-	if (!route_tasks(whole, &task_id, 1, shard, held ? what : nullptr, held))
+	if (!distribution().route_tasks(whole, &task_id, 1, shard, held ? what : nullptr, held))
 		return false;
-	if (auto p = routed_position(whole, &task_id, 1, held)) {
+	if (auto p = distribution().routed_position(whole, &task_id, 1, held)) {
 		position = *p;
 		return true;
 	}
-	if (!shards_served_here(whole, held))
+	if (!distribution().shards_served_here(whole, held))
 		refuse_not_served_here(whole.name(), what);
 	if (held)
 		task_gone(whole.name(), task_id); // its id names no shard of the queue
@@ -124,8 +124,8 @@ EventTaskState event_task(Queue &whole, int64 task_id, int64 token, const std::s
 	                   pg::text_datum(event),        pg::text_datum(op_name(op)), payload,
 	                   TimestampTzGetDatum(at)};
 	char nulls[7] = {' ', ' ', ' ', ' ', ' ', op == EventTaskOp::receive ? ' ' : 'n', ' '};
-	uint64 n = call_on_shard(whole, position, "await_event_task", 7, types, values, nulls, true, true,
-	                         "concurrency_internal");
+	uint64 n = distribution().call_on_shard(whole, position, "await_event_task", 7, types, values, nulls,
+	                                        true, true, "concurrency_internal");
 	EventTaskState state;
 	if (n < 1)
 		return state;
@@ -145,16 +145,16 @@ bool deliver_event(const std::string &queue, int64 task_id, const std::string &e
 		return false;
 	Queue whole(queue);
 	std::optional<Queue> shard;
-	if (route_tasks(whole, &task_id, 1, shard, nullptr, false)) {
-		std::optional<int32> position = routed_position(whole, &task_id, 1, false);
+	if (distribution().route_tasks(whole, &task_id, 1, shard, nullptr, false)) {
+		std::optional<int32> position = distribution().routed_position(whole, &task_id, 1, false);
 		if (!position)
 			return false; // its id names no shard of the queue: no such task
 		// as the queue's owner, who may use the routed functions
 		AsRole as_owner(queue_owner(whole));
 		static const Oid types[4] = {TEXTOID, INT8OID, TEXTOID, JSONBOID};
 		Datum values[4] = {pg::text_datum(queue), Int64GetDatum(task_id), pg::text_datum(event), payload};
-		uint64 n = call_on_shard(whole, *position, "deliver_event", 4, types, values, nullptr, false, true,
-		                         "concurrency_internal");
+		uint64 n = distribution().call_on_shard(whole, *position, "deliver_event", 4, types, values, nullptr,
+		                                        false, true, "concurrency_internal");
 		return n == 1 && pg::column_as<std::int64_t>(0, 1).value_or(0) > 0;
 	}
 	Queue &q = shard ? *shard : whole;

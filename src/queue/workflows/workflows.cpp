@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "pg/srf.hpp"
-#include "queue/distributed/distributed.hpp"
+#include "queue/distribution.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "citus/node.hpp"
@@ -77,7 +77,7 @@ std::optional<Datum> read_elsewhere(FunctionCallInfo fcinfo, Queue &whole, int64
 	if (!task_elsewhere(whole, task_id, what, false, shard, position))
 		return std::nullopt;
 	if (position >= 0)
-		return route_call(fcinfo, whole, position, &out, -1, false);
+		return distribution().route_call(fcinfo, whole, position, &out, -1, false);
 	pg::spi_finish();
 	return Datum(0);
 }
@@ -167,11 +167,11 @@ CONCURRENCY_FUNCTION(concurrency_record_step) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "record_step");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: as heartbeat
-	decide_lease_slots(whole, &task_id, 1, false, "record_step", decided);
+	distribution().decide_lease_slots(whole, &task_id, 1, false, "record_step", decided);
 	std::optional<Queue> shard; // Citus: the task's shard where it is on this node
 	int32 position = 0;
 	if (task_elsewhere(whole, task_id, "record_step", true, shard, position))
-		return route_call(fcinfo, whole, position);
+		return distribution().route_call(fcinfo, whole, position);
 	Queue &q = shard ? *shard : whole;
 	static const Oid types[5] = {INT8OID, INT8OID, TEXTOID, JSONBOID, TIMESTAMPTZOID};
 	Datum values[5] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step), result,
@@ -194,11 +194,11 @@ CONCURRENCY_FUNCTION(concurrency_step_result) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "step_result");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: as heartbeat
-	decide_lease_slots(whole, &task_id, 1, false, "step_result", decided);
+	distribution().decide_lease_slots(whole, &task_id, 1, false, "step_result", decided);
 	std::optional<Queue> shard; // Citus: the task's shard where it is on this node
 	int32 position = 0;
 	if (task_elsewhere(whole, task_id, "step_result", true, shard, position))
-		return route_call(fcinfo, whole, position, nullptr, -1, false);
+		return distribution().route_call(fcinfo, whole, position, nullptr, -1, false);
 	Queue &q = shard ? *shard : whole;
 	static const Oid types[3] = {INT8OID, INT8OID, TEXTOID};
 	Datum values[3] = {Int64GetDatum(task_id), Int64GetDatum(token), pg::text_datum(step)};
@@ -262,7 +262,7 @@ CONCURRENCY_FUNCTION(concurrency_await_event) {
 	Queue q(name.view());
 	AsRole as_owner = authorize(q, Permission::work, "await_event");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: as heartbeat
-	decide_lease_slots(q, &task_id, 1, false, "await_event", decided);
+	distribution().decide_lease_slots(q, &task_id, 1, false, "await_event", decided);
 	// The task's part is on its row (on a distributed queue, on its shard's
 	// node: event_tasks.hpp), the event's on the event tables (distributed
 	// by the event's name on Citus), both in this transaction.
