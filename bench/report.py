@@ -423,9 +423,9 @@ def peers_node():
             lines.append("")  # a table ends at a blank line
         lines.append(t if t.startswith("|") or not t else t + "  ")
         prev = t
-    lines += ["", "Rows (see bench/peers/peers.js): (g) 32 producers, each enqueueing one job a commit. `runtime ÷ side` "
-              "is how much faster the runtime was than that side (time of the side's run ÷ the runtime's, median of "
-              "the rounds and range). pgmq's `send` is a message queue's enqueue (no scheduling, keys or dependencies "
+    lines += ["", "Each row's label says what it runs (bench/peers/peers.js). `runtime ÷ side` is how much faster the "
+              "runtime was than that side (time of the side's run ÷ the runtime's, median of the rounds and range). "
+              "pgmq's `send`, where it is a side, is a message queue's enqueue (no scheduling, keys or dependencies "
               "behind it).", ""]
     return lines, path
 
