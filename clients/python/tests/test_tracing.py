@@ -128,6 +128,21 @@ def test_a_task_without_a_trace_context_is_a_root_linked_to_its_claim(admin, dsn
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_a_context_written_in_sql_is_continued(admin, dsn, queue, spans, kind):
+    """docs/tracing.md: a producer in SQL, or in another runtime, writes the W3C traceparent under the key."""
+    trace_id, span_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    payload = {"to": "a@example.com", KEY: {"traceparent": f"00-{trace_id}-{span_id}-01"}}
+    admin.execute("SELECT concurrency.enqueue(%s, %s::jsonb)", (queue, json.dumps(payload)))
+    seen = []
+    drain(kind, dsn, queue, lambda task: seen.append(task.payload))
+    handle = span_named(spans, T["handle_span"].format(queue=queue))
+    assert seen == [{"to": "a@example.com"}]
+    assert format(handle.context.trace_id, "032x") == trace_id
+    assert format(handle.parent.span_id, "016x") == span_id and handle.parent.is_remote
+    assert not handle.links
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_failing_handler_is_an_error_of_its_span(admin, dsn, queue, spans, kind):
     with tracer().start_as_current_span("request"):
         task_id = enqueue_in(kind, dsn, queue, {"n": 1})
