@@ -19,7 +19,7 @@ from .workflow import TaskSuspended
 __all__ = ["Worker", "Task", "QueueError", "LeaseLostError", "enqueue", "enqueue_batch", "enqueue_graph", "parent_results",
            "schedule", "unschedule", "await_task", "emit_event", "TaskEnd", "TaskSuspended",
            "AsyncWorker"]
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 
 def __getattr__(name):
