@@ -32,7 +32,7 @@ func enqueueRun(ctx context.Context, setup *pgxpool.Pool, side string, jobs int,
 			return result{}, err
 		}
 	}
-	done := measure()
+	done := measure(ctx, pool)
 	if bulk {
 		err = enqueueBulk(ctx, pool, client, side, jobs)
 	} else {

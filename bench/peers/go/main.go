@@ -132,7 +132,10 @@ type result struct {
 	ClientCPUms float64 `json:"client_cpu_ms"`
 	// RestCPUms is the CPU time of the rest of the machine over the run.
 	RestCPUms float64 `json:"rest_of_machine_cpu_ms"`
-	OK        bool    `json:"exactly_once"`
+	// WriteTransactions is the transactions that took an id over the run
+	// (whoever ran them: the side's, and any other client's then).
+	WriteTransactions int64 `json:"write_transactions"`
+	OK                bool  `json:"exactly_once"`
 }
 
 func main() {
@@ -175,8 +178,8 @@ func main() {
 	env := environment(ctx, pool)
 	fmt.Printf("%s\n%d jobs per run, each run a process of its own after %d jobs untimed; %d rounds per row, the order alternating\n\n",
 		env["summary"], *jobs, *warmup, *rounds)
-	fmt.Println("| row | side | median s | jobs/s (range) | exactly once | side s ÷ runtime s (range) | client CPU ms/job | rest of the machine ms/job |")
-	fmt.Println("|---|---|---:|---:|---|---:|---:|---:|")
+	fmt.Println("| row | side | median s | jobs/s (range) | exactly once | side s ÷ runtime s (range) | client CPU ms/job | rest of the machine ms/job | write transactions/job |")
+	fmt.Println("|---|---|---:|---:|---|---:|---:|---:|---:|")
 	report := map[string]any{"environment": env, "jobs": *jobs, "warmup": *warmup, "rounds": *rounds}
 	var table []map[string]any
 	flip := false
@@ -219,20 +222,21 @@ func main() {
 				ratios[i] = runs[i].Seconds / got["runtime"][i].Seconds
 			}
 			med := median(secs)
-			var cpu, rest float64
+			var cpu, rest, writes float64
 			for _, r := range runs {
 				if r.Seconds == med {
 					cpu = r.ClientCPUms / float64(r.Jobs)
 					rest = r.RestCPUms / float64(r.Jobs)
+					writes = float64(r.WriteTransactions) / float64(r.Jobs)
 				}
 			}
 			ratio := ""
 			if side != "runtime" {
 				ratio = fmt.Sprintf("%.2f× (%.2f–%.2f)", median(ratios), minOf(ratios), maxOf(ratios))
 			}
-			fmt.Printf("| %s | %s | %.3f | %d (%d–%d) | %v | %s | %.3f | %.3f |\n", spec.label, side, med,
+			fmt.Printf("| %s | %s | %.3f | %d (%d–%d) | %v | %s | %.3f | %.3f | %.3f |\n", spec.label, side, med,
 				int(float64(*jobs)/med), int(float64(*jobs)/maxOf(secs)), int(float64(*jobs)/minOf(secs)),
-				map[bool]string{true: "yes", false: "NO"}[ok], ratio, cpu, rest)
+				map[bool]string{true: "yes", false: "NO"}[ok], ratio, cpu, rest, writes)
 			entry := map[string]any{"row": row, "label": spec.label, "side": side, "runs": runs,
 				"median_seconds": med, "median_jobs_per_second": float64(*jobs) / med, "exactly_once": ok}
 			if side != "runtime" {
@@ -242,7 +246,7 @@ func main() {
 			table = append(table, entry)
 		}
 		if spec.noPeer != "" {
-			fmt.Printf("| %s | river | — | — | — | %s | | |\n", spec.label, spec.noPeer)
+			fmt.Printf("| %s | river | — | — | — | %s | | | |\n", spec.label, spec.noPeer)
 			table = append(table, map[string]any{"row": row, "label": spec.label, "side": "river", "no_equivalent": spec.noPeer})
 		}
 	}

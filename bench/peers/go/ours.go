@@ -131,7 +131,7 @@ func runtimeDrain(ctx context.Context, spec rowSpec, jobs int, raw bool) (result
 		}, concurrency.WithConcurrency(workers))
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	done := measure()
+	done := measure(ctx, setupPool)
 	errc := make(chan error, 1)
 	go func() { errc <- w.Run(runCtx) }()
 	select {
@@ -151,9 +151,9 @@ func runtimeDrain(ctx context.Context, spec rowSpec, jobs int, raw bool) (result
 }
 
 // untilDone runs loop in workers goroutines and times them.
-func untilDone(workers int, loop func() error) (result, error) {
+func untilDone(ctx context.Context, pool *pgxpool.Pool, workers int, loop func() error) (result, error) {
 	errc := make(chan error, workers)
-	done := measure()
+	done := measure(ctx, pool)
 	for range workers {
 		go func() { errc <- loop() }()
 	}
@@ -185,7 +185,7 @@ func rawDrain(ctx context.Context, pool, setup *pgxpool.Pool, workers, batch, jo
 		return ids[0], tokens[0]
 	}
 	var handled atomic.Int64
-	r, err := untilDone(workers, func() error {
+	r, err := untilDone(ctx, setup, workers, func() error {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
 			return err

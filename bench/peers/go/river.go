@@ -80,7 +80,7 @@ func riverDrain(ctx context.Context, setup *pgxpool.Pool, workers, jobs int, tx 
 	events, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{ChanSize: jobs + 100,
 		Kinds: []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed}})
 	defer unsubscribe()
-	done := measure()
+	done := measure(ctx, pool)
 	if err := client.Start(ctx); err != nil {
 		return result{}, err
 	}

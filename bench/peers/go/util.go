@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -95,14 +96,29 @@ func machineMillis() float64 {
 	return sum * 10
 }
 
-// measure returns a function that fills in a run's times since measure was called.
-func measure() func(*result) {
+// measure returns a function that fills in a run's times since measure was
+// called, and the transactions that wrote (took a transaction id) meanwhile:
+// with durable commits each is a WAL flush, shared by the commits that group
+// with it.
+func measure(ctx context.Context, pool *pgxpool.Pool) func(*result) {
+	x0 := nextXid(ctx, pool)
 	cpu0, m0, t0 := cpuMillis(), machineMillis(), time.Now()
 	return func(r *result) {
 		r.Seconds = time.Since(t0).Seconds()
 		r.ClientCPUms = cpuMillis() - cpu0
 		r.RestCPUms = machineMillis() - m0 - r.ClientCPUms
+		r.WriteTransactions = nextXid(ctx, pool) - x0
 	}
+}
+
+// nextXid is the transaction id the server assigns next (reading it assigns
+// none).
+func nextXid(ctx context.Context, pool *pgxpool.Pool) int64 {
+	var x int64
+	if err := pool.QueryRow(ctx, "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").Scan(&x); err != nil {
+		log.Fatal(err)
+	}
+	return x
 }
 
 func cpuMillis() float64 {
