@@ -9,6 +9,12 @@
 //	(d) enqueue one by one: JOBS enqueues, each its own transaction
 //	(e) enqueue in bulk: 1,000 jobs per call, each call its own transaction
 //	(f) keyed: one at a time per key, 100 keys (job i has key i % 100), 8 workers
+//	(g) enqueue-to-start latency with an idle worker: SAMPLES jobs, one at a
+//	    time, each enqueued in a transaction of its own 5 ms after the last
+//	    one started; the time from the enqueueing call to its handler's start.
+//	    The runtime enqueues on a pool of its own, river with a client of its
+//	    own (an application's producer), river-one-client with the worker's
+//	    client, whose fetcher River tells in the process
 //
 // Every side of a row runs ROUNDS times, the order alternating from round to
 // round, each run a process of its own (this binary with -run) that first
@@ -100,8 +106,10 @@ type rowSpec struct {
 	// keyed: the jobs carry a concurrency key, at most one of a key at a time
 	keyed bool
 	// bulk: the enqueue row inserts chunk jobs per call
-	bulk  bool
-	sides []string
+	bulk bool
+	// latency: the row times enqueue-to-start with an idle worker
+	latency bool
+	sides   []string
 	// noPeer says why River has no side in the row
 	noPeer string
 }
@@ -119,6 +127,8 @@ var rows = map[string]rowSpec{
 			"concurrency limits are not open source); its unique jobs keep a second job of a key out while one " +
 			"waits or runs (a deduplication, not a limit), and a queue per key is a poller per key that limits " +
 			"one client only"},
+	"g": {label: "(g) enqueue-to-start, idle worker", latency: true,
+		sides: []string{"runtime", "river", "river-one-client"}},
 }
 
 // result is one timed run.
@@ -136,13 +146,17 @@ type result struct {
 	// (whoever ran them: the side's, and any other client's then).
 	WriteTransactions int64 `json:"write_transactions"`
 	OK                bool  `json:"exactly_once"`
+	// P50ms and P99ms: row (g)'s enqueue-to-start latencies
+	P50ms float64 `json:"p50_ms,omitempty"`
+	P99ms float64 `json:"p99_ms,omitempty"`
 }
 
 func main() {
 	jobs := flag.Int("jobs", 5000, "jobs per run")
 	warmup := flag.Int("warmup", 1000, "jobs each run handles first, untimed")
 	rounds := flag.Int("rounds", 3, "rounds per row")
-	rowList := flag.String("rows", "a b c d e f", "rows to run")
+	rowList := flag.String("rows", "a b c d e f g", "rows to run")
+	samples := flag.Int("samples", 200, "row (g): jobs timed per run")
 	out := flag.String("out", "", "write the results as JSON to this file")
 	runRow := flag.String("run", "", "internal: run one row ...")
 	runSide := flag.String("side", "", "internal: ... by one side, print its result as JSON")
@@ -165,7 +179,13 @@ func main() {
 			}
 			defer pprof.StopCPUProfile()
 		}
-		r, err := runOne(ctx, pool, *runRow, *runSide, *jobs, *warmup)
+		var r result
+		if rows[*runRow].latency {
+			r, err = latencyRun(ctx, *runSide, *samples)
+			r.Row, r.Side, r.Jobs = *runRow, *runSide, *samples
+		} else {
+			r, err = runOne(ctx, pool, *runRow, *runSide, *jobs, *warmup)
+		}
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -182,10 +202,11 @@ func main() {
 	fmt.Println("|---|---|---:|---:|---|---:|---:|---:|---:|")
 	report := map[string]any{"environment": env, "jobs": *jobs, "warmup": *warmup, "rounds": *rounds}
 	var table []map[string]any
+	var latencyLines []string
 	flip := false
 	for _, row := range strings.Fields(*rowList) {
 		if _, ok := rows[row]; !ok {
-			log.Fatalf("no row %q (rows: a b c d e f)", row)
+			log.Fatalf("no row %q (rows: a b c d e f g)", row)
 		}
 	}
 	for _, row := range strings.Fields(*rowList) {
@@ -201,7 +222,7 @@ func main() {
 			}
 			flip = !flip
 			for _, side := range order {
-				r, err := child(row, side, *jobs, *warmup)
+				r, err := child(row, side, *jobs, *warmup, *samples)
 				if err != nil {
 					log.Fatal(err)
 				}
@@ -211,6 +232,18 @@ func main() {
 		}
 		for _, side := range sides {
 			runs := got[side]
+			if spec.latency {
+				p50s, p99s := make([]float64, len(runs)), make([]float64, len(runs))
+				ok := true
+				for i, r := range runs {
+					p50s[i], p99s[i], ok = r.P50ms, r.P99ms, ok && r.OK
+				}
+				latencyLines = append(latencyLines, fmt.Sprintf("| %s | %d × %d | %.2f (%.2f–%.2f) | %.2f (%.2f–%.2f) |",
+					side, len(runs), *samples, median(p50s), minOf(p50s), maxOf(p50s), median(p99s), minOf(p99s), maxOf(p99s)))
+				table = append(table, map[string]any{"row": row, "label": spec.label, "side": side, "runs": runs,
+					"median_p50_ms": median(p50s), "median_p99_ms": median(p99s), "samples": *samples, "ok": ok})
+				continue
+			}
 			secs := make([]float64, len(runs))
 			ok := true
 			for i, r := range runs {
@@ -249,6 +282,11 @@ func main() {
 			fmt.Printf("| %s | river | — | — | — | %s | | | |\n", spec.label, spec.noPeer)
 			table = append(table, map[string]any{"row": row, "label": spec.label, "side": "river", "no_equivalent": spec.noPeer})
 		}
+	}
+	if len(latencyLines) > 0 {
+		fmt.Println("\n| enqueue-to-start, idle worker | rounds × samples | p50 ms, median of rounds (range) | p99 ms (range) |")
+		fmt.Println("|---|---:|---:|---:|")
+		fmt.Println(strings.Join(latencyLines, "\n"))
 	}
 	report["rows"] = table
 	if b, err := os.ReadFile("/proc/loadavg"); err == nil {

@@ -11,7 +11,8 @@
 #   PEERS_JOBS     jobs per run (default 5000)
 #   PEERS_WARMUP   jobs each run handles first, untimed (default 1000)
 #   PEERS_ROUNDS   rounds per row, the order alternating (default 3)
-#   PEERS_ROWS     rows to run (default "a b c d e f")
+#   PEERS_ROWS     rows to run (default "a b c d e f g")
+#   PEERS_SAMPLES  row (g): enqueue-to-start samples a run (default 200)
 # Writes docs/results/peers-go-<UTC time>.json (bench/report.py reports it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,5 +33,5 @@ mkdir -p "$root/docs/results"
 out=$root/docs/results/peers-go-$(date -u +%Y%m%dT%H%M%SZ).json
 echo "$(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start"
 "$bin" -jobs "${PEERS_JOBS:-5000}" -warmup "${PEERS_WARMUP:-1000}" -rounds "${PEERS_ROUNDS:-3}" \
-  -rows "${PEERS_ROWS:-a b c d e f}" -out "$out"
+  -rows "${PEERS_ROWS:-a b c d e f g}" -samples "${PEERS_SAMPLES:-200}" -out "$out"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end"

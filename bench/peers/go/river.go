@@ -39,6 +39,8 @@ func (w *peerWorker) Work(ctx context.Context, job *river.Job[peerArgs]) error {
 	})
 }
 
+func riverDriver(pool *pgxpool.Pool) *riverpgxv5.Driver { return riverpgxv5.New(pool) }
+
 func riverClient(pool *pgxpool.Pool, workers int, tx bool) (*river.Client[pgxTx], error) {
 	ws := river.NewWorkers()
 	river.AddWorker(ws, &peerWorker{pool: pool, tx: tx})

@@ -68,8 +68,9 @@ func setup(ctx context.Context, pool *pgxpool.Pool) error {
 }
 
 // child runs one row by one side in a process of its own.
-func child(row, side string, jobs, warmup int) (result, error) {
-	cmd := exec.Command(os.Args[0], "-run", row, "-side", side, "-jobs", fmt.Sprint(jobs), "-warmup", fmt.Sprint(warmup))
+func child(row, side string, jobs, warmup, samples int) (result, error) {
+	cmd := exec.Command(os.Args[0], "-run", row, "-side", side, "-jobs", fmt.Sprint(jobs), "-warmup", fmt.Sprint(warmup),
+		"-samples", fmt.Sprint(samples))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
