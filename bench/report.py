@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import re
+import statistics
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
@@ -455,8 +456,31 @@ def peers_node():
     return lines, path
 
 
-RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go, "workflows": workflows,
-             "claim_after_burst": claim_after_burst, "release": release, "citus": citus}
+def latency_python(path):
+    d = json.load(open(path))
+    name = os.path.basename(path)
+    lines = [
+        "## The Python runtime's enqueue-to-start latency",
+        "",
+        f"`{d['command']}` — result file [{name}](results/{name}); {d['server']}, {d['settings']}, psycopg "
+        f"{d['psycopg']}; load at the end: {d['load_after']}. One slot, idle and waiting; {d['samples']} jobs a "
+        "round, each enqueued with `enqueue` (autocommit) 5 ms after the last one started; a sample is the time "
+        "from that call to the handler's start. The Node.js runtime's figure is in its peers' latency table, the "
+        "Go runtime's in row (g) against River.",
+        "",
+        "| worker | rounds × samples | p50 ms, median of rounds (range) | p99 ms, median of rounds | goal (p50) |",
+        "|---|---|---|---|---|",
+    ]
+    for side, r in d["sides"].items():
+        p50 = statistics.median(r["p50_ms"])
+        lines.append(f"| `{side}` | {d['rounds']} × {d['samples']} | {p50:.2f} ({min(r['p50_ms']):.2f}–"
+                     f"{max(r['p50_ms']):.2f}) | {statistics.median(r['p99_ms']):.2f} | "
+                     f"{met(p50, 2, at_least=False)} |")
+    return lines + [""]
+
+
+RENDERERS = {"durable": durable, "hot_row": hot_row, "peers-go": peers_go, "latency-python": latency_python,
+             "workflows": workflows, "claim_after_burst": claim_after_burst, "release": release, "citus": citus}
 
 
 def main():

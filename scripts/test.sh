@@ -47,8 +47,9 @@ passed=0 failed=0        # everything
 vpassed=0 vfailed=0      # the current version
 count() { # passed failed name
   passed=$((passed + $1)); failed=$((failed + $2)); vpassed=$((vpassed + $1)); vfailed=$((vfailed + $2))
-  echo "== $3: $1 passed, $2 failed"
+  echo "== $3: $1 passed, $2 failed ($(elapsed) since the start)"
 }
+elapsed() { printf '%dm%02ds' $((SECONDS / 60)) $((SECONDS % 60)); }
 # Adds the closing "N passed, M failed" line of a suite's log; a log without
 # one (the suite died) counts as one failure and shows its tail.
 count_summary() { # name log
