@@ -1,12 +1,14 @@
 package concurrency
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // The conformance scenarios of clients/conformance/scenarios.json, run
@@ -30,15 +36,18 @@ type conformanceSpec struct {
 		State       string   `json:"state"`
 	} `json:"sql"`
 	Scenarios []conformanceScenario `json:"scenarios"`
+	Tracing   conformanceTracing    `json:"tracing"`
+}
+
+type conformanceQueue struct {
+	Lease       string `json:"lease"`
+	MaxAttempts int32  `json:"max_attempts"`
 }
 
 type conformanceScenario struct {
-	Name  string `json:"name"`
-	About string `json:"about"`
-	Queue struct {
-		Lease       string `json:"lease"`
-		MaxAttempts int32  `json:"max_attempts"`
-	} `json:"queue"`
+	Name   string           `json:"name"`
+	About  string           `json:"about"`
+	Queue  conformanceQueue `json:"queue"`
 	Worker struct {
 		Concurrency int `json:"concurrency"`
 		Batch       int `json:"batch"`
@@ -163,7 +172,19 @@ func (r *conformanceRun) batch(ctx context.Context, tx pgx.Tx, tasks []*Task) er
 	return nil
 }
 
-func TestConformance(t *testing.T) {
+// conformanceTracing is the tracing scenario (see its "about").
+type conformanceTracing struct {
+	Queue            conformanceQueue  `json:"queue"`
+	Context          map[string]string `json:"context"`
+	Payload          json.RawMessage   `json:"payload"`
+	Stored           json.RawMessage   `json:"stored"`
+	OtherEnqueueSpan string            `json:"other_enqueue_span"`
+	Read             string            `json:"read"`
+	Enqueue          string            `json:"enqueue"`
+}
+
+func readConformanceSpec(t *testing.T) *conformanceSpec {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "conformance", "scenarios.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -172,12 +193,17 @@ func TestConformance(t *testing.T) {
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		t.Fatal(err)
 	}
+	return &spec
+}
+
+func TestConformance(t *testing.T) {
+	spec := readConformanceSpec(t)
 	pool := testPool(t, 12)
 	for _, sql := range spec.SQL.Setup {
 		mustExec(t, pool, sql)
 	}
 	for _, sc := range spec.Scenarios {
-		t.Run(sc.Name, func(t *testing.T) { runConformance(t, &spec, pool, sc) })
+		t.Run(sc.Name, func(t *testing.T) { runConformance(t, spec, pool, sc) })
 	}
 }
 
@@ -259,4 +285,117 @@ func runConformance(t *testing.T, spec *conformanceSpec, pool *pgxpool.Pool, sc 
 			t.Errorf("unexpected error: %v", err)
 		}
 	}
+}
+
+// spanText is a span context for a test's message.
+func spanText(sc trace.SpanContext) string {
+	return fmt.Sprintf("{trace %s span %s remote %v state %q}", sc.TraceID(), sc.SpanID(), sc.IsRemote(), sc.TraceState().String())
+}
+
+// The tracing scenario: this runtime writes the one trace context of the
+// scenario, and continues it.
+func TestConformanceTracing(t *testing.T) {
+	spec := readConformanceSpec(t)
+	tr := &spec.Tracing
+	pool := testPool(t, 4)
+	exporter, _ := installTracing(t)
+	ctx := context.Background()
+	parts := strings.Split(tr.Context["traceparent"], "-")
+	traceID, contextSpan := parts[1], parts[2]
+	// the stored payload, its enqueue span's id span (decoded, to compare)
+	storedWith := func(span string) any {
+		var v any
+		if err := json.Unmarshal(bytes.ReplaceAll(tr.Stored, []byte("{enqueue_span}"), []byte(span)), &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	only := func(pattern, queue string) tracetest.SpanStub {
+		t.Helper()
+		spans := spansNamed(exporter, spanName(pattern, queue))
+		if len(spans) != 1 {
+			t.Fatalf("%d spans %s", len(spans), spanName(pattern, queue))
+		}
+		return spans[0]
+	}
+
+	t.Run("an enqueue inside a span stores the trace context every runtime reads", func(t *testing.T) {
+		queue := "conformance_tracing_produce"
+		mustExec(t, pool, spec.SQL.CreateQueue, queue, tr.Queue.Lease, tr.Queue.MaxAttempts)
+		caller := otel.GetTextMapPropagator().Extract(ctx, propagation.MapCarrier(tr.Context))
+		if _, err := Enqueue(caller, pool, queue, tr.Payload); err != nil {
+			t.Fatal(err)
+		}
+		span := only(traceEnqueueSpan, queue)
+		if span.SpanContext.TraceID().String() != traceID || span.Parent.SpanID().String() != contextSpan {
+			t.Fatalf("the enqueue span %s, its parent %s: not the caller's span's child", spanText(span.SpanContext), spanText(span.Parent))
+		}
+		var stored []any
+		rows, err := pool.Query(ctx, tr.Read, queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var v any
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			stored = append(stored, v)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if want := []any{storedWith(span.SpanContext.SpanID().String())}; !reflect.DeepEqual(stored, want) {
+			t.Fatalf("stored %v, not %v", stored, want)
+		}
+	})
+
+	t.Run("a task another runtime enqueued inside a span is handled in a span continuing it", func(t *testing.T) {
+		queue := "conformance_tracing_handle"
+		mustExec(t, pool, spec.SQL.CreateQueue, queue, tr.Queue.Lease, tr.Queue.MaxAttempts)
+		task, err := json.Marshal(storedWith(tr.OtherEnqueueSpan))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, pool, tr.Enqueue, queue, string(task))
+		var handled seen
+		var errs []error
+		var mu sync.Mutex
+		w := NewWorker(pool, WorkerConfig{Wait: time.Second,
+			OnError: func(task *Task, err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }})
+		w.Handle(queue, func(ctx context.Context, task *Task) error {
+			handled.record(ctx, task)
+			return nil
+		})
+		runUntilSpan(t, w, exporter, spanName(traceHandleSpan, queue))
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) != 0 {
+			t.Fatalf("the worker reported %v", errs)
+		}
+		handle := only(traceHandleSpan, queue)
+		if handle.SpanContext.TraceID().String() != traceID || handle.Parent.SpanID().String() != tr.OtherEnqueueSpan ||
+			!handle.Parent.IsRemote() || handle.SpanContext.TraceState().String() != tr.Context["tracestate"] {
+			t.Fatalf("the handle span %s, its parent %s: not continuing the trace context %v",
+				spanText(handle.SpanContext), spanText(handle.Parent), tr.Context)
+		}
+		var want, got any
+		if err := json.Unmarshal(tr.Payload, &want); err != nil {
+			t.Fatal(err)
+		}
+		for id, payload := range handled.payloads {
+			if err := json.Unmarshal([]byte(payload), &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) || len(handled.payloads) != 1 {
+				t.Fatalf("the handler got %s (of %d tasks), not the payload %s", payload, len(handled.payloads), tr.Payload)
+			}
+			if handled.spans[id].SpanID() != handle.SpanContext.SpanID() {
+				t.Fatalf("the handler ran in span %s, not the handle span %s", spanText(handled.spans[id]), spanText(handle.SpanContext))
+			}
+		}
+		if got == nil {
+			t.Fatal("the handler did not run")
+		}
+	})
 }

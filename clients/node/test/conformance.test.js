@@ -3,9 +3,20 @@
 // through this package's public API (see clients/conformance/README.md).
 const { test, before } = require('node:test');
 const assert = require('node:assert/strict');
+const api = require('@opentelemetry/api');
+const { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } = require('@opentelemetry/sdk-trace-base');
+const { AsyncLocalStorageContextManager } = require('@opentelemetry/context-async-hooks');
+const { W3CTraceContextPropagator } = require('@opentelemetry/core');
 const { Worker, enqueue, emitEvent } = require('..');
+const { protocol } = require('../lib/statements');
 const { until, workerPool } = require('./helpers');
 const spec = require('../../conformance/scenarios.json');
+
+// the tracing scenario's SDK: spans kept in memory, the W3C propagator
+const exporter = new InMemorySpanExporter();
+api.trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+api.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+api.propagation.setGlobalPropagator(new W3CTraceContextPropagator());
 
 const { db, collect } = workerPool({ max: 12 });
 const SQL = spec.sql;
@@ -103,3 +114,56 @@ for (const scenario of spec.scenarios) {
     assert.deepEqual(seen.errors, []);
   });
 }
+
+// The tracing scenario (scenarios.json "tracing"): this runtime writes the
+// one trace context of the scenario, and continues it.
+const TR = spec.tracing;
+const [, traceId, contextSpan] = TR.context.traceparent.split('-');
+const storedWith = (enqueueSpan) => JSON.parse(JSON.stringify(TR.stored).replace('{enqueue_span}', enqueueSpan));
+const finished = (template, queue) => {
+  const name = template.replace('{queue}', queue);
+  return exporter.getFinishedSpans().filter((s) => s.name === name);
+};
+
+test('conformance: tracing: an enqueue inside a span stores the trace context every runtime reads', async () => {
+  const queue = 'conformance_tracing_produce';
+  await db.query(SQL.create_queue, [queue, TR.queue.lease, TR.queue.max_attempts]);
+  const caller = api.propagation.extract(api.ROOT_CONTEXT, TR.context);
+  await api.context.with(caller, () => enqueue(db, queue, TR.payload));
+  const spans = finished(protocol.tracing.enqueue_span, queue);
+  assert.equal(spans.length, 1, 'one enqueue span');
+  const span = spans[0];
+  assert.equal(span.spanContext().traceId, traceId);
+  assert.equal(span.parentSpanContext?.spanId, contextSpan, "the enqueue span is the caller's span's child");
+  const { rows } = await db.query(TR.read, [queue]);
+  assert.deepEqual(rows.map((r) => r.payload), [storedWith(span.spanContext().spanId)]);
+});
+
+test('conformance: tracing: a task another runtime enqueued inside a span is handled in a span continuing it', async () => {
+  const queue = 'conformance_tracing_handle';
+  await db.query(SQL.create_queue, [queue, TR.queue.lease, TR.queue.max_attempts]);
+  await db.query(TR.enqueue, [queue, JSON.stringify(storedWith(TR.other_enqueue_span))]);
+  const seen = [];
+  const worker = new Worker({
+    pool: db,
+    queue,
+    wait: 1000,
+    handler: async (task) => {
+      seen.push({ payload: task.payload, active: api.trace.getActiveSpan()?.spanContext().spanId });
+    },
+  });
+  const events = collect(worker);
+  await worker.start();
+  await until(() => finished(protocol.tracing.handle_span, queue).length > 0, 'the handle span');
+  await worker.stop();
+  assert.deepEqual(events.errors, []);
+  const handles = finished(protocol.tracing.handle_span, queue);
+  assert.equal(handles.length, 1, 'one handle span');
+  const handle = handles[0];
+  assert.deepEqual(seen.map((s) => s.payload), [TR.payload], 'the handler gets the payload without the trace context');
+  assert.equal(seen[0].active, handle.spanContext().spanId, 'the handler runs in the handle span');
+  assert.equal(handle.spanContext().traceId, traceId, 'the same trace');
+  assert.equal(handle.parentSpanContext?.spanId, TR.other_enqueue_span, "the handle span's parent is the enqueue span");
+  assert.equal(handle.parentSpanContext?.isRemote, true);
+  assert.equal(handle.spanContext().traceState?.serialize(), TR.context.tracestate);
+});

@@ -5,6 +5,7 @@ The server is the one the PG* environment variables name (run-tests.sh
 starts a throw-away cluster); CE_PGBOUNCER is a conninfo through PgBouncer
 in transaction mode to the same database, when there is one.
 """
+import asyncio
 import os
 import re
 import threading
@@ -12,6 +13,8 @@ import time
 
 import psycopg
 import pytest
+
+from concurrency_ext import Worker, aio, enqueue
 
 DB = os.environ.get("CE_TEST_DATABASE", "concurrency_ext_pytest")
 
@@ -61,6 +64,52 @@ def record(task, conn, worker=None):
     """What the handlers of the tests do: one row per completed run."""
     conn.execute(f"INSERT INTO {results_table(task.queue)} VALUES (%s, %s, %s, %s)",
                  (task.id, task.attempt, psycopg.types.json.Jsonb(task.payload), worker))
+
+
+_SPANS = []
+
+
+def span_exporter():
+    """The in-memory exporter of the OpenTelemetry SDK's tracer provider, made the global one at the first call
+    (a process has one global provider: the tests of every file that records spans share it)."""
+    if not _SPANS:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        _SPANS.append(exporter)
+    return _SPANS[0]
+
+
+def drain(kind, dsn, queue, handler, **options):
+    """Runs a worker of kind ("sync": Worker, "async": AsyncWorker) until the queue is empty; handler(task) is
+    called in the handler with the task it got."""
+    if kind == "sync":
+        Worker(dsn, queue, lambda task, conn: handler(task), **options).run(drain=True)
+    else:
+        async def ahandler(task, conn):
+            await asyncio.sleep(0)  # the span stays current across an await
+            return handler(task)
+
+        asyncio.run(aio.AsyncWorker(dsn, queue, ahandler, **options).run(drain=True))
+
+
+def enqueue_in(kind, dsn, queue, payload):
+    """enqueue (kind "sync") or aio.enqueue (kind "async") on a connection of its own."""
+    if kind == "sync":
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            return enqueue(conn, queue, payload)
+
+    async def main():
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+            return await aio.enqueue(conn, queue, payload)
+
+    return asyncio.run(main())
 
 
 def wait_until(predicate, what, timeout=60.0):

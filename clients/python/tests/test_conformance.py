@@ -4,15 +4,18 @@ import asyncio
 import json
 import os
 import re
+import shutil
+import subprocess
 import threading
 
 import psycopg
 import pytest
+from opentelemetry import context as otel_context, propagate, trace
 from psycopg.types.json import Jsonb
 
-from concurrency_ext import LeaseLostError, Worker, emit_event, enqueue
+from concurrency_ext import LeaseLostError, Worker, _protocol, emit_event, enqueue
 from concurrency_ext import aio
-from conftest import DB, admin_connect, wait_until
+from conftest import DB, admin_connect, drain, enqueue_in, span_exporter, wait_until
 
 SPEC_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "conformance", "scenarios.json")
 with open(SPEC_PATH, encoding="utf-8") as f:
@@ -169,3 +172,126 @@ def test_conformance(scenario, flavour, admin, dsn):
     _expect(admin, scenario, queue)
     # on_error is told the handlers' errors and the lost leases; nothing else went wrong
     assert all(isinstance(e, LeaseLostError) or str(e).startswith("boom at attempt") for e in errors), errors
+
+
+# The tracing scenario (scenarios.json "tracing"): this runtime writes the one trace context of the scenario, and
+# continues it; and, with the Node.js runtime, a task enqueued by one is continued by the other.
+TRACING = SPEC["tracing"]
+_, TRACE_ID, CONTEXT_SPAN, _ = TRACING["context"]["traceparent"].split("-")
+NAMES = _protocol.TRACING
+
+
+def _stored_with(enqueue_span):
+    """The scenario's stored payload, its enqueue span's id enqueue_span."""
+    return json.loads(json.dumps(TRACING["stored"]).replace("{enqueue_span}", enqueue_span))
+
+
+def _finished(name, queue):
+    name = NAMES[name].format(queue=queue)
+    return [s for s in span_exporter().get_finished_spans() if s.name == name]
+
+
+def _tracing_queue(admin, queue):
+    """The queue of a tracing test, created with the SDK installed (its spans recorded from here on)."""
+    span_exporter()
+    admin.execute(SQL["create_queue"], _args(queue, TRACING["queue"]["lease"], TRACING["queue"]["max_attempts"]))
+
+
+def _hex(span_id):
+    return format(span_id, "016x")
+
+
+def _enqueue_in_context(flavour, dsn, queue, payload):
+    """enqueue (or aio.enqueue) of payload inside the scenario's context."""
+    token = otel_context.attach(propagate.extract(TRACING["context"]))
+    try:
+        return enqueue_in(flavour, dsn, queue, payload)
+    finally:
+        otel_context.detach(token)
+
+
+def _handle_all(flavour, dsn, queue):
+    """Works off the queue with a Worker (or AsyncWorker); returns what each handler saw (its payload, the id of
+    its current span) and the errors the worker reported."""
+    seen, errors = [], []
+
+    def record(task):
+        seen.append((task.payload, trace.get_current_span().get_span_context().span_id))
+
+    drain(flavour, dsn, queue, record, wait=1.0, on_error=lambda error, task: errors.append(error))
+    return seen, errors
+
+
+def _assert_continued(handle, parent_span):
+    assert format(handle.context.trace_id, "032x") == TRACE_ID, "the same trace"
+    assert _hex(handle.parent.span_id) == parent_span, "the handle span's parent is the enqueue span"
+    assert handle.parent.is_remote
+    assert handle.context.trace_state.to_header() == TRACING["context"]["tracestate"]
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_conformance_tracing_enqueue(flavour, admin, dsn):
+    """An enqueue inside a span stores the trace context every runtime reads."""
+    queue = f"conformance_tracing_produce_{flavour}"
+    _tracing_queue(admin, queue)
+    _enqueue_in_context(flavour, dsn, queue, TRACING["payload"])
+    spans = _finished("enqueue_span", queue)
+    assert len(spans) == 1, "one enqueue span"
+    assert format(spans[0].context.trace_id, "032x") == TRACE_ID
+    assert _hex(spans[0].parent.span_id) == CONTEXT_SPAN, "the enqueue span is the caller's span's child"
+    stored = [row[0] for row in admin.execute(_sql(TRACING["read"]), _args(queue))]
+    assert stored == [_stored_with(_hex(spans[0].context.span_id))]
+
+
+@pytest.mark.parametrize("flavour", ["sync", "async"])
+def test_conformance_tracing_handle(flavour, admin, dsn):
+    """A task another runtime enqueued inside a span is handled in a span continuing it."""
+    queue = f"conformance_tracing_handle_{flavour}"
+    _tracing_queue(admin, queue)
+    admin.execute(_sql(TRACING["enqueue"]), _args(queue, Jsonb(_stored_with(TRACING["other_enqueue_span"]))))
+    seen, errors = _handle_all(flavour, dsn, queue)
+    assert errors == []
+    handles = _finished("handle_span", queue)
+    assert len(handles) == 1, "one handle span"
+    _assert_continued(handles[0], TRACING["other_enqueue_span"])
+    assert seen == [(TRACING["payload"], handles[0].context.span_id)], \
+        "the handler gets the payload without the trace context, in the handle span"
+
+
+NODE_PEER = os.path.join(os.path.dirname(SPEC_PATH), "..", "node", "test", "fixtures", "trace-peer.js")
+
+
+def _node(*args):
+    """Runs the Node.js runtime's side of a tracing test (trace-peer.js) on this test's database; its output."""
+    if shutil.which("node") is None or not os.path.isdir(os.path.join(
+            os.path.dirname(NODE_PEER), "..", "..", "node_modules", "@opentelemetry", "sdk-trace-base")):
+        pytest.skip("the Node.js runtime with its test dependencies (clients/node/test/run.sh installs them)")
+    out = subprocess.run(["node", NODE_PEER, *args], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PGDATABASE=DB))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_conformance_tracing_with_node(admin, dsn):
+    """A task the Node.js runtime enqueued inside a span is continued by this runtime's worker, and one enqueued
+    here by the Node.js runtime's worker."""
+    queue = "conformance_tracing_node_to_python"
+    _tracing_queue(admin, queue)
+    produced = _node("enqueue", queue, json.dumps(TRACING["context"]), json.dumps(TRACING["payload"]))
+    assert produced["enqueue"]["parentSpanId"] == CONTEXT_SPAN
+    seen, errors = _handle_all("sync", dsn, queue)
+    assert errors == []
+    handles = _finished("handle_span", queue)
+    assert len(handles) == 1, "one handle span"
+    _assert_continued(handles[0], produced["enqueue"]["spanId"])
+    assert seen == [(TRACING["payload"], handles[0].context.span_id)]
+
+    queue = "conformance_tracing_python_to_node"
+    _tracing_queue(admin, queue)
+    _enqueue_in_context("sync", dsn, queue, TRACING["payload"])
+    enqueue_span = _finished("enqueue_span", queue)[0]
+    handled = _node("handle", queue)
+    assert handled["payload"] == TRACING["payload"]
+    assert handled["handle"] == {"traceId": TRACE_ID, "parentSpanId": _hex(enqueue_span.context.span_id),
+                                 "remote": True, "traceState": TRACING["context"]["tracestate"],
+                                 "active": True}

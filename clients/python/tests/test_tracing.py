@@ -9,31 +9,26 @@ import sys
 import psycopg
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from concurrency_ext import Worker, _protocol, aio, enqueue, enqueue_batch, enqueue_graph
+from concurrency_ext import _protocol, aio, enqueue, enqueue_batch, enqueue_graph
+from conftest import drain, enqueue_in, span_exporter
 
 T = _protocol.TRACING
 KEY = T["payload_key"]
-EXPORTER = InMemorySpanExporter()
 
 
 @pytest.fixture(scope="module", autouse=True)
 def provider():
-    """The SDK as the global tracer provider (it can be set once in a process: the first one stays)."""
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        tracer_provider = TracerProvider()
-        tracer_provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-        trace.set_tracer_provider(tracer_provider)
+    """The SDK as the global tracer provider, for every test here (those that look at no span too)."""
+    span_exporter()
 
 
 @pytest.fixture
 def spans():
-    EXPORTER.clear()
-    yield EXPORTER
+    exporter = span_exporter()
+    exporter.clear()
+    yield exporter
 
 
 def tracer():
@@ -48,32 +43,6 @@ def span_named(exported, name):
 
 def stored_payload(admin, queue, task_id):
     return admin.execute(f'SELECT payload FROM concurrency."q_{queue}" WHERE id = %s', (task_id,)).fetchone()[0]
-
-
-def drain(kind, dsn, queue, handler, **options):
-    """Runs a worker of kind ("sync": Worker, "async": AsyncWorker) until the queue is empty; handler(task) is
-    called in the handler with the task it got."""
-    if kind == "sync":
-        Worker(dsn, queue, lambda task, conn: handler(task), **options).run(drain=True)
-    else:
-        async def ahandler(task, conn):
-            await asyncio.sleep(0)  # the span stays current across an await
-            return handler(task)
-
-        asyncio.run(aio.AsyncWorker(dsn, queue, ahandler, **options).run(drain=True))
-
-
-def enqueue_in(kind, dsn, queue, payload):
-    """enqueue (kind "sync") or aio.enqueue (kind "async") on a connection of its own."""
-    if kind == "sync":
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            return enqueue(conn, queue, payload)
-
-    async def main():
-        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-            return await aio.enqueue(conn, queue, payload)
-
-    return asyncio.run(main())
 
 
 KINDS = ["sync", "async"]
