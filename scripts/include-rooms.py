@@ -7,18 +7,13 @@ room A that includes ("#include "...", resolved beside the file, then from
 src/) a file of room B draws an arrow A -> B. Rooms that reach each other by
 arrows form a circle; every circle is listed with the include lines that draw
 its arrows, and the check fails. Includes that resolve to no file of src/
-(PostgreSQL's and the system's headers) are not arrows.
+(PostgreSQL's and the system's headers) are not arrows. No arrow is excepted:
+a room inside another (src/queue/time in src/queue) is a room of its own, and
+the outer room's files include it only where it includes nothing of theirs.
 
-scripts/include-rooms.known lists the arrows, one "A -> B" a line, that
-still close circles and are to go (the queue wing's hall, src/queue/, still
-includes its rooms): the check leaves them out, and fails on a listed arrow that
-no longer exists or no longer closes a circle, so that the list only
-shrinks.
-
-Usage: scripts/include-rooms.py [SRC_DIR [KNOWN]]   (default: src/ of this
-checkout and scripts/include-rooms.known; "-" for no known arrows)
+Usage: scripts/include-rooms.py [SRC_DIR]   (default: src/ of this checkout)
 Ends with "N passed, M failed": one check per room, failed when it is on a
-circle, and one per known arrow, failed when it is stale.
+circle.
 """
 import os
 import re
@@ -93,37 +88,13 @@ def circles(rooms, edges):
     return result
 
 
-def read_known(path):
-    known = []
-    if path == "-":
-        return known
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                a, _, b = line.partition("->")
-                known.append((a.strip(), b.strip()))
-    return known
-
-
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
+    if len(sys.argv) > 2:
+        sys.exit("usage: scripts/include-rooms.py [SRC_DIR]")
     src = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(here, "..", "src"))
-    known = read_known(sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "include-rooms.known"))
-    all_edges = arrows(src)
-    rooms = {room_of(p, src) for p in sources(src)} | {r for e in all_edges for r in e}
-    # a known arrow is stale where it is gone or on no circle of all the arrows
-    on_any = {r for c in circles(rooms, all_edges) for r in c}
-    stale = 0
-    for a, b in known:
-        same_circle = any(a in c and b in c for c in circles(rooms, all_edges))
-        if (a, b) not in all_edges or not same_circle:
-            print(f"FAIL known arrow {a} -> {b} closes no circle any more: take it out of include-rooms.known")
-            stale += 1
-        else:
-            first = all_edges[(a, b)][0]
-            print(f'known {a} -> {b} ({len(all_edges[(a, b)])} includes, e.g. {first[0]}:{first[1]})')
-    edges = {e: lines for e, lines in all_edges.items() if e not in set(known)}
+    edges = arrows(src)
+    rooms = {room_of(p, src) for p in sources(src)} | {r for e in edges for r in e}
     found = circles(rooms, edges)
     on_circle = set()
     for component in found:
@@ -136,9 +107,8 @@ def main():
                     print(f'    {a} -> {b}: {path}:{number} #include "{name}"')
     for r in sorted(rooms - on_circle):
         print(f"ok {r}")
-    passed = len(rooms - on_circle) + len(known) - stale
-    print(f"{passed} passed, {len(on_circle) + stale} failed")
-    return 1 if found or stale else 0
+    print(f"{len(rooms - on_circle)} passed, {len(on_circle)} failed")
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

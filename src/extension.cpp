@@ -7,8 +7,7 @@
 #include "citus/init.hpp"
 #include "diagnostics/init.hpp"
 #include "locks/init.hpp"
-#include "queue/distributed/distributed.hpp"
-#include "queue/init.hpp"
+#include "queue/init/init.hpp"
 #include "pg/datum.hpp"
 
 #ifndef CONCURRENCY_EXT_VERSION
@@ -26,10 +25,7 @@ PGDLLEXPORT void _PG_init(void);
 
 extern "C" void _PG_init(void) {
 	concurrency::locks::init();
-	concurrency::queue::init();
-	// the distributed queue registers its hooks into the queue's code (queue.hpp,
-	// permissions.hpp), which does not depend on it
-	concurrency::queue::distributed_init();
+	concurrency::queue::init(); // the wing's rooms, the distributed one last
 	concurrency::diagnostics::init();
 	concurrency::citus::init();
 	concurrency::bgworker::init(); // last: the rooms have added their tenants

@@ -137,6 +137,20 @@ class Distribution {
 	virtual bool route_tasks(Queue &whole, const int64 *ids, int n, std::optional<Queue> &shard,
 	                         const char *what, bool slots = true) = 0;
 
+	// An acknowledgement of tasks `ids` (`n` of them) of queue `whole`
+	// (`what`, the function's name: heartbeat, complete, fail, release,
+	// cancel and their batch forms; `free` as for decide_lease_slots): on a
+	// distributed queue, decide_lease_slots, then route_tasks, whose answer
+	// it returns. A local queue's call asks is_distributed and nothing else:
+	// false, `shard` left empty.
+	bool route_acknowledgement(Queue &whole, const int64 *ids, int n, bool free, const char *what,
+	                           std::optional<SlotsDecided> &decided, std::optional<Queue> &shard) {
+		if (!is_distributed(whole.info().relid))
+			return false;
+		decide_lease_slots(whole, ids, n, free, what, decided);
+		return route_tasks(whole, ids, n, shard, what);
+	}
+
 	// 0A000 for `what` on a worker node when the distributed queue has
 	// max_leased, or for a `claim` (dequeue) rate_limit: its lease slots and its
 	// rate slots are tables on the coordinator.

@@ -12,10 +12,7 @@
 #include "common/sql_text.hpp"
 #include "pg/relation.hpp"
 #include "queue/distribution.hpp"
-#include "queue/flow/rate.hpp"
 #include "queue/queue.hpp"
-#include "queue/time/notifier.hpp"
-#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -40,11 +37,6 @@ extern "C" {
 namespace concurrency::queue {
 
 namespace {
-
-// Piggy-backed purge: a chunk at most this often per backend and queue while
-// the chunks come back short, at once while they come back full.
-constexpr int32 purge_chunk = 500;
-constexpr TimestampTz purge_interval_us = 1'000'000;
 
 // The OID of index `role` of the queue's table (42704 when it is missing: the
 // table was changed by hand).
@@ -133,34 +125,6 @@ const QueueSql &Queue::sql() const {
 ShardPlacement Queue::placement() const {
 	return ShardPlacement{info_->shard_relname, info_->shard_key,   info_->shard_position,
 	                      info_->shard_group,   info_->key_relname, info_->key_rate_relname};
-}
-
-const KeySql &Queue::keys() const {
-	if (!keys_) {
-		if (on_shard()) {
-			if (info_->key_relname[0] == '\0')
-				throw Error(sqlstate::undefined_object,
-				            fmt::format("the key table of shard {} of queue \"{}\" is not on this node",
-				                        info_->shard_id, name()));
-			keys_.emplace(name(), sql(), placement());
-		} else
-			keys_.emplace(name());
-	}
-	return *keys_;
-}
-
-const KeyRateSql &Queue::key_rates() const {
-	if (!key_rates_) {
-		if (on_shard()) {
-			if (info_->key_rate_relname[0] == '\0')
-				throw Error(sqlstate::undefined_object,
-				            fmt::format("the key rate slots of shard {} of queue \"{}\" are not on this node",
-				                        info_->shard_id, name()));
-			key_rates_.emplace(name(), placement());
-		} else
-			key_rates_.emplace(name());
-	}
-	return *key_rates_;
 }
 
 uint64 Queue::execute(SPIPlanPtr plan, const Datum *values, const char *nulls) {
@@ -340,47 +304,6 @@ uint64 Queue::purge(TimestampTz now, int32 chunk, bool asked) {
 	static const Oid types[3] = {TIMESTAMPTZOID, TIMESTAMPTZOID, INT4OID};
 	Datum values[3] = {TimestampTzGetDatum(cutoff), TimestampTzGetDatum(now), Int32GetDatum(chunk)};
 	return run(QueueStatement::purge, 3, types, values);
-}
-
-void Queue::maybe_purge(TimestampTz now) {
-	if (now < info_->next_purge)
-		return;
-	// a distributed queue: a chunk of one shard (queue/distributed/); the
-	// distributed room is asked once
-	const bool whole_distributed = !on_shard() && distribution().is_distributed(info_->relid);
-	uint64 purged = whole_distributed ? distribution().distributed_purge_chunk(*this, purge_chunk, now)
-	                                  : purge(now, purge_chunk);
-	info_->next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
-	// key_rate_limit: the slots of keys not claimed for long (rate.cpp,
-	// forget_old_key_rate_slots); a distributed queue's on each shard, by
-	// the claims that visit it (the slots are beside the shard's tasks)
-	if (info_->key_rate_limit > 0 && !whole_distributed)
-		forget_old_key_rate_slots(*this, now, purge_chunk);
-}
-
-void Queue::notify(uint64 tasks) {
-	note_claimable(name(), tasks);
-	notify_listeners(name());
-}
-
-void notify_listeners(std::string_view queue) {
-	// A call routed here by another node (Citus) is part of a transaction
-	// that Citus may commit with PREPARE TRANSACTION, which a NOTIFY forbids:
-	// the node where the call was made notifies its listeners instead.
-	if (citus::in_routed_call())
-		return;
-	switch (static_cast<NotifyMode>(notify_mode)) {
-	case NotifyMode::off:
-		return;
-	case NotifyMode::background: // the database's notifier tells them (queue/notifier.hpp)
-		if (note_listeners(queue))
-			return;
-		break; // not preloaded: at commit
-	case NotifyMode::commit:
-		break;
-	}
-	std::string channel = queue_channel(queue);
-	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
 }
 
 } // namespace concurrency::queue

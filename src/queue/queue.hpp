@@ -10,10 +10,8 @@
 
 #include "common/names.hpp"
 #include "queue/args.hpp"
-#include "queue/lifecycle/claim_cursor.hpp"
-#include "queue/flow/keys_sql.hpp"
+#include "queue/claim_cursor.hpp"
 #include "queue/queue_sql.hpp"
-#include "queue/flow/rate_sql.hpp"
 #include "pg/datum.hpp"
 #include "pg/spi.hpp"
 
@@ -92,7 +90,8 @@ struct QueueInfo {
 	// the table has after_ends, the mark of a finally-child (added by the
 	// update from 0.3.0): without it no task of the queue is one
 	bool after_ends;
-	// when this backend runs its next purge chunk of the queue (maybe_purge)
+	// when this backend runs its next purge chunk of the queue
+	// (lifecycle/purge.hpp: maybe_purge)
 	TimestampTz next_purge;
 	ClaimCursor cursor;
 	HorizonSampler horizon;
@@ -126,12 +125,10 @@ class Queue {
 	// once per backend; their text is not needed on later calls).
 	const QueueSql &sql() const;
 	QueueInfo &info() { return *info_; }
-	// The SQL of its keys (key_limit) and lease slots (max_leased), on the
-	// queue's own side tables or on the key table's shard beside a shard.
-	const KeySql &keys() const;
-	// The statements of key_rate_limit's slots (rate_sql.hpp), on the
-	// queue's table of them or, on a shard, on that table's shard beside it.
-	const KeyRateSql &key_rates() const;
+	const QueueInfo &info() const { return *info_; }
+	// Where this Queue's shard is (on_shard), for the statements of the side
+	// tables beside it (flow/keys.hpp: key_sql, flow/rate.hpp: key_rate_sql).
+	ShardPlacement placement() const;
 
 	// Runs hot statement `s` of this queue, prepared on first use in this
 	// backend and kept. Returns SPI_processed; rows are in SPI_tuptable.
@@ -157,9 +154,6 @@ class Queue {
 	// index probes without the executor (a plan with these probes as
 	// subqueries cost more to start than the claim itself).
 	bool tasks_wait(TimestampTz now, TimestampTz floor);
-	// NOTIFY concurrency_<queue> (delivered at commit; one per transaction),
-	// and wakes `tasks` waiters of dequeue(…, wait) at commit (queue/wait.hpp).
-	void notify(uint64 tasks = 1);
 
 	// Deletes up to `chunk` done or cancelled tasks whose retention has
 	// passed (on a queue that retains none: those finished more than
@@ -168,19 +162,10 @@ class Queue {
 	// many.
 	uint64 purge(TimestampTz now, int32 chunk, bool asked = false);
 
-	// The piggy-backed purge of the queue calls: a chunk when this backend's
-	// last one was long enough ago, or came back full (more to do). Runs
-	// as the queue's owner, like every statement of the queue functions.
-	void maybe_purge(TimestampTz now);
-
   private:
 	QueueInfo *info_;
 	void open(const char *key, std::string_view name, const LocalShard *shard);
 	mutable std::optional<QueueSql> sql_;
-	// where this Queue's shard is (on_shard)
-	ShardPlacement placement() const;
-	mutable std::optional<KeySql> keys_;
-	mutable std::optional<KeyRateSql> key_rates_;
 	uint64 execute(SPIPlanPtr plan, const Datum *values, const char *nulls);
 };
 
@@ -239,12 +224,6 @@ class TableGeneration {
 TimestampTz clock_now();
 // The owner of relation `relid` (from the syscache).
 Oid relation_owner(Oid relid);
-// Tells LISTEN users of concurrency_<queue> after commit, as
-// concurrency.notify says (queue/notifier.hpp: by default the database's
-// notifier, with no NOTIFY in this transaction); Queue::notify wakes the
-// waiters of dequeue(…, wait) as well. Nothing in a call that another Citus
-// node routed here (that node tells them).
-void notify_listeners(std::string_view queue);
 
 // CE001 for an acknowledgement of task `task_id` of `queue` that does not
 // exist (any more).
@@ -263,7 +242,10 @@ bool claim_relations(QueueInfo &info);
 void forget_queue(std::string_view queue);
 
 // Registers the invalidation callbacks of the cache (from _PG_init).
-void cache_init();
+// `forget_direct_claim` frees what the claim without the executor keeps of
+// an entry (QueueInfo::direct: the lifecycle room's claim_direct.hpp), on
+// every revalidation of the entry and when it is forgotten, inside pg::guard.
+void cache_init(void (*forget_direct_claim)(QueueInfo &info));
 
 // The queue's functions read arguments, run statements and read columns with
 // the border's helpers (src/pg).

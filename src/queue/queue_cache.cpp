@@ -15,7 +15,6 @@
 #include "common/names.hpp"
 #include "common/sql_text.hpp"
 #include "pg/invalidation.hpp"
-#include "queue/lifecycle/claim_direct.hpp"
 #include "queue/queue.hpp"
 #include "queue/shard.hpp"
 
@@ -33,6 +32,10 @@ extern "C" {
 namespace concurrency::queue {
 
 namespace {
+
+// Frees what the claim without the executor keeps of an entry
+// (QueueInfo::direct), as cache_init was given it.
+void (*forget_direct)(QueueInfo &info) = nullptr;
 
 // The cache: queue name -> QueueInfo, in a memory context of its own under
 // TopMemoryContext (it lives as long as the backend). Entries are never
@@ -216,7 +219,8 @@ void revalidate(QueueInfo &info) {
 
 } // namespace
 
-void cache_init() {
+void cache_init(void (*forget_direct_claim)(QueueInfo &info)) {
+	forget_direct = forget_direct_claim;
 	pg::register_relcache_callback(relation_changed, (Datum)0);
 	CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, roles_changed, (Datum)0);
 	CacheRegisterSyscacheCallback(AUTHOID, roles_changed, (Datum)0);

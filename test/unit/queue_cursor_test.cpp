@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "queue/lifecycle/claim_cursor.hpp"
+#include "queue/claim_cursor.hpp"
 
 using concurrency::queue::ClaimCursor;
 using concurrency::queue::ClaimKey;

@@ -20,7 +20,7 @@
 #include "pg/invalidation.hpp"
 #include "queue/lifecycle/claim.hpp"
 #include "queue/graphs/dependencies.hpp"
-#include "queue/flow/keys_sql.hpp"
+#include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/flow/rate_sql.hpp"
 #include "queue/queue.hpp"
@@ -83,10 +83,10 @@ void rebalance_keys(Queue &whole, int32 key_limit, TimestampTz now) {
 		// (Citus lets a client session lock a shard only with manual changes
 		// to shards allowed; a call routed here is Citus's own session)
 		with_settings({{"citus.enable_manual_changes_to_shards", "on"}}, [&] {
-			return shard.run_internal("keys_lock_all", shard.keys().lock_keys(), 0, nullptr, nullptr, nullptr,
-			                          Access::owner);
+			return shard.run_internal("keys_lock_all", key_sql(shard).lock_keys(), 0, nullptr, nullptr,
+			                          nullptr, Access::owner);
 		});
-		shard.run_internal("keys_rebalance_to", shard.keys().rebalance(true), 2, types, values, nullptr,
+		shard.run_internal("keys_rebalance_to", key_sql(shard).rebalance(true), 2, types, values, nullptr,
 		                   Access::latest);
 	}
 	if (citus::in_routed_call())

@@ -9,7 +9,6 @@
 
 #include "common/sql_text.hpp"
 #include "queue/flow/keys.hpp"
-#include "queue/flow/keys_sql.hpp"
 #include "queue/time/wait.hpp"
 
 extern "C" {
@@ -20,12 +19,21 @@ extern "C" {
 
 namespace concurrency::queue {
 
+KeySql key_sql(const Queue &q) {
+	if (!q.on_shard())
+		return KeySql(q.name());
+	if (q.info().key_relname[0] == '\0')
+		throw Error(sqlstate::undefined_object,
+		            fmt::format("the key table of shard {} of queue \"{}\" is not on this node",
+		                        q.info().shard_id, q.name()));
+	return KeySql(q.name(), q.sql(), q.placement());
+}
+
 namespace {
 
 // Locks the row of `key` in the key table (adding it first if missing), as
-// the queue's owner: the side tables need no GRANTs.
-void lock_key(Queue &q, const std::string &key) {
-	const KeySql &sql = q.keys();
+// the queue's owner: the side tables need no GRANTs. `sql`: key_sql(q).
+void lock_key(Queue &q, const KeySql &sql, const std::string &key) {
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {pg::text_datum(key)};
 	for (int round = 0; round < 3; ++round) {
@@ -40,7 +48,8 @@ void lock_key(Queue &q, const std::string &key) {
 
 uint64 enqueue_keyed(Queue &q, const Datum *values, const char *nulls) {
 	Datum key = values[5];
-	lock_key(q, std::string(pg::guard([&] { return TextDatumGetCString(key); })));
+	const KeySql sql = key_sql(q);
+	lock_key(q, sql, std::string(pg::guard([&] { return TextDatumGetCString(key); })));
 	static const Oid types[7] = {TIMESTAMPTZOID, JSONBOID, TIMESTAMPTZOID, INT4OID,
 	                             TEXTOID,        TEXTOID,  TEXTOID};
 	Datum all[7];
@@ -51,15 +60,16 @@ uint64 enqueue_keyed(Queue &q, const Datum *values, const char *nulls) {
 	}
 	all[6] = pg::text_datum(q.name());
 	all_nulls[6] = ' ';
-	return q.run_internal("enqueue_keyed", q.keys().enqueue(QueueSql::dedupe_holder()), 7, types, all,
-	                      all_nulls, Access::latest);
+	return q.run_internal("enqueue_keyed", sql.enqueue(QueueSql::dedupe_holder()), 7, types, all, all_nulls,
+	                      Access::latest);
 }
 
 void lock_keys(Queue &q, std::vector<std::string> keys) {
 	std::sort(keys.begin(), keys.end());
 	keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+	const KeySql sql = key_sql(q);
 	for (const std::string &key : keys)
-		lock_key(q, key);
+		lock_key(q, sql, key);
 }
 
 void release_keys(Queue &q, std::vector<std::string> keys, TimestampTz now) {
@@ -67,10 +77,10 @@ void release_keys(Queue &q, std::vector<std::string> keys, TimestampTz now) {
 		return;
 	std::sort(keys.begin(), keys.end());
 	keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-	const KeySql &sql = q.keys();
+	const KeySql sql = key_sql(q);
 	static const Oid types[3] = {TEXTOID, TEXTOID, TIMESTAMPTZOID};
 	for (const std::string &key : keys) {
-		lock_key(q, key);
+		lock_key(q, sql, key);
 		Datum values[3] = {pg::text_datum(key), pg::text_datum(q.name()), TimestampTzGetDatum(now)};
 		// a key none of whose tasks is left to admit may have no task left
 		// at all: its row goes, so that the key table holds the keys in use
@@ -99,7 +109,7 @@ std::vector<std::string> keys_of_rows(Queue &q, uint64 n, int col) {
 }
 
 std::vector<int32> take_slots(Queue &q, int32 wanted) {
-	const KeySql &sql = q.keys();
+	const KeySql sql = key_sql(q);
 	std::vector<int32> slots;
 	static const Oid lock_types[1] = {INT4OID};
 	Datum lock_values[1] = {Int32GetDatum(wanted)};
@@ -149,11 +159,11 @@ void fill_slots(Queue &q, const std::vector<int32> &slots, const std::vector<int
 		    PointerGetDatum(construct_array(tokens.data(), n, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 	});
 	static const Oid types[3] = {INT4ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
-	q.run_internal("slots_fill", q.keys().fill_slots(), 3, types, values, nullptr, Access::owner);
+	q.run_internal("slots_fill", key_sql(q).fill_slots(), 3, types, values, nullptr, Access::owner);
 }
 
 void apply_limits(Queue &q, TimestampTz now, bool key_limit_changed, std::optional<int32> max_leased) {
-	const KeySql &sql = q.keys();
+	const KeySql sql = key_sql(q);
 	if (key_limit_changed) {
 		// every key at once: no enqueue or release of a key runs meanwhile
 		// (they lock their key's row first)

@@ -6,9 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "queue/flow/keys_sql.hpp"
 #include "queue/queue.hpp"
 
 namespace concurrency::queue {
+
+// The SQL of the keys (key_limit) and lease slots (max_leased) of `q`, on
+// the queue's own side tables or on the key table's shard beside a shard
+// (42704 where that is not on this node).
+KeySql key_sql(const Queue &q);
 
 // Adds a task of a key to a queue with a key_limit, deciding 'blocked' under
 // its key's lock. `values`/`nulls` are the six parameters of

@@ -9,7 +9,6 @@
 #include "pg/guard.hpp"
 #include "pg/relation.hpp"
 #include "pg/spi.hpp"
-#include "queue/flow/rate_sql.hpp"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -34,6 +33,16 @@ extern "C" {
 }
 
 namespace concurrency::queue {
+
+KeyRateSql key_rate_sql(const Queue &q) {
+	if (!q.on_shard())
+		return KeyRateSql(q.name());
+	if (q.info().key_rate_relname[0] == '\0')
+		throw Error(sqlstate::undefined_object,
+		            fmt::format("the key rate slots of shard {} of queue \"{}\" are not on this node",
+		                        q.info().shard_id, q.name()));
+	return KeyRateSql(q.name(), q.placement());
+}
 
 namespace {
 
@@ -241,7 +250,7 @@ std::optional<KeyRateSlot> take_key_rate_slot(Queue &q, const std::string &key, 
 	Datum values[4] = {pg::text_datum(key), TimestampTzGetDatum(free_before), TimestampTzGetDatum(now),
 	                   Int32GetDatum(q.info().key_rate_limit)};
 	uint64 n =
-	    q.run_internal("key_rate_take", q.key_rates().take(), 4, types, values, nullptr, Access::owner);
+	    q.run_internal("key_rate_take", key_rate_sql(q).take(), 4, types, values, nullptr, Access::owner);
 	if (n == 0)
 		return std::nullopt;
 	bool isnull = false;
@@ -252,13 +261,14 @@ std::optional<KeyRateSlot> take_key_rate_slot(Queue &q, const std::string &key, 
 void give_back_key_rate_slot(Queue &q, const std::string &key, const KeyRateSlot &slot) {
 	static const Oid types[3] = {TEXTOID, INT4OID, TIMESTAMPTZOID};
 	Datum values[3] = {pg::text_datum(key), Int32GetDatum(slot.slot), TimestampTzGetDatum(slot.before)};
-	q.run_internal("key_rate_give_back", q.key_rates().give_back(), 3, types, values, nullptr, Access::owner);
+	q.run_internal("key_rate_give_back", key_rate_sql(q).give_back(), 3, types, values, nullptr,
+	               Access::owner);
 }
 
 TimestampTz key_rate_window_opens(Queue &q, const std::string &key, TimestampTz now) {
 	static const Oid types[1] = {TEXTOID};
 	Datum values[1] = {pg::text_datum(key)};
-	q.run_internal("key_rate_oldest", q.key_rates().oldest_use(), 1, types, values, nullptr,
+	q.run_internal("key_rate_oldest", key_rate_sql(q).oldest_use(), 1, types, values, nullptr,
 	               Access::owner_latest);
 	bool isnull = true;
 	Datum oldest = pg::column(0, 1, &isnull);
@@ -280,7 +290,7 @@ void forget_old_key_rate_slots(Queue &q, TimestampTz now, int32 chunk) {
 	TimestampTz free_before = shifted(now, q.info().key_rate_period, false) - forget_margin_us;
 	static const Oid types[2] = {TIMESTAMPTZOID, INT4OID};
 	Datum values[2] = {TimestampTzGetDatum(free_before), Int32GetDatum(chunk)};
-	q.run_internal("key_rate_forget", q.key_rates().forget_old(), 2, types, values, nullptr, Access::owner);
+	q.run_internal("key_rate_forget", key_rate_sql(q).forget_old(), 2, types, values, nullptr, Access::owner);
 }
 
 namespace {

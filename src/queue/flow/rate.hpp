@@ -7,9 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "queue/flow/rate_sql.hpp"
 #include "queue/queue.hpp"
 
 namespace concurrency::queue {
+
+// The statements of key_rate_limit's slots of `q` (rate_sql.hpp), on the
+// queue's table of them or, on a shard, on that table's shard beside it
+// (42704 where that is not on this node).
+KeyRateSql key_rate_sql(const Queue &q);
 
 // `at` plus `period` (`forward`) or minus it.
 TimestampTz shifted(TimestampTz at, const Interval &period, bool forward);

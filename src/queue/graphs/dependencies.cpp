@@ -163,7 +163,7 @@ RETURNING t.state, t.concurrency_key)",
 	if (!keys.empty())
 		release_keys(child, std::move(keys), now);
 	if (claimable > 0)
-		child.notify(claimable);
+		queue::notify(child.name(), claimable);
 }
 } // namespace
 

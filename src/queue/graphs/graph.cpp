@@ -24,6 +24,7 @@
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "queue/sql_operators.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -347,7 +348,7 @@ RETURNING state, concurrency_key)",
 		if (!blocked_keys.empty())
 			release_keys(q, std::move(blocked_keys), now);
 		if (claimable > 0)
-			q.notify(claimable);
+			queue::notify(q.name(), claimable);
 	}
 
 	std::vector<TaskRef> from, to;

@@ -25,6 +25,7 @@
 #include "queue/time/schedule_runner.hpp"
 #include "queue/time/stats_history.hpp"
 #include "queue/lifecycle/stats_sql.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "catalog/namespace.h"
@@ -490,7 +491,7 @@ Datum set_paused(FunctionCallInfo fcinfo, bool paused, const char *function) {
 		if (changed && distributed) // every node serves it: the flag on every node
 			distribution().sync_catalog(name);
 		if (changed && !paused) {
-			q.notify(static_cast<uint64>(MaxBackends));
+			queue::notify(q.name(), static_cast<uint64>(MaxBackends));
 			schedule_changed_in_transaction(); // its schedules' runner looks again
 		}
 	}

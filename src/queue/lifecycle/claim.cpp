@@ -11,6 +11,7 @@
 #include "pg/horizon.hpp"
 #include "pg/relation.hpp"
 #include "queue/lifecycle/claim_direct.hpp"
+#include "queue/lifecycle/purge.hpp"
 #include "queue/graphs/dependencies.hpp"
 #include "queue/distribution.hpp"
 #include "queue/flow/fair.hpp"
@@ -214,7 +215,7 @@ void Claim::claim_key_rated(int32 wanted) {
 	static const Oid key_types[3] = {TEXTOID, TIMESTAMPTZOID, INT4OID};
 	static const Oid claim_types[5] = {TIMESTAMPTZOID, INT4OID, INTERVALOID, TEXTOID, TEXTOID};
 	static const char *const ops[3] = {"open_key_start", "open_key_after_null", "open_key_after_key"};
-	const std::string &rk = q_.key_rates().table();
+	const std::string rk = key_rate_sql(q_).table();
 	const Interval period = q_.info().key_rate_period;
 	const TimestampTz free_before = shifted(now_, period, false);
 	FairPosition at = fair_position(q_.name());
@@ -439,7 +440,7 @@ std::size_t claim_on_local_shards(Queue &q, int32 batch, TimestampTz now, const 
 		claim.run(batch - static_cast<int32>(claimed));
 		claimed += claim.claimed();
 		if (i == 0)
-			shard.maybe_purge(now);
+			maybe_purge(shard, now, /*distributed=*/false);
 	}
 	return claimed;
 }
@@ -521,7 +522,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		materialize_due(q, now); // schedules' due times (queue/schedule.hpp)
 		Claim claim(q, now, lease_arg ? *lease_arg : q.info().lease, worker, worker_null, out);
 		claim.run(batch);
-		q.maybe_purge(now);
+		maybe_purge(q, now, /*distributed=*/false);
 		if (due && claim.claimed() == 0) {
 			*due = next_due(q);
 			// held back by the rate limit: look again when its window opens
@@ -547,7 +548,7 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 		if (distribution().shards_served_here(q)) // the other nodes' shards, each node's on its node
 			return static_cast<std::size_t>(distribution().dequeue_elsewhere(fcinfo, q, wanted, rows));
 		if (!visited) // a chunk of a shard on some node
-			q.maybe_purge(now);
+			maybe_purge(q, now, /*distributed=*/true);
 		return static_cast<std::size_t>(distribution().dequeue_routed(fcinfo, rows));
 	};
 	// A look at a distributed queue. Its limits are decided where their

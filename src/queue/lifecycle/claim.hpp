@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "pg/srf.hpp"
-#include "queue/lifecycle/claim_cursor.hpp"
+#include "queue/claim_cursor.hpp"
 #include "queue/queue.hpp"
 
 namespace concurrency::queue {

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "pg/postgres.hpp"
-#include "queue/lifecycle/claim_cursor.hpp"
+#include "queue/claim_cursor.hpp"
 #include "queue/flow/fair.hpp"
 
 extern "C" {

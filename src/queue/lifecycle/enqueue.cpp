@@ -14,6 +14,7 @@
 #include "queue/flow/keys.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "access/detoast.h"
@@ -310,7 +311,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue) {
 	if (created && !after.empty())
 		inserted = queue::attach_parents(target, {*id}, std::move(after), now) > 0;
 	if (inserted)
-		target.notify();
+		queue::notify(target.name());
 	pg::spi_finish();
 	PG_RETURN_INT64(*id);
 }
@@ -443,7 +444,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 		if (!after.empty()) // the new tasks wait for their parents
 			inserted_any = queue::attach_parents(target, created, std::move(after), now) > 0;
 		if (inserted_any)
-			target.notify(static_cast<uint64>(payloads.n));
+			queue::notify(target.name(), static_cast<uint64>(payloads.n));
 		pg::spi_finish();
 		return Datum(0);
 	}
@@ -518,7 +519,7 @@ CONCURRENCY_FUNCTION(concurrency_enqueue_batch) {
 		inserted_any = claimable > 0;
 	}
 	if (inserted_any)
-		target.notify(claimable);
+		queue::notify(target.name(), claimable);
 	pg::spi_finish();
 	return Datum(0);
 }

@@ -24,6 +24,7 @@
 #include "queue/graphs/dependencies.hpp"
 #include "queue/distribution.hpp"
 #include "queue/flow/keys.hpp"
+#include "queue/lifecycle/purge.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
 #include "queue/time/wait.hpp"
@@ -166,9 +167,8 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: queue/distribution.hpp
-	distribution().decide_lease_slots(whole, &task_id, 1, false, "heartbeat", decided);
-	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (distribution().route_tasks(whole, &task_id, 1, shard, "heartbeat")) {
+	std::optional<Queue> shard;                 // Citus: the tasks' shard where it is on this node
+	if (distribution().route_acknowledgement(whole, &task_id, 1, false, "heartbeat", decided, shard)) {
 		if (auto position = distribution().routed_position(whole, &task_id, 1))
 			return distribution().route_call(fcinfo, whole, *position);
 		if (distribution().shards_served_here(whole))
@@ -208,14 +208,13 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "complete");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
-	distribution().decide_lease_slots(whole, &task_id, 1, true, "complete", decided);
-	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (distribution().route_tasks(whole, &task_id, 1, shard, "complete")) {
+	std::optional<Queue> shard;                 // Citus: the tasks' shard where it is on this node
+	if (distribution().route_acknowledgement(whole, &task_id, 1, true, "complete", decided, shard)) {
 		if (auto position = distribution().routed_position(whole, &task_id, 1))
 			return distribution().route_call(fcinfo, whole, *position); // purges there
 		if (distribution().shards_served_here(whole))
 			queue::task_gone(whole.name(), task_id);
-		whole.maybe_purge(now);
+		maybe_purge(whole, now, /*distributed=*/true);
 		return distribution().forward_distributed(fcinfo, "distributed_complete");
 	}
 	Queue &q = shard ? *shard : whole;
@@ -243,7 +242,7 @@ CONCURRENCY_FUNCTION(concurrency_complete) {
 		queue::release_keys(q, {*key}, now);
 	if (q.info().max_leased > 0) // its lease slot is free
 		queue::note_claimable(q.name(), 1);
-	q.maybe_purge(now);
+	maybe_purge(q, now, /*distributed=*/false);
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }
@@ -260,9 +259,8 @@ CONCURRENCY_FUNCTION(concurrency_fail) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
-	distribution().decide_lease_slots(whole, &task_id, 1, true, "fail", decided);
-	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (distribution().route_tasks(whole, &task_id, 1, shard, "fail")) {
+	std::optional<Queue> shard;                 // Citus: the tasks' shard where it is on this node
+	if (distribution().route_acknowledgement(whole, &task_id, 1, true, "fail", decided, shard)) {
 		if (auto position = distribution().routed_position(whole, &task_id, 1))
 			return distribution().route_call(fcinfo, whole, *position);
 		if (distribution().shards_served_here(whole))
@@ -324,7 +322,7 @@ CONCURRENCY_FUNCTION(concurrency_retry_dead) {
 			queue::release_keys(table, std::move(keys), now);
 		}
 		if (n > 0)
-			table.notify(n);
+			queue::notify(table.name(), n);
 		return static_cast<int64>(n);
 	};
 	int64 n = 0;
@@ -352,17 +350,15 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 	bool retain = whole.info().has_retain;
 	AsRole as_owner = authorize(whole, Permission::work, "complete_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
-	distribution().decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true,
-	                                  "complete_batch", decided);
-	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (distribution().route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard,
-	                               "complete_batch")) {
+	std::optional<Queue> shard;          // Citus: the tasks' shard where it is on this node
+	if (distribution().route_acknowledgement(whole, l.ids.data(), static_cast<int>(l.ids.size()), true,
+	                                         "complete_batch", decided, shard)) {
 		if (distribution().shards_served_here(whole)) { // each shard's part on its node, which purges there
 			int64 total = distribution().route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
 			pg::spi_finish();
 			PG_RETURN_INT64(total);
 		}
-		whole.maybe_purge(now);
+		maybe_purge(whole, now, /*distributed=*/true);
 		return distribution().forward_distributed(fcinfo, "distributed_complete_batch");
 	}
 	Queue &q = shard ? *shard : whole;
@@ -396,7 +392,7 @@ CONCURRENCY_FUNCTION(concurrency_complete_many) {
 		if (q.info().max_leased > 0) // their lease slots are free
 			note_claimable(q.name(), n);
 	}
-	q.maybe_purge(now);
+	maybe_purge(q, now, /*distributed=*/false);
 	pg::spi_finish();
 	PG_RETURN_INT64(static_cast<int64>(n));
 }
@@ -416,11 +412,9 @@ CONCURRENCY_FUNCTION(concurrency_heartbeat_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "heartbeat_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: queue/distribution.hpp
-	distribution().decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), false,
-	                                  "heartbeat_batch", decided);
-	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (distribution().route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard,
-	                               "heartbeat_batch")) {
+	std::optional<Queue> shard;          // Citus: the tasks' shard where it is on this node
+	if (distribution().route_acknowledgement(whole, l.ids.data(), static_cast<int>(l.ids.size()), false,
+	                                         "heartbeat_batch", decided, shard)) {
 		if (distribution().shards_served_here(whole)) {
 			// each shard's node extends from its own clock: the earliest of
 			// their deadlines, by which every lease must be heartbeated again
@@ -473,11 +467,9 @@ CONCURRENCY_FUNCTION(concurrency_fail_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "fail_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
-	distribution().decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true, "fail_batch",
-	                                  decided);
-	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (distribution().route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard,
-	                               "fail_batch")) {
+	std::optional<Queue> shard;          // Citus: the tasks' shard where it is on this node
+	if (distribution().route_acknowledgement(whole, l.ids.data(), static_cast<int>(l.ids.size()), true,
+	                                         "fail_batch", decided, shard)) {
 		if (distribution().shards_served_here(whole)) {
 			// each shard's tasks failed on its node; the rows in argument order
 			std::unordered_map<int64, bool> dead;
@@ -583,9 +575,8 @@ CONCURRENCY_FUNCTION(concurrency_release) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release");
 	std::optional<queue::SlotsDecided> decided; // Citus, max_leased: its slot emptied first
-	distribution().decide_lease_slots(whole, &task_id, 1, true, "release", decided);
-	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (distribution().route_tasks(whole, &task_id, 1, shard, "release")) {
+	std::optional<Queue> shard;                 // Citus: the tasks' shard where it is on this node
+	if (distribution().route_acknowledgement(whole, &task_id, 1, true, "release", decided, shard)) {
 		if (auto position = distribution().routed_position(whole, &task_id, 1))
 			return distribution().route_call(fcinfo, whole, *position);
 		if (!distribution().shards_served_here(whole))
@@ -615,11 +606,9 @@ CONCURRENCY_FUNCTION(concurrency_release_many) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::work, "release_batch");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: their slots emptied first
-	distribution().decide_lease_slots(whole, l.ids.data(), static_cast<int>(l.ids.size()), true,
-	                                  "release_batch", decided);
-	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (distribution().route_tasks(whole, l.ids.data(), static_cast<int>(l.ids.size()), shard,
-	                               "release_batch")) {
+	std::optional<Queue> shard;          // Citus: the tasks' shard where it is on this node
+	if (distribution().route_acknowledgement(whole, l.ids.data(), static_cast<int>(l.ids.size()), true,
+	                                         "release_batch", decided, shard)) {
 		if (!distribution().shards_served_here(whole))
 			queue::refuse_not_served_here(whole.name(), "release_batch");
 		int64 total = distribution().route_batch_count(fcinfo, whole, l.ids, {1, 2}, true);
@@ -644,10 +633,9 @@ CONCURRENCY_FUNCTION(concurrency_cancel) {
 	Queue whole(name.view());
 	AsRole as_owner = authorize(whole, Permission::manage, "cancel");
 	std::optional<SlotsDecided> decided; // Citus, max_leased: the slots of leased ones emptied first
-	distribution().decide_lease_slots(whole, ids.data(), static_cast<int>(ids.size()), true, "cancel",
-	                                  decided);
-	std::optional<Queue> shard; // Citus: the tasks' shard where it is on this node
-	if (distribution().route_tasks(whole, ids.data(), static_cast<int>(ids.size()), shard, "cancel")) {
+	std::optional<Queue> shard;          // Citus: the tasks' shard where it is on this node
+	if (distribution().route_acknowledgement(whole, ids.data(), static_cast<int>(ids.size()), true, "cancel",
+	                                         decided, shard)) {
 		if (distribution().shards_served_here(whole)) { // ids of no shard: not counted
 			int64 total = distribution().route_batch_count(fcinfo, whole, ids, {1}, false);
 			pg::spi_finish();

@@ -8,9 +8,11 @@
 #include "pg/srf.hpp"
 #include "queue/distribution.hpp"
 #include "queue/flow/keys_sql.hpp"
+#include "queue/flow/rate.hpp"
+#include "queue/lifecycle/purge.hpp"
+#include "queue/lifecycle/stats_sql.hpp"
 #include "queue/permissions.hpp"
 #include "queue/queue.hpp"
-#include "queue/lifecycle/stats_sql.hpp"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -18,6 +20,32 @@ extern "C" {
 
 using namespace concurrency;
 using namespace concurrency::queue;
+
+namespace concurrency::queue {
+
+namespace {
+// A chunk at most this often per backend and queue while the chunks come
+// back short, at once while they come back full.
+constexpr int32 purge_chunk = 500;
+constexpr TimestampTz purge_interval_us = 1'000'000;
+} // namespace
+
+void maybe_purge(Queue &q, TimestampTz now, bool distributed) {
+	QueueInfo &info = q.info();
+	if (now < info.next_purge)
+		return;
+	// a distributed queue: a chunk of one shard (queue/distributed/)
+	uint64 purged =
+	    distributed ? distribution().distributed_purge_chunk(q, purge_chunk, now) : q.purge(now, purge_chunk);
+	info.next_purge = purged == static_cast<uint64>(purge_chunk) ? now : now + purge_interval_us;
+	// key_rate_limit: the slots of keys not claimed for long (rate.cpp,
+	// forget_old_key_rate_slots); a distributed queue's on each shard, by
+	// the claims that visit it (the slots are beside the shard's tasks)
+	if (info.key_rate_limit > 0 && !distributed)
+		forget_old_key_rate_slots(q, now, purge_chunk);
+}
+
+} // namespace concurrency::queue
 
 // concurrency.queue_stats_rows() — the rows of the view concurrency.queue_stats
 CONCURRENCY_FUNCTION(concurrency_queue_stats) {

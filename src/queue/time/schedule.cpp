@@ -22,6 +22,7 @@
 #include "pg/srf.hpp"
 #include "queue/permissions.hpp"
 #include "queue/time/schedule_runner.hpp"
+#include "queue/time/wait.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -486,7 +487,7 @@ CONCURRENCY_FUNCTION(concurrency_schedule) {
 	// waiting dequeue calls wake at the commit and sleep again until the
 	// new due time, not until the one they knew
 	if (changed > 0)
-		Queue(queue).notify(static_cast<uint64>(MaxBackends));
+		queue::notify(Queue(queue).name(), static_cast<uint64>(MaxBackends));
 	pg::spi_finish();
 	PG_RETURN_VOID();
 }

@@ -2,8 +2,11 @@
 // wake-ups counted per transaction and sent at commit (see queue/wait.hpp).
 #include <algorithm>
 #include <cstring>
+#include <string>
 
+#include "citus/node.hpp"
 #include "common/names.hpp"
+#include "queue/queue_sql.hpp"
 #include "queue/time/notifier.hpp"
 #include "queue/shared_queues.hpp"
 #include "queue/time/wait.hpp"
@@ -13,6 +16,7 @@
 extern "C" {
 #include "access/twophase.h"
 #include "access/xact.h"
+#include "commands/async.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 #include "storage/ipc.h"
@@ -457,6 +461,31 @@ bool note_listeners(std::string_view queue) {
 		}
 	}
 	return true;
+}
+
+void notify_listeners(std::string_view queue) {
+	// A call routed here by another node (Citus) is part of a transaction
+	// that Citus may commit with PREPARE TRANSACTION, which a NOTIFY forbids:
+	// the node where the call was made notifies its listeners instead.
+	if (citus::in_routed_call())
+		return;
+	switch (static_cast<NotifyMode>(notify_mode)) {
+	case NotifyMode::off:
+		return;
+	case NotifyMode::background: // the database's notifier tells them (notifier.hpp)
+		if (note_listeners(queue))
+			return;
+		break; // not preloaded: at commit
+	case NotifyMode::commit:
+		break;
+	}
+	std::string channel = queue_channel(queue);
+	pg::guard([&] { Async_Notify(channel.c_str(), ""); });
+}
+
+void notify(std::string_view queue, uint64_t tasks) {
+	note_claimable(queue, tasks);
+	notify_listeners(queue);
 }
 
 void take_marked_queues(Oid database, std::vector<std::string> &queues) {

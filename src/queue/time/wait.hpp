@@ -46,6 +46,16 @@ void note_claimable(std::string_view queue, uint64_t tasks);
 // no shared memory for it: the module is not preloaded.
 bool note_listeners(std::string_view queue);
 
+// Tells LISTEN users of concurrency_<queue> after commit, as
+// concurrency.notify says (notifier.hpp: by default the database's notifier
+// through note_listeners, with no NOTIFY in this transaction). Nothing in a
+// call that another Citus node routed here (that node tells them).
+void notify_listeners(std::string_view queue);
+
+// New work in `queue`: wakes `tasks` waiters of dequeue(…, wait) at commit
+// (note_claimable) and tells LISTEN users (notify_listeners).
+void notify(std::string_view queue, uint64_t tasks = 1);
+
 // This transaction ended tasks of `queue` (done, dead, cancelled): when it
 // commits, the await_task callers waiting on the queue are woken.
 void note_ended(std::string_view queue);

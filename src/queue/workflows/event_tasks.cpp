@@ -164,7 +164,7 @@ bool deliver_event(const std::string &queue, int64 task_id, const std::string &e
 	uint64 d =
 	    q.run_internal("deliver", workflow_sql::deliver(q.sql()), 5, types, values, nullptr, Access::owner);
 	if (d > 0)
-		q.notify(d);
+		queue::notify(q.name(), d);
 	return d > 0;
 }
 

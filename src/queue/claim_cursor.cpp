@@ -1,4 +1,4 @@
-#include "queue/lifecycle/claim_cursor.hpp"
+#include "queue/claim_cursor.hpp"
 #include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::queue {
