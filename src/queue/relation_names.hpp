@@ -48,6 +48,8 @@ std::string key_table_name(std::string_view queue);      // k_<queue>
 std::string slot_table_name(std::string_view queue);     // s_<queue>
 std::string rate_table_name(std::string_view queue);     // r_<queue>
 std::string key_rate_table_name(std::string_view queue); // rk_<queue>
+// The table's name quoted, with its schema: concurrency."q_<queue>".
+std::string qualified_table_name(QueueTable table, std::string_view queue);
 // The table named by its word in concurrency_internal.queue_relation_name:
 // tasks, keys, slots, rate, key_rate.
 std::optional<QueueTable> table_of_word(std::string_view word);

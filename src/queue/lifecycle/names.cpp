@@ -129,11 +129,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_relation_name) {
 			    fmt::format("queue table \"{}\" has no relation of role \"{}\"", table_word, role_text), "",
 			    "The tasks have pkey, ready, scheduled, leased, dedupe, finished, waiting, dead, "
 			    "keyed, fair and id_seq; the other tables pkey.");
-		Oid relid = queue::derived_relid(queue::concurrency_relid(relation), *table, name, *role);
-		const char *existing = OidIsValid(relid)
-		                           ? pg::guard([&] { return static_cast<const char *>(get_rel_name(relid)); })
-		                           : nullptr;
-		relation = existing ? std::string(existing) : derived_name(*table, name, *role);
+		relation = queue::derived_relation_name(*table, name, *role);
 	}
 	return pg::text_datum(relation);
 }
