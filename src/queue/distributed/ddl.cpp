@@ -46,7 +46,7 @@ bool distributed_in_catalog(const std::string &queue) {
 	                                    "SELECT FROM concurrency.distributed_queue d "
 	                                    "WHERE d.queue OPERATOR(pg_catalog.=) $1",
 	                                    1, types);
-	return pg::execute(plan, values, nullptr, true, 1) > 0;
+	return pg::execute(plan, values, nullptr, false, 1) > 0;
 }
 
 } // namespace
@@ -62,7 +62,7 @@ uint64 distributed_settings(const std::string &queue) {
 	    "  FROM concurrency.queue q JOIN concurrency.distributed_queue d ON d.queue OPERATOR(pg_catalog.=) "
 	    "q.name WHERE q.name OPERATOR(pg_catalog.=) $1",
 	    2, types);
-	uint64 n = pg::execute(plan, values, nullptr, true, 1);
+	uint64 n = pg::execute(plan, values, nullptr, false, 1);
 	if (n == 0)
 		throw Error(sqlstate::undefined_object, fmt::format("distributed queue \"{}\" does not exist", queue),
 		            "", "Create it with concurrency.create_queue, then concurrency.distribute_queue.");
@@ -74,7 +74,7 @@ std::vector<LeasedTask> distributed_leased(const std::string &queue) {
 	std::string sql = fmt::format("SELECT id, lease_token, lease_expires_at FROM {} "
 	                              "WHERE state OPERATOR(pg_catalog.=) 'leased'",
 	                              QueueSql(queue).table());
-	uint64 n = pg::execute(sql, 0, nullptr, nullptr, nullptr, true);
+	uint64 n = pg::execute(sql, 0, nullptr, nullptr, nullptr, false);
 	std::vector<LeasedTask> leased;
 	for (uint64 row = 0; row < n; ++row) {
 		bool isnull = false;
@@ -154,7 +154,7 @@ void sync_catalog_here(const std::string &queue) {
 	if (citus::local_role().role != citus::Role::coordinator)
 		return;
 	if (pg::execute("SELECT FROM pg_catalog.pg_dist_node WHERE groupid OPERATOR(pg_catalog.<>) 0", 0, nullptr,
-	                nullptr, nullptr, true) == 0)
+	                nullptr, nullptr, false) == 0)
 		return;
 	static const Oid types[2] = {TEXTOID, TEXTOID};
 	Datum values[2] = {pg::text_datum(queue), pg::text_datum(QueueSql(queue).table())};
@@ -190,7 +190,7 @@ void sync_catalog_here(const std::string &queue) {
 	    "                 AND EXISTS (SELECT FROM concurrency.distributed_queue d"
 	    "                              WHERE d.queue OPERATOR(pg_catalog.=) $1)), '')",
 	    2, types);
-	pg::execute(plan, values, nullptr, true);
+	pg::execute(plan, values, nullptr, false);
 	std::optional<std::string> command = pg::text_column(0, 1);
 	static const Oid send_types[1] = {TEXTOID};
 	Datum send[1] = {pg::text_datum(command.value_or(""))};
@@ -216,7 +216,7 @@ void distribute_key_rate_slots_here(const std::string &queue) {
 	                      " WHERE a.attrelid OPERATOR(pg_catalog.=) $1"
 	                      "   AND a.attname OPERATOR(pg_catalog.=) 'shard_key' AND NOT a.attisdropped",
 	                      1, types);
-	if (pg::execute(plan, values, nullptr, true) > 0)
+	if (pg::execute(plan, values, nullptr, false) > 0)
 		return; // distributed already
 	std::string rkrel = qualified_table_name(QueueTable::key_rate, queue);
 	pg::execute(fmt::format("DELETE FROM {}", rkrel));
@@ -236,7 +236,7 @@ namespace {
 // One SQL statement whose one text result is the answer (NULL: nothing).
 std::optional<std::string> text_of(const std::string &sql, int nargs = 0, const Oid *types = nullptr,
                                    const Datum *values = nullptr) {
-	uint64 n = pg::execute(sql, nargs, types, values, nullptr, true);
+	uint64 n = pg::execute(sql, nargs, types, values, nullptr, false);
 	return n > 0 ? pg::text_column(0, 1) : std::nullopt;
 }
 
@@ -260,7 +260,7 @@ std::vector<int32> shard_key_values(const std::string &queue, Oid relid, int32 n
 	Datum rel[1] = {ObjectIdGetDatum(relid)};
 	uint64 count = pg::execute("SELECT shardid FROM pg_catalog.pg_dist_shard"
 	                           " WHERE logicalrelid OPERATOR(pg_catalog.=) $1 ORDER BY shardid",
-	                           1, shard_types, rel, nullptr, true);
+	                           1, shard_types, rel, nullptr, false);
 	std::vector<int64> shards;
 	for (uint64 i = 0; i < count; ++i)
 		shards.push_back(pg::int64_column(i, 1));
@@ -273,7 +273,7 @@ std::vector<int32> shard_key_values(const std::string &queue, Oid relid, int32 n
 		                   Int32GetDatum(std::min(from + chunk, last) - 1)};
 		uint64 rows = pg::execute("SELECT v, pg_catalog.get_shard_id_for_distribution_column($1, v)"
 		                          "  FROM pg_catalog.generate_series($2, $3) AS v ORDER BY v",
-		                          3, types, values, nullptr, true);
+		                          3, types, values, nullptr, false);
 		for (uint64 row = 0; row < rows && filled < n; ++row) {
 			auto at = std::find(shards.begin(), shards.end(), pg::int64_column(row, 2));
 			std::size_t idx = static_cast<std::size_t>(at - shards.begin());
@@ -301,7 +301,7 @@ void distribute_queue_here(const std::string &queue, std::optional<int32> shard_
 	if (pg::execute(
 	        "SELECT q.key_rate_limit IS NOT NULL AND q.rate_limit IS NOT NULL FROM concurrency.queue q"
 	        " WHERE q.name OPERATOR(pg_catalog.=) $1",
-	        1, name_types, name, nullptr, true) == 0)
+	        1, name_types, name, nullptr, false) == 0)
 		throw Error(sqlstate::undefined_object, fmt::format("queue \"{}\" does not exist", queue));
 	bool both_rates = pg::column_as<bool>(0, 1).value_or(false);
 	citus::Role role = citus::local_role().role;
@@ -327,7 +327,7 @@ void distribute_queue_here(const std::string &queue, std::optional<int32> shard_
 	std::string pkey_name = quote_ident(derived_relation_name(QueueTable::tasks, queue, Role::pkey));
 	std::string dedupe_name = quote_ident(derived_relation_name(QueueTable::tasks, queue, Role::dedupe));
 	pg::execute(fmt::format("LOCK TABLE {}, {} IN ACCESS EXCLUSIVE MODE", rel, krel));
-	if (pg::execute(fmt::format("SELECT FROM {} LIMIT 1", rel), 0, nullptr, nullptr, nullptr, true) > 0)
+	if (pg::execute(fmt::format("SELECT FROM {} LIMIT 1", rel), 0, nullptr, nullptr, nullptr, false) > 0)
 		throw Error(sqlstate::object_not_in_prerequisite_state,
 		            fmt::format("cannot distribute queue \"{}\": it has tasks", queue),
 		            "A task id names its shard, and the ids of existing tasks do not.",

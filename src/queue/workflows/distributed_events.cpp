@@ -22,7 +22,7 @@ void distribute_event_tables() {
 		return;
 	if (pg::execute("SELECT FROM pg_catalog.pg_dist_partition"
 	                " WHERE logicalrelid OPERATOR(pg_catalog.=) 'concurrency.event'::pg_catalog.regclass",
-	                0, nullptr, nullptr, nullptr, true) > 0)
+	                0, nullptr, nullptr, nullptr, false) > 0)
 		return;
 	pg::execute("SELECT create_distributed_table('concurrency.event', 'name')");
 	pg::execute("SELECT create_distributed_table('concurrency.event_wait', 'event',"
