@@ -1,6 +1,7 @@
 // The names of a queue's relations in the schema concurrency, and the queue
 // a relation of that schema belongs to: the one place where they are built
-// (the PL/pgSQL of distributed queues asks for them through
+// (the DDL of distributed queues, queue/distributed/ddl.cpp, takes them from
+// here too; SQL asks for them through
 // concurrency_internal.queue_relation_name). Pure C++; unit-tested in
 // test/unit/relation_names_test.cpp.
 //

@@ -1,10 +1,10 @@
 -- ---------------------------------------------------------------------------
 -- The SQL helpers of distributed queues (see 41_distributed_queue.sql for
 -- the placement they follow). Every queue function is served by the C++ on
--- each node (42_distributed_nodes.sql); what is left here in SQL are the
--- helpers of the resizing of the lease slots of max_leased (run by
--- alter_queue on the coordinator: distributed_resize_slots and
--- distributed_queue_settings are in 44_distributed_ddl.sql), and the
+-- each node (42_distributed_nodes.sql); the helpers of the resizing of
+-- the lease slots of max_leased (run by alter_queue on the coordinator:
+-- distributed_resize_slots, distributed_leased and
+-- distributed_queue_settings) are in 44_distributed_ddl.sql. Here are the
 -- declarations of the C++ functions that one node calls on another's
 -- shards: distributed_lease_end (a lease slot whose lease end passed),
 -- distributed_rebalance (key_limit changed) and distributed_purge_chunk

@@ -108,10 +108,9 @@ using namespace concurrency::queue;
 // `queue`, or, with `role`, of that table's index or identity sequence of
 // that role (relation_names.hpp: pkey, ready, …, id_seq): the name it has
 // (table first where it was made before 0.4.0), or, where the table has no
-// such relation (yet), the name it gets. For the PL/pgSQL of distributed
-// queues (src/sql/44_distributed_ddl.sql) and the statements that join the
-// catalog to the tables, so that no name is built but in
-// relation_names.cpp. 22023 for a word it does not know.
+// such relation (yet), the name it gets (derived_relation_name, as the DDL
+// of distributed queues takes it). For the statements that join the catalog
+// to the tables, so that no name is built but in relation_names.cpp. 22023 for a word it does not know.
 CONCURRENCY_FUNCTION(concurrency_queue_relation_name) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	std::string_view table_word = pg::text_view_arg(fcinfo, 1, "tbl");
