@@ -51,13 +51,13 @@ void refuse_graph_shards(std::string_view queue) {
 	            "Give the graph's tasks keys of one shard, or enqueue it as several graphs.");
 }
 
-void refuse_key_rate_distributed(std::string_view queue) {
+void refuse_key_rate_distributed(std::string_view queue, const char *hint) {
 	throw Error(
 	    sqlstate::feature_not_supported,
 	    fmt::format("key_rate_limit with rate_limit is not supported on distributed queue \"{}\"", queue),
 	    "The claims of a distributed queue with rate_limit are made on the coordinator, those under "
 	    "key_rate_limit on each key's shard.",
-	    "Keep one of the two limits.");
+	    hint);
 }
 
 } // namespace concurrency::queue

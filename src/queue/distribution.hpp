@@ -340,7 +340,8 @@ class Distribution {
 [[noreturn]] void refuse_graph_shards(std::string_view queue);
 
 // 0A000 for key_rate_limit beside rate_limit on distributed queue `queue`.
-[[noreturn]] void refuse_key_rate_distributed(std::string_view queue);
+[[noreturn]] void refuse_key_rate_distributed(std::string_view queue,
+                                              const char *hint = "Keep one of the two limits.");
 
 // The distributed room's Distribution, registered from _PG_init
 // (set_distribution, by distributed_init) before any queue call.

@@ -184,6 +184,11 @@ Oid concurrency_relid(const std::string &relname);
 // relation of that name that is not the table's (the table of another
 // queue) is not it.
 Oid derived_relid(Oid table_relid, QueueTable table, std::string_view queue, Role role);
+// The name (unquoted) of that relation: the name it has (table first where
+// it was made before 0.4.0), or, where the table has none (yet), the name
+// it gets (concurrency_internal.queue_relation_name, and the DDL of
+// distributed queues).
+std::string derived_relation_name(QueueTable table, std::string_view queue, Role role);
 
 // How the relations made now are named (SPI connected): role first, unless
 // the extension's objects are older than 0.4.0 (the module updated, ALTER

@@ -292,6 +292,14 @@ Oid derived_relid(Oid table_relid, QueueTable table, std::string_view queue, Rol
 	return InvalidOid;
 }
 
+std::string derived_relation_name(QueueTable table, std::string_view queue, Role role) {
+	Oid relid = derived_relid(concurrency_relid(table_name(table, queue)), table, queue, role);
+	const char *existing = OidIsValid(relid)
+	                           ? pg::guard([&] { return static_cast<const char *>(get_rel_name(relid)); })
+	                           : nullptr;
+	return existing ? std::string(existing) : derived_name(table, queue, role);
+}
+
 Naming naming_of_new_relations() {
 	// concurrency_internal.queue_relation_name came with 0.4.0
 	uint64 n = pg::execute("SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace s"

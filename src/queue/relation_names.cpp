@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "common/sql_text.hpp"
+
 #include "common/pure.hpp" // last: checks that no PostgreSQL header came before
 
 namespace concurrency::queue {
@@ -49,6 +51,10 @@ const char *table_prefix(QueueTable table) {
 
 std::string table_name(QueueTable table, std::string_view queue) {
 	return fmt::format("{}{}", table_prefix(table), queue);
+}
+
+std::string qualified_table_name(QueueTable table, std::string_view queue) {
+	return "concurrency." + quote_ident(table_name(table, queue));
 }
 
 std::string queue_table_name(std::string_view queue) {

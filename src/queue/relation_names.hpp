@@ -1,6 +1,7 @@
 // The names of a queue's relations in the schema concurrency, and the queue
 // a relation of that schema belongs to: the one place where they are built
-// (the PL/pgSQL of distributed queues asks for them through
+// (the DDL of distributed queues, queue/distributed/ddl.cpp, takes them from
+// here too; SQL asks for them through
 // concurrency_internal.queue_relation_name). Pure C++; unit-tested in
 // test/unit/relation_names_test.cpp.
 //
@@ -48,6 +49,8 @@ std::string key_table_name(std::string_view queue);      // k_<queue>
 std::string slot_table_name(std::string_view queue);     // s_<queue>
 std::string rate_table_name(std::string_view queue);     // r_<queue>
 std::string key_rate_table_name(std::string_view queue); // rk_<queue>
+// The table's name quoted, with its schema: concurrency."q_<queue>".
+std::string qualified_table_name(QueueTable table, std::string_view queue);
 // The table named by its word in concurrency_internal.queue_relation_name:
 // tasks, keys, slots, rate, key_rate.
 std::optional<QueueTable> table_of_word(std::string_view word);

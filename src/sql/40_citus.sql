@@ -46,6 +46,11 @@ GRANT SELECT ON concurrency.diagnostics_scope TO PUBLIC;
 -- Citus node, citus_lock_waits' edges between distributed transactions on
 -- every node (scope 'cluster') that the first part does not show already.
 -- citus_lock_waits is read through EXECUTE: it exists only where Citus does.
+-- One of the two functions of the install script still in PL/pgSQL (the
+-- other: concurrency_internal.forget_events_on_shard,
+-- 81_workflows_distributed.sql): a read of two views, one of which is
+-- Citus's, that names no relation of a queue; the view
+-- concurrency.cluster_lock_waits is its only caller.
 CREATE FUNCTION concurrency.cluster_lock_wait_rows(
         OUT scope text, OUT waiting_node text, OUT waiting_pid integer, OUT waiting_gpid bigint,
         OUT waiting_query text, OUT blocking_node text, OUT blocking_pid integer, OUT blocking_gpid bigint,

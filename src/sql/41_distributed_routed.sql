@@ -1,10 +1,10 @@
 -- ---------------------------------------------------------------------------
 -- The SQL helpers of distributed queues (see 41_distributed_queue.sql for
 -- the placement they follow). Every queue function is served by the C++ on
--- each node (42_distributed_nodes.sql); what is left here in SQL are the
--- helpers of the resizing of the lease slots of max_leased (run by
--- alter_queue on the coordinator: distributed_resize_slots and
--- distributed_queue_settings are in 44_distributed_ddl.sql), and the
+-- each node (42_distributed_nodes.sql); the helpers of the resizing of
+-- the lease slots of max_leased (run by alter_queue on the coordinator:
+-- distributed_resize_slots, distributed_leased and
+-- distributed_queue_settings) are in 44_distributed_ddl.sql. Here are the
 -- declarations of the C++ functions that one node calls on another's
 -- shards: distributed_lease_end (a lease slot whose lease end passed),
 -- distributed_rebalance (key_limit changed) and distributed_purge_chunk
@@ -64,23 +64,9 @@ COMMENT ON FUNCTION concurrency_internal.distributed_key_position(integer, text)
 -- which a heartbeat may have left in lease_extended_to, is written into the
 -- slot). The claim itself and the acknowledgements are the queue's C++
 -- (src/queue/claim.cpp, src/queue/distributed.hpp: decide_lease_slots);
--- these functions (and distributed_resize_slots, in 44_distributed_ddl.sql)
--- keep the slots.
+-- these functions (and distributed_resize_slots with distributed_leased, in
+-- 44_distributed_ddl.sql) keep the slots.
 -- ---------------------------------------------------------------------------
-
--- The leased tasks of a distributed queue (a query over every shard).
-CREATE FUNCTION concurrency_internal.distributed_leased(queue text)
-    RETURNS TABLE (id bigint, lease_token bigint, lease_expires_at timestamptz)
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $fn$
-BEGIN
-    RETURN QUERY EXECUTE format($q$SELECT id, lease_token, lease_expires_at FROM %s WHERE state = 'leased'$q$,
-                                (concurrency_internal.distributed_queue_settings(queue)).relation);
-END
-$fn$;
-COMMENT ON FUNCTION concurrency_internal.distributed_leased(text) IS
-    'the leased tasks of a distributed queue (id, lease token, lease end)';
 
 -- For a lease slot of a queue with max_leased whose lease end has passed
 -- (the coordinator's claim, when no slot is empty): on the node of the

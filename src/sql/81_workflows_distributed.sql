@@ -17,20 +17,9 @@
 -- Makes the event tables distributed (a no-op where they are already).
 -- Runs as the extension's owner, who owns them; on the coordinator.
 CREATE FUNCTION concurrency_internal.distribute_events() RETURNS void
-    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
-    AS $fn$
-BEGIN
-    IF concurrency.citus_node_role() <> 'coordinator' THEN
-        RETURN;
-    END IF;
-    IF EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'concurrency.event'::regclass) THEN
-        RETURN;
-    END IF;
-    PERFORM create_distributed_table('concurrency.event', 'name');
-    PERFORM create_distributed_table('concurrency.event_wait', 'event', colocate_with => 'concurrency.event');
-END
-$fn$;
+    AS 'MODULE_PATHNAME', 'concurrency_distribute_events';
 COMMENT ON FUNCTION concurrency_internal.distribute_events() IS
     'makes the event tables of durable workflows Citus distributed tables, by event name (internal)';
 REVOKE ALL ON FUNCTION concurrency_internal.distribute_events() FROM PUBLIC;
@@ -42,14 +31,9 @@ REVOKE ALL ON FUNCTION concurrency_internal.distribute_events() FROM PUBLIC;
 -- update on the other nodes after this one, and the tables must exist there
 -- before they are distributed.
 CREATE FUNCTION concurrency_internal.distributed_queue_added() RETURNS trigger
-    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    LANGUAGE c VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
-    AS $fn$
-BEGIN
-    PERFORM concurrency_internal.distribute_events();
-    RETURN NULL;
-END
-$fn$;
+    AS 'MODULE_PATHNAME', 'concurrency_distributed_queue_added';
 COMMENT ON FUNCTION concurrency_internal.distributed_queue_added() IS
     'after a queue is distributed: the event tables too (internal)';
 CREATE CONSTRAINT TRIGGER distribute_events AFTER INSERT OR UPDATE ON concurrency.distributed_queue
@@ -80,6 +64,11 @@ COMMENT ON FUNCTION concurrency_internal.deliver_event(text, bigint, text, jsonb
 -- `cutoff` and awaited by no task, forgotten: on the node of that shard, on
 -- its tables (a statement of emit_event sends it there). The events of
 -- other shards are left to the emits of their names.
+-- One of the two functions of the install script still in PL/pgSQL (the
+-- other: concurrency.cluster_lock_wait_rows, 40_citus.sql): Citus runs it on
+-- the node of the event's shard, where it names that node's shard tables
+-- with Citus's own shard_name; it builds no name of a queue's relation, and
+-- reads Citus's catalog, which exists only where Citus does.
 CREATE FUNCTION concurrency_internal.forget_events_on_shard(event text, cutoff timestamptz)
     RETURNS bigint
     LANGUAGE plpgsql VOLATILE

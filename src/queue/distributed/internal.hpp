@@ -1,6 +1,7 @@
 // What the files of src/queue/distributed share and nothing else uses.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,31 @@ uint64 run_routed(const char *function, const char *sql, int nargs, const Oid *t
 // One shard position on each other node that holds shards of the queue
 // (routing.cpp).
 std::vector<int32> other_nodes(const Shards &shards);
+
+// The DDL of distributed queues (ddl.cpp), SPI connected:
+// One row of the settings of distributed queue `queue` in SPI_tuptable
+// (concurrency_internal.distributed_queue_settings' columns); 42704 when it
+// is not one.
+uint64 distributed_settings(const std::string &queue);
+// Its leased tasks, a query over every shard (42704 as above).
+struct LeasedTask {
+	int64 id;
+	std::optional<int64> lease_token;
+	std::optional<TimestampTz> lease_expires_at;
+};
+std::vector<LeasedTask> distributed_leased(const std::string &queue);
+// Gives it lease slots 1..max_leased (0: none), the running leases written
+// into the empty ones; 22023 for a missing or negative max_leased.
+void resize_lease_slots(const std::string &queue, std::optional<int32> max_leased);
+// Copies its catalog rows and permissions to every other node (a
+// coordinator with workers only), as the caller.
+void sync_catalog_here(const std::string &queue);
+// Distributes its slots of key_rate_limit beside its tasks (55000 when it is
+// not distributed or has none).
+void distribute_key_rate_slots_here(const std::string &queue);
+// Makes the empty queue `queue` distributed, with `shard_count` shards
+// (default citus.shard_count) (concurrency.distribute_queue).
+void distribute_queue_here(const std::string &queue, std::optional<int32> shard_count);
 
 // Runs `fn` with the settings `settings` (name, value) made for that while
 // only, as a function's SET clause makes them: undone after it, whether it

@@ -41,7 +41,7 @@ namespace {
 
 // The lease slots of distributed queue `queue`, a table on the coordinator.
 std::string slots_relation(std::string_view queue) {
-	return "concurrency." + quote_ident(slot_table_name(queue));
+	return qualified_table_name(QueueTable::slots, queue);
 }
 
 } // namespace

@@ -108,10 +108,9 @@ using namespace concurrency::queue;
 // `queue`, or, with `role`, of that table's index or identity sequence of
 // that role (relation_names.hpp: pkey, ready, …, id_seq): the name it has
 // (table first where it was made before 0.4.0), or, where the table has no
-// such relation (yet), the name it gets. For the PL/pgSQL of distributed
-// queues (src/sql/44_distributed_ddl.sql) and the statements that join the
-// catalog to the tables, so that no name is built but in
-// relation_names.cpp. 22023 for a word it does not know.
+// such relation (yet), the name it gets (derived_relation_name, as the DDL
+// of distributed queues takes it). For the statements that join the catalog
+// to the tables, so that no name is built but in relation_names.cpp. 22023 for a word it does not know.
 CONCURRENCY_FUNCTION(concurrency_queue_relation_name) {
 	std::string name = queue::queue_name_arg(fcinfo);
 	std::string_view table_word = pg::text_view_arg(fcinfo, 1, "tbl");
@@ -129,11 +128,7 @@ CONCURRENCY_FUNCTION(concurrency_queue_relation_name) {
 			    fmt::format("queue table \"{}\" has no relation of role \"{}\"", table_word, role_text), "",
 			    "The tasks have pkey, ready, scheduled, leased, dedupe, finished, waiting, dead, "
 			    "keyed, fair and id_seq; the other tables pkey.");
-		Oid relid = queue::derived_relid(queue::concurrency_relid(relation), *table, name, *role);
-		const char *existing = OidIsValid(relid)
-		                           ? pg::guard([&] { return static_cast<const char *>(get_rel_name(relid)); })
-		                           : nullptr;
-		relation = existing ? std::string(existing) : derived_name(*table, name, *role);
+		relation = queue::derived_relation_name(*table, name, *role);
 	}
 	return pg::text_datum(relation);
 }
