@@ -336,4 +336,49 @@ const LocalShard *next_local_shard(const Shards &shards) {
 	return &shards.local[next_cursor() % shards.local.size()];
 }
 
+namespace {
+
+// Where this backend's claims of a queue start (claim_start): per queue
+// table, the shard position whose tasks filled the last claim and until
+// when claims stay there.
+struct ClaimHome {
+	int32 position;
+	TimestampTz until;
+};
+std::unordered_map<Oid, ClaimHome> *claim_homes = nullptr;
+
+// How long a backend's claims stay on one shard while it fills them, at most:
+// then they move on to the next, so that every shard is a first one now and
+// then (its purges) and a shard that producers keep filling holds no
+// backend for good.
+constexpr TimestampTz claim_stay_us = 1'000'000;
+
+} // namespace
+
+const LocalShard *claim_start(Queue &whole, const Shards &shards, TimestampTz now) {
+	if (!claim_homes)
+		claim_homes = new std::unordered_map<Oid, ClaimHome>();
+	if (!citus::in_routed_call())
+		if (auto it = claim_homes->find(whole.info().relid); it != claim_homes->end()) {
+			if (now < it->second.until)
+				if (const LocalShard *home = shards.at(it->second.position))
+					return home;
+			claim_homes->erase(it);
+		}
+	return next_local_shard(shards);
+}
+
+void claim_ended(Queue &whole, int32 position, bool full, TimestampTz now) {
+	if (!claim_homes || citus::in_routed_call())
+		return;
+	Oid relid = whole.info().relid;
+	auto it = claim_homes->find(relid);
+	if (!full) {
+		if (it != claim_homes->end())
+			claim_homes->erase(it);
+	} else if (it == claim_homes->end() || it->second.position != position) {
+		(*claim_homes)[relid] = ClaimHome{position, now + claim_stay_us};
+	}
+}
+
 } // namespace concurrency::queue
