@@ -168,6 +168,20 @@ class Distribution {
 	// backend), or nullptr when the node holds none.
 	virtual const LocalShard *next_local_shard(const Shards &shards) = 0;
 
+	// Where this backend's claim on `shards` of queue `whole` starts: the
+	// shard whose tasks filled its last claim, for up to a second from the
+	// first claim there, else the next of this node's shards in turn (and a
+	// call routed here by another node, whose connection serves many
+	// sessions, always the next in turn). The claim still goes on through
+	// the node's other shards in turn until its batch is full, so that it
+	// misses no ready task; staying spares a backend opening, planning and
+	// caching every shard of the node. nullptr when the node holds none.
+	virtual const LocalShard *claim_start(Queue &whole, const Shards &shards, TimestampTz now) = 0;
+	// What a claim of queue `whole` found: its batch filled on the shard at
+	// `position` (`full`), or not filled on any (then the next claim starts
+	// at the next shard in turn).
+	virtual void claim_ended(Queue &whole, int32 position, bool full, TimestampTz now) = 0;
+
 	// Whether the queue whose table is `relid` is distributed. False at once
 	// where Citus is not loaded; otherwise read from concurrency.distributed_queue
 	// once per backend and table, until a relcache invalidation of the table.

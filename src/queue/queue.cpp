@@ -82,7 +82,8 @@ bool due_entry(Relation heap, Oid index, Snapshot snapshot, std::optional<Timest
 // retention keeps them for hours or days: most purges would find nothing,
 // and the probe spares them the statement (in a new session, its planning).
 bool may_purge(QueueInfo &info, TimestampTz cutoff) {
-	if (info.shard_id != 0)
+	// a shard's index comes with the shard (queue/distributed/shards.cpp)
+	if (info.shard_id != 0 && !OidIsValid(info.finished_index))
 		return true;
 	if (!OidIsValid(info.finished_index)) {
 		info.finished_index = derived_relid(info.relid, QueueTable::tasks, info.name, Role::finished);

@@ -189,7 +189,8 @@ void revalidate(QueueInfo &info) {
 			info.ready_index = InvalidOid;
 			info.fair_index = InvalidOid;
 		}
-		info.finished_index = InvalidOid;
+		if (info.shard_id == 0)
+			info.finished_index = InvalidOid;
 		info.token_sequence = InvalidOid;
 		pg::guard([&] { forget_direct(info); });
 		// the columns of dependencies (added by the update from 0.2.0): the
@@ -411,6 +412,7 @@ void Queue::open(const char *key, std::string_view name, const LocalShard *shard
 		info->ready_index = shard->ready_index;
 		info->scheduled_index = shard->scheduled_index;
 		info->leased_index = shard->leased_index;
+		info->finished_index = shard->finished_index;
 	}
 	if (!info->valid)
 		revalidate(*info);

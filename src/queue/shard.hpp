@@ -16,6 +16,9 @@ struct LocalShard {
 	int32 shard_key; // the shard's value of the distribution column
 	int32 group;     // this node's Citus group
 	Oid ready_index, scheduled_index, leased_index;
+	// the shard's index of finished tasks (InvalidOid: none found; purges then run
+	// their statement without the probe)
+	Oid finished_index = InvalidOid;
 	std::string relname;     // the shard's table (unquoted)
 	std::string key_relname; // the key table's shard beside it (unquoted; "" if missing)
 	// the shard of the slots of key_rate_limit beside it (unquoted; "" if

@@ -1059,6 +1059,51 @@ def test_limits_concurrent():
     c.execute("SELECT concurrency.drop_queue('lc')")
 
 
+def test_worker_claims_stay_and_reach_every_shard():
+    """A backend on a worker node stays on the shard that filled its last claim, and still claims a task of any shard."""
+    c = connect(COORDINATOR)
+    fresh_distributed_queue(c, "dq_stay", 8)
+    producer, claimer = connect(WORKER1), connect(WORKER1)
+    claim = "SELECT task_id, lease_token FROM concurrency.dequeue('dq_stay')"
+    done = "SELECT concurrency.complete('dq_stay', %s, %s)"
+    # keyless tasks enqueued on a node go to its shards in turn: 5 in each
+    ids = [scalar(producer, "SELECT concurrency.enqueue('dq_stay', '{}')") for _ in range(20)]
+    local = positions(ids)
+    check("the worker node holds 4 of the 8 shards", len(local) == 4, repr(sorted(local)))
+    taken = []
+    for _ in range(4):
+        task, token = claimer.execute(claim).fetchone()
+        claimer.execute(done, (task, token))
+        taken.append(task)
+    check("successive claims of a worker node's backend stay on a shard with tasks", len(positions(taken)) == 1,
+          repr(taken))
+    while row := claimer.execute(claim).fetchone():
+        claimer.execute(done, row)
+        taken.append(row[0])
+    check("they take every task of every shard", sorted(taken) == sorted(ids), f"{len(taken)} of {len(ids)}")
+
+    def one_at_a_time(label):
+        # each task alone in its shard, the claimer's last claim filled on another
+        got, sent = [], []
+        for _ in range(2 * len(local)):
+            task = scalar(producer, "SELECT concurrency.enqueue('dq_stay', '{}')")
+            sent.append(task)
+            row = claimer.execute(claim).fetchone()
+            if row:
+                claimer.execute(done, row)
+                got.append(row[0])
+        check(f"{label}: a task alone in any shard is claimed at once", got == sent, f"{got} for {sent}")
+        check(f"{label}: those tasks were in every shard of the node", positions(sent) == local,
+              repr(sorted(positions(sent))))
+
+    one_at_a_time("a backend that stayed")
+    restart_node(1)
+    producer, claimer = connect(WORKER1), connect(WORKER1)
+    one_at_a_time("after the worker node restarted")
+    check("nothing is left", scalar(c, "SELECT count(*) FROM concurrency.q_dq_stay") == 0)
+    c.execute("SELECT concurrency.drop_queue('dq_stay')")
+
+
 # --- chaos: exactly-once effects while backends die and a worker restarts ---
 
 TASKS = 300
@@ -1299,6 +1344,7 @@ def test_derived_names():
 if __name__ == "__main__":
     setup()
     run([test_shape, test_refusals, test_enqueue_places_tasks, test_router_claims_rotate,
+         test_worker_claims_stay_and_reach_every_shard,
          test_fencing_leases_retries, test_keys_limits_retention, test_create_queue_distributed,
          test_task_status, test_cancel, test_batches, test_purge, test_purge_by_queue_calls,
          test_key_limit_admission, test_key_limit_batches, test_key_limit_alter, test_key_limit_concurrent,

@@ -63,6 +63,8 @@ void require_slots_here(Queue &q, const char *what, bool claim = false);
 int32 key_position(Datum key, int32 count);
 int32 next_position(const Shards &shards);
 const LocalShard *next_local_shard(const Shards &shards);
+const LocalShard *claim_start(Queue &whole, const Shards &shards, TimestampTz now);
+void claim_ended(Queue &whole, int32 position, bool full, TimestampTz now);
 bool is_distributed(Oid relid);
 void note_local_writes(Queue &whole);
 uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nargs, const Oid *types,

@@ -40,6 +40,12 @@ class CitusDistribution final : public Distribution {
 	const LocalShard *next_local_shard(const Shards &shards) override {
 		return queue::next_local_shard(shards);
 	}
+	const LocalShard *claim_start(Queue &whole, const Shards &shards, TimestampTz now) override {
+		return queue::claim_start(whole, shards, now);
+	}
+	void claim_ended(Queue &whole, int32 position, bool full, TimestampTz now) override {
+		queue::claim_ended(whole, position, full, now);
+	}
 	bool is_distributed(Oid relid) override { return queue::is_distributed(relid); }
 	void note_local_writes(Queue &whole) override { queue::note_local_writes(whole); }
 	uint64 call_on_shard(Queue &whole, int32 position, const char *function, int nargs, const Oid *types,

@@ -124,16 +124,18 @@ const Shards &distributed_shards(Queue &q) {
 	Oid ready = derived_relid(relid, QueueTable::tasks, q.name(), Role::ready);
 	Oid scheduled = derived_relid(relid, QueueTable::tasks, q.name(), Role::scheduled);
 	Oid leased = derived_relid(relid, QueueTable::tasks, q.name(), Role::leased);
+	Oid finished = derived_relid(relid, QueueTable::tasks, q.name(), Role::finished);
 	if (!OidIsValid(ready) || !OidIsValid(scheduled) || !OidIsValid(leased))
 		throw Error(
 		    sqlstate::undefined_object,
 		    fmt::format("the indexes of distributed queue \"{}\" are missing on this node", q.name()));
 	Oid keys = concurrency_relid(key_table_name(q.name()));
 	Oid key_rates = concurrency_relid(key_rate_table_name(q.name()));
-	static const Oid types[7] = {OIDOID, TEXTOID, OIDOID, OIDOID, OIDOID, OIDOID, OIDOID};
-	Datum values[7] = {ObjectIdGetDatum(relid),     pg::text_datum(q.name()), ObjectIdGetDatum(ready),
-	                   ObjectIdGetDatum(scheduled), ObjectIdGetDatum(leased), ObjectIdGetDatum(keys),
-	                   ObjectIdGetDatum(key_rates)};
+	static const Oid types[8] = {OIDOID, TEXTOID, OIDOID, OIDOID, OIDOID, OIDOID, OIDOID, OIDOID};
+	Datum values[8] = {ObjectIdGetDatum(relid),     pg::text_datum(q.name()),  ObjectIdGetDatum(ready),
+	                   ObjectIdGetDatum(scheduled), ObjectIdGetDatum(leased),  ObjectIdGetDatum(keys),
+	                   ObjectIdGetDatum(key_rates), ObjectIdGetDatum(finished)};
+	char shard_nulls[8] = {' ', ' ', ' ', ' ', ' ', ' ', ' ', OidIsValid(finished) ? ' ' : 'n'};
 	SPIPlanPtr plan = pg::prepared_plan(
 	    "distributed:shards",
 	    "WITH s AS (SELECT shardid, (pg_catalog.row_number() OVER (ORDER BY shardid))::pg_catalog.int4"
@@ -159,7 +161,9 @@ const Shards &distributed_shards(Queue &q) {
 	    "        (SELECT pg_catalog.to_regclass(pg_catalog.shard_name($6::pg_catalog.regclass, ks.shardid))"
 	    "                ::pg_catalog.oid FROM ks WHERE ks.pos OPERATOR(pg_catalog.=) s.pos),"
 	    "        (SELECT pg_catalog.to_regclass(pg_catalog.shard_name($7::pg_catalog.regclass, rs.shardid))"
-	    "                ::pg_catalog.oid FROM rs WHERE rs.pos OPERATOR(pg_catalog.=) s.pos)"
+	    "                ::pg_catalog.oid FROM rs WHERE rs.pos OPERATOR(pg_catalog.=) s.pos),"
+	    "        pg_catalog.to_regclass(pg_catalog.shard_name($8::pg_catalog.regclass, s.shardid))"
+	    "                ::pg_catalog.oid"
 	    "   FROM s"
 	    "   JOIN concurrency.distributed_queue d ON d.queue OPERATOR(pg_catalog.=) $2"
 	    "  WHERE EXISTS (SELECT FROM pg_catalog.pg_dist_placement p"
@@ -167,9 +171,9 @@ const Shards &distributed_shards(Queue &q) {
 	    "                   AND p.groupid OPERATOR(pg_catalog.=) (SELECT groupid FROM "
 	    "pg_catalog.pg_dist_local_group))"
 	    "  ORDER BY s.pos",
-	    7, types);
+	    8, types);
 	Shards shards;
-	uint64 n = pg::execute(plan, values, nullptr, true);
+	uint64 n = pg::execute(plan, values, shard_nulls, true);
 	if (n == 0) {
 		// no shard here: the count alone
 		SPIPlanPtr count =
@@ -207,6 +211,7 @@ const Shards &distributed_shards(Queue &q) {
 		shard.relname = relation_name(table);
 		shard.key_relname = relation_name(oid_column(r, 10));
 		shard.key_rate_relname = relation_name(oid_column(r, 11));
+		shard.finished_index = oid_column(r, 12);
 		if (shard.key_relname.empty())
 			shards.keys_everywhere = false;
 		if (shard.relname.empty() || shard.group < 0 || shard.group > 1023 || shard.shard_key < 0 ||
@@ -329,6 +334,51 @@ const LocalShard *next_local_shard(const Shards &shards) {
 	if (shards.local.empty())
 		return nullptr;
 	return &shards.local[next_cursor() % shards.local.size()];
+}
+
+namespace {
+
+// Where this backend's claims of a queue start (claim_start): per queue
+// table, the shard position whose tasks filled the last claim and until
+// when claims stay there.
+struct ClaimHome {
+	int32 position;
+	TimestampTz until;
+};
+std::unordered_map<Oid, ClaimHome> *claim_homes = nullptr;
+
+// How long a backend's claims stay on one shard while it fills them, at most:
+// then they move on to the next, so that every shard is a first one now and
+// then (its purges) and a shard that producers keep filling holds no
+// backend for good.
+constexpr TimestampTz claim_stay_us = 1'000'000;
+
+} // namespace
+
+const LocalShard *claim_start(Queue &whole, const Shards &shards, TimestampTz now) {
+	if (!claim_homes)
+		claim_homes = new std::unordered_map<Oid, ClaimHome>();
+	if (!citus::in_routed_call())
+		if (auto it = claim_homes->find(whole.info().relid); it != claim_homes->end()) {
+			if (now < it->second.until)
+				if (const LocalShard *home = shards.at(it->second.position))
+					return home;
+			claim_homes->erase(it);
+		}
+	return next_local_shard(shards);
+}
+
+void claim_ended(Queue &whole, int32 position, bool full, TimestampTz now) {
+	if (!claim_homes || citus::in_routed_call())
+		return;
+	Oid relid = whole.info().relid;
+	auto it = claim_homes->find(relid);
+	if (!full) {
+		if (it != claim_homes->end())
+			claim_homes->erase(it);
+	} else if (it == claim_homes->end() || it->second.position != position) {
+		(*claim_homes)[relid] = ClaimHome{position, now + claim_stay_us};
+	}
 }
 
 } // namespace concurrency::queue

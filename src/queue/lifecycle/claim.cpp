@@ -414,34 +414,51 @@ std::optional<Interval> wait_arg(FunctionCallInfo fcinfo, int n) {
 }
 
 // A distributed queue's claim on this node's shards (Citus): the queue's own
-// Claim on each shard's table in turn, starting at the next one of this
-// backend, until the batch is full; the first shard visited purges a chunk
-// of its finished tasks, as a local queue's dequeue does. Returns how many
-// tasks it claimed; none where the node holds no shard of the queue or its
-// calls are routed, and then `visited` is false. `every_shard`: the node
-// holds all of the queue's shards (a routed claim would find nothing more).
+// Claim on each shard's table in turn, starting where the distributed room
+// says (claim_start: the shard that filled this backend's last claim, else
+// the next one), until the batch is full; the first shard visited purges a
+// chunk of its finished tasks, as a local queue's dequeue does. Returns how
+// many tasks it claimed; none where the node holds no shard of the queue or
+// its calls are routed, and then `visited` is false. `every_shard`: the
+// node holds all of the queue's shards (a routed claim would find nothing
+// more).
 std::size_t claim_on_local_shards(Queue &q, int32 batch, TimestampTz now, const Interval &lease, Datum worker,
                                   bool worker_null, pg::ResultSet &out, bool &visited, bool &every_shard) {
 	visited = every_shard = false;
 	if (!distribution().shards_served_here(q))
 		return 0;
-	// a copy: an invalidation while a shard is opened may drop the cached list
-	const Shards shards = distribution().distributed_shards(q);
-	const LocalShard *first = distribution().next_local_shard(shards);
-	if (!first)
-		return 0;
+	std::vector<int32> order; // the positions of this node's shards, in turn from the first
+	{
+		const Shards &shards = distribution().distributed_shards(q);
+		const LocalShard *first = distribution().claim_start(q, shards, now);
+		if (!first)
+			return 0;
+		every_shard = static_cast<int32>(shards.local.size()) == shards.count;
+		std::size_t start = static_cast<std::size_t>(first - shards.local.data());
+		order.reserve(shards.local.size());
+		for (std::size_t i = 0; i < shards.local.size(); ++i)
+			order.push_back(shards.local[(start + i) % shards.local.size()].position);
+	}
 	visited = true;
-	every_shard = static_cast<int32>(shards.local.size()) == shards.count;
-	std::size_t start = static_cast<std::size_t>(first - shards.local.data());
 	std::size_t claimed = 0;
-	for (std::size_t i = 0; i < shards.local.size() && claimed < static_cast<std::size_t>(batch); ++i) {
-		Queue shard(q.name(), shards.local[(start + i) % shards.local.size()]);
+	for (std::size_t i = 0; i < order.size() && claimed < static_cast<std::size_t>(batch); ++i) {
+		// a copy of the one shard: an invalidation while it is opened may
+		// drop the cached list (a shard moved away meanwhile is passed over)
+		const LocalShard *listed = distribution().distributed_shards(q).at(order[i]);
+		if (!listed)
+			continue;
+		const LocalShard place = *listed;
+		Queue shard(q.name(), place);
 		Claim claim(shard, now, lease, worker, worker_null, out);
 		claim.run(batch - static_cast<int32>(claimed));
 		claimed += claim.claimed();
+		if (claimed == static_cast<std::size_t>(batch))
+			distribution().claim_ended(q, order[i], true, now);
 		if (i == 0)
 			maybe_purge(shard, now, /*distributed=*/false);
 	}
+	if (claimed < static_cast<std::size_t>(batch))
+		distribution().claim_ended(q, -1, false, now);
 	return claimed;
 }
 

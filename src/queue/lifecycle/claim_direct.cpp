@@ -546,9 +546,11 @@ bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval
 	// With Citus, a table may have its rows in shards elsewhere (a
 	// reference or distributed table made by hand): only the statement,
 	// which Citus plans, would find them. (Citus is loaded at server start.)
+	// A shard of a distributed queue on this node (info.shard_id) is a plain
+	// table whose rows are all here: claimed directly as a local queue is.
 	static const bool citus =
 	    pg::guard([] { return GetConfigOption("citus.version", true, false) != nullptr; });
-	if (citus)
+	if (citus && info.shard_id == 0)
 		return false;
 	if (!claim_relations(info))
 		return false; // the statement says what is missing

@@ -34,7 +34,8 @@ struct ClaimedTask {
 // reproduce (triggers, rules, row security, CHECK constraints, generated
 // columns, a table access method other than heap, an index that is not a
 // plain btree), a server with Citus (whose tables may keep their rows in
-// shards), or a queue whose cache entry was invalidated since the call
+// shards) but for a distributed queue's shard on this node, or a queue
+// whose cache entry was invalidated since the call
 // began. Runs as the caller's current role (the queue's owner). Adds to
 // *scanned the shared buffers its scan of the ready index read (index pages
 // and the rows' table pages: what dead entries at the front cost shows
