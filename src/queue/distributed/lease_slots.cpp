@@ -17,6 +17,8 @@
 #include "common/sql_text.hpp"
 #include "pg/datum.hpp"
 #include "pg/invalidation.hpp"
+#include "queue/args.hpp"
+#include "queue/distribution.hpp"
 #include "queue/lifecycle/claim.hpp"
 #include "queue/graphs/dependencies.hpp"
 #include "queue/flow/keys_sql.hpp"
@@ -194,3 +196,37 @@ void fill_lease_slots(Queue &whole, const std::vector<int32> &slots,
 }
 
 } // namespace concurrency::queue
+
+using namespace concurrency;
+using namespace concurrency::queue;
+
+// concurrency_internal.distributed_lease_end(queue, task_id, lease_token,
+// now) — on the node of the task's shard, for the coordinator of a queue
+// with max_leased: lease_end_on_shard (claim.hpp) on that shard, as the
+// queue's owner. The caller needs permission work; 55000 for a queue that
+// is not distributed, or where the shard is not on this node (any more).
+CONCURRENCY_FUNCTION(concurrency_distributed_lease_end) {
+	queue::QueueName name = queue::queue_name(fcinfo);
+	int64 task_id = queue::int64_arg(fcinfo, 1, "task_id");
+	int64 token = queue::int64_arg(fcinfo, 2, "lease_token");
+	pg::require_arg(fcinfo, 3, "now");
+	TimestampTz now = PG_GETARG_TIMESTAMPTZ(3);
+	pg::spi_connect();
+	Queue whole(name.view());
+	AsRole as_owner = authorize(whole, Permission::work, "distributed_lease_end");
+	if (!distribution().is_distributed(whole.info().relid))
+		throw Error(sqlstate::object_not_in_prerequisite_state,
+		            fmt::format("queue \"{}\" is not a distributed queue", whole.name()));
+	const queue::LocalShard *here = distribution().local_shard_of(whole, &task_id, 1, false);
+	if (!here)
+		throw Error(
+		    sqlstate::object_not_in_prerequisite_state,
+		    fmt::format("the shard of task {} of queue \"{}\" is not on this node", task_id, whole.name()),
+		    "The call was made by a node whose picture of the shards is older.", "Retry the transaction.");
+	Queue shard(whole.name(), *here);
+	std::optional<TimestampTz> end = queue::lease_end_on_shard(shard, task_id, token, now);
+	pg::spi_finish();
+	if (!end)
+		PG_RETURN_NULL();
+	PG_RETURN_TIMESTAMPTZ(*end);
+}

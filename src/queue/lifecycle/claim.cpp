@@ -413,15 +413,12 @@ std::optional<Interval> wait_arg(FunctionCallInfo fcinfo, int n) {
 	return positive;
 }
 
-// A distributed queue's claim on this node's shards (Citus): the queue's own
-// Claim on each shard's table in turn, starting where the distributed room
-// says (claim_start: the shard that filled this backend's last claim, else
-// the next one), until the batch is full; the first shard visited purges a
-// chunk of its finished tasks, as a local queue's dequeue does. Returns how
-// many tasks it claimed; none where the node holds no shard of the queue or
-// its calls are routed, and then `visited` is false. `every_shard`: the
-// node holds all of the queue's shards (a routed claim would find nothing
-// more).
+// A distributed queue's claim on this node's shards (Citus): Claim on each
+// shard's table in turn from claim_start (the shard that filled this
+// backend's last claim, else the next one) until the batch is full; the
+// first shard purges a chunk of its finished tasks, as a local dequeue does.
+// Returns how many it claimed; none, with `visited` false, where the node
+// holds no shard or its calls are routed. `every_shard`: the node holds all.
 std::size_t claim_on_local_shards(Queue &q, int32 batch, TimestampTz now, const Interval &lease, Datum worker,
                                   bool worker_null, pg::ResultSet &out, bool &visited, bool &every_shard) {
 	visited = every_shard = false;
@@ -676,35 +673,4 @@ CONCURRENCY_FUNCTION(concurrency_dequeue) {
 	}
 	pg::spi_finish();
 	return Datum(0);
-}
-
-// concurrency_internal.distributed_lease_end(queue, task_id, lease_token,
-// now) — on the node of the task's shard, for the coordinator of a queue
-// with max_leased: lease_end_on_shard (claim.hpp) on that shard, as the
-// queue's owner. The caller needs permission work; 55000 for a queue that
-// is not distributed, or where the shard is not on this node (any more).
-CONCURRENCY_FUNCTION(concurrency_distributed_lease_end) {
-	queue::QueueName name = queue::queue_name(fcinfo);
-	int64 task_id = queue::int64_arg(fcinfo, 1, "task_id");
-	int64 token = queue::int64_arg(fcinfo, 2, "lease_token");
-	pg::require_arg(fcinfo, 3, "now");
-	TimestampTz now = PG_GETARG_TIMESTAMPTZ(3);
-	pg::spi_connect();
-	Queue whole(name.view());
-	AsRole as_owner = authorize(whole, Permission::work, "distributed_lease_end");
-	if (!distribution().is_distributed(whole.info().relid))
-		throw Error(sqlstate::object_not_in_prerequisite_state,
-		            fmt::format("queue \"{}\" is not a distributed queue", whole.name()));
-	const queue::LocalShard *here = distribution().local_shard_of(whole, &task_id, 1, false);
-	if (!here)
-		throw Error(
-		    sqlstate::object_not_in_prerequisite_state,
-		    fmt::format("the shard of task {} of queue \"{}\" is not on this node", task_id, whole.name()),
-		    "The call was made by a node whose picture of the shards is older.", "Retry the transaction.");
-	Queue shard(whole.name(), *here);
-	std::optional<TimestampTz> end = queue::lease_end_on_shard(shard, task_id, token, now);
-	pg::spi_finish();
-	if (!end)
-		PG_RETURN_NULL();
-	PG_RETURN_TIMESTAMPTZ(*end);
 }
