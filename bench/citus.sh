@@ -253,11 +253,12 @@ suffix=; [ "${BENCH_FSYNC_OFF:-0}" = 1 ] && suffix=-fsync-off
 out=${RESULT_DIR:-docs/results}/citus-$(date -u +%Y%m%dT%H%M%SZ)$suffix.json
 python3 - "$dir/rows.txt" "$dir/scaling.txt" "$out" "$("$bin/pg_config" --version)" "$pairs" "$secs" \
   "$([ "${BENCH_FSYNC_OFF:-0}" = 1 ] && echo false || echo true)" "$load_before" "$(cut -d' ' -f1-3 /proc/loadavg)" \
-  "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(nproc)" <<'PY'
+  "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(nproc)" \
+  "$(for v in KINDS SHARDS SCALING PAIRS; do [ -n "${!v:-}" ] && printf '%s="%s" ' "$v" "${!v}"; done)" <<'PY'
 import json, sys
-rows, scaling, out, version, pairs, secs, durable, load_before, load_after, commit, cores = sys.argv[1:]
+rows, scaling, out, version, pairs, secs, durable, load_before, load_after, commit, cores, env = sys.argv[1:]
 report = {"durable": durable == "true", "server": version, "rounds": int(pairs), "seconds_per_round": float(secs),
-          "commit": commit, "cores": int(cores), "command": "sudo bash bench/citus.sh",
+          "commit": commit, "cores": int(cores), "command": f"sudo {env}bash bench/citus.sh",
           "load_before": load_before, "load_after": load_after, "rows": [], "scaling": []}
 for line in open(rows):
     f = line.split()

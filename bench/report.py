@@ -452,7 +452,39 @@ def citus(path):
     lines += ["", f"Load average when the run began: {d.get('load_before')}; when it ended: {d.get('load_after')} "
               f"({d.get('cores')} cores, shared by the four servers and pgbench, so tasks/s show the cost of each "
               "path, not a cluster's scale; the CPU a task costs is what a cluster of real machines would divide).", ""]
-    return lines
+    return lines + citus_earlier(path, d)
+
+
+def citus_earlier(path, d):
+    """A run of some kinds only (KINDS=, SCALING=0): the other kinds and the scaling from the newest run that has
+    them, named with its commit."""
+    kinds = {(r["clients"], r["kind"]) for r in d["rows"]}
+    for other in reversed(sorted(glob.glob(os.path.join(RESULTS, "citus-*.json")))):
+        if other == path or "fsync-off" in other:
+            continue
+        e = json.load(open(other))
+        rows = [r for r in e["rows"] if (r["clients"], r["kind"]) not in kinds and r["ratio"] is not None]
+        scaling = e.get("scaling") if not d.get("scaling") else None
+        if not rows and not scaling:
+            continue
+        name = os.path.basename(other)
+        lines = [f"Not in that run, from the run of commit {e['commit']} ([{name}](results/{name}), {e['rounds']} "
+                 f"turns; load at its start {e.get('load_before')}):", ""]
+        if rows:
+            lines += ["| clients | round | tasks/s ÷ plain | server CPU a task (coordinator / worker 1 / worker 2) "
+                      "| CPU ÷ plain | coordinator's share |", "|---|---|---|---|---|---|"]
+            lines += [f"| {r['clients']} | {citus_kind(r['kind'])} | {r['ratio']:.2f} | "
+                      f"{r['cpu_us']['coordinator']:.0f} / {r['cpu_us']['worker1']:.0f} / {r['cpu_us']['worker2']:.0f}"
+                      f" µs | {r['cpu_ratio']:.2f} | {r['coordinator_share']:.1f} % |" for r in rows]
+            lines.append("")
+        if scaling:
+            lines += ["| scaling: clients per node | one node tasks/s | two nodes tasks/s | two ÷ one (median) |",
+                      "|---|---|---|---|"]
+            lines += [f"| {r['clients_per_node']} | {fmt(r['one_node'])} | {fmt(r['two_nodes'])} | {r['ratio']:.2f} |"
+                      for r in scaling]
+            lines.append("")
+        return lines
+    return []
 
 
 def peers_node():
