@@ -151,13 +151,16 @@ $node->poll_query_until('postgres', qq(SELECT clock_timestamp() > '$paused_since
   or die 'the clock stands still';
 is($node->safe_psql('postgres', qq(SELECT count(*) FROM concurrency."q_idle" WHERE enqueued_at > '$paused_since')),
 	'0', 'nothing is enqueued for a paused queue');
+# The latest missed due time is the last one before the catch-up ran, which
+# a loaded machine may delay past another due time: so the check is that no
+# earlier missed due time was enqueued, not a count before $resumed_at.
 my $resumed_at = $node->safe_psql('postgres', q(SELECT clock_timestamp()));
 $node->safe_psql('postgres', q(SELECT concurrency.resume_queue('idle')));
 $node->poll_query_until('postgres', qq(SELECT count(*) >= 1 FROM concurrency."q_idle" WHERE enqueued_at > '$paused_since'))
   or die 'the resume did not catch up';
 is($node->safe_psql('postgres', qq(SELECT count(*) FROM concurrency."q_idle" WHERE enqueued_at > '$paused_since'
-                                      AND (payload->>'scheduled_for')::timestamptz < '$resumed_at')),
-	'1', 'the resume enqueues one missed due time (catch_up 1)');
+                                      AND (payload->>'scheduled_for')::timestamptz < '$resumed_at'::timestamptz - interval '1 second')),
+	'0', 'the resume enqueues the latest missed due time only (catch_up 1), none of the earlier ones');
 cmp_ok($node->safe_psql('postgres', q(SELECT skipped FROM concurrency.schedules WHERE name = 'idle_tick')) - $skipped_before,
 	'>=', 2, 'the other missed due times are counted as skipped');
 # a database with a schedule can be dropped (its runners do not stay connected)
