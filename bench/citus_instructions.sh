@@ -10,7 +10,9 @@
 # worker node 1 runs under callgrind; its tasks are enqueued on it, spread
 # over its shards as bench/citus.sh spreads them. Each figure is the
 # difference between a session of HIGH and one of LOW tasks, divided by
-# HIGH - LOW (start-up and first plans drop out).
+# HIGH - LOW (start-up and first plans drop out). Every server runs with
+# fsync = off: these are instruction counts, the CPU cost of a task, not
+# durable throughput; the durable figures are bench/citus.sh's.
 #
 # Usage (root): PG18_PREFIX=… bench/citus_instructions.sh
 #   SHARDS (default "4 32"), LOW (100), HIGH (600), CITUS_PORTS (three free
