@@ -11,16 +11,23 @@ OBJS         = $(SOURCES:.cpp=.o)
 # The install script is built from one source per capability (src/sql/NN_*.sql,
 # in order).
 #
+# The install parts are cut by room (src/sql/NN_<room>.sql: 21_queue_lifecycle.sql
+# holds what src/queue/lifecycle/ implements), not by release, and each can
+# be run again over an older version of its objects: CREATE OR REPLACE for
+# functions, procedures, views and triggers, IF NOT EXISTS for tables,
+# indexes and sequences. So an update script takes every install part as it
+# is, after what turns the older version's tables and data into the new ones.
+#
 # The update scripts concurrency_ext--A--B.sql are committed at the top of the
 # tree, so that what ships is what was reviewed, and a released one is a plain
 # source file that nothing rewrites (scripts/upgrade-check.sh compares it with
 # its release commit). While B is unreleased, its update script is generated
-# from src/sql/concurrency_ext--A--B/: the NN_*.sql parts there (what turns A's
-# objects and data into B's) and the install parts its INSTALL_PARTS names
-# (objects new in B, defined once), in the order of their file names.
-# `make upgrade-scripts` writes it; `make check-upgrade-scripts` (run by
-# installcheck and scripts/upgrade-check.sh) fails while it is not what the
-# parts give. CMakeLists.txt reads the same INSTALL_PARTS.
+# from src/sql/concurrency_ext--A--B/, whose NN_*.sql parts turn A's tables
+# and data into B's (new columns, dropped or renamed objects), and from every
+# install part, in the order of their file names. `make upgrade-scripts`
+# writes it; `make check-upgrade-scripts` (run by installcheck and
+# scripts/upgrade-check.sh) fails while it is not what the parts give.
+# CMakeLists.txt does the same.
 EXT_INSTALL_SQL = $(EXTENSION)--$(EXTVERSION).sql
 EXT_UPGRADE_SQL = $(sort $(wildcard $(EXTENSION)--*--*.sql))
 UPGRADE_STEPS   = $(notdir $(sort $(wildcard src/sql/$(EXTENSION)--*--*)))
@@ -53,9 +60,9 @@ $(EXT_INSTALL_SQL): $(sort $(wildcard src/sql/[0-9][0-9]_*.sql))
 # The parts of the update script of step $(1) (e.g. concurrency_ext--0.1.0--0.2.0),
 # in the order of their file names, and the script itself on stdout.
 upgrade_local_parts = $(wildcard src/sql/$(1)/[0-9][0-9]_*.sql)
-upgrade_install_parts = $(addprefix src/sql/,$(shell sed -e 's/\#.*//' src/sql/$(1)/INSTALL_PARTS 2>/dev/null))
+upgrade_install_parts = $(sort $(wildcard src/sql/[0-9][0-9]_*.sql))
 upgrade_parts = $(foreach n,$(sort $(notdir $(upgrade_local_parts) $(upgrade_install_parts))),$(filter %/$(n),$(upgrade_local_parts) $(upgrade_install_parts)))
-upgrade_script = { printf '%s\n' '-- generated from src/sql/$(1)/ by make upgrade-scripts: edit its parts and the install parts its INSTALL_PARTS names' \
+upgrade_script = { printf '%s\n' '-- generated from src/sql/$(1)/ and the install parts src/sql/NN_*.sql by make upgrade-scripts: edit those' \
 	  '\echo Use "ALTER EXTENSION $(EXTENSION) UPDATE" to load this file. \quit' && cat $(call upgrade_parts,$(1)); }
 
 .PHONY: upgrade-scripts check-upgrade-scripts
@@ -65,7 +72,7 @@ upgrade-scripts:
 check-upgrade-scripts:
 	@$(foreach s,$(UPGRADE_STEPS),\
 	  d=$$(printf '%s\n' $(notdir $(call upgrade_local_parts,$(s)) $(call upgrade_install_parts,$(s))) | sort | uniq -d); \
-	  [ -z "$$d" ] || { echo "src/sql/$(s): $$d both a part of its own and in its INSTALL_PARTS" >&2; exit 1; }; \
+	  [ -z "$$d" ] || { echo "src/sql/$(s): $$d has the name of an install part" >&2; exit 1; }; \
 	  $(call upgrade_script,$(s)) | cmp -s - $(s).sql \
 	    || { echo "$(s).sql is not what src/sql/$(s)/ gives: run make upgrade-scripts, and commit it" >&2; exit 1; };)
 installcheck: check-upgrade-scripts

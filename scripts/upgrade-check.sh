@@ -39,6 +39,19 @@ SELECT pg_describe_object(classid, objid, objsubid) || ' :: ' || coalesce(
  WHERE refclassid = 'pg_extension'::regclass
    AND refobjid = (SELECT oid FROM pg_extension WHERE extname = 'concurrency_ext')
    AND deptype = 'e'
+ UNION ALL -- the triggers, indexes and row security policies of its tables
+SELECT 'trigger ' || pg_get_triggerdef(t.oid)
+  FROM pg_trigger t JOIN pg_depend d ON d.objid = t.tgrelid AND d.classid = 'pg_class'::regclass
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e' AND NOT t.tgisinternal
+   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'concurrency_ext')
+ UNION ALL
+SELECT 'index ' || pg_get_indexdef(i.indexrelid)
+  FROM pg_index i JOIN pg_depend d ON d.objid = i.indrelid AND d.classid = 'pg_class'::regclass
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'concurrency_ext')
+ UNION ALL
+SELECT 'policy ' || p.policyname || ' on ' || p.schemaname || '.' || p.tablename || ' ' || p.cmd || ' ' || coalesce(p.qual, '')
+  FROM pg_policies p WHERE p.schemaname = 'concurrency'
  UNION ALL -- the tables and sequences whose contents pg_dump keeps
 SELECT 'dumped with condition ' || quote_literal(coalesce(e.extcondition[i], '')) || ' :: ' || e.extconfig[i]::regclass::text
   FROM pg_extension e, generate_subscripts(e.extconfig, 1) AS i
@@ -60,7 +73,7 @@ else echo "ok   a fresh install of $current has $(echo "$fresh" | wc -l) member 
 
 # Every shipped update script starts from a released version. One whose
 # target is unreleased is what its parts give (src/sql/concurrency_ext--A--B/
-# and its INSTALL_PARTS: `make upgrade-scripts`); one whose target is released
+# and every install part: `make upgrade-scripts`); one whose target is released
 # is frozen: it has no parts any more and is the file of its release commit.
 if make -s --no-print-directory check-upgrade-scripts PG_CONFIG="$pg_config"; then passed=$((passed + 1))
 else echo "FAIL an update script is not what its parts give"; failed=$((failed + 1)); fi
@@ -154,6 +167,45 @@ for release in "${releases[@]}"; do
   "${psql[@]}" -d postgres -c "DROP DATABASE upgrade_from"
 done
 [ ${#releases[@]} -eq 0 ] && echo "ok   no released version precedes $current: nothing to upgrade from yet (src/sql/RELEASES)"
+
+# The next release's update script takes every install part as it is
+# (Makefile): each must run again over the current version's objects, with
+# live data, and change nothing. Run them as an update to a version of their
+# own, then compare and use what they ran over.
+again="$current.again"
+{ printf '%s\n' '\echo Use "ALTER EXTENSION concurrency_ext UPDATE" to load this file. \quit'
+  cat src/sql/[0-9][0-9]_*.sql; } >"$extdir/concurrency_ext--$current--$again.sql"
+"${psql[@]}" -d postgres -c "DROP DATABASE IF EXISTS upgrade_again" -c "CREATE DATABASE upgrade_again"
+if "${psql[@]}" -d upgrade_again -o /dev/null <<SQL
+CREATE EXTENSION concurrency_ext;
+SELECT concurrency.register_subsystem('again_report', 4242);
+SELECT concurrency.create_queue('again', lease => '1 hour');
+SELECT concurrency.enqueue('again', jsonb_build_object('n', n)) FROM generate_series(1, 3) AS n;
+CREATE TABLE again_claim AS SELECT task_id, lease_token FROM concurrency.dequeue('again');
+SELECT concurrency.create_counter('again_balance', slots => 4, min_value => 0);
+SELECT concurrency.counter_add('again_balance', 10);
+ALTER EXTENSION concurrency_ext UPDATE TO '$again';
+SQL
+then
+  if [ "$(catalog_of upgrade_again)" = "$fresh" ] \
+     && [ "$("${psql[@]}" -d upgrade_again <<'SQL'
+SELECT count(*) FROM (SELECT concurrency.complete('again', task_id, lease_token) FROM again_claim) AS c;
+SELECT count(*) FROM concurrency.dequeue('again', 5);
+SELECT concurrency.counter_value('again_balance');
+SELECT count(*) FROM concurrency.subsystem WHERE name = 'again_report';
+SQL
+)" = "$(printf '1\n2\n10\n1')" ]; then
+    echo "ok   the install parts run again over $current change nothing and keep its data"; passed=$((passed + 1))
+  else
+    echo "FAIL the install parts run again over $current:"
+    diff <(catalog_of upgrade_again) <(echo "$fresh") | head -40
+    failed=$((failed + 1))
+  fi
+else
+  echo "FAIL the install parts do not run again over $current"; failed=$((failed + 1))
+fi
+rm -f "$extdir/concurrency_ext--$current--$again.sql"
+"${psql[@]}" -d postgres -c "DROP DATABASE upgrade_again"
 "${psql[@]}" -d postgres -c "DROP DATABASE upgrade_fresh"
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

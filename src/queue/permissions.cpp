@@ -29,7 +29,7 @@ namespace concurrency::queue {
 namespace {
 
 constexpr const char *permission_table_name = "queue_permission";
-// The role whose members hold read on every queue (src/sql/24_queue_monitor.sql).
+// The role whose members hold read on every queue (src/sql/20_queue.sql).
 constexpr const char *monitor_role_name = "concurrency_monitor";
 
 struct Grant {

@@ -3,14 +3,14 @@
 -- there, and waits across the cluster's nodes (docs/scaling-out.md).
 -- ---------------------------------------------------------------------------
 
-CREATE FUNCTION concurrency.citus_node_role() RETURNS text
+CREATE OR REPLACE FUNCTION concurrency.citus_node_role() RETURNS text
     LANGUAGE c VOLATILE PARALLEL SAFE
     AS 'MODULE_PATHNAME', 'concurrency_citus_node_role';
 COMMENT ON FUNCTION concurrency.citus_node_role() IS
     'this server in a Citus cluster: none (Citus not loaded or not created in this database), coordinator, or worker';
 
 -- One row per diagnostic: which part of the system it shows from here.
-CREATE VIEW concurrency.diagnostics_scope AS
+CREATE OR REPLACE VIEW concurrency.diagnostics_scope AS
 WITH here AS (SELECT concurrency.citus_node_role() AS role)
 SELECT d.diagnostic,
        CASE WHEN d.diagnostic = 'cluster_lock_waits' AND here.role <> 'none'
@@ -48,10 +48,10 @@ GRANT SELECT ON concurrency.diagnostics_scope TO PUBLIC;
 -- citus_lock_waits is read through EXECUTE: it exists only where Citus does.
 -- One of the two functions of the install script still in PL/pgSQL (the
 -- other: concurrency_internal.forget_events_on_shard,
--- 81_workflows_distributed.sql): a read of two views, one of which is
+-- 80_queue_workflows.sql): a read of two views, one of which is
 -- Citus's, that names no relation of a queue; the view
 -- concurrency.cluster_lock_waits is its only caller.
-CREATE FUNCTION concurrency.cluster_lock_wait_rows(
+CREATE OR REPLACE FUNCTION concurrency_internal.cluster_lock_wait_rows(
         OUT scope text, OUT waiting_node text, OUT waiting_pid integer, OUT waiting_gpid bigint,
         OUT waiting_query text, OUT blocking_node text, OUT blocking_pid integer, OUT blocking_gpid bigint,
         OUT blocking_query text, OUT locked_object text)
@@ -94,13 +94,47 @@ BEGIN
     END IF;
 END
 $fn$;
-COMMENT ON FUNCTION concurrency.cluster_lock_wait_rows() IS
+COMMENT ON FUNCTION concurrency_internal.cluster_lock_wait_rows() IS
     'rows of the view concurrency.cluster_lock_waits';
 
-CREATE VIEW concurrency.cluster_lock_waits AS
+CREATE OR REPLACE VIEW concurrency.cluster_lock_waits AS
     SELECT scope, waiting_node, waiting_pid, waiting_gpid, waiting_query,
            blocking_node, blocking_pid, blocking_gpid, blocking_query, locked_object
-      FROM concurrency.cluster_lock_wait_rows();
+      FROM concurrency_internal.cluster_lock_wait_rows();
 COMMENT ON VIEW concurrency.cluster_lock_waits IS
     'wait edges of this node (scope node) and, on Citus, between distributed transactions on every node from citus_lock_waits (scope cluster)';
 GRANT SELECT ON concurrency.cluster_lock_waits TO PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Distributed queues served by every node (docs/scaling-out.md).
+--
+-- Every node of the cluster serves a distributed queue: a call on a node that
+-- holds shards of the queue runs the queue's C++ code on those shards' tables
+-- (src/queue/distributed/distributed.hpp), and sends the rest to the node of the shard
+-- it concerns, where the same C++ serves it. For that, every node knows the
+-- queue: its row of concurrency.queue, of concurrency.distributed_queue and
+-- its permissions are copied to every other node in the transaction that
+-- changes them on the coordinator (distributed_sync_catalog). And every node
+-- makes task ids and lease tokens of its own without asking another: a
+-- number from its own lease_token sequence with its Citus group in the low
+-- 10 bits (QueueSql::new_id).
+--
+-- The transaction that distributes a queue may use it at once: its shards
+-- are made with citus.multi_shard_modify_mode = 'sequential', so that each
+-- node's shards, Citus's metadata and the catalog copy are written on one
+-- connection per node, the one that the calls of the rest of the
+-- transaction use for those shards.
+-- ---------------------------------------------------------------------------
+
+-- Runs a command on every other node of the Citus cluster, as the current
+-- user, inside this transaction (Citus commits it with two-phase commit).
+CREATE OR REPLACE FUNCTION concurrency_internal.distributed_send(command text) RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'concurrency_distributed_send';
+COMMENT ON FUNCTION concurrency_internal.distributed_send(text) IS
+    'runs a command on every other node of the Citus cluster, in this transaction (internal)';
+REVOKE ALL ON FUNCTION concurrency_internal.distributed_send(text) FROM PUBLIC;
+
+-- The functions that make a queue distributed and copy its catalog to the
+-- other nodes (distributed_sync_catalog, distribute_key_rate_slots,
+-- distribute_queue) are in 41_queue_distributed.sql.

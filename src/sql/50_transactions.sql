@@ -7,7 +7,7 @@
 -- search_path; the C code qualifies every name of its own SQL.
 -- ---------------------------------------------------------------------------
 
-CREATE PROCEDURE concurrency.run_transaction(statements text, isolation text DEFAULT 'read committed',
+CREATE OR REPLACE PROCEDURE concurrency.run_transaction(statements text, isolation text DEFAULT 'read committed',
                                              max_attempts integer DEFAULT 5)
     LANGUAGE c AS 'MODULE_PATHNAME', 'concurrency_run_transaction';
 COMMENT ON PROCEDURE concurrency.run_transaction(text, text, integer) IS
@@ -16,7 +16,7 @@ COMMENT ON PROCEDURE concurrency.run_transaction(text, text, integer) IS
 -- One row per run_ddl call: what ran, when, how many attempts, how long it
 -- waited, how it ended, and which sessions it terminated or cancelled. Written
 -- by run_ddl as the table's owner; each role reads its own rows (row security).
-CREATE TABLE concurrency.ddl_log (
+CREATE TABLE IF NOT EXISTS concurrency.ddl_log (
     id                  bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     run_by              name        NOT NULL,
     statements          text        NOT NULL,
@@ -36,10 +36,11 @@ COMMENT ON TABLE concurrency.ddl_log IS
 SELECT pg_catalog.pg_extension_config_dump('concurrency.ddl_log', '');
 SELECT pg_catalog.pg_extension_config_dump('concurrency.ddl_log_id_seq', '');
 ALTER TABLE concurrency.ddl_log ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS ddl_log_own_rows ON concurrency.ddl_log;
 CREATE POLICY ddl_log_own_rows ON concurrency.ddl_log FOR SELECT USING (run_by = current_user);
 GRANT SELECT ON concurrency.ddl_log TO PUBLIC;
 
-CREATE PROCEDURE concurrency.run_ddl(statements text, lock_timeout interval DEFAULT '1 s',
+CREATE OR REPLACE PROCEDURE concurrency.run_ddl(statements text, lock_timeout interval DEFAULT '1 s',
                                      max_duration interval DEFAULT '10 min',
                                      terminate_blockers_after interval DEFAULT NULL)
     LANGUAGE c AS 'MODULE_PATHNAME', 'concurrency_run_ddl';

@@ -11,7 +11,7 @@
 -- functions (SECURITY INVOKER, C) check the caller's permission and run
 -- their statements as the tables' owner.
 -- ---------------------------------------------------------------------------
-CREATE TABLE concurrency.counter (
+CREATE TABLE IF NOT EXISTS concurrency.counter (
     name      text    PRIMARY KEY CHECK (name <> '' AND pg_catalog.length(name) <= 200),
     slots     integer NOT NULL CHECK (slots BETWEEN 1 AND 1024),
     min_value numeric,
@@ -25,7 +25,7 @@ SELECT pg_catalog.pg_extension_config_dump('concurrency.counter', '');
 
 -- One row per slot. floor / ceiling: the slot's share of min_value /
 -- max_value (NULL: no bound on that side); value stays between them.
-CREATE TABLE concurrency.counter_slot (
+CREATE TABLE IF NOT EXISTS concurrency.counter_slot (
     counter text    NOT NULL REFERENCES concurrency.counter (name) ON DELETE CASCADE,
     slot    integer NOT NULL CHECK (slot >= 0),
     value   numeric NOT NULL DEFAULT 0,
@@ -40,7 +40,7 @@ SELECT pg_catalog.pg_extension_config_dump('concurrency.counter_slot', '');
 
 -- Who may use or read a counter besides its owner (and superusers): 'use'
 -- adds and reads, 'read' reads. Grantee 0 (shown as '-') is PUBLIC.
-CREATE TABLE concurrency.counter_permission (
+CREATE TABLE IF NOT EXISTS concurrency.counter_permission (
     counter    text    NOT NULL REFERENCES concurrency.counter (name) ON DELETE CASCADE,
     grantee    regrole NOT NULL,
     permission text    NOT NULL CHECK (permission IN ('use', 'read')),
@@ -54,7 +54,7 @@ SELECT pg_catalog.pg_extension_config_dump('concurrency.counter_permission',
 -- Who holds what is no secret (as for queues); changing it goes through the functions.
 GRANT SELECT ON concurrency.counter_permission TO PUBLIC;
 
-CREATE FUNCTION concurrency.create_counter(name text, slots integer DEFAULT 16,
+CREATE OR REPLACE FUNCTION concurrency.create_counter(name text, slots integer DEFAULT 16,
                                            min_value numeric DEFAULT NULL, max_value numeric DEFAULT NULL)
     RETURNS void
     LANGUAGE c VOLATILE
@@ -64,49 +64,49 @@ COMMENT ON FUNCTION concurrency.create_counter(text, integer, numeric, numeric) 
 -- Creating counters is for roles an administrator chose.
 REVOKE EXECUTE ON FUNCTION concurrency.create_counter(text, integer, numeric, numeric) FROM PUBLIC;
 
-CREATE FUNCTION concurrency.drop_counter(name text)
+CREATE OR REPLACE FUNCTION concurrency.drop_counter(name text)
     RETURNS void
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_drop_counter';
 COMMENT ON FUNCTION concurrency.drop_counter(text) IS
     'drops a counter with its value and permissions; for its owner';
 
-CREATE FUNCTION concurrency.alter_counter(name text, slots integer)
+CREATE OR REPLACE FUNCTION concurrency.alter_counter(name text, slots integer)
     RETURNS void
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_alter_counter';
 COMMENT ON FUNCTION concurrency.alter_counter(text, integer) IS
     'changes the number of slots of a counter, keeping its value exactly; for its owner';
 
-CREATE FUNCTION concurrency.compact_counter(name text)
+CREATE OR REPLACE FUNCTION concurrency.compact_counter(name text)
     RETURNS void
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_compact_counter';
 COMMENT ON FUNCTION concurrency.compact_counter(text) IS
     'folds a counter''s slots back (into slot 0, or spread evenly within its bounds), keeping its value exactly; for its owner';
 
-CREATE FUNCTION concurrency.counter_add(name text, delta numeric)
+CREATE OR REPLACE FUNCTION concurrency.counter_add(name text, delta numeric)
     RETURNS void
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_counter_add';
 COMMENT ON FUNCTION concurrency.counter_add(text, numeric) IS
     'adds delta to a counter in the caller''s transaction, on a slot nobody holds; a bound it would cross raises 23514 and changes nothing; needs use';
 
-CREATE FUNCTION concurrency.counter_value(name text)
+CREATE OR REPLACE FUNCTION concurrency.counter_value(name text)
     RETURNS numeric
     LANGUAGE c STABLE
     AS 'MODULE_PATHNAME', 'concurrency_counter_value';
 COMMENT ON FUNCTION concurrency.counter_value(text) IS
     'the value of a counter as of the caller''s snapshot (the sum of its slots); needs read or use';
 
-CREATE FUNCTION concurrency.grant_counter(counter text, role name, permission text)
+CREATE OR REPLACE FUNCTION concurrency.grant_counter(counter text, role name, permission text)
     RETURNS void
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_grant_counter';
 COMMENT ON FUNCTION concurrency.grant_counter(text, name, text) IS
     'grants use (add and read) or read on a counter to a role (''public'': everyone); for its owner';
 
-CREATE FUNCTION concurrency.revoke_counter(counter text, role name, permission text)
+CREATE OR REPLACE FUNCTION concurrency.revoke_counter(counter text, role name, permission text)
     RETURNS void
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'concurrency_revoke_counter';
@@ -116,7 +116,7 @@ COMMENT ON FUNCTION concurrency.revoke_counter(text, name, text) IS
 -- The counters the current user may read, with their values as of the
 -- statement's snapshot. The view runs as its owner (the extension's), and
 -- shows only rows whose counter the caller holds read or use on.
-CREATE VIEW concurrency.counters WITH (security_barrier) AS
+CREATE OR REPLACE VIEW concurrency.counters WITH (security_barrier) AS
 SELECT c.name,
        (SELECT pg_catalog.sum(s.value) FROM concurrency.counter_slot AS s
          WHERE s.counter OPERATOR(pg_catalog.=) c.name) AS value,

@@ -2,7 +2,7 @@
 // (concurrency.distribute_queue) and the functions that keep a distributed
 // queue's catalog and tables (concurrency_internal.distributed_queue_settings,
 // distributed_leased, distributed_resize_slots, distributed_sync_catalog and
-// distribute_key_rate_slots; src/sql/44_distributed_ddl.sql declares them).
+// distribute_key_rate_slots; src/sql/41_queue_distributed.sql declares them).
 // Every name of a queue's relation comes from relation_names.hpp, QueueSql
 // and derived_relation_name (queue.hpp), as the local queue's statements
 // take theirs.
@@ -350,7 +350,7 @@ void distribute_queue_here(const std::string &queue, std::optional<int32> shard_
 	                        holder.value_or("")));
 	// one connection per node for the shards, metadata and catalog copy that
 	// the rest of this transaction may use (see the top of
-	// 42_distributed_nodes.sql); after a parallel query in this transaction
+	// 40_citus.sql); after a parallel query in this transaction
 	// Citus cannot, and the queue functions leave the queue alone until the
 	// transaction commits
 	std::string mode = text_of("SELECT pg_catalog.current_setting('citus.multi_shard_modify_mode')").value();

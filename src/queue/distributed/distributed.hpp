@@ -1,5 +1,5 @@
 // Distributed queues on Citus: the C++ side. A queue made distributed by
-// concurrency.distribute_queue (src/sql/41_distributed_queue.sql) keeps its
+// concurrency.distribute_queue (src/sql/41_queue_distributed.sql) keeps its
 // SQL functions. On a node that holds shards of the queue, a call runs the
 // queue's own C++ code against the shard's table (Queue(name, LocalShard)):
 // dequeue claims from this node's shards first, enqueue puts a task without

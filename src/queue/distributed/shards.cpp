@@ -260,7 +260,7 @@ bool objects_current() {
 namespace {
 
 // Whether distribute_queue made the shards of a queue in this transaction
-// on several connections per node (42_distributed_nodes.sql sets
+// on several connections per node (40_citus.sql sets
 // concurrency_ext.distributed_in_parallel for the transaction).
 bool distributed_in_parallel() {
 	const char *value =
@@ -281,7 +281,7 @@ bool shards_served_here(Queue &q, bool slots) {
 		return false;
 	// A queue distributed by the running transaction is served too: its
 	// shards, Citus's metadata and the catalog copy are on the connection
-	// this transaction uses for each node (42_distributed_nodes.sql). Not
+	// this transaction uses for each node (40_citus.sql). Not
 	// where Citus could not make them on one connection per node (a parallel
 	// query ran before in the transaction): the other nodes see the queue
 	// once the transaction commits.

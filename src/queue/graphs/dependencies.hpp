@@ -1,4 +1,4 @@
-// Dependencies between tasks (src/sql/27_queue_dependencies.sql; for users:
+// Dependencies between tasks (src/sql/23_queue_graphs.sql; for users:
 // docs/queue.md, "Dependencies"). A task with parents waits in state
 // 'waiting' with parents_open, the number of its parents not done yet, on its
 // own row. An edge (parent, child) between two tasks of one queue that one

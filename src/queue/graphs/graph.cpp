@@ -1,4 +1,4 @@
-// Graphs of tasks (src/sql/27_queue_dependencies.sql): enqueue_graph, which
+// Graphs of tasks (src/sql/23_queue_graphs.sql): enqueue_graph, which
 // adds tasks and the edges between them all or nothing (a task's parents in
 // after, or in after_ends for a finally-child). Its input is read by
 // graph_input.cpp; parent_results and parent_outcomes are in parents.cpp.

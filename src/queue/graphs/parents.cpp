@@ -1,4 +1,4 @@
-// parent_results and parent_outcomes (src/sql/27_queue_outcomes.sql): a
+// parent_results and parent_outcomes (src/sql/23_queue_graphs.sql): a
 // child's worker reads its parents' results, or, for a finally-child, their
 // ends whatever they are.
 #include <algorithm>

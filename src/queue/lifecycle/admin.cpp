@@ -1,5 +1,5 @@
-// Queue admin and settings (src/sql/21_queue_settings.sql, drop_queue in
-// src/sql/20_queue.sql, pause_queue in src/sql/25_queue_pause.sql):
+// Queue admin and settings (src/sql/21_queue_lifecycle.sql; the catalog and
+// its trigger in src/sql/20_queue.sql):
 // create_queue, alter_queue, drop_queue, pause_queue, resume_queue, and the
 // trigger that makes every backend read a queue's settings again.
 #include <cstring>
@@ -378,7 +378,7 @@ CONCURRENCY_FUNCTION(concurrency_alter_queue) {
 		owner = pg::guard([&] { return GetUserNameFromId(owner_id, false); });
 	}
 	// a distributed queue keeps its limits with functions of its own
-	// (src/sql/41_distributed_queue.sql)
+	// (src/sql/41_queue_distributed.sql)
 	bool distributed = distribution().is_distributed(relid);
 	// key_rate_limit on a distributed queue: not beside rate_limit (whose
 	// claims the coordinator makes)

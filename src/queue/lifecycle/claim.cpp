@@ -1,4 +1,4 @@
-// The claim (src/sql/20_queue.sql): dequeue, and the Claim it runs (see
+// The claim (src/sql/21_queue_lifecycle.sql): dequeue, and the Claim it runs (see
 // claim.hpp).
 #include "queue/lifecycle/claim.hpp"
 

@@ -1,4 +1,4 @@
-// Enqueue (src/sql/22_queue_tasks.sql): enqueue and enqueue_batch.
+// Enqueue (src/sql/21_queue_lifecycle.sql): enqueue and enqueue_batch.
 #include <algorithm>
 #include <optional>
 #include <string>

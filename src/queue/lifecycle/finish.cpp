@@ -1,4 +1,4 @@
-// Finishing tasks (src/sql/20_queue.sql, src/sql/22_queue_tasks.sql): what a
+// Finishing tasks (src/sql/21_queue_lifecycle.sql): what a
 // worker does with its lease (heartbeat, with progress, complete, fail,
 // release, one task or a batch), and what an operator does to tasks (cancel,
 // retry_dead). Each change that may make tasks claimable wakes as many

@@ -1,4 +1,4 @@
-// Inspection (src/sql/23_queue_stats.sql, src/sql/22_queue_tasks.sql): what is
+// Inspection (src/sql/21_queue_lifecycle.sql): what is
 // in a queue (queue_stats, queue_keys, task_status), and purge, which deletes
 // the finished tasks whose retention has passed.
 #include <optional>

@@ -2,7 +2,7 @@
 // and of the SQL (relation_names.hpp builds them): the refusal of a new
 // queue whose tables would have the names of an older queue's relations,
 // and concurrency_internal.queue_relation_name
-// (src/sql/43_queue_relation_names.sql).
+// (src/sql/21_queue_lifecycle.sql).
 #include "queue/lifecycle/names.hpp"
 
 #include <optional>

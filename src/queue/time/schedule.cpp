@@ -1,4 +1,4 @@
-// Schedules (src/sql/26_queue_schedules.sql): schedule, unschedule, the rows
+// Schedules (src/sql/22_queue_time.sql): schedule, unschedule, the rows
 // of the view schedules, and the materializer that dequeue calls.
 //
 // Exactly once: a due time becomes a task only in a transaction that holds

@@ -1,4 +1,4 @@
-// Schedules (src/sql/26_queue_schedules.sql): the due times of a queue's
+// Schedules (src/sql/22_queue_time.sql): the due times of a queue's
 // schedules become tasks when dequeue looks at the queue. Internal to
 // src/queue.
 #pragma once

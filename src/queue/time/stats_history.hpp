@@ -1,4 +1,4 @@
-// Queue counts over time (src/sql/85_queue_stats_history.sql): where the
+// Queue counts over time (src/sql/22_queue_time.sql): where the
 // module is preloaded, the schedule runner of each database
 // (schedule_runner.hpp) also samples the counts of its queues, every
 // concurrency.stats_history_interval, into concurrency.queue_stats_sample

@@ -1,6 +1,6 @@
 // Durable workflows on distributed queues: the event tables made Citus
 // distributed tables, by event name and co-located, when the first queue is
-// distributed (src/sql/81_workflows_distributed.sql declares the functions;
+// distributed (src/sql/80_queue_workflows.sql declares the functions;
 // docs/workflows.md, "Distributed queues").
 #include <string>
 

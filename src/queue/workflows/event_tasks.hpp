@@ -2,7 +2,7 @@
 // task's row (event_tasks.cpp), on the queue's table or, on a distributed
 // queue, on the task's shard: here when the shard is on this node, else on
 // its node through the routed functions concurrency_internal.await_event_task
-// and deliver_event (src/sql/81_workflows_distributed.sql). Internal to
+// and deliver_event (src/sql/80_queue_workflows.sql). Internal to
 // src/queue/workflows.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Durable sleep (docs/workflows.md, src/sql/80_workflows.sql): sleep_task and
+// Durable sleep (docs/workflows.md, src/sql/80_queue_workflows.sql): sleep_task and
 // sleep_task_for hand the task held with a lease back until a time, as
 // release(queue, task_id, lease_token, run_at) does: no attempt spent, the
 // token fenced off, its steps kept, claimable again at that time. The task

@@ -46,7 +46,7 @@ std::string deliver(const QueueSql &q);
 // $1 id -> (state, result, last_error) of the task.
 std::string task_end(const QueueSql &q);
 
-// The extension's event tables (src/sql/80_workflows.sql).
+// The extension's event tables (src/sql/80_queue_workflows.sql).
 // $1 text event, $2 timestamptz now -> (payload, emitted_at): locks the
 // event's row, made (not emitted) when missing, so that an emit and an
 // await of one event take turns.

@@ -1,4 +1,4 @@
-// Durable workflows (docs/workflows.md, src/sql/80_workflows.sql): steps kept
+// Durable workflows (docs/workflows.md, src/sql/80_queue_workflows.sql): steps kept
 // in the task's row under its lease (record_step, step_result, task_steps),
 // a task parked until an event (await_event) and the event that wakes it
 // (emit_event), and a caller waiting for a task's end (await_task). Durable
@@ -83,7 +83,7 @@ std::optional<Datum> read_elsewhere(FunctionCallInfo fcinfo, Queue &whole, int64
 }
 
 // Whether the event tables are Citus distributed tables (once a queue was
-// distributed: src/sql/81_workflows_distributed.sql).
+// distributed: src/sql/80_queue_workflows.sql).
 bool events_distributed() {
 	if (citus::local_role().role == citus::Role::none)
 		return false;

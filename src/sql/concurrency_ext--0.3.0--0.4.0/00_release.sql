@@ -1,8 +1,8 @@
 -- ---------------------------------------------------------------------------
 -- concurrency_ext 0.3.0 -> 0.4.0: the parts of src/sql/concurrency_ext--0.3.0--0.4.0/
--- (what turns 0.3.0's objects and data into 0.4.0's) and the install parts
--- that its INSTALL_PARTS names (objects new in 0.4.0, defined once), applied
--- in the order of their file names. Every part must keep the data of a live
+-- (what turns 0.3.0's tables and data into 0.4.0's) and every install part
+-- (each runs again over 0.3.0's version of its objects), applied in the
+-- order of their file names. Every part must keep the data of a live
 -- 0.3.0 installation (local and distributed queues with leased, scheduled
 -- and dead tasks, keys, permissions, schedules, dependencies, registered
 -- subsystems, lock history), and the result must equal a fresh install
