@@ -128,6 +128,14 @@ ShardPlacement Queue::placement() const {
 	                      info_->shard_group,   info_->key_relname, info_->key_rate_relname};
 }
 
+ShardPlacement Queue::side_table_placement(const char *relname, std::string_view what) const {
+	if (relname[0] == '\0')
+		throw Error(
+		    sqlstate::undefined_object,
+		    fmt::format("{} of shard {} of queue \"{}\" is not on this node", what, info_->shard_id, name()));
+	return placement();
+}
+
 uint64 Queue::execute(SPIPlanPtr plan, const Datum *values, const char *nulls) {
 	try {
 		return pg::execute(plan, values, nulls, false);

@@ -129,6 +129,10 @@ class Queue {
 	// Where this Queue's shard is (on_shard), for the statements of the side
 	// tables beside it (flow/keys.hpp: key_sql, flow/rate.hpp: key_rate_sql).
 	ShardPlacement placement() const;
+	// placement(), once this shard's side table `relname` (info().key_relname
+	// or key_rate_relname) is known on this node: 42704 naming `what` (e.g.
+	// "the key table") when it is not.
+	ShardPlacement side_table_placement(const char *relname, std::string_view what) const;
 
 	// Runs hot statement `s` of this queue, prepared on first use in this
 	// backend and kept. Returns SPI_processed; rows are in SPI_tuptable.

@@ -22,11 +22,7 @@ namespace concurrency::queue {
 KeySql key_sql(const Queue &q) {
 	if (!q.on_shard())
 		return KeySql(q.name());
-	if (q.info().key_relname[0] == '\0')
-		throw Error(sqlstate::undefined_object,
-		            fmt::format("the key table of shard {} of queue \"{}\" is not on this node",
-		                        q.info().shard_id, q.name()));
-	return KeySql(q.name(), q.sql(), q.placement());
+	return KeySql(q.name(), q.sql(), q.side_table_placement(q.info().key_relname, "the key table"));
 }
 
 namespace {

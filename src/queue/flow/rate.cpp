@@ -37,11 +37,7 @@ namespace concurrency::queue {
 KeyRateSql key_rate_sql(const Queue &q) {
 	if (!q.on_shard())
 		return KeyRateSql(q.name());
-	if (q.info().key_rate_relname[0] == '\0')
-		throw Error(sqlstate::undefined_object,
-		            fmt::format("the key rate slots of shard {} of queue \"{}\" are not on this node",
-		                        q.info().shard_id, q.name()));
-	return KeyRateSql(q.name(), q.placement());
+	return KeyRateSql(q.name(), q.side_table_placement(q.info().key_rate_relname, "the key rate table"));
 }
 
 namespace {
