@@ -285,6 +285,11 @@ struct Run {
 	// the concurrency_key of the task take() leased last (null: none)
 	Datum last_key;
 	bool last_key_null;
+	// take() locks a row changed since the snapshot in its newest version,
+	// as the executor's FOR UPDATE does (follow), or passes it over without
+	// a lock, noting that it did (changed)
+	bool follow;
+	bool changed;
 };
 
 // Opens the table and its indexes for a claim of up to `wanted` tasks; false,
@@ -336,6 +341,8 @@ bool open_run(Run &r, QueueInfo &info, TimestampTz now, int32 wanted, const Inte
 	r.worker_null = worker_null;
 	r.last_key = Datum(0);
 	r.last_key_null = true;
+	r.follow = true;
+	r.changed = false;
 	return true;
 }
 
@@ -352,18 +359,27 @@ void close_run(Run &r, ClaimedTask **tasks, int *count) {
 }
 
 // Leases the task in r.seen (found by an index scan) if it is ready and no
-// other transaction holds it: locked in its newest version, which must still
-// be ready and pass `still_qualifies` when it changed since the snapshot
-// (the executor's EvalPlanQual recheck), then written as the claim
-// statement writes it, with its index entries. Whether it was leased.
+// other transaction holds it, then writes it as the claim statement writes
+// it, with its index entries. Whether it was leased. A row changed since the
+// snapshot (another claim committed meanwhile, mostly) is, with r.follow,
+// locked in its newest version, which must still be ready and pass
+// `still_qualifies` (the executor's EvalPlanQual recheck), and stays locked
+// when it does not, as there; without r.follow it is passed over unlocked
+// and r.changed set (claim then looks again with a fresh snapshot). Such a
+// lock lasts as long as the claiming transaction: a waiting dequeue whose
+// look claimed nothing else slept holding it, and the complete of the task
+// by the worker that had claimed it waited out the whole wait.
 template <typename Recheck> bool take(Run &r, Recheck &&still_qualifies) {
 	const Columns &c = r.d->col;
 	if (!is_ready(r.seen, c))
 		return false;
 	TM_FailureData failure;
 	ItemPointerData tid = r.seen->tts_tid;
-	TM_Result result = table_tuple_lock(r.heap, &tid, r.snapshot, r.locked, r.cid, LockTupleExclusive,
-	                                    LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
+	TM_Result result =
+	    table_tuple_lock(r.heap, &tid, r.snapshot, r.locked, r.cid, LockTupleExclusive, LockWaitSkip,
+	                     r.follow ? TUPLE_LOCK_FLAG_FIND_LAST_VERSION : 0, &failure);
+	if (result == TM_Updated && !r.follow)
+		r.changed = true;
 	// as the executor's SKIP LOCKED: a row another transaction holds, or
 	// one deleted or changed by this command or later, is passed over
 	if (result != TM_Ok)
@@ -465,19 +481,34 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 	ScanKeyData row;
 	ScanKeyEntryInitialize(&row, SK_ROW_HEADER, 1, BTGreaterEqualStrategyNumber, InvalidOid, InvalidOid,
 	                       InvalidOid, PointerGetDatum(members));
-	IndexScanDesc scan = pg::begin_index_scan(r.heap, r.irels[d->ready], r.snapshot, 1);
-	index_rescan(scan, &row, 1, nullptr, 0);
 	const Columns &c = d->col;
-	// (the scan's reads alone: take's writes read buffers too)
-	for (;;) {
-		uint64 before = buffers_read();
-		bool found = r.n < wanted && index_getnext_slot(scan, ForwardScanDirection, r.seen);
-		*scanned += buffers_read() - before;
-		if (!found)
+	// Rows changed since the snapshot are passed over unlocked (see take);
+	// where the batch is not full then, the scan runs again under a fresh
+	// snapshot, which sees their newest versions (the rows this claim leased
+	// meanwhile it passes over: changed by this command). A few times at
+	// most: a row that keeps changing is left to the caller's next look.
+	constexpr int passes = 4;
+	r.follow = false;
+	for (int pass = 1;; ++pass) {
+		r.changed = false;
+		IndexScanDesc scan = pg::begin_index_scan(r.heap, r.irels[d->ready], r.snapshot, 1);
+		index_rescan(scan, &row, 1, nullptr, 0);
+		// (the scan's reads alone: take's writes read buffers too)
+		for (;;) {
+			uint64 before = buffers_read();
+			bool found = r.n < wanted && index_getnext_slot(scan, ForwardScanDirection, r.seen);
+			*scanned += buffers_read() - before;
+			if (!found)
+				break;
+			take(r, [&](TupleTableSlot *locked) { return !(key_of(locked, c) < start); });
+		}
+		index_endscan(scan);
+		if (!r.changed || r.n >= wanted || pass == passes)
 			break;
-		take(r, [&](TupleTableSlot *locked) { return !(key_of(locked, c) < start); });
+		PopActiveSnapshot();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		r.snapshot = GetActiveSnapshot();
 	}
-	index_endscan(scan);
 	close_run(r, tasks, count);
 	return true;
 }
