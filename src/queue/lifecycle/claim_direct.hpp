@@ -49,7 +49,7 @@ bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval
 // after the rotation's position `at` that no other claim holds, the position
 // then moved to its key (at the index's end, on from its beginning). False,
 // having done nothing, where claim_direct would be, or where the queue has
-// no fair index.
+// no fair index. Like claim_direct, it locks no row it does not lease.
 bool claim_direct_fair(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
                        bool worker_null, FairPosition &at, ClaimedTask **tasks, int *count);
 
