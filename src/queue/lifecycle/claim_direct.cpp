@@ -285,6 +285,8 @@ struct Run {
 	// the concurrency_key of the task take() leased last (null: none)
 	Datum last_key;
 	bool last_key_null;
+	// take() passed over a row changed since the snapshot
+	bool changed;
 };
 
 // Opens the table and its indexes for a claim of up to `wanted` tasks; false,
@@ -336,6 +338,7 @@ bool open_run(Run &r, QueueInfo &info, TimestampTz now, int32 wanted, const Inte
 	r.worker_null = worker_null;
 	r.last_key = Datum(0);
 	r.last_key_null = true;
+	r.changed = false;
 	return true;
 }
 
@@ -352,26 +355,29 @@ void close_run(Run &r, ClaimedTask **tasks, int *count) {
 }
 
 // Leases the task in r.seen (found by an index scan) if it is ready and no
-// other transaction holds it: locked in its newest version, which must still
-// be ready and pass `still_qualifies` when it changed since the snapshot
-// (the executor's EvalPlanQual recheck), then written as the claim
-// statement writes it, with its index entries. Whether it was leased.
-template <typename Recheck> bool take(Run &r, Recheck &&still_qualifies) {
+// other transaction holds it, then writes it as the claim statement writes
+// it, with its index entries. Whether it was leased. A row changed since the
+// snapshot (another claim committed meanwhile, mostly) is passed over
+// unlocked, and r.changed set: the caller scans again under a fresh
+// snapshot, which sees its newest version. (The executor's FOR UPDATE locks
+// such a row in its newest version and then rechecks it; a row that no
+// longer qualifies stays locked to the end of the transaction. A waiting
+// dequeue whose look claimed nothing else slept holding that lock, and the
+// complete of the task by the worker that had claimed it waited out the
+// whole wait.)
+bool take(Run &r) {
 	const Columns &c = r.d->col;
 	if (!is_ready(r.seen, c))
 		return false;
 	TM_FailureData failure;
 	ItemPointerData tid = r.seen->tts_tid;
 	TM_Result result = table_tuple_lock(r.heap, &tid, r.snapshot, r.locked, r.cid, LockTupleExclusive,
-	                                    LockWaitSkip, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &failure);
+	                                    LockWaitSkip, 0, &failure);
+	if (result == TM_Updated)
+		r.changed = true;
 	// as the executor's SKIP LOCKED: a row another transaction holds, or
 	// one deleted or changed by this command or later, is passed over
 	if (result != TM_Ok)
-		return false;
-	// a row changed since the snapshot was locked in its newest version:
-	// claim it only if that version still qualifies; it stays locked either
-	// way, as there
-	if (failure.traversed && (!is_ready(r.locked, c) || !still_qualifies(r.locked)))
 		return false;
 
 	bool should_free = false;
@@ -437,6 +443,18 @@ template <typename Recheck> bool take(Run &r, Recheck &&still_qualifies) {
 	return true;
 }
 
+// How many times a claim scans with a fresh snapshot while rows changed
+// since the last one were passed over (see take) and its batch is not full;
+// a row that keeps changing is left to the caller's next look.
+constexpr int passes = 4;
+
+// A fresh snapshot for the claim's next scan (the active one replaced).
+void fresh_snapshot(Run &r) {
+	PopActiveSnapshot();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	r.snapshot = GetActiveSnapshot();
+}
+
 // Shared buffers this backend has read so far, found in the buffer cache or
 // not.
 uint64 buffers_read() {
@@ -465,19 +483,28 @@ bool claim(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease
 	ScanKeyData row;
 	ScanKeyEntryInitialize(&row, SK_ROW_HEADER, 1, BTGreaterEqualStrategyNumber, InvalidOid, InvalidOid,
 	                       InvalidOid, PointerGetDatum(members));
-	IndexScanDesc scan = pg::begin_index_scan(r.heap, r.irels[d->ready], r.snapshot, 1);
-	index_rescan(scan, &row, 1, nullptr, 0);
-	const Columns &c = d->col;
-	// (the scan's reads alone: take's writes read buffers too)
-	for (;;) {
-		uint64 before = buffers_read();
-		bool found = r.n < wanted && index_getnext_slot(scan, ForwardScanDirection, r.seen);
-		*scanned += buffers_read() - before;
-		if (!found)
+	// Rows changed since the snapshot are passed over unlocked (see take);
+	// where the batch is not full then, the scan runs again under a fresh
+	// snapshot, which sees their newest versions (the rows an earlier pass
+	// leased it passes over: this command changed them).
+	for (int pass = 1;; ++pass) {
+		r.changed = false;
+		IndexScanDesc scan = pg::begin_index_scan(r.heap, r.irels[d->ready], r.snapshot, 1);
+		index_rescan(scan, &row, 1, nullptr, 0);
+		// (the scan's reads alone: take's writes read buffers too)
+		for (;;) {
+			uint64 before = buffers_read();
+			bool found = r.n < wanted && index_getnext_slot(scan, ForwardScanDirection, r.seen);
+			*scanned += buffers_read() - before;
+			if (!found)
+				break;
+			take(r);
+		}
+		index_endscan(scan);
+		if (!r.changed || r.n >= wanted || pass == passes)
 			break;
-		take(r, [&](TupleTableSlot *locked) { return !(key_of(locked, c) < start); });
+		fresh_snapshot(r);
 	}
-	index_endscan(scan);
 	close_run(r, tasks, count);
 	return true;
 }
@@ -500,41 +527,48 @@ bool claim_fair(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &
 		return false;
 	}
 	Relation index = r.irels[r.d->fair];
-	// from the beginning: no key; after the tasks without a key: IS NOT NULL;
-	// after a key: concurrency_key > key, in the index's collation
-	IndexScanDesc all = pg::begin_index_scan(r.heap, index, r.snapshot, 0);
-	IndexScanDesc after = pg::begin_index_scan(r.heap, index, r.snapshot, 1);
-	bool from_start = *from == FairFrom::start;
-	while (r.n < wanted) {
-		IndexScanDesc scan = all;
-		if (*from == FairFrom::start) {
-			index_rescan(all, nullptr, 0, nullptr, 0);
-		} else {
-			ScanKeyData bound;
-			if (*from == FairFrom::after_null)
-				ScanKeyEntryInitialize(&bound, SK_ISNULL | SK_SEARCHNOTNULL, 1, InvalidStrategy, InvalidOid,
-				                       InvalidOid, InvalidOid, Datum(0));
-			else
-				ScanKeyEntryInitialize(&bound, 0, 1, BTGreaterStrategyNumber, InvalidOid, r.d->fair_collation,
-				                       F_TEXT_GT, *key);
-			index_rescan(after, &bound, 1, nullptr, 0);
-			scan = after;
+	// rows changed since the snapshot: as in claim
+	for (int pass = 1;; ++pass) {
+		r.changed = false;
+		// from the beginning: no key; after the tasks without a key: IS NOT NULL;
+		// after a key: concurrency_key > key, in the index's collation
+		IndexScanDesc all = pg::begin_index_scan(r.heap, index, r.snapshot, 0);
+		IndexScanDesc after = pg::begin_index_scan(r.heap, index, r.snapshot, 1);
+		bool from_start = *from == FairFrom::start;
+		while (r.n < wanted) {
+			IndexScanDesc scan = all;
+			if (*from == FairFrom::start) {
+				index_rescan(all, nullptr, 0, nullptr, 0);
+			} else {
+				ScanKeyData bound;
+				if (*from == FairFrom::after_null)
+					ScanKeyEntryInitialize(&bound, SK_ISNULL | SK_SEARCHNOTNULL, 1, InvalidStrategy,
+					                       InvalidOid, InvalidOid, InvalidOid, Datum(0));
+				else
+					ScanKeyEntryInitialize(&bound, 0, 1, BTGreaterStrategyNumber, InvalidOid,
+					                       r.d->fair_collation, F_TEXT_GT, *key);
+				index_rescan(after, &bound, 1, nullptr, 0);
+				scan = after;
+			}
+			bool leased = false;
+			while (!leased && index_getnext_slot(scan, ForwardScanDirection, r.seen))
+				leased = take(r);
+			if (!leased) {
+				if (from_start)
+					break;
+				*from = FairFrom::start;
+				from_start = true;
+				continue;
+			}
+			*from = r.last_key_null ? FairFrom::after_null : FairFrom::after_key;
+			*key = r.last_key; // the leased row stays in memory (take)
 		}
-		bool leased = false;
-		while (!leased && index_getnext_slot(scan, ForwardScanDirection, r.seen))
-			leased = take(r, [](TupleTableSlot *) { return true; });
-		if (!leased) {
-			if (from_start)
-				break;
-			*from = FairFrom::start;
-			from_start = true;
-			continue;
-		}
-		*from = r.last_key_null ? FairFrom::after_null : FairFrom::after_key;
-		*key = r.last_key; // the leased row stays in memory (take)
+		index_endscan(after);
+		index_endscan(all);
+		if (!r.changed || r.n >= wanted || pass == passes)
+			break;
+		fresh_snapshot(r);
 	}
-	index_endscan(after);
-	index_endscan(all);
 	close_run(r, tasks, count);
 	return true;
 }

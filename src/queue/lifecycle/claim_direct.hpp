@@ -26,8 +26,9 @@ struct ClaimedTask {
 
 // Claims up to `wanted` ready tasks at or after `start` in claim order, in
 // that order, into `tasks` (palloc'd in the current memory context; *count
-// of them), exactly as the claim statement would: the same rows locked and
-// written, the same index entries, a fresh lease token per task. Returns
+// of them), as the claim statement would: the same rows written, the same
+// index entries, a fresh lease token per task; unlike the statement, it
+// locks no row that it does not lease (claim_direct.cpp, take). Returns
 // false, having done nothing, where the statement must run instead: a
 // read-only transaction (or a standby), a transaction that uses one snapshot
 // throughout (REPEATABLE READ, SERIALIZABLE), or a table with anything the direct path does not
@@ -48,7 +49,7 @@ bool claim_direct(QueueInfo &info, TimestampTz now, int32 wanted, const Interval
 // after the rotation's position `at` that no other claim holds, the position
 // then moved to its key (at the index's end, on from its beginning). False,
 // having done nothing, where claim_direct would be, or where the queue has
-// no fair index.
+// no fair index. Like claim_direct, it locks no row it does not lease.
 bool claim_direct_fair(QueueInfo &info, TimestampTz now, int32 wanted, const Interval &lease, Datum worker,
                        bool worker_null, FairPosition &at, ClaimedTask **tasks, int *count);
 
