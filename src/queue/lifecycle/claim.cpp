@@ -387,6 +387,8 @@ void Claim::run(int32 batch) {
 		fill_slots(q_, slots_, slot_ids_, slot_tokens_);
 	if (rated_)
 		give_back_rate_slots(q_, rate_slots, claimed_ - claimed_before);
+	// a rollback of this claim makes its tasks ready again: it wakes waiters
+	note_claimed(q_.name(), claimed_ - claimed_before);
 }
 
 } // namespace concurrency::queue

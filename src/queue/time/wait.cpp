@@ -106,6 +106,53 @@ bool have_notes(const Notes &n) {
 	return n.count > 0 || n.overflowed || n.listeners_overflowed || n.ended_overflowed;
 }
 
+// The tasks this transaction claimed, per queue and per (sub)transaction
+// nesting level, kept apart from the notes above so that a commit of a
+// claim does what it did before (forgets them). A rollback of the
+// (sub)transaction that claimed them makes the tasks ready again: as many
+// waiters are woken then as a commit of that many enqueued tasks wakes.
+// Level 0: rolled back, to be woken once the rollback released its locks.
+struct ClaimNote {
+	SharedQueueKey key;
+	uint64_t tasks;
+	int level;
+};
+ClaimNote claims[max_notes];
+int claim_count = 0;
+// The deepest level with a claim that found no room (0: none): its
+// rollback (or an outer one) wakes every waiter of the database.
+int claims_overflow_level = 0;
+bool claims_overflow_woken = false; // a rollback reached an overflowed claim: wake all
+
+void forget_claims() noexcept {
+	claim_count = 0;
+	claims_overflow_level = 0;
+	claims_overflow_woken = false;
+}
+
+// The rollback of nesting level `level` (1: the whole transaction): the
+// claims made there and in its subtransactions are to be woken.
+void claims_rolled_back(int level) noexcept {
+	for (int i = 0; i < claim_count; ++i)
+		if (claims[i].level >= level)
+			claims[i].level = 0;
+	if (claims_overflow_level >= level) {
+		claims_overflow_woken = true;
+		// the overflowed claims of outer levels (if any) are not known
+		// apart: an outer rollback wakes every waiter again
+		claims_overflow_level = level - 1;
+	}
+}
+
+// The commit of subtransaction level `level`: its claims are its parent's.
+void claims_to_parent(int level) noexcept {
+	for (int i = 0; i < claim_count; ++i)
+		if (claims[i].level == level)
+			claims[i].level = level - 1;
+	if (claims_overflow_level == level)
+		claims_overflow_level = level - 1;
+}
+
 // The notes of prepared transactions, by GID, until COMMIT PREPARED applies
 // them or ROLLBACK PREPARED drops them. Shared memory: the server may restart
 // in between (prepared transactions survive it, these do not: waiters and
@@ -213,6 +260,15 @@ void wake_awaiters(const Notes &n, Oid database) {
 	LWLockRelease(wait_queues.lock());
 }
 
+// Every waiter of dequeue(…, wait) in `database` (the table's lock held).
+void wake_database(Oid database) {
+	HASH_SEQ_STATUS scan;
+	hash_seq_init(&scan, wait_queues.table());
+	while (auto *entry = static_cast<WaitEntry *>(hash_seq_search(&scan)))
+		if (entry->key.database == database)
+			ConditionVariableBroadcast(&entry->cv);
+}
+
 // Called when the transaction of `n` has committed (its tasks are visible to
 // every new snapshot by then), in `database`.
 void wake_noted(const Notes &n, Oid database) {
@@ -241,11 +297,7 @@ void wake_noted(const Notes &n, Oid database) {
 	}
 	LWLockAcquire(wait_queues.lock(), LW_SHARED);
 	if (n.overflowed) {
-		HASH_SEQ_STATUS scan;
-		hash_seq_init(&scan, wait_queues.table());
-		while (auto *entry = static_cast<WaitEntry *>(hash_seq_search(&scan)))
-			if (entry->key.database == database)
-				ConditionVariableBroadcast(&entry->cv);
+		wake_database(database);
 	} else {
 		for (int i = 0; i < n.count; ++i) {
 			if (n.notes[i].tasks == 0)
@@ -261,6 +313,37 @@ void wake_noted(const Notes &n, Oid database) {
 		}
 	}
 	LWLockRelease(wait_queues.lock());
+}
+
+// After a rollback released its locks: up to as many waiters of each queue
+// as the rolled-back claims took tasks of it (every waiter of the database
+// where a claim found no room). The rolled-back notes are removed.
+void wake_rolled_back_claims() noexcept {
+	bool any = claims_overflow_woken;
+	for (int i = 0; i < claim_count && !any; ++i)
+		any = claims[i].level == 0;
+	if (!any)
+		return;
+	LWLockAcquire(wait_queues.lock(), LW_SHARED);
+	if (claims_overflow_woken) {
+		wake_database(MyDatabaseId);
+	} else {
+		for (int i = 0; i < claim_count; ++i) {
+			if (claims[i].level != 0)
+				continue;
+			auto *entry = static_cast<WaitEntry *>(
+			    hash_search(wait_queues.table(), &claims[i].key, HASH_FIND, nullptr));
+			if (entry)
+				signal_waiters(&entry->cv, claims[i].tasks);
+		}
+	}
+	LWLockRelease(wait_queues.lock());
+	claims_overflow_woken = false;
+	int kept = 0;
+	for (int i = 0; i < claim_count; ++i)
+		if (claims[i].level != 0)
+			claims[kept++] = claims[i];
+	claim_count = kept;
 }
 
 // At PREPARE TRANSACTION: this transaction's notes kept under its GID (none
@@ -352,7 +435,17 @@ void utility_hook(PlannedStmt *pstmt, const char *query, bool read_only_tree, Pr
 // XACT_EVENT_COMMIT, before the invalidations went out, it could still see
 // the queue paused, and sleep on.) A PREPARE has dropped its notes by then.
 void on_resources_released(ResourceReleasePhase phase, bool is_commit, bool is_top_level, void *) noexcept {
-	if (phase != RESOURCE_RELEASE_AFTER_LOCKS || !is_commit || !is_top_level)
+	if (phase != RESOURCE_RELEASE_AFTER_LOCKS)
+		return;
+	if (!is_commit) {
+		// a rollback (of the transaction or a subtransaction, whose
+		// callbacks below marked its claims) has released its locks: the
+		// tasks it claimed are ready again
+		if (claim_count > 0 || claims_overflow_woken)
+			wake_rolled_back_claims();
+		return;
+	}
+	if (!is_top_level)
 		return;
 	if (!have_notes(mine))
 		return;
@@ -366,6 +459,13 @@ void on_transaction_end(XactEvent event, void *) noexcept {
 		if (event == XACT_EVENT_PREPARE)
 			stash_notes();
 		preparing_gid[0] = '\0';
+	}
+	if (claim_count > 0 || claims_overflow_level > 0) {
+		if (event == XACT_EVENT_ABORT)
+			claims_rolled_back(1); // woken once the rollback released its locks
+		else if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_PREPARE ||
+		         event == XACT_EVENT_PARALLEL_COMMIT || event == XACT_EVENT_PARALLEL_ABORT)
+			forget_claims();
 	}
 	if (!have_notes(mine))
 		return;
@@ -383,6 +483,17 @@ void on_transaction_end(XactEvent event, void *) noexcept {
 	default:
 		break;
 	}
+}
+
+// A subtransaction's claims: rolled back with it, or its parent's when it
+// commits. (The nesting level is still the subtransaction's here.)
+void on_subtransaction_end(SubXactEvent event, SubTransactionId, SubTransactionId, void *) noexcept {
+	if (claim_count == 0 && claims_overflow_level == 0)
+		return;
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		claims_rolled_back(GetCurrentTransactionNestLevel()); // woken once it released its locks
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		claims_to_parent(GetCurrentTransactionNestLevel());
 }
 
 bool check_poll_interval(int *value, void **, GucSource) {
@@ -403,6 +514,7 @@ void wait_init() {
 	    &wait_poll_interval_ms, 100, 1, 60 * 1000, PGC_USERSET, GUC_UNIT_MS, check_poll_interval, nullptr,
 	    nullptr);
 	RegisterXactCallback(on_transaction_end, nullptr);
+	RegisterSubXactCallback(on_subtransaction_end, nullptr);
 	RegisterResourceReleaseCallback(on_resources_released, nullptr);
 	if (!process_shared_preload_libraries_in_progress)
 		return;
@@ -419,6 +531,25 @@ void note_claimable(std::string_view queue, uint64_t tasks) {
 		note->tasks += tasks;
 	else
 		notes_overflowed = true;
+}
+
+void note_claimed(std::string_view queue, uint64_t tasks) {
+	if (!wait_queues.exists() || tasks == 0)
+		return;
+	int level = GetCurrentTransactionNestLevel();
+	if (claims_overflow_level >= level)
+		return; // its rollback wakes every waiter anyway
+	SharedQueueKey key = shared_queue_key(queue);
+	for (int i = 0; i < claim_count; ++i)
+		if (claims[i].level == level && std::memcmp(&claims[i].key, &key, sizeof key) == 0) {
+			claims[i].tasks += tasks;
+			return;
+		}
+	if (claim_count == max_notes) {
+		claims_overflow_level = std::max(claims_overflow_level, level);
+		return;
+	}
+	claims[claim_count++] = ClaimNote{key, tasks, level};
 }
 
 void note_ended(std::string_view queue) {

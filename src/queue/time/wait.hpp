@@ -1,5 +1,6 @@
 // dequeue(…, wait): sleeping until a task may be claimable, woken through
-// shared memory when a producer's transaction commits. Internal to src/queue.
+// shared memory when a producer's transaction commits, or when a transaction
+// (or subtransaction) that claimed tasks rolls back. Internal to src/queue.
 //
 // Each queue (of a database) that has had a waiter owns a condition variable
 // in shared memory. A transaction that makes tasks claimable (enqueue,
@@ -38,6 +39,12 @@ void wait_init();
 // This transaction made `tasks` tasks of `queue` claimable (or may have):
 // as many waiters are woken when it commits. Nothing happens if it aborts.
 void note_claimable(std::string_view queue, uint64_t tasks);
+
+// This (sub)transaction claimed `tasks` tasks of `queue`: if it rolls back,
+// they are ready again, and as many waiters are woken once its locks are
+// released (a rollback to a savepoint included). Nothing happens at commit.
+// Backend-local: no shared memory is touched until a rollback.
+void note_claimed(std::string_view queue, uint64_t tasks);
 
 // This transaction added work to `queue` that LISTEN users are told of: when
 // it commits, the queue is marked in shared memory and its database's
