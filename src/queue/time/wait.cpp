@@ -1,5 +1,6 @@
 // dequeue(…, wait): the waiters' condition variables in shared memory, the
-// wake-ups counted per transaction and sent at commit (see queue/wait.hpp).
+// wake-ups counted per transaction and sent at commit, or at the rollback of
+// a claim (see queue/time/wait.hpp; the waiters' side is waiters.cpp).
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -10,6 +11,7 @@
 #include "queue/time/notifier.hpp"
 #include "queue/shared_queues.hpp"
 #include "queue/time/wait.hpp"
+#include "queue/time/wait_shared.hpp"
 #include "pg/guard.hpp"
 #include "pg/shmem.hpp"
 
@@ -36,20 +38,7 @@ namespace concurrency::queue {
 
 int wait_poll_interval_ms = 100;
 
-namespace {
-
-// Queues (of all databases) whose waiters commits can wake; a waiter on a
-// queue beyond these polls. An entry is never removed (about 100 bytes).
-struct WaitEntry {
-	SharedQueueKey key; // hash key: must come first
-	ConditionVariable cv;
-	pg_atomic_uint32 marked; // committed work LISTEN users have not been told of
-	// await_task: callers waiting for a task of the queue to end, and their
-	// condition variable (broadcast when a transaction that ended tasks of
-	// the queue commits)
-	ConditionVariable ended_cv;
-	pg_atomic_uint32 awaiters;
-};
+namespace wait_shared {
 
 void init_entry(void *made) {
 	auto *entry = static_cast<WaitEntry *>(made);
@@ -59,16 +48,23 @@ void init_entry(void *made) {
 	pg_atomic_init_u32(&entry->awaiters, 0);
 }
 
-// How many await_task calls wait on this server (every database): while
-// none does, a commit that ended tasks looks nothing up.
-struct AwaitCount {
-	pg_atomic_uint32 awaiters;
-};
 AwaitCount *await_count = nullptr;
 
-// no table (not preloaded): waiters poll. Its lock guards the table, not
-// the entries' condition variables.
 SharedQueues wait_queues("concurrency_ext queue waits", 1024, sizeof(WaitEntry));
+
+int my_procno() {
+#if PG_VERSION_NUM >= 170000
+	return MyProcNumber;
+#else
+	return MyProc->pgprocno;
+#endif
+}
+
+} // namespace wait_shared
+
+using namespace wait_shared;
+
+namespace {
 
 // This transaction's wake-ups, per queue; kept in static storage so that the
 // commit callback allocates nothing. More queues than that in one
@@ -202,14 +198,6 @@ void start_shared_memory() {
 	if (!found)
 		pg_atomic_init_u32(&await_count->awaiters, 0);
 	LWLockRelease(AddinShmemInitLock);
-}
-
-int my_procno() {
-#if PG_VERSION_NUM >= 170000
-	return MyProcNumber;
-#else
-	return MyProc->pgprocno;
-#endif
 }
 
 // Signals up to `n` waiters of `cv`, one each, stopping when none is left
@@ -630,97 +618,6 @@ void take_marked_queues(Oid database, std::vector<std::string> &queues) {
 		    pg_atomic_exchange_u32(&entry->marked, 0) != 0)
 			queues.emplace_back(entry->key.queue);
 	LWLockRelease(wait_queues.lock());
-}
-
-QueueWait::QueueWait(std::string_view queue) {
-	if (!wait_queues.exists())
-		return;
-	SharedQueueKey key = shared_queue_key(queue);
-	cv_ = pg::guard([&] {
-		auto *entry = static_cast<WaitEntry *>(wait_queues.find_or_enter(key, init_entry));
-		if (!entry)
-			return static_cast<ConditionVariable *>(nullptr); // every slot taken: poll
-		// on the list before the first look: a commit from now on wakes us
-		ConditionVariablePrepareToSleep(&entry->cv);
-		return &entry->cv;
-	});
-}
-
-QueueWait::~QueueWait() {
-	if (!cv_)
-		return;
-	// Off the list since the last wake-up means a commit signalled this
-	// waiter after it looked: pass the signal on, in case that task is still
-	// there for another waiter (at worst a waiter looks once for nothing).
-	SpinLockAcquire(&cv_->mutex);
-	bool signalled = !proclist_contains(&cv_->wakeup, my_procno(), cvWaitLink);
-	SpinLockRelease(&cv_->mutex);
-	ConditionVariableCancelSleep();
-	if (signalled)
-		ConditionVariableSignal(cv_);
-}
-
-namespace {
-
-// A waiter that commits cannot wake sleeps `ms` (or until an interrupt).
-void poll_sleep(long ms) {
-	pg::guard([&] {
-		CHECK_FOR_INTERRUPTS();
-		(void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, ms, PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	});
-}
-
-} // namespace
-
-TaskEndWait::TaskEndWait(std::string_view queue) {
-	if (!wait_queues.exists() || !await_count)
-		return;
-	SharedQueueKey key = shared_queue_key(queue);
-	pg::guard([&] {
-		entry_ = wait_queues.find_or_enter(key, init_entry);
-		if (!entry_)
-			return; // every slot taken: poll
-		auto *entry = static_cast<WaitEntry *>(entry_);
-		// counted and on the list before the first look: a commit from now
-		// on wakes us
-		pg_atomic_fetch_add_u32(&entry->awaiters, 1);
-		pg_atomic_fetch_add_u32(&await_count->awaiters, 1);
-		ConditionVariablePrepareToSleep(&entry->ended_cv);
-	});
-}
-
-TaskEndWait::~TaskEndWait() {
-	if (!entry_)
-		return;
-	auto *entry = static_cast<WaitEntry *>(entry_);
-	ConditionVariableCancelSleep();
-	pg_atomic_fetch_sub_u32(&entry->awaiters, 1);
-	pg_atomic_fetch_sub_u32(&await_count->awaiters, 1);
-}
-
-void TaskEndWait::sleep(TimestampTz now, TimestampTz until) {
-	int64 left_ms = (until - now + 999) / 1000;
-	long ms = static_cast<long>(std::clamp<int64>(left_ms, 1, 3600 * 1000));
-	if (entry_) {
-		auto *entry = static_cast<WaitEntry *>(entry_);
-		(void)pg::guard([&] { return ConditionVariableTimedSleep(&entry->ended_cv, ms, PG_WAIT_EXTENSION); });
-		return;
-	}
-	poll_sleep(std::min<long>(ms, wait_poll_interval_ms));
-}
-
-bool QueueWait::sleep(TimestampTz now, TimestampTz until) {
-	// at least 1 ms, at most an hour per sleep (the caller loops)
-	int64 left_ms = (until - now + 999) / 1000;
-	long ms = static_cast<long>(std::clamp<int64>(left_ms, 1, 3600 * 1000));
-	if (cv_) {
-		bool timed_out = pg::guard([&] { return ConditionVariableTimedSleep(cv_, ms, PG_WAIT_EXTENSION); });
-		return timed_out && left_ms <= 3600 * 1000;
-	}
-	poll_sleep(std::min<long>(ms, wait_poll_interval_ms));
-	return false;
 }
 
 } // namespace concurrency::queue
