@@ -96,6 +96,21 @@ function inline(sql, values) {
   return sql.replace(/\$([0-9]+)/g, (_, n) => literal(values[n - 1], ''));
 }
 
+// inline() of one statement, its text split at each $n once: a call joins
+// the parts (inline's replace, a regular expression and a callback a call,
+// was the costliest function of the runtime's own in a busy slot's CPU
+// profile). The same text as inline's.
+function inliner(sql) {
+  const parts = sql.split(/\$([0-9]+)/); // text, n, text, …, text
+  const at = [];
+  for (let i = 1; i < parts.length; i += 2) at.push(Number(parts[i]) - 1);
+  return (values) => {
+    let text = parts[0];
+    for (let i = 0; i < at.length; i++) text += literal(values[at[i]], '') + parts[2 * i + 2];
+    return text;
+  };
+}
+
 const decoded = (text) => (text === null ? null : JSON.parse(text));
 
 // The claims' rows (and enqueue's ids) parsed as node-postgres parses them,
@@ -136,6 +151,7 @@ module.exports = {
   ids,
   withNamed,
   inline,
+  inliner,
   decoded,
   CLAIM_TYPES,
   timestamp,

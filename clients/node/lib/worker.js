@@ -3,7 +3,7 @@
 // completes the tasks, heartbeats, and the shutdown.
 
 const { EventEmitter } = require('node:events');
-const { protocol, S, query, interval, bigintText, json, withNamed, inline, ISO_TIMESTAMP, claimQuery, READ_COMMITTED_ONLY } = require('./statements');
+const { protocol, S, query, interval, bigintText, json, withNamed, inline, inliner, ISO_TIMESTAMP, claimQuery, READ_COMMITTED_ONLY } = require('./statements');
 const { QueueError, LeaseLostError, queueError, TaskSuspended, RacedClaim } = require('./errors');
 const { serverFeatures } = require('./producer');
 const { chainable, chainedQuery, waitWithin, sendCancel } = require('./transport');
@@ -20,6 +20,10 @@ function lostTask(tasks, err) {
 const POLL_MIN = protocol.timings.first_poll_ms; // the first sleep after an empty claim when polling
 
 const RESOLVED = Promise.resolve();
+
+// the completions' texts in the completing message (see Worker.finish)
+const COMPLETE = inliner(S.complete.sql);
+const COMPLETE_BATCH = inliner(S.complete_batch.sql);
 
 // One claim: the tasks of one dequeue call that run together (one task, or
 // a batch), with the heartbeats that keep their lease.
@@ -317,7 +321,9 @@ class Worker extends EventEmitter {
       idle = POLL_MIN;
       const carriers = tracing.takeTraces(rows);
       const tasks = rows.map((r) => new Task(this.queue, r, client));
-      const claimContext = this.tracing && this.tracing.claimed(claimedAt);
+      // (no spans where none could have an effect: see tracing.live)
+      const traced = this.tracing !== null && this.tracing.live();
+      const claimContext = traced && this.tracing.claimed(claimedAt);
       if (this.stopping) {
         if (begun && !(await this.commit(client))) {
           client.release(true);
@@ -328,7 +334,7 @@ class Worker extends EventEmitter {
       }
       const claim = new Claim(this, tasks);
       claim.schedule(this.leaseLeft(rows[0]));
-      if (this.tracing) claim.handles = this.tracing.handling(tasks, carriers, claimContext);
+      if (traced) claim.handles = this.tracing.handling(tasks, carriers, claimContext);
       this.claims.add(claim);
       try {
         const outcome = await this.execute(claim, client, begun);
@@ -479,10 +485,10 @@ class Worker extends EventEmitter {
     let sql;
     if (this.options.batch > 1) {
       const array = (values) => `{${values.map(bigintText).join(',')}}`;
-      sql = inline(S.complete_batch.sql, [this.queue, array(tasks.map((t) => t.id)), array(tasks.map((t) => t.leaseToken))]);
+      sql = COMPLETE_BATCH([this.queue, array(tasks.map((t) => t.id)), array(tasks.map((t) => t.leaseToken))]);
     } else {
       const t = tasks[0];
-      sql = inline(S.complete.sql, [this.queue, bigintText(t.id), bigintText(t.leaseToken), result === undefined ? null : json(result)]);
+      sql = COMPLETE([this.queue, bigintText(t.id), bigintText(t.leaseToken), result === undefined ? null : json(result)]);
     }
     if (this.stopping) return query(client, `${sql}; COMMIT`).then(() => null);
     if (!this.chainSql) this.chainSql = inline(S.claim_next.sql, [this.queue, this.options.batch, this.lease, this.options.name ?? null]);

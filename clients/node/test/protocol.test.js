@@ -23,3 +23,10 @@ test('the package reads the protocol it ships', () => {
   assert.deepEqual(Object.keys(shipped.statements), Object.keys(source.statements));
   assert.equal(require('..').LEASE_LOST, source.sqlstates.lease_lost);
 });
+
+test("inliner's text is inline's, for every statement", () => {
+  const { S, inline, inliner } = require('../lib/statements');
+  const values = ['q', "it's", 'a\\b', null, 5, '{"k": 1}', undefined, 'x'];
+  for (const name of Object.keys(S)) assert.equal(inliner(S[name].sql)(values), inline(S[name].sql, values), name);
+  assert.equal(inliner(S.complete.sql)(['q', '1', '2', null]), "SELECT concurrency.complete('q'::text, '1'::bigint, '2'::bigint, NULL::jsonb)");
+});

@@ -238,3 +238,9 @@ test('without @opentelemetry/api the runtime works, tracing off, and still hands
   assert.equal(shown.enabled, true);
   assert.deepEqual(shown.handled, { n: 1 });
 });
+
+test('a worker traces its tasks only while a tracer provider or a context manager is registered', () => {
+  const r = spawnSync(process.execPath, [path.join(__dirname, 'fixtures', 'trace-live.js')], { encoding: 'utf8', timeout: 60000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), { nothing: false, contextManager: true, contextManagerGone: false, provider: true, providerGone: false });
+});
