@@ -510,6 +510,41 @@ def peers_node():
     return lines, path
 
 
+def node_runtime_cpu(path):
+    """What bounds the Node.js runtime's rows (a) and (b): its CPU a job and its server backends' (bench/peers/runtime-cpu.js)."""
+    d = json.load(open(path))
+    name = os.path.basename(path)
+    lines = ["## What bounds the Node.js runtime's rows (a) and (b)", "",
+             f"`{d['command']}` — result file [{name}](results/{name}); commit {d['commit']}, PostgreSQL "
+             f"{d['server']} ({d['settings']}), node {d['node']}, {d['cores']} cores, load average {d['load_at_end']} "
+             "at the end. CPU time, not wall time: it holds on a loaded machine.", "",
+             "| row | runs | client CPU ms a job (median) | its server backends' CPU ms a job (median; system part) "
+             "| messages a job | statements a job |", "|---|---|---|---|---|---|"]
+    for row in ("a", "b"):
+        runs = [r for r in d["runs"] if r["row"] == row]
+        timed = [r for r in runs if not r.get("messages")] or runs
+        counted = next((r for r in runs if r.get("messages")), None)
+        lines.append(f"| ({row}) | {len(timed)} | {statistics.median(r['client'] for r in timed):.3f} | "
+                     f"{statistics.median(r['server'] for r in timed):.3f} "
+                     f"({statistics.median(r['serverSys'] for r in timed):.3f}) | "
+                     f"{counted['messages']:.2f} | {counted['statements']:.2f} |" if counted else
+                     f"| ({row}) | {len(timed)} | {statistics.median(r['client'] for r in timed):.3f} | "
+                     f"{statistics.median(r['server'] for r in timed):.3f} | | |")
+    lines += ["", "A busy slot spends two round trips a job, the floor for a handler that writes: the handler's "
+              "statement, and one message that completes the task, claims the next, commits and begins "
+              "(`complete; dequeue; COMMIT; BEGIN`: the five statements). Its server backend spends about twice "
+              "the client's CPU: parsing and planning those statements as simple-protocol text, `complete` and "
+              "`dequeue`, and a durable commit a job. A V8 profile of the client (`--profile`) puts about two "
+              "thirds of its time in socket writes and most of the rest in node-postgres's protocol code; the "
+              "runtime's own JavaScript is about 9 µs a job (with no tracer provider or context manager "
+              "registered it makes no spans). One slot waits for its commit's flush before its next handler "
+              "starts (the claim commits with the completion): row (a) is a chain of two round trips and a flush a job, which faster code "
+              "on either side shortens only a little. What would shorten it: prepared statements for the "
+              "completing message (not behind PgBouncer in transaction mode before its 1.21), or a batch claim "
+              "(row (c)).", ""]
+    return lines
+
+
 def latency_python(path):
     d = json.load(open(path))
     name = os.path.basename(path)
@@ -564,6 +599,10 @@ def main():
             rendered.add(path)
     lines, path = peers_node()
     out += lines
+    cpu = newest("node-runtime-cpu")
+    if cpu:
+        out += node_runtime_cpu(cpu)
+        rendered.add(cpu)
     others = sorted(set(glob.glob(os.path.join(RESULTS, "*.json"))) - rendered)
     kinds = sorted({re.sub(r"-\d{8}T\d{6}Z.*$", "", os.path.basename(f)) for f in others} - set(RENDERERS))
     if kinds:
