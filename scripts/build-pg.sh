@@ -2,8 +2,8 @@
 # Builds PostgreSQL MAJOR (17 or 18) from Debian's postgresql-MAJOR source
 # package (17: suite trixie, 18: suite sid) into PREFIX (default
 # /opt/concurrency_ext/pgMAJOR; PGMAJOR_PREFIX, e.g. PG17_PREFIX, chooses
-# another) with what the tests need (pg_isolation_regress, contrib, the TAP
-# modules), and reuses a finished build: a second run prints the same
+# another) with what the tests need (pg_isolation_regress, the contrib module
+# amcheck, the TAP modules; no other contrib module: the suites use none), and reuses a finished build: a second run prints the same
 # pg_config at once, and a run started while another builds waits for it
 # instead of building twice.
 # Prints the prefix's pg_config on its last line. When the source (or what it
@@ -124,7 +124,7 @@ if ! configured_for_prefix; then
 fi
 make -j"$jobs" -s >build.log 2>&1 && make -s install >>build.log 2>&1 \
   && make -s -C src/test/isolation install >>build.log 2>&1 \
-  && make -s -j"$jobs" -C contrib install >>build.log 2>&1 || { tail -30 build.log; exit 1; }
+  && make -s -C contrib/amcheck install >>build.log 2>&1 || { tail -30 build.log; exit 1; }
 tap_modules . || { echo "could not install the TAP modules"; exit 1; }
 touch "$prefix/.complete"
 echo "$prefix/bin/pg_config"
