@@ -13,7 +13,8 @@
 #     initdb refuses root; they include PgBouncer and postgres_exporter);
 #     on 18 the Citus suite (scripts/citus-check.sh; skipped without Citus);
 #     on 17 the build, the pg_regress suites, isolation specs and upgrade
-#     check only (its build starts in the background at the beginning);
+#     check only, reaching the server over TCP as pg_virtualenv does (its
+#     build starts in the background at the beginning);
 #   once: the dashboard's browser tests (clients/dashboard/test/run.sh), the
 #     memory-safety run (PostgreSQL 15), the C++ formatting check
 #     (scripts/format-check.sh), the structure checks (no include circle
@@ -117,13 +118,18 @@ test_version() { # version pg_config
   if [ -z "$deps" ]; then count 1 0 "$v module links only the C/C++ runtime (ldd)"
   else echo "unexpected shared libraries: $deps"; count 0 1 "$v module links only the C/C++ runtime (ldd)"; fi
 
-  echo "== $v: regression and isolation suites (and the border module's)"
-  if cluster_start "$pg_config"; then
+  # 15 and 18 reach the server through its Unix socket, 17 over TCP, as
+  # pg_virtualenv does: the suites pass either way
+  local tcp=() over=""
+  suites_only "$v" && tcp=("listen_addresses = '127.0.0.1'") over=" (over TCP)"
+  echo "== $v: regression and isolation suites (and the border module's)$over"
+  if cluster_start "$pg_config" "${tcp[@]}"; then
+    [ -n "$over" ] && export PGHOST=127.0.0.1
     (cd "$tree" && make -s installcheck PG_CONFIG="$pg_config" ISOLATION=; make -s installcheck PG_CONFIG="$pg_config" REGRESS=
      make -s installcheck-border PG_CONFIG="$pg_config") >"$logs/installcheck-$v.log" 2>&1
     # the test-only border module must not stay in the server
     (cd "$tree" && make -s uninstall-test-module PG_CONFIG="$pg_config") >/dev/null 2>&1
-    count_installcheck "$v pg_regress + isolation" "$logs/installcheck-$v.log" "$tree"
+    count_installcheck "$v pg_regress + isolation$over" "$logs/installcheck-$v.log" "$tree"
 
     if ! suites_only "$v"; then
     echo "== $v: hostile-input fuzzing (test/fuzz)"
